@@ -1,0 +1,64 @@
+// Turns raw ring-buffer records into decoded calls: typed argument values
+// named as CUDA names them, return-code names, kernel names.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "cudatrace/api_table.h"
+#include "cudatrace/record.h"
+
+namespace cudatrace {
+
+class KernelNames;
+
+struct Dim3 {
+  std::uint32_t x, y, z;
+};
+struct Hex {
+  std::uint64_t v;
+};
+// An enum value with its CUDA name; name is nullptr when the value is unknown.
+struct Named {
+  const char* name;
+  std::int64_t raw;
+};
+
+// Unavailable (an out-param that could not be read) is std::monostate.
+using Value = std::variant<std::monostate, std::uint64_t, std::int64_t, Hex, Dim3, double, Named, std::string_view>;
+
+struct NamedValue {
+  std::string_view name;
+  Value value;
+};
+
+struct Call {
+  const ct_call* rec = nullptr;
+  const Api* api = nullptr;
+  const Api* parent = nullptr;  // enclosing probed call, if any
+  bool unfinished = false;
+  std::vector<NamedValue> args;
+  // Launches only: the kernel name, demangled and as CUDA gives it; "?" when
+  // it cannot be known. Empty for non-launch calls.
+  std::string_view kernel, kernel_mangled;
+  std::uint64_t kernel_handle = 0;
+
+  std::string_view comm() const;
+  bool failed() const;  // returned an error (cudaErrorNotReady is not one)
+  const char* ret_name() const;
+};
+
+// Name of a cudaMemcpyKind value, nullptr if unknown.
+const char* memcpy_kind_name(std::uint64_t kind);
+// Special stream handles: the legacy default stream, cudaStreamLegacy,
+// cudaStreamPerThread; nullptr for ordinary handles.
+const char* special_stream_name(std::uint64_t handle);
+
+// Decodes `rec` (with `payload_len` bytes of payload after it) into `call`,
+// reusing its storage. Returns false if the record names an unknown API.
+bool decode_call(const ct_call& rec, KernelNames* names, Call& call);
+
+}  // namespace cudatrace

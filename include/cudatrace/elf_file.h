@@ -1,0 +1,65 @@
+// Minimal read-only ELF64 reader: just what attaching uprobes and naming host
+// functions needs. The file is mapped once; lookups scan .dynsym and .symtab.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+namespace cudatrace {
+
+struct FunctionSymbol {
+  std::string_view name;
+  std::uint64_t address;  // st_value: link-time virtual address
+  std::uint64_t size;
+};
+
+class ElfFile {
+ public:
+  // Opens and validates an x86-64 ELF64 file. On failure returns nullptr and
+  // sets `error` to one line saying why.
+  static std::unique_ptr<ElfFile> open(const std::string& path, std::string& error);
+  ~ElfFile();
+  ElfFile(const ElfFile&) = delete;
+  ElfFile& operator=(const ElfFile&) = delete;
+
+  // Defined functions whose name is in `wanted`, from .dynsym and .symtab.
+  // When a name is in both, the .dynsym entry wins (they agree in practice).
+  std::unordered_map<std::string, std::uint64_t> find_functions(
+      const std::unordered_set<std::string_view>& wanted) const;
+
+  // Every defined function, sorted by address (for symbolising addresses).
+  std::vector<FunctionSymbol> functions() const;
+
+  // File offset of a virtual address inside a PT_LOAD segment; what uprobes
+  // are attached by. Returns false if no segment holds it.
+  bool vaddr_to_offset(std::uint64_t vaddr, std::uint64_t& offset) const;
+
+  // Virtual address of the PT_LOAD segment mapped at file offset 0 (the load bias base).
+  std::uint64_t first_load_vaddr() const;
+
+  bool has_symtab() const { return symtab_ != nullptr; }
+  const std::string& path() const { return path_; }
+
+ private:
+  ElfFile() = default;
+  struct Table {
+    const void* syms;
+    std::size_t count;
+    const char* strings;
+    std::size_t strings_size;
+  };
+  template <typename Fn>
+  void for_each_function(const Table& t, Fn&& fn) const;
+
+  std::string path_;
+  const std::uint8_t* data_ = nullptr;
+  std::size_t size_ = 0;
+  std::unique_ptr<Table> dynsym_, symtab_;
+};
+
+}  // namespace cudatrace

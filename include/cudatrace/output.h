@@ -1,0 +1,53 @@
+// Output formats. Each takes decoded calls and appends to an in-memory
+// buffer that the session flushes after every batch it drains, so pipes see
+// whole lines promptly without a write per call.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "cudatrace/decode.h"
+
+namespace cudatrace {
+
+struct EndStats {
+  std::uint64_t calls = 0;           // calls written
+  std::uint64_t unfinished = 0;      // calls that never returned
+  std::uint64_t lost_ringbuf = 0;    // records dropped: ring buffer full
+  std::uint64_t lost_threads = 0;    // calls not tracked: thread map full
+  std::uint64_t depth_overflow = 0;  // calls not tracked: nesting too deep
+  std::uint64_t unmatched = 0;       // frames skipped by longjmp/exceptions
+  std::uint64_t lost_control = 0;    // loader/exit notifications dropped
+  std::uint64_t lost() const { return lost_ringbuf + lost_threads + depth_overflow; }
+};
+
+class Output {
+ public:
+  virtual ~Output() = default;
+  virtual void header() {}
+  virtual void call(const Call& c) = 0;
+  virtual void unfinished(const Call& c) = 0;
+  // The closing record: the JSON end line, or the text-mode summary, which
+  // goes to `summary` (stderr) rather than the trace.
+  virtual void end(const EndStats& s, fmt::memory_buffer& summary) = 0;
+
+  fmt::memory_buffer& buffer() { return buf_; }
+
+ protected:
+  fmt::memory_buffer buf_;
+};
+
+// bcc-style columns; `start_ns` is the CLOCK_MONOTONIC time shown as 0.
+std::unique_ptr<Output> make_text_output(std::uint64_t start_ns);
+// JSON Lines, documented in docs/json.md.
+std::unique_ptr<Output> make_json_output();
+
+// Writes all of `buf` to `fd` and clears it. On failure returns false and
+// sets `error` to a one-line reason.
+bool write_all(int fd, fmt::memory_buffer& buf, std::string& error);
+
+}  // namespace cudatrace

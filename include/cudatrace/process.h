@@ -1,0 +1,36 @@
+// What cudatrace needs to know about a target process: its file mappings,
+// paths as the process sees them (through /proc/PID/root), its loader.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace cudatrace {
+
+struct Mapping {
+  std::uint64_t start, end, offset;
+  std::uint64_t inode;
+  bool exec;
+  std::string path;  // as the process sees it; empty for anonymous mappings
+};
+
+// Parses /proc/PID/maps. Returns false if the process is gone or unreadable.
+bool read_maps(pid_t pid, std::vector<Mapping>& out);
+
+// A path openable from here for a file mapped by `pid`: through
+// /proc/PID/root (another mount namespace), else /proc/PID/map_files.
+std::string host_path(pid_t pid, const Mapping& m);
+
+bool process_exists(pid_t pid);
+
+// Resolves a command name like execvp does. Empty if not found.
+std::string find_in_path(const std::string& name);
+
+// The ELF interpreter (dynamic loader) of an executable; follows one "#!"
+// line for scripts. Empty for static executables or unreadable files.
+std::string program_interpreter(const std::string& path);
+
+}  // namespace cudatrace

@@ -1,0 +1,45 @@
+// A tracing session: load the BPF object, attach to a process or a command
+// it starts, drain the ring buffer into an output until the target ends.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cudatrace/probes.h"
+
+namespace cudatrace {
+
+// Exit statuses (documented in README.md).
+enum ExitStatus : int {
+  kExitOk = 0,
+  kExitUsage = 2,       // bad command line
+  kExitTarget = 3,      // no such process / nothing to trace in it / command not found
+  kExitPermission = 4,  // not root, or missing CAP_BPF+CAP_PERFMON
+  kExitKernel = 5,      // no BTF, BPF load or attach failure
+  kExitOutput = 6,      // output cannot be written
+};
+
+struct Options {
+  pid_t pid = 0;                     // -p
+  std::vector<std::string> command;  // after --
+  std::vector<std::string> libs;     // --lib
+  Selection selection;               // -f / --layer
+  Selection display;                 // groups whose calls are printed
+  std::uint64_t min_us = 0;
+  bool errors_only = false;
+  pid_t tid = 0;
+  bool json = false;
+  std::string output_path;           // -o; empty: stdout
+  unsigned ring_mb = 16;
+  bool stop_on_dlopen = true;
+  bool verbose = false;
+};
+
+// Runs the session; returns the process exit status (the command's own
+// status in command mode).
+int run_tracer(const Options& opts);
+
+}  // namespace cudatrace

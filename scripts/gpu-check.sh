@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# GPU verification of cudatrace against CUPTI. Run on a GPU machine from the
+# repository root:
+#   bash scripts/gpu-check.sh [OUTDIR]        (default /tmp/gpucheck)
+# Env: CUDATRACE  prebuilt cudatrace binary (default ./build/cudatrace-static)
+#      PYTHON     python3 with PyTorch (default python3)
+#      OUT        if set, gpucheck.tar.gz and summary.txt are copied there
+#
+# Each test program runs twice under the CUPTI counter (libcupti_count.so via
+# CUDA_INJECTION64_PATH): once untraced, once under cudatrace, so cudatrace
+# and CUPTI observe the very same execution. scripts/gpu/compare.py then
+# checks cudatrace's counts. A failing step is reported and the next program
+# still runs; the exit status is 1 if anything failed.
+set -u
+
+OUTDIR=${1:-/tmp/gpucheck}
+KIT=$(cd "$(dirname "$0")/gpu" && pwd)
+CUDATRACE=${CUDATRACE:-./build/cudatrace-static}
+PYTHON=${PYTHON:-python3}
+BUILD=$OUTDIR/build
+LIB=$BUILD/libcupti_count.so
+RUN_TIMEOUT=120 # seconds per program run
+
+mkdir -p "$OUTDIR" || exit 1
+OUTDIR=$(cd "$OUTDIR" && pwd)
+[ -e "$CUDATRACE" ] && CUDATRACE=$(cd "$(dirname "$CUDATRACE")" && pwd)/$(basename "$CUDATRACE")
+
+failures=()
+fail() {
+	echo "FAILED: $*"
+	failures+=("$*")
+}
+
+section() { printf '\n===== %s =====\n' "$*"; }
+
+show_tail() { # show_tail FILE: last lines of a log, indented
+	[ -s "$1" ] && { echo "  --- last lines of $1:"; tail -n 15 "$1" | sed 's/^/  | /'; }
+}
+
+header() {
+	section "gpu-check $(date -Is)"
+	echo "host: $(hostname)  kernel: $(uname -r)  uid: $(id -u)"
+	nvidia-smi -L || fail "nvidia-smi -L"
+	echo "driver: $(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -n 1)"
+	echo "nvcc: $("${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" --version | tail -n 1)"
+	echo "python: $PYTHON ($($PYTHON --version 2>&1))"
+	echo "cudatrace: $CUDATRACE"
+	[ -x "$CUDATRACE" ] || fail "cudatrace binary $CUDATRACE missing or not executable"
+	echo "outdir: $OUTDIR"
+}
+
+# Use cudatrace's own list of traced APIs when it can print one.
+traced_list() {
+	TRACED_ARGS=()
+	local f=$OUTDIR/traced-apis.json
+	if timeout 20 "$CUDATRACE" --list-apis --json >"$f" 2>"$OUTDIR/traced-apis.err" && [ -s "$f" ]; then
+		echo "traced API list: $f ($(wc -c <"$f") bytes)"
+		TRACED_ARGS=(--traced "$f")
+	else
+		echo "cudatrace --list-apis --json unavailable: comparing the APIs cudatrace reports"
+	fi
+}
+
+# check NAME EXPECTED(yes|no) CMD...: untraced run, traced run, comparison.
+check() {
+	local name=$1 expected=$2
+	shift 2
+	local p=$OUTDIR/$name rc
+	section "$name: $*"
+	rm -f "$p".*
+
+	env "${INJECT[@]}" CUPTI_COUNT_OUT="$p.cupti-untraced.json" \
+		timeout -k 10 "$RUN_TIMEOUT" "$@" >"$p.untraced.out" 2>"$p.untraced.err"
+	rc=$?
+	if [ $rc -eq 0 ]; then
+		echo "untraced run: ok"
+	else
+		fail "$name: untraced run exited $rc"
+		show_tail "$p.untraced.err"
+	fi
+	[ -s "$p.cupti-untraced.json" ] || fail "$name: CUPTI counter wrote nothing (untraced run)"
+
+	local start=$SECONDS
+	timeout -k 10 "$RUN_TIMEOUT" "$CUDATRACE" --json -o "$p.trace.jsonl" -- \
+		env "${INJECT[@]}" CUPTI_COUNT_OUT="$p.cupti.json" "$@" \
+		>"$p.out" 2>"$p.err"
+	rc=$?
+	if [ $rc -eq 0 ]; then
+		echo "traced run: ok ($((SECONDS - start)) s, $(wc -l <"$p.trace.jsonl" 2>/dev/null || echo 0) trace lines)"
+	else
+		fail "$name: traced run exited $rc"
+		show_tail "$p.err"
+	fi
+	echo "program output: $(tail -n 1 "$p.out" 2>/dev/null)"
+
+	local args=("$p.trace.jsonl" "$p.cupti.json" "${TRACED_ARGS[@]}")
+	[ "$expected" = yes ] && args+=(--expected "$p.out")
+	[ -s "$p.cupti-untraced.json" ] && args+=(--baseline "$p.cupti-untraced.json")
+	"$PYTHON" "$KIT/compare.py" "${args[@]}" >"$p.compare.txt" 2>&1
+	rc=$?
+	cat "$p.compare.txt"
+	[ $rc -eq 0 ] || fail "$name: comparison (compare.py exit $rc)"
+}
+
+main() {
+	header
+	section build
+	bash "$KIT/build.sh" "$BUILD" >"$OUTDIR/build.log" 2>&1 || fail "build (see $OUTDIR/build.log)"
+	grep -E '^(built|FAILED)' "$OUTDIR/build.log"
+	# Without the counter library the programs still run (and fail to compare).
+	INJECT=()
+	[ -f "$LIB" ] && INJECT=(CUDA_INJECTION64_PATH="$LIB")
+	traced_list
+
+	local prog
+	for prog in multistream_shared multistream_static; do
+		if [ -x "$BUILD/$prog" ]; then
+			check "$prog" yes "$BUILD/$prog" 50
+		else
+			fail "$prog: not built"
+		fi
+	done
+	if [ -x "$BUILD/driver_api" ] && [ -f "$BUILD/driver_kernels.fatbin" ]; then
+		check driver_api yes "$BUILD/driver_api" "$BUILD/driver_kernels.fatbin" 20
+	else
+		fail "driver_api: not built"
+	fi
+	check torch_loop no "$PYTHON" "$KIT/torch_loop.py" 20
+
+	section summary
+	if [ ${#failures[@]} -eq 0 ]; then
+		echo "ALL OK"
+		return 0
+	fi
+	printf '%s\n' "${failures[@]}" | sed 's/^/FAILED: /'
+	return 1
+}
+
+main 2>&1 | tee "$OUTDIR/summary.txt"
+status=${PIPESTATUS[0]}
+
+if [ -n "${OUT:-}" ]; then
+	mkdir -p "$OUT" && tar -czf "$OUT/gpucheck.tar.gz" -C "$OUTDIR" --exclude=./build . &&
+		cp "$OUTDIR/summary.txt" "$OUT/summary.txt" &&
+		echo "copied gpucheck.tar.gz and summary.txt to $OUT"
+fi
+exit "$status"

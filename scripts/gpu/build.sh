@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Builds the GPU verification kit into BUILD_DIR (default /tmp/gpucheck).
+# Usage: bash scripts/gpu/build.sh [BUILD_DIR]
+# Env: CUDA_HOME (default /usr/local/cuda), NVCC, CXX.
+# Each target is built independently; exits 1 if any failed.
+set -u
+
+SRC=$(cd "$(dirname "$0")" && pwd)
+OUT=${1:-/tmp/gpucheck}
+CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+NVCC=${NVCC:-$CUDA_HOME/bin/nvcc}
+CXX=${CXX:-g++}
+ARCH=sm_90 # H100/H200
+
+mkdir -p "$OUT" || exit 1
+
+find_dir() { # find_dir FILE DIR... -> first DIR containing FILE
+	local file=$1 d
+	shift
+	for d in "$@"; do
+		[ -e "$d/$file" ] && { echo "$d"; return 0; }
+	done
+	return 1
+}
+
+CUPTI_INC=$(find_dir cupti.h "$CUDA_HOME/extras/CUPTI/include" "$CUDA_HOME/include" \
+	"$CUDA_HOME/targets/x86_64-linux/include")
+CUPTI_DIRS=("$CUDA_HOME/extras/CUPTI/lib64" "$CUDA_HOME/lib64" "$CUDA_HOME/targets/x86_64-linux/lib")
+CUPTI_LINK=-lcupti
+CUPTI_LIB=$(find_dir libcupti.so "${CUPTI_DIRS[@]}") ||
+	{ CUPTI_LIB=$(find_dir libcupti.so.13 "${CUPTI_DIRS[@]}") && CUPTI_LINK=-l:libcupti.so.13; }
+CUDA_STUBS=$(find_dir libcuda.so "$CUDA_HOME/lib64/stubs" "$CUDA_HOME/targets/x86_64-linux/lib/stubs")
+
+failed=()
+step() { # step NAME CMD... : run, report, remember failures
+	local name=$1
+	shift
+	echo "+ $*"
+	if "$@"; then
+		echo "built $name"
+	else
+		echo "FAILED to build $name" >&2
+		failed+=("$name")
+	fi
+}
+
+if [ -n "$CUPTI_INC" ] && [ -n "$CUPTI_LIB" ]; then
+	# Static libstdc++: the library is dlopen'ed into processes (python from
+	# a conda-style environment) that may carry an older libstdc++.
+	step libcupti_count.so "$CXX" -shared -fPIC -O2 -std=c++17 -Wall -Wextra \
+		-I"$CUPTI_INC" -I"$CUDA_HOME/include" "$SRC/cupti_count.cpp" \
+		-o "$OUT/libcupti_count.so" -L"$CUPTI_LIB" $CUPTI_LINK -Wl,-rpath,"$CUPTI_LIB" \
+		-static-libstdc++ -static-libgcc
+else
+	echo "FAILED: CUPTI not found under $CUDA_HOME (cupti.h: '${CUPTI_INC}', libcupti.so: '${CUPTI_LIB}')" >&2
+	failed+=(libcupti_count.so)
+fi
+
+step multistream_shared "$NVCC" -arch=$ARCH -O2 -cudart shared "$SRC/multistream.cu" \
+	-o "$OUT/multistream_shared"
+step multistream_static "$NVCC" -arch=$ARCH -O2 -cudart static "$SRC/multistream.cu" \
+	-o "$OUT/multistream_static"
+step driver_kernels.fatbin "$NVCC" -fatbin -arch=$ARCH "$SRC/driver_kernels.cu" \
+	-o "$OUT/driver_kernels.fatbin"
+# Host code only, compiled as C++: nvcc would add cudart fatbin registration.
+# Linked against the driver stub, run against the real driver.
+step driver_api "$CXX" -x c++ -O2 -Wall -I"$CUDA_HOME/include" "$SRC/driver_api.cu" -x none \
+	-o "$OUT/driver_api" ${CUDA_STUBS:+-L"$CUDA_STUBS"} -lcuda
+
+if [ ${#failed[@]} -gt 0 ]; then
+	echo "build: FAILED: ${failed[*]}" >&2
+	exit 1
+fi
+echo "build: all targets in $OUT"

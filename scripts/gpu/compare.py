@@ -1,0 +1,381 @@
+#!/usr/bin/env python3
+"""Compare a cudatrace JSON Lines trace with CUPTI's counts of the same run.
+
+Usage:
+  compare.py TRACE.jsonl CUPTI.json [--expected PROGRAM_STDOUT]
+             [--baseline CUPTI_UNTRACED.json] [--layer runtime|driver|all]
+             [--apis a,b,c] [--traced FILE] [--no-kernel-check]
+
+TRACE.jsonl   cudatrace --json output: "call" records and a final "end" record.
+CUPTI.json    written by libcupti_count.so (CUDA_INJECTION64_PATH) in that run.
+--expected    the test program's stdout; its last JSON line with an "expected"
+              object gives the API calls (and "kernels") the program made.
+--baseline    CUPTI counts of an untraced run, shown for reference only.
+--traced      the APIs cudatrace traces: one name per line, or JSON (a list of
+              names or of objects with "api"/"name" and optional "layer", or
+              an object holding such a list under "apis").
+--apis        restrict the comparison to these APIs.
+
+Without --traced/--apis the compared APIs are those cudatrace reported at
+least once. Names are compared after removing CUPTI's "_vNNNN" version tags;
+"_ptsz"/"_ptds" variants are folded into the base API unless cudatrace reports
+that API's variants under their own names. Driver ABI suffixes ("_v2") stay.
+
+A compared API matches when cudatrace's count equals one of: the program's
+expected count, CUPTI's count, or CUPTI's top-level count (calls not made
+from inside another API call, i.e. not from the runtime's internals). Each
+kernel CUPTI saw run must have as many cudatrace launch records naming it
+(kernel_mangled). Exit status: 0 all match, 1 a mismatch, 2 bad input.
+"""
+import argparse
+import json
+import re
+import sys
+from collections import Counter, defaultdict
+
+LAYERS = ("runtime", "driver")
+VERSION_RE = re.compile(r"_v\d{4,}$")
+PT_RE = re.compile(r"_(?:ptsz|ptds)(?=_|$)")
+LAUNCH_RE = re.compile(r"Launch(?:Cooperative)?Kernel")
+
+
+def die(msg):
+    print(f"compare.py: {msg}", file=sys.stderr)
+    sys.exit(2)
+
+
+def layer_of(api):
+    return "runtime" if api.startswith(("cuda", "__cuda")) else "driver"
+
+
+def load_json(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError) as e:
+        die(f"cannot read {path}: {e}")
+
+
+def load_expected(path):
+    """Last JSON line of the program's stdout that holds an "expected" object."""
+    found = None
+    try:
+        with open(path) as f:
+            for line in f:
+                line = line.strip()
+                if not line.startswith("{"):
+                    continue
+                try:
+                    obj = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(obj, dict) and isinstance(obj.get("expected"), dict):
+                    found = obj
+    except OSError as e:
+        die(f"cannot read {path}: {e}")
+    if found is None:
+        die(f"no JSON line with an \"expected\" object in {path}")
+    return found
+
+
+def load_traced(path):
+    """[(api, layer or None)] from a name-per-line file, a JSON list, or JSON
+    Lines of objects with "api"/"name" and optional "layer" (the output of
+    cudatrace --list-apis --json)."""
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError as e:
+        die(f"cannot read {path}: {e}")
+    try:
+        items = json.loads(text)
+        if isinstance(items, dict):
+            items = items.get("apis", [])
+    except ValueError:
+        items = []
+        for ln in text.splitlines():
+            ln = ln.strip()
+            if not ln or ln.startswith("#"):
+                continue
+            try:
+                items.append(json.loads(ln) if ln[0] in "{\"" else ln)
+            except ValueError:
+                die(f"{path}: unparsable line: {ln[:80]}")
+    out = []
+    for item in items if isinstance(items, list) else []:
+        if isinstance(item, str):
+            out.append((item, None))
+        elif isinstance(item, dict) and (item.get("api") or item.get("name")):
+            out.append((item.get("api") or item.get("name"), item.get("layer")))
+    if not out:
+        die(f"no API names found in {path}")
+    return out
+
+
+class Trace:
+    def __init__(self, path, pid):
+        self.calls = Counter()      # (layer, api) -> count
+        self.nested = Counter()     # same, depth > 0
+        self.launches = []          # launch call records
+        self.end = None
+        self.records = 0
+        self.other_pids = Counter()
+        self.bad_lines = 0
+        self.other_types = Counter()
+        try:
+            f = open(path)
+        except OSError as e:
+            die(f"cannot read {path}: {e}")
+        with f:
+            for line in f:
+                if not line.strip():
+                    continue
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    self.bad_lines += 1
+                    continue
+                kind = rec.get("type")
+                if kind == "end":
+                    self.end = rec
+                elif kind == "call":
+                    self.records += 1
+                    if pid is not None and rec.get("pid", pid) != pid:
+                        self.other_pids[rec.get("pid")] += 1
+                        continue
+                    api = rec.get("api", "?")
+                    key = (rec.get("layer") or layer_of(api), api)
+                    self.calls[key] += 1
+                    if rec.get("depth", 0) > 0:
+                        self.nested[key] += 1
+                    if "kernel" in rec or "kernel_mangled" in rec or LAUNCH_RE.search(api):
+                        self.launches.append(rec)
+                else:
+                    self.other_types[kind] += 1
+
+    def launch_groups(self):
+        """One group per launch: a launch record and the launch records made
+        inside it on the same thread (e.g. the driver launch that a runtime
+        launch makes), outermost first."""
+        by_thread = defaultdict(list)
+        for r in self.launches:
+            by_thread[(r.get("pid"), r.get("tid"))].append(r)
+        groups = []
+        for recs in by_thread.values():
+            recs.sort(key=lambda r: (r.get("ts_ns", 0), -r.get("dur_ns", 0)))
+            open_end = -1
+            for r in recs:
+                end = r.get("ts_ns", 0) + r.get("dur_ns", 0)
+                if groups and end <= open_end:
+                    groups[-1].append(r)
+                    continue
+                groups.append([r])
+                open_end = end
+        return groups
+
+
+class Namer:
+    """Maps API names of all sources to the keys that are compared."""
+
+    def __init__(self, cudatrace_apis):
+        # APIs whose _ptsz/_ptds variants cudatrace reports under their own names.
+        self.separate = {PT_RE.sub("", VERSION_RE.sub("", a))
+                         for a in cudatrace_apis if PT_RE.search(a)}
+
+    def key(self, api):
+        base = VERSION_RE.sub("", api)
+        folded = PT_RE.sub("", base)
+        return base if folded in self.separate else folded
+
+
+def fold(counts, namer):
+    """{(layer, api): n} -> {(layer, key): n}"""
+    out = Counter()
+    for (layer, api), n in counts.items():
+        out[(layer, namer.key(api))] += n
+    return out
+
+
+def cupti_counts(data, namer, suffix=""):
+    out = Counter()
+    for layer in LAYERS:
+        for api, n in (data.get(layer + suffix) or {}).items():
+            out[(layer, namer.key(api))] += n
+    return out
+
+
+def table(headers, rows):
+    widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows)]
+    lines = ["  ".join(str(h).ljust(w) for h, w in zip(headers, widths))]
+    lines.append("  ".join("-" * w for w in widths))
+    for row in rows:
+        lines.append("  ".join(str(c).ljust(w) for c, w in zip(row, widths)))
+    return "\n".join(lines)
+
+
+def verdict(value, refs):
+    """'yes [names of the references equal to value]' or 'NO'."""
+    hits = [name for name, ref in refs if ref is not None and ref == value]
+    return ("yes [" + ",".join(hits) + "]") if hits else "NO"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("trace")
+    ap.add_argument("cupti")
+    ap.add_argument("--expected")
+    ap.add_argument("--baseline")
+    ap.add_argument("--layer", choices=("runtime", "driver", "all"), default="all")
+    ap.add_argument("--apis", help="comma-separated API names")
+    ap.add_argument("--traced", metavar="FILE")
+    ap.add_argument("--no-kernel-check", action="store_true",
+                    help="show the kernel table but ignore it for the exit status")
+    args = ap.parse_args()
+
+    cupti = load_json(args.cupti)
+    pid = cupti.get("pid")
+    trace = Trace(args.trace, pid)
+    program = load_expected(args.expected) if args.expected else None
+    baseline = load_json(args.baseline) if args.baseline else None
+    layers = LAYERS if args.layer == "all" else (args.layer,)
+    problems = []
+
+    # ---- header --------------------------------------------------------
+    print(f"trace: {args.trace}: {trace.records} call records, "
+          f"{sum(trace.calls.values())} from pid {pid}")
+    if trace.end is None:
+        problems.append("trace has no \"end\" record (cudatrace did not finish)")
+    else:
+        e = trace.end
+        print(f"  end: calls={e.get('calls')} lost={e.get('lost')} "
+              f"unfinished={e.get('unfinished')}")
+        if e.get("calls") is not None and e.get("calls") != trace.records:
+            print(f"  WARNING: end.calls={e.get('calls')} but {trace.records} call records read")
+        if e.get("lost"):
+            print(f"  WARNING: cudatrace lost {e.get('lost')} records")
+    if trace.other_pids:
+        print(f"  note: {sum(trace.other_pids.values())} records from other pids "
+              f"{sorted(trace.other_pids)} not counted")
+    if trace.bad_lines:
+        print(f"  WARNING: {trace.bad_lines} unparsable lines")
+    print(f"cupti: {args.cupti}: pid {pid}, CUPTI version {cupti.get('cupti_version')}, "
+          f"{len(cupti.get('kernels') or {})} kernel names, "
+          f"activity records dropped {cupti.get('activity_dropped', 0)}")
+    if cupti.get("error"):
+        print(f"  WARNING: CUPTI counter error: {cupti['error']} (its counts may be incomplete)")
+    for layer in LAYERS:
+        inflight = cupti.get(layer + "_exit_only") or {}
+        if inflight:
+            print(f"  note: {layer} calls already in flight when CUPTI attached "
+                  f"(counted from their exit): {dict(inflight)}")
+    if program:
+        extra = {k: v for k, v in program.items() if k not in ("expected", "kernels")}
+        print(f"program: {args.expected}: {json.dumps(extra)}")
+
+    # ---- API counts ----------------------------------------------------
+    namer = Namer(api for _, api in trace.calls)
+    ct = fold(trace.calls, namer)
+    ct_nested = fold(trace.nested, namer)
+    cu = cupti_counts(cupti, namer) + cupti_counts(cupti, namer, "_exit_only")
+    cu_nested = cupti_counts(cupti, namer, "_nested")
+    base = (cupti_counts(baseline, namer) + cupti_counts(baseline, namer, "_exit_only")
+            if baseline else None)
+    exp = Counter()
+    if program:
+        for api, n in program["expected"].items():
+            exp[(layer_of(api), namer.key(api))] += n
+
+    if args.traced:
+        compared = {(layer or layer_of(api), namer.key(api))
+                    for api, layer in load_traced(args.traced)}
+        if args.apis:
+            wanted = {namer.key(a.strip()) for a in args.apis.split(",") if a.strip()}
+            compared = {k for k in compared if k[1] in wanted}
+    elif args.apis:
+        compared = {(layer_of(a.strip()), namer.key(a.strip()))
+                    for a in args.apis.split(",") if a.strip()}
+    else:
+        compared = {k for k, n in ct.items() if n}
+    compared = {k for k in compared if k[0] in layers}
+
+    headers = ["API", "layer", "cudatrace", "(nested)", "CUPTI", "(nested)", "expected"]
+    if base is not None:
+        headers.append("CUPTI untraced")
+    headers.append("match?")
+
+    def row(k, check):
+        c_top = cu[k] - cu_nested[k]
+        r = [k[1], k[0], ct[k], ct_nested[k] or "", cu[k], cu_nested[k] or "",
+             exp[k] if k in exp else "-"]
+        if base is not None:
+            r.append(base[k])
+        if check:
+            refs = [("expected", exp[k] if k in exp else None), ("cupti", cu[k]),
+                    ("cupti-top", c_top if cu_nested[k] else None)]
+            v = verdict(ct[k], refs)
+            if v == "NO":
+                problems.append(f"{k[0]} {k[1]}: cudatrace {ct[k]}, CUPTI {cu[k]} "
+                                f"(top-level {c_top})" +
+                                (f", expected {exp[k]}" if k in exp else ""))
+            r.append(v)
+        else:
+            r.append("-")
+        return r
+
+    # Traced APIs that nobody saw called match trivially; only count them.
+    unused = {k for k in compared if not (ct[k] or cu[k] or exp[k])}
+    order = sorted(compared - unused, key=lambda k: (LAYERS.index(k[0]), k[1]))
+    print(f"\nAPI calls compared ({len(order)}; {len(unused)} more compared APIs "
+          f"were called 0 times by all accounts):")
+    print(table(headers, [row(k, True) for k in order]) if order else "  (none)")
+
+    others = sorted({k for k in set(cu) | set(exp) | set(ct) if k[0] in layers} - compared,
+                    key=lambda k: (LAYERS.index(k[0]), k[1]))
+    if others:
+        print(f"\nNot compared (not in the traced set; {len(others)}):")
+        print(table(headers, [row(k, False) for k in others]))
+
+    # ---- kernels -------------------------------------------------------
+    def is_named(r):
+        return r.get("kernel") not in (None, "?")
+
+    groups = trace.launch_groups()
+    named_groups = sum(1 for g in groups if any(is_named(r) for r in g))
+    print(f"\nKernel launches: {len(groups)} launches, "
+          f"{100.0 * named_groups / len(groups) if groups else 0.0:.1f}% named")
+    for layer in LAYERS:
+        recs = [r for r in trace.launches if (r.get("layer") or layer_of(r.get("api", ""))) == layer]
+        if recs:
+            print(f"  {layer} launch records: {len(recs)}, "
+                  f"{100.0 * sum(map(is_named, recs)) / len(recs):.1f}% named")
+    # A launch is attributed to the first kernel_mangled found, outermost first.
+    ct_k = Counter(next((r["kernel_mangled"] for r in g if r.get("kernel_mangled")),
+                        "(no kernel_mangled)") for g in groups)
+    cu_k = Counter(cupti.get("kernels") or {})
+    exp_k = Counter((program or {}).get("kernels") or {})
+    names = sorted(set(cu_k) | set(ct_k) | set(exp_k))
+    krows = []
+    for name in names:
+        refs = [("cupti", cu_k[name] if name in cu_k else None),
+                ("expected", exp_k[name] if name in exp_k else None)]
+        v = verdict(ct_k[name], refs)
+        if v == "NO" and not args.no_kernel_check:
+            problems.append(f"kernel {name}: cudatrace {ct_k[name]} launches, "
+                            f"CUPTI {cu_k[name]} executed" +
+                            (f", expected {exp_k[name]}" if name in exp_k else ""))
+        krows.append([ct_k[name], cu_k[name], exp_k[name] if name in exp_k else "-", v, name])
+    if krows:
+        print(table(["cudatrace", "CUPTI", "expected", "match?", "kernel (mangled)"], krows))
+
+    # ---- verdict -------------------------------------------------------
+    if problems:
+        print(f"\nRESULT: MISMATCH ({len(problems)})")
+        for p in problems:
+            print(f"  - {p}")
+        return 1
+    print("\nRESULT: OK")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

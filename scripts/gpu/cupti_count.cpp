@@ -1,0 +1,241 @@
+// CUPTI injection library: counts CUDA runtime and driver API calls per name
+// and the kernels that actually ran, then writes one JSON object at exit.
+//
+// Load with CUDA_INJECTION64_PATH=/path/libcupti_count.so; the driver calls
+// InitializeInjection() from inside the process's first cuInit().
+// Output: file named by CUPTI_COUNT_OUT, or stderr.
+
+#include <cupti.h>
+
+#include <atomic>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+#include <unistd.h>
+
+namespace {
+
+// Larger than any CBID in CUPTI 13 (runtime 523, driver 807) with headroom
+// for a newer libcupti at run time.
+constexpr uint32_t kMaxCbid = 2048;
+constexpr int kRuntime = 0;
+constexpr int kDriver = 1;
+constexpr int kDomains = 2;
+const char *const kDomainKey[kDomains] = {"runtime", "driver"};
+
+// Everything here is trivially destructible on purpose: CUDA keeps making
+// API calls (and so callbacks) during its own teardown, after static C++
+// objects registered by this library would already have been destroyed.
+std::atomic<uint64_t> g_calls[kDomains][kMaxCbid];
+std::atomic<uint64_t> g_nested[kDomains][kMaxCbid];
+// EXIT callbacks without a matching ENTER: calls already in flight when the
+// subscription was made (the cuInit that loaded us and its runtime caller).
+std::atomic<uint64_t> g_exit_only[kDomains][kMaxCbid];
+std::atomic<uint64_t> g_cbid_overflow{0};
+std::atomic<uint64_t> g_dropped_records{0};
+const char *g_names[kDomains][kMaxCbid];  // resolved once at init
+
+std::mutex g_kernel_mutex;
+std::map<std::string, uint64_t> *g_kernels = new std::map<std::string, uint64_t>;
+
+// API callbacks of this thread currently between ENTER and EXIT (both domains).
+thread_local int t_depth = 0;
+
+char g_error[512];
+uint32_t g_cupti_version = 0;
+
+void set_error(const char *what, CUptiResult r) {
+  const char *s = nullptr;
+  if (cuptiGetResultString(r, &s) != CUPTI_SUCCESS || !s) s = "?";
+  if (!g_error[0]) snprintf(g_error, sizeof g_error, "%s: %s (%d)", what, s, (int)r);
+}
+
+void CUPTIAPI on_api(void *, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                     const void *cbdata) {
+  int d;
+  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) d = kRuntime;
+  else if (domain == CUPTI_CB_DOMAIN_DRIVER_API) d = kDriver;
+  else return;
+  if (cbid >= kMaxCbid) {
+    g_cbid_overflow.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  auto *info = static_cast<const CUpti_CallbackData *>(cbdata);
+  if (info->callbackSite == CUPTI_API_ENTER) {
+    g_calls[d][cbid].fetch_add(1, std::memory_order_relaxed);
+    if (t_depth > 0) g_nested[d][cbid].fetch_add(1, std::memory_order_relaxed);
+    ++t_depth;
+  } else if (t_depth > 0) {
+    --t_depth;
+  } else {
+    g_exit_only[d][cbid].fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+constexpr size_t kActivityBufSize = 4 << 20;
+
+void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records) {
+  *buffer = static_cast<uint8_t *>(aligned_alloc(8, kActivityBufSize));
+  *size = *buffer ? kActivityBufSize : 0;
+  *max_records = 0;
+}
+
+void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t,
+                               size_t valid) {
+  CUpti_Activity *rec = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(g_kernel_mutex);
+    while (cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
+      if (rec->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL &&
+          rec->kind != CUPTI_ACTIVITY_KIND_KERNEL)
+        continue;
+      const char *name = reinterpret_cast<CUpti_ActivityKernel10 *>(rec)->name;
+      ++(*g_kernels)[name ? name : "?"];
+    }
+  }
+  size_t dropped = 0;
+  if (cuptiActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS)
+    g_dropped_records.fetch_add(dropped, std::memory_order_relaxed);
+  free(buffer);
+}
+
+// "cudaLaunchKernel_ptsz_v7000" -> "cudaLaunchKernel_ptsz". Only CUPTI's
+// 4+ digit version tags go; driver ABI suffixes such as "_v2" stay.
+std::string normalize(const char *raw) {
+  std::string s(raw);
+  size_t p = s.rfind("_v");
+  if (p == std::string::npos || s.size() - (p + 2) < 4) return s;
+  for (size_t i = p + 2; i < s.size(); ++i)
+    if (s[i] < '0' || s[i] > '9') return s;
+  return s.substr(0, p);
+}
+
+void put_string(FILE *f, const std::string &s) {
+  fputc('"', f);
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+    else if (c < 0x20) fprintf(f, "\\u%04x", c);
+    else fputc(c, f);
+  }
+  fputc('"', f);
+}
+
+void put_object(FILE *f, const char *key, const std::map<std::string, uint64_t> &m) {
+  fprintf(f, ",\"%s\":{", key);
+  bool first = true;
+  for (const auto &kv : m) {
+    if (!first) fputc(',', f);
+    first = false;
+    put_string(f, kv.first);
+    fprintf(f, ":%" PRIu64, kv.second);
+  }
+  fputc('}', f);
+}
+
+std::string cbid_name(int d, uint32_t cbid) {
+  if (g_names[d][cbid]) return g_names[d][cbid];
+  return std::string(kDomainKey[d]) + "_cbid_" + std::to_string(cbid);
+}
+
+void write_json() {
+  FILE *f = stderr;
+  const char *path = getenv("CUPTI_COUNT_OUT");
+  if (path && *path) {
+    f = fopen(path, "w");
+    if (!f) {
+      fprintf(stderr, "cupti_count: cannot open %s, writing to stderr\n", path);
+      f = stderr;
+    }
+  }
+  fprintf(f, "{\"pid\":%d,\"cupti_version\":%u", (int)getpid(), g_cupti_version);
+  for (int d = 0; d < kDomains; ++d) {
+    std::map<std::string, uint64_t> norm, raw, nested, exit_only;
+    for (uint32_t id = 0; id < kMaxCbid; ++id) {
+      uint64_t n = g_calls[d][id].load(std::memory_order_relaxed);
+      uint64_t nn = g_nested[d][id].load(std::memory_order_relaxed);
+      uint64_t x = g_exit_only[d][id].load(std::memory_order_relaxed);
+      if (!n && !x) continue;
+      std::string name = cbid_name(d, id);
+      std::string base = normalize(name.c_str());
+      if (n) {
+        norm[base] += n;
+        raw[name] += n;
+      }
+      if (nn) nested[base] += nn;
+      if (x) exit_only[base] += x;
+    }
+    std::string k = kDomainKey[d];
+    put_object(f, k.c_str(), norm);
+    put_object(f, (k + "_raw").c_str(), raw);
+    put_object(f, (k + "_nested").c_str(), nested);
+    put_object(f, (k + "_exit_only").c_str(), exit_only);
+  }
+  {
+    std::lock_guard<std::mutex> lock(g_kernel_mutex);
+    put_object(f, "kernels", *g_kernels);
+  }
+  fprintf(f, ",\"activity_dropped\":%" PRIu64 ",\"cbid_overflow\":%" PRIu64,
+          g_dropped_records.load(), g_cbid_overflow.load());
+  if (g_error[0]) {
+    fputs(",\"error\":", f);
+    put_string(f, g_error);
+  }
+  fputs("}\n", f);
+  if (f != stderr) fclose(f);
+  else fflush(f);
+}
+
+bool g_at_exit_done = false;
+
+void at_exit() {
+  CUptiResult r = cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  if (r != CUPTI_SUCCESS) set_error("cuptiActivityFlushAll", r);
+  write_json();
+  g_at_exit_done = true;
+}
+
+// CUDA's own exit handlers (module unregistration, context teardown) were
+// registered before ours and so run after at_exit(); rewrite the file once
+// more so API calls made there are counted too. CUPTI is not called here.
+__attribute__((destructor)) void rewrite_at_unload() {
+  if (g_at_exit_done) write_json();
+}
+
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) {
+  static std::atomic<bool> done{false};
+  if (done.exchange(true)) return 1;
+  atexit(at_exit);
+
+  cuptiGetVersion(&g_cupti_version);
+  for (uint32_t id = 0; id < kMaxCbid; ++id) {
+    const char *n = nullptr;
+    if (cuptiGetCallbackName(CUPTI_CB_DOMAIN_RUNTIME_API, id, &n) == CUPTI_SUCCESS && n)
+      g_names[kRuntime][id] = strdup(n);
+    n = nullptr;
+    if (cuptiGetCallbackName(CUPTI_CB_DOMAIN_DRIVER_API, id, &n) == CUPTI_SUCCESS && n)
+      g_names[kDriver][id] = strdup(n);
+  }
+
+  CUpti_SubscriberHandle sub;
+  CUptiResult r = cuptiSubscribe(&sub, on_api, nullptr);
+  if (r != CUPTI_SUCCESS) {
+    set_error("cuptiSubscribe", r);
+    return 0;
+  }
+  if ((r = cuptiEnableDomain(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API)) != CUPTI_SUCCESS)
+    set_error("cuptiEnableDomain(runtime)", r);
+  if ((r = cuptiEnableDomain(1, sub, CUPTI_CB_DOMAIN_DRIVER_API)) != CUPTI_SUCCESS)
+    set_error("cuptiEnableDomain(driver)", r);
+  if ((r = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed)) != CUPTI_SUCCESS)
+    set_error("cuptiActivityRegisterCallbacks", r);
+  else if (cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != CUPTI_SUCCESS &&
+           (r = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_KERNEL)) != CUPTI_SUCCESS)
+    set_error("cuptiActivityEnable(CONCURRENT_KERNEL and KERNEL)", r);
+  return g_error[0] ? 0 : 1;
+}

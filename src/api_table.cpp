@@ -1,0 +1,251 @@
+#include "cudatrace/api_table.h"
+
+#include <stdexcept>
+#include <unordered_map>
+
+#include "cudatrace/record.h"
+
+namespace cudatrace {
+namespace {
+
+using A = ArgType;
+constexpr Layer RT = Layer::Runtime;
+constexpr Layer DRV = Layer::Driver;
+constexpr Group MEM = Group::Mem, XFER = Group::Xfer, LAUNCH = Group::Launch, STREAM = Group::Stream,
+                EVENT = Group::Event, DEVICE = Group::Device, MODULE = Group::Module;
+
+// clang-format off
+// name, layer, group, {arguments in order as {CUDA parameter name, type}}[, returns]
+const std::vector<ApiSpec> kRows = {
+  // ---- Runtime: memory
+  {"cudaMalloc", RT, MEM, {{"devPtr", A::OutPtr}, {"size", A::Size}}},
+  {"cudaFree", RT, MEM, {{"devPtr", A::Ptr}}},
+  {"cudaMallocHost", RT, MEM, {{"ptr", A::OutPtr}, {"size", A::Size}}},
+  {"cudaFreeHost", RT, MEM, {{"ptr", A::Ptr}}},
+  {"cudaHostAlloc", RT, MEM, {{"pHost", A::OutPtr}, {"size", A::Size}, {"flags", A::Flags}}},
+  {"cudaHostRegister", RT, MEM, {{"ptr", A::Ptr}, {"size", A::Size}, {"flags", A::Flags}}},
+  {"cudaHostUnregister", RT, MEM, {{"ptr", A::Ptr}}},
+  {"cudaMallocManaged", RT, MEM, {{"devPtr", A::OutPtr}, {"size", A::Size}, {"flags", A::Flags}}},
+  {"cudaMallocAsync", RT, MEM, {{"devPtr", A::OutPtr}, {"size", A::Size}, {"stream", A::Stream}}},
+  {"cudaFreeAsync", RT, MEM, {{"devPtr", A::Ptr}, {"stream", A::Stream}}},
+  {"cudaMallocPitch", RT, MEM, {{"devPtr", A::OutPtr}, {"pitch", A::OutSize}, {"width", A::Size}, {"height", A::Size}}},
+  // ---- Runtime: transfers
+  {"cudaMemcpy", RT, XFER, {{"dst", A::Ptr}, {"src", A::Ptr}, {"count", A::Size}, {"kind", A::MemcpyKind}}},
+  {"cudaMemcpyAsync", RT, XFER, {{"dst", A::Ptr}, {"src", A::Ptr}, {"count", A::Size}, {"kind", A::MemcpyKind}, {"stream", A::Stream}}},
+  {"cudaMemcpy2D", RT, XFER, {{"dst", A::Ptr}, {"dpitch", A::Size}, {"src", A::Ptr}, {"spitch", A::Size}, {"width", A::Size}, {"height", A::Size}, {"kind", A::MemcpyKind}}},
+  {"cudaMemcpy2DAsync", RT, XFER, {{"dst", A::Ptr}, {"dpitch", A::Size}, {"src", A::Ptr}, {"spitch", A::Size}, {"width", A::Size}, {"height", A::Size}, {"kind", A::MemcpyKind}, {"stream", A::Stream}}},
+  {"cudaMemcpyPeer", RT, XFER, {{"dst", A::Ptr}, {"dstDevice", A::Int}, {"src", A::Ptr}, {"srcDevice", A::Int}, {"count", A::Size}}},
+  {"cudaMemcpyPeerAsync", RT, XFER, {{"dst", A::Ptr}, {"dstDevice", A::Int}, {"src", A::Ptr}, {"srcDevice", A::Int}, {"count", A::Size}, {"stream", A::Stream}}},
+  {"cudaMemset", RT, XFER, {{"devPtr", A::Ptr}, {"value", A::Int}, {"count", A::Size}}},
+  {"cudaMemsetAsync", RT, XFER, {{"devPtr", A::Ptr}, {"value", A::Int}, {"count", A::Size}, {"stream", A::Stream}}},
+  // ---- Runtime: launches
+  {"cudaLaunchKernel", RT, LAUNCH, {{"func", A::Func}, {"grid", A::Dim3}, {"block", A::Dim3}, {"args", A::Ptr}, {"sharedMem", A::Size}, {"stream", A::Stream}}},
+  {"cudaLaunchKernelExC", RT, LAUNCH, {{"config", A::LaunchConfig}, {"func", A::Func}, {"args", A::Ptr}}},
+  {"cudaLaunchCooperativeKernel", RT, LAUNCH, {{"func", A::Func}, {"grid", A::Dim3}, {"block", A::Dim3}, {"args", A::Ptr}, {"sharedMem", A::Size}, {"stream", A::Stream}}},
+  {"cudaGraphLaunch", RT, LAUNCH, {{"graphExec", A::Handle}, {"stream", A::Stream}}},
+  // ---- Runtime: streams
+  {"cudaStreamCreate", RT, STREAM, {{"pStream", A::OutStream}}},
+  {"cudaStreamCreateWithFlags", RT, STREAM, {{"pStream", A::OutStream}, {"flags", A::Flags}}},
+  {"cudaStreamCreateWithPriority", RT, STREAM, {{"pStream", A::OutStream}, {"flags", A::Flags}, {"priority", A::Int}}},
+  {"cudaStreamDestroy", RT, STREAM, {{"stream", A::Stream}}},
+  {"cudaStreamSynchronize", RT, STREAM, {{"stream", A::Stream}}},
+  {"cudaStreamQuery", RT, STREAM, {{"stream", A::Stream}}},
+  {"cudaStreamWaitEvent", RT, STREAM, {{"stream", A::Stream}, {"event", A::Event}, {"flags", A::Flags}}},
+  // ---- Runtime: events
+  {"cudaEventCreate", RT, EVENT, {{"event", A::OutEvent}}},
+  {"cudaEventCreateWithFlags", RT, EVENT, {{"event", A::OutEvent}, {"flags", A::Flags}}},
+  {"cudaEventRecord", RT, EVENT, {{"event", A::Event}, {"stream", A::Stream}}},
+  {"cudaEventRecordWithFlags", RT, EVENT, {{"event", A::Event}, {"stream", A::Stream}, {"flags", A::Flags}}},
+  {"cudaEventSynchronize", RT, EVENT, {{"event", A::Event}}},
+  {"cudaEventQuery", RT, EVENT, {{"event", A::Event}}},
+  {"cudaEventElapsedTime", RT, EVENT, {{"ms", A::OutFloat}, {"start", A::Event}, {"end", A::Event}}},
+  {"cudaEventDestroy", RT, EVENT, {{"event", A::Event}}},
+  // ---- Runtime: device
+  {"cudaSetDevice", RT, DEVICE, {{"device", A::Int}}},
+  {"cudaGetDevice", RT, DEVICE, {{"device", A::OutInt}}},
+  {"cudaGetDeviceCount", RT, DEVICE, {{"count", A::OutInt}}},
+  {"cudaDeviceSynchronize", RT, DEVICE, {}},
+  {"cudaDeviceReset", RT, DEVICE, {}},
+  // ---- Runtime: kernel registration, for kernel names
+  {"__cudaRegisterFunction", RT, MODULE, {{"fatCubinHandle", A::Handle}, {"hostFun", A::Func}, {"deviceFun", A::String}}, Returns::Void},
+  {"__cudaGetKernel", RT, MODULE, {{"kernel", A::OutFunc}, {"hostFun", A::Func}}},
+  {"cudaGetKernel", RT, MODULE, {{"kernelPtr", A::OutFunc}, {"entryFuncAddr", A::Func}}},
+  {"cudaLibraryGetKernel", RT, MODULE, {{"pKernel", A::OutFunc}, {"library", A::Handle}, {"name", A::String}}},
+
+  // ---- Driver: memory
+  {"cuMemAlloc_v2", DRV, MEM, {{"dptr", A::OutPtr}, {"bytesize", A::Size}}},
+  {"cuMemFree_v2", DRV, MEM, {{"dptr", A::Ptr}}},
+  {"cuMemAllocHost_v2", DRV, MEM, {{"pp", A::OutPtr}, {"bytesize", A::Size}}},
+  {"cuMemFreeHost", DRV, MEM, {{"p", A::Ptr}}},
+  {"cuMemHostAlloc", DRV, MEM, {{"pp", A::OutPtr}, {"bytesize", A::Size}, {"Flags", A::Flags}}},
+  {"cuMemHostRegister_v2", DRV, MEM, {{"p", A::Ptr}, {"bytesize", A::Size}, {"Flags", A::Flags}}},
+  {"cuMemAllocManaged", DRV, MEM, {{"dptr", A::OutPtr}, {"bytesize", A::Size}, {"flags", A::Flags}}},
+  {"cuMemAllocPitch_v2", DRV, MEM, {{"dptr", A::OutPtr}, {"pPitch", A::OutSize}, {"WidthInBytes", A::Size}, {"Height", A::Size}, {"ElementSizeBytes", A::UInt}}},
+  {"cuMemAllocAsync", DRV, MEM, {{"dptr", A::OutPtr}, {"bytesize", A::Size}, {"hStream", A::Stream}}},
+  {"cuMemFreeAsync", DRV, MEM, {{"dptr", A::Ptr}, {"hStream", A::Stream}}},
+  {"cuMemCreate", DRV, MEM, {{"handle", A::OutHandle}, {"size", A::Size}, {"prop", A::Ptr}, {"flags", A::Flags}}},
+  {"cuMemMap", DRV, MEM, {{"ptr", A::Ptr}, {"size", A::Size}, {"offset", A::Size}, {"handle", A::Handle}, {"flags", A::Flags}}},
+  {"cuMemUnmap", DRV, MEM, {{"ptr", A::Ptr}, {"size", A::Size}}},
+  {"cuMemRelease", DRV, MEM, {{"handle", A::Handle}}},
+  {"cuMemAddressReserve", DRV, MEM, {{"ptr", A::OutPtr}, {"size", A::Size}, {"alignment", A::Size}, {"addr", A::Ptr}, {"flags", A::Flags}}},
+  // ---- Driver: transfers
+  {"cuMemcpy", DRV, XFER, {{"dst", A::Ptr}, {"src", A::Ptr}, {"ByteCount", A::Size}}},
+  {"cuMemcpyAsync", DRV, XFER, {{"dst", A::Ptr}, {"src", A::Ptr}, {"ByteCount", A::Size}, {"hStream", A::Stream}}},
+  {"cuMemcpyHtoD_v2", DRV, XFER, {{"dstDevice", A::Ptr}, {"srcHost", A::Ptr}, {"ByteCount", A::Size}}},
+  {"cuMemcpyDtoH_v2", DRV, XFER, {{"dstHost", A::Ptr}, {"srcDevice", A::Ptr}, {"ByteCount", A::Size}}},
+  {"cuMemcpyDtoD_v2", DRV, XFER, {{"dstDevice", A::Ptr}, {"srcDevice", A::Ptr}, {"ByteCount", A::Size}}},
+  {"cuMemcpyHtoDAsync_v2", DRV, XFER, {{"dstDevice", A::Ptr}, {"srcHost", A::Ptr}, {"ByteCount", A::Size}, {"hStream", A::Stream}}},
+  {"cuMemcpyDtoHAsync_v2", DRV, XFER, {{"dstHost", A::Ptr}, {"srcDevice", A::Ptr}, {"ByteCount", A::Size}, {"hStream", A::Stream}}},
+  {"cuMemcpyDtoDAsync_v2", DRV, XFER, {{"dstDevice", A::Ptr}, {"srcDevice", A::Ptr}, {"ByteCount", A::Size}, {"hStream", A::Stream}}},
+  {"cuMemsetD8_v2", DRV, XFER, {{"dstDevice", A::Ptr}, {"uc", A::UInt}, {"N", A::Size}}},
+  {"cuMemsetD32_v2", DRV, XFER, {{"dstDevice", A::Ptr}, {"ui", A::UInt}, {"N", A::Size}}},
+  {"cuMemsetD8Async", DRV, XFER, {{"dstDevice", A::Ptr}, {"uc", A::UInt}, {"N", A::Size}, {"hStream", A::Stream}}},
+  {"cuMemsetD32Async", DRV, XFER, {{"dstDevice", A::Ptr}, {"ui", A::UInt}, {"N", A::Size}, {"hStream", A::Stream}}},
+  // ---- Driver: launches
+  {"cuLaunchKernel", DRV, LAUNCH, {{"f", A::Func}, {"grid", A::Dim3Split}, {"block", A::Dim3Split}, {"sharedMemBytes", A::UInt}, {"hStream", A::Stream}, {"kernelParams", A::Ptr}, {"extra", A::Ptr}}},
+  {"cuLaunchKernelEx", DRV, LAUNCH, {{"config", A::LaunchConfig}, {"f", A::Func}, {"kernelParams", A::Ptr}, {"extra", A::Ptr}}},
+  {"cuLaunchCooperativeKernel", DRV, LAUNCH, {{"f", A::Func}, {"grid", A::Dim3Split}, {"block", A::Dim3Split}, {"sharedMemBytes", A::UInt}, {"hStream", A::Stream}, {"kernelParams", A::Ptr}}},
+  {"cuGraphLaunch", DRV, LAUNCH, {{"hGraphExec", A::Handle}, {"hStream", A::Stream}}},
+  // ---- Driver: streams
+  {"cuStreamCreate", DRV, STREAM, {{"phStream", A::OutStream}, {"Flags", A::Flags}}},
+  {"cuStreamCreateWithPriority", DRV, STREAM, {{"phStream", A::OutStream}, {"flags", A::Flags}, {"priority", A::Int}}},
+  {"cuStreamDestroy_v2", DRV, STREAM, {{"hStream", A::Stream}}},
+  {"cuStreamSynchronize", DRV, STREAM, {{"hStream", A::Stream}}},
+  {"cuStreamQuery", DRV, STREAM, {{"hStream", A::Stream}}},
+  {"cuStreamWaitEvent", DRV, STREAM, {{"hStream", A::Stream}, {"hEvent", A::Event}, {"Flags", A::Flags}}},
+  // ---- Driver: events
+  {"cuEventCreate", DRV, EVENT, {{"phEvent", A::OutEvent}, {"Flags", A::Flags}}},
+  {"cuEventRecord", DRV, EVENT, {{"hEvent", A::Event}, {"hStream", A::Stream}}},
+  {"cuEventRecordWithFlags", DRV, EVENT, {{"hEvent", A::Event}, {"hStream", A::Stream}, {"flags", A::Flags}}},
+  {"cuEventSynchronize", DRV, EVENT, {{"hEvent", A::Event}}},
+  {"cuEventQuery", DRV, EVENT, {{"hEvent", A::Event}}},
+  {"cuEventDestroy_v2", DRV, EVENT, {{"hEvent", A::Event}}},
+  {"cuEventElapsedTime", DRV, EVENT, {{"pMilliseconds", A::OutFloat}, {"hStart", A::Event}, {"hEnd", A::Event}}},
+  {"cuEventElapsedTime_v2", DRV, EVENT, {{"pMilliseconds", A::OutFloat}, {"hStart", A::Event}, {"hEnd", A::Event}}},
+  // ---- Driver: context and device
+  {"cuInit", DRV, DEVICE, {{"Flags", A::Flags}}},
+  {"cuCtxSynchronize", DRV, DEVICE, {}},
+  {"cuCtxSetCurrent", DRV, DEVICE, {{"ctx", A::Handle}}},
+  {"cuDevicePrimaryCtxRetain", DRV, DEVICE, {{"pctx", A::OutHandle}, {"dev", A::Int}}},
+  // ---- Driver: kernel lookups, for kernel names
+  {"cuModuleGetFunction", DRV, MODULE, {{"hfunc", A::OutFunc}, {"hmod", A::Handle}, {"name", A::String}}},
+  {"cuLibraryGetKernel", DRV, MODULE, {{"pKernel", A::OutFunc}, {"library", A::Handle}, {"name", A::String}}},
+  {"cuKernelGetFunction", DRV, MODULE, {{"pFunc", A::OutFunc}, {"kernel", A::Func}}},
+};
+// clang-format on
+
+int out_size(ArgType t) {
+  switch (t) {
+    case A::OutInt:
+    case A::OutFloat:
+      return 4;
+    default:
+      return 8;
+  }
+}
+
+std::uint64_t make_cookie(const Api& api) {
+  std::uint64_t c = api.id;
+  int used_slots = 0;
+  for (std::size_t i = 0; i < api.spec->args.size(); ++i)
+    used_slots = std::max(used_slots, api.slots[i] + slot_count(api.spec->args[i].type));
+  const int stack_words = std::max(0, used_slots - CT_REG_ARGS);
+  if (stack_words > CT_MAX_STACK_ARGS) throw std::logic_error(std::string("too many arguments: ") + api.symbol);
+  c |= std::uint64_t(stack_words) << 16;
+  for (int o = 0; o < 2; ++o) {
+    if (api.out_index[o] < 0) continue;
+    const ArgSpec& a = api.spec->args[api.out_index[o]];
+    c |= std::uint64_t(api.slots[api.out_index[o]] + 1) << (20 + 8 * o);
+    c |= std::uint64_t(out_size(a.type)) << (24 + 8 * o);
+  }
+  if (api.payload_index >= 0) {
+    const ArgSpec& a = api.spec->args[api.payload_index];
+    c |= std::uint64_t(api.slots[api.payload_index] + 1) << 36;
+    const auto kind = a.type == A::String ? CT_PAYLOAD_STRING : CT_PAYLOAD_LAUNCH_CONFIG;
+    c |= std::uint64_t(kind) << 40;
+  }
+  return c;
+}
+
+Api make_api(std::uint16_t id, const ApiSpec& spec, std::string symbol, bool variant) {
+  Api api{id, std::move(symbol), &spec, {}, {-1, -1}, -1, 0, variant};
+  int slot = 0, outs = 0;
+  for (std::size_t i = 0; i < spec.args.size(); ++i) {
+    const ArgType t = spec.args[i].type;
+    api.slots.push_back(static_cast<std::uint8_t>(slot));
+    slot += slot_count(t);
+    if (is_out(t)) {
+      if (outs == 2) throw std::logic_error(std::string("more than two out-params: ") + spec.name);
+      api.out_index[outs++] = static_cast<int>(i);
+    }
+    if (t == A::String || t == A::LaunchConfig) {
+      if (api.payload_index >= 0) throw std::logic_error(std::string("two payloads: ") + spec.name);
+      api.payload_index = static_cast<int>(i);
+    }
+  }
+  api.cookie = make_cookie(api);
+  return api;
+}
+
+std::vector<Api> build_apis() {
+  std::vector<Api> out;
+  // Every row may also be exported in its per-thread-default-stream forms.
+  static const char* const kVariantSuffixes[] = {"_ptsz", "_ptds"};
+  for (const ApiSpec& row : kRows) {
+    out.push_back(make_api(static_cast<std::uint16_t>(out.size()), row, row.name, false));
+    if (row.group == MODULE) continue;  // registration has no stream forms
+    for (const char* suffix : kVariantSuffixes)
+      out.push_back(make_api(static_cast<std::uint16_t>(out.size()), row, std::string(row.name) + suffix, true));
+  }
+  if (out.size() > CT_MAX_APIS) throw std::logic_error("API table larger than CT_MAX_APIS");
+  return out;
+}
+
+}  // namespace
+
+bool is_out(ArgType t) { return t >= A::OutPtr; }
+
+int slot_count(ArgType t) {
+  switch (t) {
+    case A::Dim3:
+      return 2;
+    case A::Dim3Split:
+      return 3;
+    default:
+      return 1;
+  }
+}
+
+const char* group_name(Group g) {
+  static const char* const kNames[kGroupCount] = {"mem", "xfer", "launch", "stream", "event", "device", "module"};
+  return kNames[static_cast<int>(g)];
+}
+
+std::optional<Group> parse_group(std::string_view name) {
+  for (int i = 0; i < kGroupCount; ++i)
+    if (name == group_name(static_cast<Group>(i))) return static_cast<Group>(i);
+  return std::nullopt;
+}
+
+const char* layer_name(Layer l) { return l == Layer::Runtime ? "runtime" : "driver"; }
+
+const std::vector<ApiSpec>& api_rows() { return kRows; }
+
+const std::vector<Api>& apis() {
+  static const std::vector<Api> kApis = build_apis();
+  return kApis;
+}
+
+const Api* api_by_id(std::uint16_t id) { return id < apis().size() ? &apis()[id] : nullptr; }
+
+const Api* api_by_symbol(std::string_view symbol) {
+  static const auto kIndex = [] {
+    std::unordered_map<std::string_view, const Api*> m;
+    for (const Api& a : apis()) m.emplace(a.symbol, &a);
+    return m;
+  }();
+  auto it = kIndex.find(symbol);
+  return it == kIndex.end() ? nullptr : it->second;
+}
+
+}  // namespace cudatrace

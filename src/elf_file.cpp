@@ -1,0 +1,144 @@
+#include "cudatrace/elf_file.h"
+
+#include <elf.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace cudatrace {
+
+std::unique_ptr<ElfFile> ElfFile::open(const std::string& path, std::string& error) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    error = path + ": " + std::strerror(errno);
+    return nullptr;
+  }
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    error = path + ": not a regular file";
+    ::close(fd);
+    return nullptr;
+  }
+  if (static_cast<std::size_t>(st.st_size) < sizeof(Elf64_Ehdr)) {
+    error = path + ": not an ELF file (too small)";
+    ::close(fd);
+    return nullptr;
+  }
+  void* map = mmap(nullptr, st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  if (map == MAP_FAILED) {
+    error = path + ": mmap: " + std::strerror(errno);
+    return nullptr;
+  }
+  std::unique_ptr<ElfFile> elf(new ElfFile());
+  elf->path_ = path;
+  elf->data_ = static_cast<const std::uint8_t*>(map);
+  elf->size_ = st.st_size;
+
+  const auto* eh = reinterpret_cast<const Elf64_Ehdr*>(elf->data_);
+  if (std::memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0) {
+    error = path + ": not an ELF file";
+    return nullptr;
+  }
+  if (eh->e_ident[EI_CLASS] != ELFCLASS64 || eh->e_ident[EI_DATA] != ELFDATA2LSB || eh->e_machine != EM_X86_64) {
+    error = path + ": not an x86-64 ELF64 file (cudatrace decodes the x86-64 calling convention only)";
+    return nullptr;
+  }
+  const auto in_file = [&](std::uint64_t off, std::uint64_t len) {
+    return off <= elf->size_ && len <= elf->size_ - off;
+  };
+  if (eh->e_shentsize != sizeof(Elf64_Shdr) || !in_file(eh->e_shoff, std::uint64_t(eh->e_shnum) * sizeof(Elf64_Shdr)) ||
+      eh->e_phentsize != sizeof(Elf64_Phdr) || !in_file(eh->e_phoff, std::uint64_t(eh->e_phnum) * sizeof(Elf64_Phdr))) {
+    error = path + ": corrupt ELF headers";
+    return nullptr;
+  }
+  const auto* sh = reinterpret_cast<const Elf64_Shdr*>(elf->data_ + eh->e_shoff);
+  for (int i = 0; i < eh->e_shnum; ++i) {
+    if (sh[i].sh_type != SHT_DYNSYM && sh[i].sh_type != SHT_SYMTAB) continue;
+    if (sh[i].sh_link >= eh->e_shnum || sh[i].sh_entsize != sizeof(Elf64_Sym)) continue;
+    const Elf64_Shdr& strs = sh[sh[i].sh_link];
+    if (!in_file(sh[i].sh_offset, sh[i].sh_size) || !in_file(strs.sh_offset, strs.sh_size)) continue;
+    auto table = std::make_unique<Table>(Table{elf->data_ + sh[i].sh_offset, sh[i].sh_size / sizeof(Elf64_Sym),
+                                               reinterpret_cast<const char*>(elf->data_ + strs.sh_offset),
+                                               strs.sh_size});
+    (sh[i].sh_type == SHT_DYNSYM ? elf->dynsym_ : elf->symtab_) = std::move(table);
+  }
+  return elf;
+}
+
+ElfFile::~ElfFile() {
+  if (data_) munmap(const_cast<std::uint8_t*>(data_), size_);
+}
+
+template <typename Fn>
+void ElfFile::for_each_function(const Table& t, Fn&& fn) const {
+  const auto* syms = static_cast<const Elf64_Sym*>(t.syms);
+  for (std::size_t i = 0; i < t.count; ++i) {
+    const Elf64_Sym& s = syms[i];
+    const int type = ELF64_ST_TYPE(s.st_info);
+    if ((type != STT_FUNC && type != STT_GNU_IFUNC) || s.st_shndx == SHN_UNDEF || s.st_value == 0) continue;
+    if (s.st_name >= t.strings_size) continue;
+    const char* name = t.strings + s.st_name;
+    const std::size_t len = strnlen(name, t.strings_size - s.st_name);
+    fn(std::string_view(name, len), s);
+  }
+}
+
+std::unordered_map<std::string, std::uint64_t> ElfFile::find_functions(
+    const std::unordered_set<std::string_view>& wanted) const {
+  std::unordered_map<std::string, std::uint64_t> found;
+  for (const Table* t : {dynsym_.get(), symtab_.get()}) {
+    if (!t) continue;
+    for_each_function(*t, [&](std::string_view name, const Elf64_Sym& s) {
+      // .dynsym names carry no version; .symtab ones may ("cudaMalloc@@libcudart.so.13").
+      const std::string_view base = name.substr(0, name.find('@'));
+      if (wanted.count(base)) found.emplace(std::string(base), s.st_value);
+    });
+  }
+  return found;
+}
+
+std::vector<FunctionSymbol> ElfFile::functions() const {
+  std::vector<FunctionSymbol> out;
+  for (const Table* t : {dynsym_.get(), symtab_.get()}) {
+    if (!t) continue;
+    for_each_function(*t, [&](std::string_view name, const Elf64_Sym& s) {
+      out.push_back({name.substr(0, name.find('@')), s.st_value, s.st_size});
+    });
+  }
+  std::sort(out.begin(), out.end(), [](const FunctionSymbol& a, const FunctionSymbol& b) {
+    return a.address < b.address || (a.address == b.address && a.name < b.name);
+  });
+  out.erase(std::unique(out.begin(), out.end(),
+                        [](const FunctionSymbol& a, const FunctionSymbol& b) { return a.address == b.address; }),
+            out.end());
+  return out;
+}
+
+bool ElfFile::vaddr_to_offset(std::uint64_t vaddr, std::uint64_t& offset) const {
+  const auto* eh = reinterpret_cast<const Elf64_Ehdr*>(data_);
+  const auto* ph = reinterpret_cast<const Elf64_Phdr*>(data_ + eh->e_phoff);
+  for (int i = 0; i < eh->e_phnum; ++i) {
+    if (ph[i].p_type != PT_LOAD || !(ph[i].p_flags & PF_X)) continue;
+    if (vaddr >= ph[i].p_vaddr && vaddr < ph[i].p_vaddr + ph[i].p_memsz) {
+      offset = vaddr - ph[i].p_vaddr + ph[i].p_offset;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::uint64_t ElfFile::first_load_vaddr() const {
+  const auto* eh = reinterpret_cast<const Elf64_Ehdr*>(data_);
+  const auto* ph = reinterpret_cast<const Elf64_Phdr*>(data_ + eh->e_phoff);
+  for (int i = 0; i < eh->e_phnum; ++i)
+    if (ph[i].p_type == PT_LOAD) return ph[i].p_vaddr - ph[i].p_offset;
+  return 0;
+}
+
+}  // namespace cudatrace

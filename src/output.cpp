@@ -1,0 +1,225 @@
+#include "cudatrace/output.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <iterator>
+
+#include "cudatrace/json.h"
+
+namespace cudatrace {
+namespace {
+
+using Buf = fmt::memory_buffer;
+
+void append_text_value(Buf& out, const Value& v) {
+  auto it = std::back_inserter(out);
+  std::visit(
+      [&](const auto& x) {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, std::monostate>) {
+          out.push_back('?');
+        } else if constexpr (std::is_same_v<T, Hex>) {
+          fmt::format_to(it, "{:#x}", x.v);
+        } else if constexpr (std::is_same_v<T, Dim3>) {
+          fmt::format_to(it, "({},{},{})", x.x, x.y, x.z);
+        } else if constexpr (std::is_same_v<T, Named>) {
+          if (x.name)
+            out.append(std::string_view(x.name));
+          else
+            fmt::format_to(it, "{}", x.raw);
+        } else if constexpr (std::is_same_v<T, std::string_view>) {
+          // Keep one line per call: quote and escape like JSON.
+          append_json_string(out, x);
+        } else {
+          fmt::format_to(it, "{}", x);
+        }
+      },
+      v);
+}
+
+void append_json_value(Buf& out, const Value& v) {
+  auto it = std::back_inserter(out);
+  std::visit(
+      [&](const auto& x) {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, std::monostate>) {
+          out.append(std::string_view("null"));
+        } else if constexpr (std::is_same_v<T, Hex>) {
+          fmt::format_to(it, "\"{:#x}\"", x.v);
+        } else if constexpr (std::is_same_v<T, Dim3>) {
+          fmt::format_to(it, "[{},{},{}]", x.x, x.y, x.z);
+        } else if constexpr (std::is_same_v<T, Named>) {
+          if (x.name)
+            fmt::format_to(it, "\"{}\"", x.name);
+          else
+            fmt::format_to(it, "{}", x.raw);
+        } else if constexpr (std::is_same_v<T, std::string_view>) {
+          append_json_string(out, x);
+        } else {
+          fmt::format_to(it, "{}", x);
+        }
+      },
+      v);
+}
+
+class TextOutput final : public Output {
+ public:
+  explicit TextOutput(std::uint64_t start_ns) : start_ns_(start_ns) {}
+
+  void header() override {
+    fmt::format_to(std::back_inserter(buf_), "{:<12} {:<16} {:>7} {:>7} {:<28} {:>10} {} {}\n", "TIME(s)", "COMM",
+                   "PID", "TID", "API", "LAT(us)", "RET", "ARGS");
+  }
+
+  void call(const Call& c) override {
+    line_start(c);
+    fmt::format_to(std::back_inserter(buf_), " {:>10.3f} ", c.rec->dur_ns / 1e3);
+    if (c.api->spec->returns == Returns::Void)
+      buf_.push_back('-');
+    else if (c.rec->ret == 0)
+      buf_.push_back('0');
+    else if (const char* name = c.ret_name())
+      buf_.append(std::string_view(name));
+    else
+      fmt::format_to(std::back_inserter(buf_), "{}", c.rec->ret);
+    args(c);
+  }
+
+  void unfinished(const Call& c) override {
+    line_start(c);
+    fmt::format_to(std::back_inserter(buf_), " {:>10} {}", "-", "unfinished");
+    args(c);
+  }
+
+  void end(const EndStats& s, Buf& summary) override {
+    fmt::format_to(std::back_inserter(summary), "cudatrace: {} calls traced, {} lost, {} unfinished\n", s.calls,
+                   s.lost(), s.unfinished);
+    if (s.lost())
+      fmt::format_to(std::back_inserter(summary),
+                     "cudatrace: lost {} records (ring buffer full: {}, thread table full: {}, nesting deeper than "
+                     "{}: {}); try a larger --ring-mb or fewer groups with -f\n",
+                     s.lost(), s.lost_ringbuf, s.lost_threads, CT_MAX_DEPTH, s.depth_overflow);
+    if (s.lost_control)
+      fmt::format_to(std::back_inserter(summary),
+                     "cudatrace: lost {} loader or thread-exit notifications (ring buffer full)\n", s.lost_control);
+  }
+
+ private:
+  void line_start(const Call& c) {
+    const auto& r = *c.rec;
+    const double t = r.ts_ns >= start_ns_ ? (r.ts_ns - start_ns_) / 1e9 : 0.0;
+    auto it = std::back_inserter(buf_);
+    fmt::format_to(it, "{:<12.6f} ", t);
+    // comm is at most 15 bytes; escape anything that would break the line.
+    fmt::memory_buffer comm;
+    for (char ch : c.comm()) {
+      const auto u = static_cast<unsigned char>(ch);
+      if (u < 0x20 || u == 0x7f || u >= 0x80)
+        fmt::format_to(std::back_inserter(comm), "\\x{:02x}", u);
+      else
+        comm.push_back(ch);
+    }
+    fmt::format_to(it, "{:<16} {:>7} {:>7} ", std::string_view(comm.data(), comm.size()), r.pid, r.tid);
+    const std::size_t indent = 2 * r.depth;
+    fmt::format_to(it, "{:<28}", fmt::format("{:{}}{}", "", indent, c.api->symbol));
+  }
+
+  void args(const Call& c) {
+    for (const NamedValue& a : c.args) {
+      buf_.push_back(' ');
+      buf_.append(a.name);
+      buf_.push_back('=');
+      append_text_value(buf_, a.value);
+    }
+    if (!c.kernel.empty()) {
+      buf_.append(std::string_view(" kernel="));
+      if (c.kernel == "?")
+        buf_.push_back('?');
+      else
+        append_json_string(buf_, c.kernel);
+    }
+    buf_.push_back('\n');
+  }
+
+  std::uint64_t start_ns_;
+};
+
+class JsonOutput final : public Output {
+ public:
+  void call(const Call& c) override { object(c, "call"); }
+  void unfinished(const Call& c) override { object(c, "unfinished"); }
+
+  void end(const EndStats& s, Buf&) override {
+    fmt::format_to(std::back_inserter(buf_),
+                   "{{\"type\":\"end\",\"calls\":{},\"lost\":{},\"unfinished\":{},\"lost_detail\":{{\"ring_buffer\":{},"
+                   "\"thread_table\":{},\"depth_overflow\":{},\"control\":{}}},\"unmatched\":{}}}\n",
+                   s.calls, s.lost(), s.unfinished, s.lost_ringbuf, s.lost_threads, s.depth_overflow, s.lost_control,
+                   s.unmatched);
+  }
+
+ private:
+  void object(const Call& c, const char* type) {
+    const auto& r = *c.rec;
+    auto it = std::back_inserter(buf_);
+    fmt::format_to(it, "{{\"type\":\"{}\",\"ts_ns\":{},\"pid\":{},\"tid\":{},\"comm\":", type, r.ts_ns, r.pid, r.tid);
+    append_json_string(buf_, c.comm());
+    fmt::format_to(it, ",\"layer\":\"{}\",\"api\":\"{}\"", layer_name(c.api->layer()), c.api->symbol);
+    if (!c.unfinished) {
+      fmt::format_to(it, ",\"dur_ns\":{}", r.dur_ns);
+      if (c.api->spec->returns == Returns::Status) {
+        const char* name = c.ret_name();
+        fmt::format_to(it, ",\"ret\":{},\"ret_name\":", static_cast<std::int32_t>(r.ret));
+        if (name)
+          fmt::format_to(it, "\"{}\"", name);
+        else
+          buf_.append(std::string_view("null"));
+      }
+    }
+    fmt::format_to(it, ",\"depth\":{}", r.depth);
+    if (c.parent) fmt::format_to(it, ",\"parent_api\":\"{}\"", c.parent->symbol);
+    buf_.append(std::string_view(",\"args\":{"));
+    bool first = true;
+    for (const NamedValue& a : c.args) {
+      if (!first) buf_.push_back(',');
+      first = false;
+      append_json_string(buf_, a.name);
+      buf_.push_back(':');
+      append_json_value(buf_, a.value);
+    }
+    buf_.push_back('}');
+    if (!c.kernel.empty()) {
+      buf_.append(std::string_view(",\"kernel\":"));
+      append_json_string(buf_, c.kernel);
+      buf_.append(std::string_view(",\"kernel_mangled\":"));
+      append_json_string(buf_, c.kernel_mangled);
+    }
+    buf_.append(std::string_view("}\n"));
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Output> make_text_output(std::uint64_t start_ns) { return std::make_unique<TextOutput>(start_ns); }
+std::unique_ptr<Output> make_json_output() { return std::make_unique<JsonOutput>(); }
+
+bool write_all(int fd, fmt::memory_buffer& buf, std::string& error) {
+  const char* p = buf.data();
+  std::size_t left = buf.size();
+  while (left > 0) {
+    const ssize_t n = ::write(fd, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      error = std::strerror(errno);
+      buf.clear();
+      return false;
+    }
+    p += n;
+    left -= static_cast<std::size_t>(n);
+  }
+  buf.clear();
+  return true;
+}
+
+}  // namespace cudatrace

@@ -1,0 +1,3 @@
+#include <gtest/gtest.h>
+#include "cudatrace/api_table.h"
+TEST(ApiTable, Builds) { EXPECT_GT(cudatrace::apis().size(), 100u); }
