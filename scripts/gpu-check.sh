@@ -19,7 +19,8 @@ CUDATRACE=${CUDATRACE:-./build/cudatrace-static}
 PYTHON=${PYTHON:-python3}
 BUILD=$OUTDIR/build
 LIB=$BUILD/libcupti_count.so
-RUN_TIMEOUT=120 # seconds per program run
+RUN_TIMEOUT=120   # seconds per untraced run
+TRACED_TIMEOUT=180 # seconds per traced run: cudatrace's start-up adds tens of seconds
 
 mkdir -p "$OUTDIR" || exit 1
 OUTDIR=$(cd "$OUTDIR" && pwd)
@@ -44,8 +45,11 @@ header() {
 	echo "driver: $(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -n 1)"
 	echo "nvcc: $("${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" --version | tail -n 1)"
 	echo "python: $PYTHON ($($PYTHON --version 2>&1))"
-	echo "cudatrace: $CUDATRACE"
-	[ -x "$CUDATRACE" ] || fail "cudatrace binary $CUDATRACE missing or not executable"
+	if [ -x "$CUDATRACE" ]; then
+		echo "cudatrace: $CUDATRACE ($("$CUDATRACE" --version 2>&1 | head -n 1))"
+	else
+		fail "cudatrace binary $CUDATRACE missing or not executable"
+	fi
 	echo "outdir: $OUTDIR"
 }
 
@@ -81,7 +85,7 @@ check() {
 	[ -s "$p.cupti-untraced.json" ] || fail "$name: CUPTI counter wrote nothing (untraced run)"
 
 	local start=$SECONDS
-	timeout -k 10 "$RUN_TIMEOUT" "$CUDATRACE" --json -o "$p.trace.jsonl" -- \
+	timeout -k 10 "$TRACED_TIMEOUT" "$CUDATRACE" --json -o "$p.trace.jsonl" -- \
 		env "${INJECT[@]}" CUPTI_COUNT_OUT="$p.cupti.json" "$@" \
 		>"$p.out" 2>"$p.err"
 	rc=$?

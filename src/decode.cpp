@@ -84,7 +84,7 @@ const char* Call::ret_name() const {
   return cuda_error_name(api->layer(), static_cast<std::int32_t>(rec->ret));
 }
 
-bool decode_call(const ct_call& rec, KernelNames* names, Call& call) {
+bool decode_call(const ct_call& rec, KernelNames* names, Call& call, const StringReader* read_string) {
   const Api* api = api_by_id(rec.api);
   if (!api) return false;
   call.rec = &rec;
@@ -167,7 +167,11 @@ bool decode_call(const ct_call& rec, KernelNames* names, Call& call) {
         break;
       case ArgType::String:
         if (rec.flags & CT_FLAG_PAYLOAD_FAULT || payload_len == 0) {
-          call.args.push_back({spec.name, std::monostate{}});
+          // Typically a string in a page the process has not touched yet.
+          if (raw && read_string && (*read_string)(rec.pid, raw, call.string_storage))
+            call.args.push_back({spec.name, std::string_view(call.string_storage)});
+          else
+            call.args.push_back({spec.name, std::monostate{}});
         } else {
           const char* s = reinterpret_cast<const char*>(payload);
           call.args.push_back({spec.name, std::string_view(s, strnlen(s, payload_len))});

@@ -133,12 +133,17 @@ bool ElfFile::vaddr_to_offset(std::uint64_t vaddr, std::uint64_t& offset) const 
   return false;
 }
 
-std::uint64_t ElfFile::first_load_vaddr() const {
+bool ElfFile::offset_to_vaddr(std::uint64_t offset, std::uint64_t& vaddr) const {
   const auto* eh = reinterpret_cast<const Elf64_Ehdr*>(data_);
   const auto* ph = reinterpret_cast<const Elf64_Phdr*>(data_ + eh->e_phoff);
-  for (int i = 0; i < eh->e_phnum; ++i)
-    if (ph[i].p_type == PT_LOAD) return ph[i].p_vaddr - ph[i].p_offset;
-  return 0;
+  for (int i = 0; i < eh->e_phnum; ++i) {
+    if (ph[i].p_type != PT_LOAD) continue;
+    if (offset >= ph[i].p_offset && offset < ph[i].p_offset + ph[i].p_filesz) {
+      vaddr = offset - ph[i].p_offset + ph[i].p_vaddr;
+      return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace cudatrace

@@ -2,6 +2,8 @@
 
 #include <bpf/libbpf.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -26,12 +28,26 @@ bool is_cuda_library(const std::string& path, Layer layer) {
 
 }  // namespace
 
-void Probes::LinkDeleter::operator()(bpf_link* l) const { bpf_link__destroy(l); }
+// uprobe_multi links (Linux 6.6), spelt out: Debian 12's headers predate them.
+constexpr int kBpfLinkCreate = 28;
+constexpr unsigned kTraceUprobeMulti = 48;  // BPF_TRACE_UPROBE_MULTI
+constexpr unsigned kUprobeMultiReturn = 1;  // BPF_F_UPROBE_MULTI_RETURN
+struct UprobeMultiAttr {
+  __u32 prog_fd, target_fd, attach_type, flags;
+  __aligned_u64 path, offsets, ref_ctr_offsets, cookies;
+  __u32 cnt, multi_flags, pid;
+};
+
+void Probes::prepare(bpf_program* prog) {
+  bpf_program__set_expected_attach_type(prog, static_cast<bpf_attach_type>(kTraceUprobeMulti));
+}
 
 Probes::Probes(bpf_program* enter, bpf_program* exit, bpf_program* map_change, Selection selection, Warn warn)
     : enter_(enter), exit_(exit), map_change_(map_change), selection_(selection), warn_(std::move(warn)) {}
 
-Probes::~Probes() = default;
+Probes::~Probes() {
+  for (int fd : link_fds_) close(fd);
+}
 
 const Probes::FileSymbols* Probes::symbols_of(const std::string& path, std::string& error,
                                               std::tuple<dev_t, ino_t>& key) {
@@ -49,23 +65,43 @@ const Probes::FileSymbols* Probes::symbols_of(const std::string& path, std::stri
     for (const Api& a : apis()) names.insert(a.symbol);
     return names;
   }();
-  FileSymbols syms;
+  // One probe per address: aliases (a variant exported at its base
+  // function's address) would otherwise report each call twice.
+  std::map<std::uint64_t, const Api*> by_offset;
   for (const auto& [name, vaddr] : elf->find_functions(kWanted)) {
     std::uint64_t offset = 0;
-    if (elf->vaddr_to_offset(vaddr, offset)) syms.offsets.emplace_back(api_by_symbol(name), offset);
+    if (!elf->vaddr_to_offset(vaddr, offset)) continue;
+    const Api* api = api_by_symbol(name);
+    auto [it, inserted] = by_offset.emplace(offset, api);
+    if (!inserted && it->second->variant && !api->variant) it->second = api;
   }
+  FileSymbols syms;
+  for (const auto& [offset, api] : by_offset) syms.offsets.emplace_back(api, offset);
   return &symbols_.emplace(key, std::move(syms)).first->second;
 }
 
-bool Probes::attach_one(bpf_program* prog, const std::string& path, pid_t pid, std::uint64_t offset,
-                        std::uint64_t cookie, bool retprobe, std::string& error) {
-  LIBBPF_OPTS(bpf_uprobe_opts, opts, .bpf_cookie = cookie, .retprobe = retprobe);
-  bpf_link* link = bpf_program__attach_uprobe_opts(prog, pid, path.c_str(), offset, &opts);
-  if (!link) {
-    error = path + ": attaching a uprobe at offset " + std::to_string(offset) + ": " + std::strerror(errno);
+bool Probes::attach_multi(bpf_program* prog, const std::string& path, pid_t pid,
+                          const std::vector<std::uint64_t>& offsets, const std::vector<std::uint64_t>& cookies,
+                          bool retprobe, std::string& error) {
+  UprobeMultiAttr attr{};
+  attr.prog_fd = static_cast<__u32>(bpf_program__fd(prog));
+  attr.attach_type = kTraceUprobeMulti;
+  attr.path = reinterpret_cast<std::uintptr_t>(path.c_str());
+  attr.offsets = reinterpret_cast<std::uintptr_t>(offsets.data());
+  attr.cookies = reinterpret_cast<std::uintptr_t>(cookies.data());
+  attr.cnt = static_cast<__u32>(offsets.size());
+  attr.multi_flags = retprobe ? kUprobeMultiReturn : 0;
+  attr.pid = pid > 0 ? static_cast<__u32>(pid) : 0;
+  const int fd = static_cast<int>(syscall(__NR_bpf, kBpfLinkCreate, &attr, sizeof attr));
+  if (fd < 0) {
+    const int err = errno;
+    error = path + ": attaching " + std::to_string(offsets.size()) + " uprobes: " + std::strerror(err);
+    if (err == EINVAL || err == EOPNOTSUPP)
+      error += " (cudatrace needs uprobe_multi links: Linux 6.6 or later)";
     return false;
   }
-  links_.emplace_back(link);
+  link_fds_.push_back(fd);
+  probes_ += offsets.size();
   return true;
 }
 
@@ -81,18 +117,21 @@ bool Probes::attach_file(const std::string& path, pid_t pid, FileResult& result,
   FileResult r;
   bool present[2] = {false, false};
   std::unordered_set<const Api*> found;
+  std::vector<std::uint64_t> offsets, cookies;
   for (const auto& [api, offset] : syms->offsets) {
     present[static_cast<int>(api->layer())] = true;
     found.insert(api);
     if (!selection_.wants(*api)) continue;
-    // The return probe first: a call entered between the two attaches then
-    // has neither half, rather than an entry whose return never comes.
-    if (!attach_one(exit_, path, pid, offset, api->cookie, true, error) ||
-        !attach_one(enter_, path, pid, offset, api->cookie, false, error))
-      return false;
+    offsets.push_back(offset);
+    cookies.push_back(api->cookie);
     ++r.apis;
     (api->layer() == Layer::Runtime ? r.runtime : r.driver) = true;
   }
+  // The return probes first: a call entered between the two attaches then
+  // has neither half, rather than an entry whose return never comes.
+  if (!offsets.empty() && (!attach_multi(exit_, path, pid, offsets, cookies, true, error) ||
+                           !attach_multi(enter_, path, pid, offsets, cookies, false, error)))
+    return false;
   for (Layer layer : {Layer::Runtime, Layer::Driver}) {
     if (!present[static_cast<int>(layer)] || !is_cuda_library(path, layer)) continue;
     std::string missing;
@@ -125,7 +164,7 @@ bool Probes::attach_loader(const std::string& path, pid_t pid, std::string& erro
     error = path + ": no _dl_debug_state symbol; libraries loaded later will not be traced";
     return false;
   }
-  if (!attach_one(map_change_, path, pid, offset, 0, false, error)) return false;
+  if (!attach_multi(map_change_, path, pid, {offset}, {0}, false, error)) return false;
   loaders_.insert(key);
   return true;
 }

@@ -24,6 +24,7 @@
 #include "cudatrace/kernel_names.h"
 #include "cudatrace/output.h"
 #include "cudatrace/process.h"
+#include "cudatrace/symbolizer.h"
 
 namespace cudatrace {
 namespace {
@@ -114,6 +115,8 @@ class Session {
   std::unique_ptr<Probes> probes_;
   std::vector<bpf_link*> tp_links_;
   KernelNames names_;
+  Symbolizer symbolizer_;
+  StringReader read_string_;
   Call call_;
   EndStats stats_;
   std::uint64_t start_ns_ = 0;
@@ -164,6 +167,7 @@ int Session::load() {
   // Wake the reader when an eighth of the ring is queued; otherwise it polls.
   ro->wakeup_bytes = ring_bytes / 8;
   bpf_map__set_max_entries(skel_->maps.events, static_cast<__u32>(ring_bytes));
+  for (bpf_program* p : {skel_->progs.ct_enter, skel_->progs.ct_exit, skel_->progs.ct_map_change}) Probes::prepare(p);
   if (int err = cudatrace_bpf__load(skel_)) {
     if (err == -EPERM || err == -EACCES)
       error_line("permission denied loading BPF programs: run as root, or grant CAP_BPF and CAP_PERFMON");
@@ -195,6 +199,7 @@ int Session::load() {
 void Session::attach_mappings(pid_t pid) {
   std::vector<Mapping> maps;
   if (!read_maps(pid, maps)) return;
+  symbolizer_.capture(pid, maps);
   const pid_t probe_pid = opts_.pid > 0 ? pid : -1;
   for (const Mapping& m : maps) {
     if (!m.exec || m.path.empty()) continue;
@@ -230,7 +235,7 @@ int Session::attach_pid_target() {
     }
   }
   attach_mappings(opts_.pid);
-  if (probes_->link_count() == 0 || (probes_->link_count() == 1 && opts_.libs.empty())) {
+  if (probes_->probe_count() <= 1 && opts_.libs.empty()) {
     // Only the loader probe (or nothing) was attached.
     std::vector<Mapping> maps;
     read_maps(opts_.pid, maps);
@@ -342,7 +347,7 @@ int Session::on_record(void* ctx, void* data, std::size_t size) {
 }
 
 void Session::on_call(const ct_call& rec) {
-  if (!decode_call(rec, &names_, call_)) return;
+  if (!decode_call(rec, &names_, call_, &read_string_)) return;
   if (call_.api->group() == Group::Module) names_.learn(call_);
   if (!opts_.display.wants(*call_.api)) return;
   if (call_.unfinished) {
@@ -447,6 +452,11 @@ void Session::finish() {
 
 int Session::run() {
   start_ns_ = monotonic_ns();
+  names_.set_symbolizer(
+      [this](std::uint32_t pid, std::uint64_t addr) { return symbolizer_.function_at(static_cast<pid_t>(pid), addr); });
+  read_string_ = [this](std::uint32_t pid, std::uint64_t addr, std::string& out) {
+    return symbolizer_.string_at(static_cast<pid_t>(pid), addr, CT_MAX_PAYLOAD, out);
+  };
   if (int rc = open_output()) return rc;
   out_ = opts_.json ? make_json_output() : make_text_output(start_ns_);
   if (int rc = load()) return rc;
@@ -460,7 +470,7 @@ int Session::run() {
 
   if (opts_.pid > 0)
     std::fprintf(stderr, "cudatrace: tracing process %d (%zu probes); Ctrl-C to stop\n", opts_.pid,
-                 probes_->link_count());
+                 probes_->probe_count());
   out_->header();
   if (!flush()) return kExitOutput;
   if (release_fd_ >= 0) {

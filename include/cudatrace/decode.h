@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -45,6 +46,7 @@ struct Call {
   // it cannot be known. Empty for non-launch calls.
   std::string_view kernel, kernel_mangled;
   std::uint64_t kernel_handle = 0;
+  std::string string_storage;  // a string argument read by the fallback reader
 
   std::string_view comm() const;
   bool failed() const;  // returned an error (cudaErrorNotReady is not one)
@@ -57,8 +59,11 @@ const char* memcpy_kind_name(std::uint64_t kind);
 // cudaStreamPerThread; nullptr for ordinary handles.
 const char* special_stream_name(std::uint64_t handle);
 
+// Reads a string from the traced process when the BPF side could not.
+using StringReader = std::function<bool(std::uint32_t pid, std::uint64_t addr, std::string& out)>;
+
 // Decodes `rec` (with `payload_len` bytes of payload after it) into `call`,
 // reusing its storage. Returns false if the record names an unknown API.
-bool decode_call(const ct_call& rec, KernelNames* names, Call& call);
+bool decode_call(const ct_call& rec, KernelNames* names, Call& call, const StringReader* read_string = nullptr);
 
 }  // namespace cudatrace

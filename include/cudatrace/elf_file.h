@@ -39,9 +39,11 @@ class ElfFile {
   // are attached by. Returns false if no segment holds it.
   bool vaddr_to_offset(std::uint64_t vaddr, std::uint64_t& offset) const;
 
-  // Virtual address of the PT_LOAD segment mapped at file offset 0 (the load bias base).
-  std::uint64_t first_load_vaddr() const;
+  // The inverse, for an address found in a mapping of the file.
+  bool offset_to_vaddr(std::uint64_t offset, std::uint64_t& vaddr) const;
 
+  // The file's bytes (mapped read-only).
+  std::string_view contents() const { return {reinterpret_cast<const char*>(data_), size_}; }
   bool has_symtab() const { return symtab_ != nullptr; }
   const std::string& path() const { return path_; }
 

@@ -1,6 +1,8 @@
 // Attaches the generic entry/return programs to every selected API that a
-// file defines, with the API's cookie. Each file's ELF is parsed once; every
-// link is owned here and detached on destruction.
+// file defines, with the API's cookie. Each file's ELF is parsed once. One
+// uprobe_multi link per file and direction carries all its probes, so
+// attaching and detaching cost one kernel round trip each, not one per
+// probe. Links are owned here and detached on destruction.
 #pragma once
 
 #include <sys/types.h>
@@ -16,7 +18,6 @@
 #include "cudatrace/api_table.h"
 
 struct bpf_program;
-struct bpf_link;
 
 namespace cudatrace {
 
@@ -45,15 +46,17 @@ class Probes {
   // Attaches the map-change program to the dynamic loader's _dl_debug_state.
   bool attach_loader(const std::string& path, pid_t pid, std::string& error);
 
-  std::size_t link_count() const { return links_.size(); }
+  std::size_t probe_count() const { return probes_; }
+  // Must be called on the programs before the BPF object is loaded.
+  static void prepare(bpf_program* prog);
 
  private:
   struct FileSymbols {
     std::vector<std::pair<const Api*, std::uint64_t>> offsets;  // API, file offset
   };
   const FileSymbols* symbols_of(const std::string& path, std::string& error, std::tuple<dev_t, ino_t>& key);
-  bool attach_one(bpf_program* prog, const std::string& path, pid_t pid, std::uint64_t offset, std::uint64_t cookie,
-                  bool retprobe, std::string& error);
+  bool attach_multi(bpf_program* prog, const std::string& path, pid_t pid, const std::vector<std::uint64_t>& offsets,
+                    const std::vector<std::uint64_t>& cookies, bool retprobe, std::string& error);
 
   bpf_program *enter_, *exit_, *map_change_;
   Selection selection_;
@@ -61,10 +64,8 @@ class Probes {
   std::map<std::tuple<dev_t, ino_t>, FileSymbols> symbols_;
   std::map<std::tuple<dev_t, ino_t, pid_t>, FileResult> attached_;
   std::set<std::tuple<dev_t, ino_t, pid_t>> loaders_;
-  struct LinkDeleter {
-    void operator()(bpf_link* l) const;
-  };
-  std::vector<std::unique_ptr<bpf_link, LinkDeleter>> links_;
+  std::vector<int> link_fds_;
+  std::size_t probes_ = 0;
 };
 
 }  // namespace cudatrace

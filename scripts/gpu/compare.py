@@ -21,11 +21,19 @@ least once. Names are compared after removing CUPTI's "_vNNNN" version tags;
 "_ptsz"/"_ptds" variants are folded into the base API unless cudatrace reports
 that API's variants under their own names. Driver ABI suffixes ("_v2") stay.
 
-A compared API matches when cudatrace's count equals one of: the program's
-expected count, CUPTI's count, or CUPTI's top-level count (calls not made
-from inside another API call, i.e. not from the runtime's internals). Each
-kernel CUPTI saw run must have as many cudatrace launch records naming it
-(kernel_mangled). Exit status: 0 all match, 1 a mismatch, 2 bad input.
+A compared API matches when cudatrace's count (all calls, or only its
+depth-0 calls) equals the program's expected count where the program has one;
+otherwise when it equals CUPTI's count, or CUPTI's top-level count (calls not
+made inside another API call, i.e. not by the runtime's internals). CUPTI
+cannot see the cuInit during which it attaches; the counter library reports
+that call under "driver_at_attach" and it is added here.
+
+Kernels: a launch is a launch record together with the launch records made
+inside it on the same thread (a runtime launch and the driver launch it
+makes); it is named by the first kernel_mangled among them. Each kernel must
+have as many launches as the program expected, or else as CUPTI saw run.
+
+Exit status: 0 all match, 1 a mismatch, 2 bad input.
 """
 import argparse
 import json
@@ -206,17 +214,27 @@ def cupti_counts(data, namer, suffix=""):
 
 def table(headers, rows):
     widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows)]
-    lines = ["  ".join(str(h).ljust(w) for h, w in zip(headers, widths))]
-    lines.append("  ".join("-" * w for w in widths))
-    for row in rows:
-        lines.append("  ".join(str(c).ljust(w) for c, w in zip(row, widths)))
-    return "\n".join(lines)
+    widths[-1] = len(str(headers[-1]))  # last column: long names, not padded
+
+    def line(cells):
+        return "  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip()
+
+    return "\n".join([line(headers), line("-" * w for w in widths)] + [line(r) for r in rows])
 
 
-def verdict(value, refs):
-    """'yes [names of the references equal to value]' or 'NO'."""
-    hits = [name for name, ref in refs if ref is not None and ref == value]
-    return ("yes [" + ",".join(hits) + "]") if hits else "NO"
+def verdict(total, top, expected, cupti, cupti_top):
+    """'yes [what cudatrace's count equals]' or 'NO'. The program's own count,
+    where it has one, is the truth; CUPTI's otherwise."""
+    if expected is not None:
+        if expected not in (total, top):
+            return "NO"
+        why = "expected" if expected == total else "expected=top-level"
+        return f"yes [{why}{'' if cupti == expected else '; CUPTI differs'}]"
+    if total == cupti:
+        return "yes [cupti]"
+    if cupti_top is not None and total == cupti_top:
+        return "yes [cupti top-level]"
+    return "NO"
 
 
 def main():
@@ -264,10 +282,9 @@ def main():
     if cupti.get("error"):
         print(f"  WARNING: CUPTI counter error: {cupti['error']} (its counts may be incomplete)")
     for layer in LAYERS:
-        inflight = cupti.get(layer + "_exit_only") or {}
-        if inflight:
-            print(f"  note: {layer} calls already in flight when CUPTI attached "
-                  f"(counted from their exit): {dict(inflight)}")
+        if cupti.get(layer + "_at_attach"):
+            print(f"  note: added to CUPTI's {layer} counts, calls it cannot report "
+                  f"(in flight when it attached): {cupti[layer + '_at_attach']}")
     if program:
         extra = {k: v for k, v in program.items() if k not in ("expected", "kernels")}
         print(f"program: {args.expected}: {json.dumps(extra)}")
@@ -276,9 +293,9 @@ def main():
     namer = Namer(api for _, api in trace.calls)
     ct = fold(trace.calls, namer)
     ct_nested = fold(trace.nested, namer)
-    cu = cupti_counts(cupti, namer) + cupti_counts(cupti, namer, "_exit_only")
+    cu = cupti_counts(cupti, namer) + cupti_counts(cupti, namer, "_at_attach")
     cu_nested = cupti_counts(cupti, namer, "_nested")
-    base = (cupti_counts(baseline, namer) + cupti_counts(baseline, namer, "_exit_only")
+    base = (cupti_counts(baseline, namer) + cupti_counts(baseline, namer, "_at_attach")
             if baseline else None)
     exp = Counter()
     if program:
@@ -310,9 +327,8 @@ def main():
         if base is not None:
             r.append(base[k])
         if check:
-            refs = [("expected", exp[k] if k in exp else None), ("cupti", cu[k]),
-                    ("cupti-top", c_top if cu_nested[k] else None)]
-            v = verdict(ct[k], refs)
+            v = verdict(ct[k], ct[k] - ct_nested[k], exp[k] if k in exp else None, cu[k],
+                        c_top if cu_nested[k] else None)
             if v == "NO":
                 problems.append(f"{k[0]} {k[1]}: cudatrace {ct[k]}, CUPTI {cu[k]} "
                                 f"(top-level {c_top})" +
@@ -339,6 +355,9 @@ def main():
     def is_named(r):
         return r.get("kernel") not in (None, "?")
 
+    def mangled(r):
+        return r.get("kernel_mangled") if r.get("kernel_mangled") not in (None, "", "?") else None
+
     groups = trace.launch_groups()
     named_groups = sum(1 for g in groups if any(is_named(r) for r in g))
     print(f"\nKernel launches: {len(groups)} launches, "
@@ -349,23 +368,26 @@ def main():
             print(f"  {layer} launch records: {len(recs)}, "
                   f"{100.0 * sum(map(is_named, recs)) / len(recs):.1f}% named")
     # A launch is attributed to the first kernel_mangled found, outermost first.
-    ct_k = Counter(next((r["kernel_mangled"] for r in g if r.get("kernel_mangled")),
-                        "(no kernel_mangled)") for g in groups)
+    ct_k = Counter(next(filter(None, map(mangled, g)), "(unnamed)") for g in groups)
+    recs_k = {layer: Counter(mangled(r) or "(unnamed)" for r in trace.launches
+                             if (r.get("layer") or layer_of(r.get("api", ""))) == layer)
+              for layer in LAYERS}
     cu_k = Counter(cupti.get("kernels") or {})
     exp_k = Counter((program or {}).get("kernels") or {})
     names = sorted(set(cu_k) | set(ct_k) | set(exp_k))
     krows = []
     for name in names:
-        refs = [("cupti", cu_k[name] if name in cu_k else None),
-                ("expected", exp_k[name] if name in exp_k else None)]
-        v = verdict(ct_k[name], refs)
-        if v == "NO" and not args.no_kernel_check:
+        want = exp_k[name] if name in exp_k else cu_k[name]
+        ok = ct_k[name] == want
+        if not ok and not args.no_kernel_check:
             problems.append(f"kernel {name}: cudatrace {ct_k[name]} launches, "
                             f"CUPTI {cu_k[name]} executed" +
                             (f", expected {exp_k[name]}" if name in exp_k else ""))
-        krows.append([ct_k[name], cu_k[name], exp_k[name] if name in exp_k else "-", v, name])
+        krows.append([ct_k[name], recs_k["runtime"][name], recs_k["driver"][name], cu_k[name],
+                      exp_k[name] if name in exp_k else "-", "yes" if ok else "NO", name])
     if krows:
-        print(table(["cudatrace", "CUPTI", "expected", "match?", "kernel (mangled)"], krows))
+        print(table(["cudatrace", "(runtime recs)", "(driver recs)", "CUPTI", "expected",
+                     "match?", "kernel (mangled)"], krows))
 
     # ---- verdict -------------------------------------------------------
     if problems:

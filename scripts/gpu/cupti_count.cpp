@@ -32,9 +32,6 @@ const char *const kDomainKey[kDomains] = {"runtime", "driver"};
 // objects registered by this library would already have been destroyed.
 std::atomic<uint64_t> g_calls[kDomains][kMaxCbid];
 std::atomic<uint64_t> g_nested[kDomains][kMaxCbid];
-// EXIT callbacks without a matching ENTER: calls already in flight when the
-// subscription was made (the cuInit that loaded us and its runtime caller).
-std::atomic<uint64_t> g_exit_only[kDomains][kMaxCbid];
 std::atomic<uint64_t> g_cbid_overflow{0};
 std::atomic<uint64_t> g_dropped_records{0};
 const char *g_names[kDomains][kMaxCbid];  // resolved once at init
@@ -69,10 +66,8 @@ void CUPTIAPI on_api(void *, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
     g_calls[d][cbid].fetch_add(1, std::memory_order_relaxed);
     if (t_depth > 0) g_nested[d][cbid].fetch_add(1, std::memory_order_relaxed);
     ++t_depth;
-  } else if (t_depth > 0) {
+  } else if (t_depth > 0) {  // no ENTER was seen for calls in flight at subscription
     --t_depth;
-  } else {
-    g_exit_only[d][cbid].fetch_add(1, std::memory_order_relaxed);
   }
 }
 
@@ -153,27 +148,24 @@ void write_json() {
   }
   fprintf(f, "{\"pid\":%d,\"cupti_version\":%u", (int)getpid(), g_cupti_version);
   for (int d = 0; d < kDomains; ++d) {
-    std::map<std::string, uint64_t> norm, raw, nested, exit_only;
+    std::map<std::string, uint64_t> norm, raw, nested;
     for (uint32_t id = 0; id < kMaxCbid; ++id) {
       uint64_t n = g_calls[d][id].load(std::memory_order_relaxed);
-      uint64_t nn = g_nested[d][id].load(std::memory_order_relaxed);
-      uint64_t x = g_exit_only[d][id].load(std::memory_order_relaxed);
-      if (!n && !x) continue;
+      if (!n) continue;
       std::string name = cbid_name(d, id);
       std::string base = normalize(name.c_str());
-      if (n) {
-        norm[base] += n;
-        raw[name] += n;
-      }
-      if (nn) nested[base] += nn;
-      if (x) exit_only[base] += x;
+      norm[base] += n;
+      raw[name] += n;
+      if (uint64_t nn = g_nested[d][id].load(std::memory_order_relaxed)) nested[base] += nn;
     }
     std::string k = kDomainKey[d];
     put_object(f, k.c_str(), norm);
     put_object(f, (k + "_raw").c_str(), raw);
     put_object(f, (k + "_nested").c_str(), nested);
-    put_object(f, (k + "_exit_only").c_str(), exit_only);
   }
+  // The driver runs InitializeInjection inside the process's first cuInit,
+  // whose callbacks CUPTI never delivers (seen on CUDA 13.0 / driver 580).
+  fputs(",\"driver_at_attach\":{\"cuInit\":1}", f);
   {
     std::lock_guard<std::mutex> lock(g_kernel_mutex);
     put_object(f, "kernels", *g_kernels);

@@ -1,0 +1,91 @@
+#include "cudatrace/symbolizer.h"
+
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace cudatrace {
+
+void Symbolizer::capture(pid_t pid, std::vector<Mapping> maps) {
+  std::vector<const File*> files;
+  for (const Mapping& m : maps) {
+    if (m.path.empty()) {
+      files.push_back(nullptr);
+      continue;
+    }
+    auto it = files_.find({m.inode, m.path});
+    if (it == files_.end()) {
+      std::string error;
+      File f;
+      f.elf = ElfFile::open(host_path(pid, m), error);
+      if (f.elf) f.functions = f.elf->functions();
+      it = files_.emplace(std::make_pair(m.inode, m.path), std::move(f)).first;
+    }
+    files.push_back(it->second.elf ? &it->second : nullptr);
+  }
+  maps_[pid] = std::move(maps);
+  files_of_[pid] = std::move(files);
+}
+
+const Mapping* Symbolizer::mapping_at(pid_t pid, std::uint64_t addr) {
+  if (!maps_.count(pid)) {
+    std::vector<Mapping> maps;
+    if (!read_maps(pid, maps)) return nullptr;
+    capture(pid, std::move(maps));
+  }
+  for (const Mapping& m : maps_[pid])
+    if (addr >= m.start && addr < m.end) return &m;
+  return nullptr;
+}
+
+std::string Symbolizer::function_at(pid_t pid, std::uint64_t addr) {
+  const Mapping* m = mapping_at(pid, addr);
+  if (!m || !m->exec) return {};
+  const File* f = files_of_[pid][m - maps_[pid].data()];
+  std::uint64_t vaddr = 0;
+  if (!f || !f->elf->offset_to_vaddr(addr - m->start + m->offset, vaddr)) return {};
+  auto it = std::lower_bound(f->functions.begin(), f->functions.end(), vaddr,
+                             [](const FunctionSymbol& s, std::uint64_t v) { return s.address < v; });
+  return it != f->functions.end() && it->address == vaddr ? std::string(it->name) : std::string();
+}
+
+bool Symbolizer::string_at(pid_t pid, std::uint64_t addr, std::size_t max, std::string& out) {
+  if (read_process_string(pid, addr, max, out)) return true;
+  const Mapping* m = mapping_at(pid, addr);
+  if (!m) return false;
+  const File* f = files_of_[pid][m - maps_[pid].data()];
+  if (!f) return false;
+  const std::string_view bytes = f->elf->contents();
+  const std::uint64_t offset = addr - m->start + m->offset;
+  if (offset >= bytes.size()) return false;
+  const std::string_view rest = bytes.substr(offset, max);
+  const auto nul = rest.find('\0');
+  if (nul == std::string_view::npos) return false;
+  out.assign(rest.substr(0, nul));
+  return true;
+}
+
+bool read_process_string(pid_t pid, std::uint64_t addr, std::size_t max, std::string& out) {
+  out.clear();
+  char chunk[256];
+  while (out.size() < max) {
+    // Stay within one page per read: the next page may be unmapped.
+    const std::size_t to_page_end = 4096 - (addr & 4095);
+    const std::size_t want = std::min({sizeof chunk, to_page_end, max - out.size()});
+    iovec local{chunk, want};
+    iovec remote{reinterpret_cast<void*>(addr), want};
+    const ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+    if (n <= 0) return false;
+    const void* nul = std::memchr(chunk, '\0', static_cast<std::size_t>(n));
+    if (nul) {
+      out.append(chunk, static_cast<const char*>(nul) - chunk);
+      return true;
+    }
+    out.append(chunk, static_cast<std::size_t>(n));
+    addr += static_cast<std::uint64_t>(n);
+  }
+  return false;
+}
+
+}  // namespace cudatrace

@@ -1,0 +1,315 @@
+#include "cudatrace/api_table.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "cudatrace/record.h"
+
+namespace {
+
+using namespace cudatrace;
+
+const Api& api(const char* symbol) {
+  const Api* a = api_by_symbol(symbol);
+  if (!a) throw std::runtime_error(std::string("no API ") + symbol);
+  return *a;
+}
+
+std::vector<int> slots_of(const Api& a) { return std::vector<int>(a.slots.begin(), a.slots.end()); }
+
+// ---- Identity and lookup -------------------------------------------------
+
+TEST(ApiTable, SymbolsAreUnique) {
+  std::set<std::string> seen;
+  for (const Api& a : apis()) EXPECT_TRUE(seen.insert(a.symbol).second) << "duplicate symbol " << a.symbol;
+  EXPECT_EQ(seen.size(), apis().size());
+}
+
+TEST(ApiTable, RowNamesAreUnique) {
+  std::set<std::string> seen;
+  for (const ApiSpec& r : api_rows()) EXPECT_TRUE(seen.insert(r.name).second) << "duplicate row " << r.name;
+}
+
+TEST(ApiTable, IdsEqualTheirIndexAndFitTheBpfTable) {
+  const auto& all = apis();
+  ASSERT_FALSE(all.empty());
+  ASSERT_LE(all.size(), std::size_t(CT_MAX_APIS));
+  ASSERT_LT(all.size(), std::size_t(kNoApi));  // kNoApi must never be a real id
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    EXPECT_EQ(all[i].id, i) << all[i].symbol;
+    EXPECT_EQ(CT_COOKIE_API(all[i].cookie), i) << all[i].symbol;
+  }
+}
+
+TEST(ApiTable, LookupByIdAndBySymbolRoundTrip) {
+  for (const Api& a : apis()) {
+    EXPECT_EQ(api_by_id(a.id), &a) << a.symbol;
+    EXPECT_EQ(api_by_symbol(a.symbol), &a) << a.symbol;
+    EXPECT_EQ(api_by_symbol(api_by_id(a.id)->symbol), &a);
+  }
+}
+
+TEST(ApiTable, LookupMissesGiveNull) {
+  EXPECT_EQ(api_by_id(static_cast<std::uint16_t>(apis().size())), nullptr);
+  EXPECT_EQ(api_by_id(kNoApi), nullptr);
+  EXPECT_EQ(api_by_symbol(""), nullptr);
+  EXPECT_EQ(api_by_symbol("cudaMallocX"), nullptr);
+  EXPECT_EQ(api_by_symbol("cudamalloc"), nullptr);  // case-sensitive
+  EXPECT_EQ(api_by_symbol("cudaMalloc "), nullptr);
+}
+
+TEST(ApiTable, EveryRowIsItsOwnNonVariantApi) {
+  for (const ApiSpec& row : api_rows()) {
+    const Api* a = api_by_symbol(row.name);
+    ASSERT_NE(a, nullptr) << row.name;
+    EXPECT_EQ(a->spec, &row);
+    EXPECT_FALSE(a->variant) << row.name;
+  }
+}
+
+// ---- _ptsz / _ptds variants ---------------------------------------------
+
+TEST(ApiTable, CudaMemcpyAsyncHasPerThreadVariants) {
+  const Api& base = api("cudaMemcpyAsync");
+  for (const char* sym : {"cudaMemcpyAsync_ptsz", "cudaMemcpyAsync_ptds"}) {
+    const Api* v = api_by_symbol(sym);
+    ASSERT_NE(v, nullptr) << sym;
+    EXPECT_TRUE(v->variant);
+    EXPECT_EQ(v->spec, base.spec);
+    EXPECT_EQ(v->slots, base.slots);
+    EXPECT_NE(v->id, base.id);
+    // Everything but the id bits is the same probe description.
+    EXPECT_EQ(v->cookie >> 16, base.cookie >> 16) << sym;
+  }
+}
+
+TEST(ApiTable, ModuleRowsHaveNoVariantsAndOthersHaveBoth) {
+  std::size_t expected = 0;
+  for (const ApiSpec& row : api_rows()) {
+    const std::string name = row.name;
+    if (row.group == Group::Module) {
+      ++expected;
+      EXPECT_EQ(api_by_symbol(name + "_ptsz"), nullptr) << name;
+      EXPECT_EQ(api_by_symbol(name + "_ptds"), nullptr) << name;
+    } else {
+      expected += 3;
+      EXPECT_NE(api_by_symbol(name + "_ptsz"), nullptr) << name;
+      EXPECT_NE(api_by_symbol(name + "_ptds"), nullptr) << name;
+    }
+  }
+  EXPECT_EQ(apis().size(), expected);
+  EXPECT_EQ(api_by_symbol("__cudaRegisterFunction_ptsz"), nullptr);
+  EXPECT_EQ(api_by_symbol("cuModuleGetFunction_ptds"), nullptr);
+  EXPECT_EQ(api_by_symbol("cuKernelGetFunction_ptsz"), nullptr);
+}
+
+// ---- Cookies -------------------------------------------------------------
+
+TEST(ApiCookie, CudaMallocOutParamSlot0Size8NoStack) {
+  const Api& a = api("cudaMalloc");
+  EXPECT_EQ(slots_of(a), (std::vector<int>{0, 1}));
+  EXPECT_EQ(a.out_index[0], 0);
+  EXPECT_EQ(a.out_index[1], -1);
+  EXPECT_EQ(CT_COOKIE_API(a.cookie), a.id);
+  EXPECT_EQ(CT_COOKIE_STACK_WORDS(a.cookie), 0u);
+  EXPECT_EQ(CT_COOKIE_OUT_SLOT(a.cookie, 0), 1u);  // slot 0, stored + 1
+  EXPECT_EQ(CT_COOKIE_OUT_SIZE(a.cookie, 0), 8u);
+  EXPECT_EQ(CT_COOKIE_OUT_SLOT(a.cookie, 1), 0u);
+  EXPECT_EQ(CT_COOKIE_OUT_SIZE(a.cookie, 1), 0u);
+  EXPECT_EQ(CT_COOKIE_PAYLOAD_SLOT(a.cookie), 0u);
+  EXPECT_EQ(CT_COOKIE_PAYLOAD_KIND(a.cookie), unsigned(CT_PAYLOAD_NONE));
+  EXPECT_EQ(a.cookie >> 16, (std::uint64_t(1) << 4) | (std::uint64_t(8) << 8));  // nothing else set
+}
+
+TEST(ApiCookie, CudaMallocPitchHasTwoOutParams) {
+  const Api& a = api("cudaMallocPitch");
+  EXPECT_EQ(a.out_index[0], 0);
+  EXPECT_EQ(a.out_index[1], 1);
+  EXPECT_EQ(CT_COOKIE_OUT_SLOT(a.cookie, 0), 1u);
+  EXPECT_EQ(CT_COOKIE_OUT_SIZE(a.cookie, 0), 8u);
+  EXPECT_EQ(CT_COOKIE_OUT_SLOT(a.cookie, 1), 2u);  // slot 1
+  EXPECT_EQ(CT_COOKIE_OUT_SIZE(a.cookie, 1), 8u);  // size_t*
+  EXPECT_EQ(CT_COOKIE_STACK_WORDS(a.cookie), 0u);
+  EXPECT_EQ(CT_COOKIE_PAYLOAD_KIND(a.cookie), unsigned(CT_PAYLOAD_NONE));
+}
+
+TEST(ApiCookie, FloatAndIntOutParamsAreFourBytes) {
+  const Api& elapsed = api("cudaEventElapsedTime");
+  EXPECT_EQ(CT_COOKIE_OUT_SLOT(elapsed.cookie, 0), 1u);
+  EXPECT_EQ(CT_COOKIE_OUT_SIZE(elapsed.cookie, 0), 4u);
+  EXPECT_EQ(CT_COOKIE_OUT_SLOT(elapsed.cookie, 1), 0u);
+
+  const Api& get_device = api("cudaGetDevice");
+  EXPECT_EQ(CT_COOKIE_OUT_SLOT(get_device.cookie, 0), 1u);
+  EXPECT_EQ(CT_COOKIE_OUT_SIZE(get_device.cookie, 0), 4u);
+
+  EXPECT_EQ(CT_COOKIE_OUT_SIZE(api("cudaGetDeviceCount").cookie, 0), 4u);
+  EXPECT_EQ(CT_COOKIE_OUT_SIZE(api("cuEventElapsedTime_v2").cookie, 0), 4u);
+  EXPECT_EQ(CT_COOKIE_OUT_SIZE(api("cudaStreamCreate").cookie, 0), 8u);  // handle
+}
+
+TEST(ApiCookie, CudaLaunchKernelDim3sTakeTwoSlotsEach) {
+  const Api& a = api("cudaLaunchKernel");
+  // func, grid (2 slots), block (2 slots), args, sharedMem, stream
+  EXPECT_EQ(slots_of(a), (std::vector<int>{0, 1, 3, 5, 6, 7}));
+  EXPECT_EQ(CT_COOKIE_STACK_WORDS(a.cookie), 2u);  // sharedMem and stream are on the stack
+  EXPECT_EQ(CT_COOKIE_OUT_SLOT(a.cookie, 0), 0u);
+  EXPECT_EQ(CT_COOKIE_PAYLOAD_KIND(a.cookie), unsigned(CT_PAYLOAD_NONE));
+  EXPECT_EQ(a.payload_index, -1);
+}
+
+TEST(ApiCookie, CuLaunchKernelUsesElevenSlotsFiveOnTheStack) {
+  const Api& a = api("cuLaunchKernel");
+  // f, gridDimX..Z, blockDimX..Z, sharedMemBytes, hStream, kernelParams, extra
+  EXPECT_EQ(slots_of(a), (std::vector<int>{0, 1, 4, 7, 8, 9, 10}));
+  EXPECT_EQ(a.spec->args[4].name, std::string("hStream"));
+  EXPECT_EQ(a.slots[4], 8);
+  EXPECT_EQ(CT_COOKIE_STACK_WORDS(a.cookie), 5u);
+  EXPECT_EQ(CT_COOKIE_STACK_WORDS(a.cookie), unsigned(CT_MAX_STACK_ARGS));
+}
+
+TEST(ApiCookie, CudaMemcpy2DAsyncHasTwoStackWords) {
+  const Api& a = api("cudaMemcpy2DAsync");
+  EXPECT_EQ(slots_of(a), (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(CT_COOKIE_STACK_WORDS(a.cookie), 2u);
+  EXPECT_EQ(CT_COOKIE_STACK_WORDS(api("cudaMemcpy2D").cookie), 1u);
+  EXPECT_EQ(CT_COOKIE_STACK_WORDS(api("cudaMemcpyAsync").cookie), 0u);
+}
+
+TEST(ApiCookie, RegisterFunctionReadsStringPayloadFromSlot2) {
+  const Api& a = api("__cudaRegisterFunction");
+  EXPECT_EQ(a.payload_index, 2);
+  EXPECT_EQ(CT_COOKIE_PAYLOAD_SLOT(a.cookie), 3u);  // slot 2, stored + 1
+  EXPECT_EQ(CT_COOKIE_PAYLOAD_KIND(a.cookie), unsigned(CT_PAYLOAD_STRING));
+  EXPECT_EQ(CT_COOKIE_PAYLOAD_WORDS(a.cookie), 0u);
+  EXPECT_EQ(CT_COOKIE_OUT_SLOT(a.cookie, 0), 0u);
+  EXPECT_EQ(a.spec->returns, Returns::Void);
+}
+
+TEST(ApiCookie, ModuleLookupsHaveStringPayloadAndOutHandle) {
+  const Api& a = api("cuModuleGetFunction");
+  EXPECT_EQ(CT_COOKIE_PAYLOAD_SLOT(a.cookie), 3u);
+  EXPECT_EQ(CT_COOKIE_PAYLOAD_KIND(a.cookie), unsigned(CT_PAYLOAD_STRING));
+  EXPECT_EQ(CT_COOKIE_OUT_SLOT(a.cookie, 0), 1u);
+  EXPECT_EQ(CT_COOKIE_OUT_SIZE(a.cookie, 0), 8u);
+}
+
+TEST(ApiCookie, LaunchExReadsLaunchConfigFromSlot0) {
+  for (const char* sym : {"cuLaunchKernelEx", "cudaLaunchKernelExC"}) {
+    const Api& a = api(sym);
+    EXPECT_EQ(a.payload_index, 0) << sym;
+    EXPECT_EQ(CT_COOKIE_PAYLOAD_SLOT(a.cookie), 1u) << sym;
+    EXPECT_EQ(CT_COOKIE_PAYLOAD_KIND(a.cookie), unsigned(CT_PAYLOAD_LAUNCH_CONFIG)) << sym;
+    EXPECT_EQ(CT_COOKIE_STACK_WORDS(a.cookie), 0u) << sym;
+  }
+}
+
+TEST(ApiCookie, NoArgumentApisHaveAnEmptyCookie) {
+  const Api& a = api("cudaDeviceSynchronize");
+  EXPECT_TRUE(a.slots.empty());
+  EXPECT_EQ(a.cookie, a.id);
+}
+
+// Invariants that the BPF side relies on, for every API.
+TEST(ApiCookie, FieldsAgreeWithSlotsForEveryApi) {
+  for (const Api& a : apis()) {
+    SCOPED_TRACE(a.symbol);
+    ASSERT_EQ(a.slots.size(), a.spec->args.size());
+    int used = 0, outs = 0, payloads = 0;
+    for (std::size_t i = 0; i < a.spec->args.size(); ++i) {
+      const ArgType t = a.spec->args[i].type;
+      if (i > 0) EXPECT_EQ(a.slots[i], a.slots[i - 1] + slot_count(a.spec->args[i - 1].type));
+      used = a.slots[i] + slot_count(t);
+      if (is_out(t)) {
+        ASSERT_LT(outs, 2);
+        EXPECT_EQ(a.out_index[outs], int(i));
+        EXPECT_EQ(CT_COOKIE_OUT_SLOT(a.cookie, outs), a.slots[i] + 1u);
+        const unsigned size = (t == ArgType::OutInt || t == ArgType::OutFloat) ? 4 : 8;
+        EXPECT_EQ(CT_COOKIE_OUT_SIZE(a.cookie, outs), size);
+        // The return probe reads out-params through saved argument registers.
+        EXPECT_LT(a.slots[i], CT_MAX_ARGS);
+        ++outs;
+      }
+      if (t == ArgType::String || t == ArgType::LaunchConfig) {
+        ++payloads;
+        EXPECT_EQ(a.payload_index, int(i));
+        EXPECT_EQ(CT_COOKIE_PAYLOAD_SLOT(a.cookie), a.slots[i] + 1u);
+      }
+    }
+    EXPECT_LE(used, CT_MAX_ARGS);
+    EXPECT_EQ(CT_COOKIE_STACK_WORDS(a.cookie), unsigned(used > CT_REG_ARGS ? used - CT_REG_ARGS : 0));
+    for (int o = outs; o < 2; ++o) {
+      EXPECT_EQ(a.out_index[o], -1);
+      EXPECT_EQ(CT_COOKIE_OUT_SLOT(a.cookie, o), 0u);
+    }
+    if (payloads == 0) {
+      EXPECT_EQ(a.payload_index, -1);
+      EXPECT_EQ(CT_COOKIE_PAYLOAD_KIND(a.cookie), unsigned(CT_PAYLOAD_NONE));
+    }
+    EXPECT_LE(payloads, 1);
+    EXPECT_EQ(a.cookie >> 50, 0u);  // no bits beyond the documented fields
+  }
+}
+
+// ---- Argument types ------------------------------------------------------
+
+TEST(ArgTypes, OutTypesAndSlotCounts) {
+  EXPECT_TRUE(is_out(ArgType::OutPtr));
+  EXPECT_TRUE(is_out(ArgType::OutSize));
+  EXPECT_TRUE(is_out(ArgType::OutFunc));
+  EXPECT_FALSE(is_out(ArgType::Ptr));
+  EXPECT_FALSE(is_out(ArgType::LaunchConfig));
+  EXPECT_FALSE(is_out(ArgType::String));
+  EXPECT_EQ(slot_count(ArgType::Dim3), 2);
+  EXPECT_EQ(slot_count(ArgType::Dim3Split), 3);
+  EXPECT_EQ(slot_count(ArgType::Size), 1);
+  EXPECT_EQ(slot_count(ArgType::LaunchConfig), 1);
+}
+
+// ---- Groups and layers ---------------------------------------------------
+
+TEST(Groups, NamesAreExact) {
+  EXPECT_STREQ(group_name(Group::Mem), "mem");
+  EXPECT_STREQ(group_name(Group::Xfer), "xfer");
+  EXPECT_STREQ(group_name(Group::Launch), "launch");
+  EXPECT_STREQ(group_name(Group::Stream), "stream");
+  EXPECT_STREQ(group_name(Group::Event), "event");
+  EXPECT_STREQ(group_name(Group::Device), "device");
+  EXPECT_STREQ(group_name(Group::Module), "module");
+}
+
+TEST(Groups, ParseGroupRoundTrips) {
+  for (int i = 0; i < kGroupCount; ++i) {
+    const Group g = static_cast<Group>(i);
+    const auto parsed = parse_group(group_name(g));
+    ASSERT_TRUE(parsed.has_value()) << group_name(g);
+    EXPECT_EQ(*parsed, g);
+  }
+}
+
+TEST(Groups, ParseGroupRejectsUnknownNames) {
+  for (const char* bad : {"", "Mem", "MEM", "memory", "mem ", " mem", "launches", "all", "me"})
+    EXPECT_FALSE(parse_group(bad).has_value()) << '"' << bad << '"';
+  EXPECT_FALSE(parse_group(std::string_view("mem\0", 4)).has_value());
+}
+
+TEST(Groups, EveryGroupHasAtLeastOneApi) {
+  std::set<int> seen;
+  for (const ApiSpec& r : api_rows()) seen.insert(static_cast<int>(r.group));
+  EXPECT_EQ(seen.size(), std::size_t(kGroupCount));
+}
+
+TEST(Layers, NamesAndAssignment) {
+  EXPECT_STREQ(layer_name(Layer::Runtime), "runtime");
+  EXPECT_STREQ(layer_name(Layer::Driver), "driver");
+  EXPECT_EQ(api("cudaMalloc").layer(), Layer::Runtime);
+  EXPECT_EQ(api("cuMemAlloc_v2").layer(), Layer::Driver);
+  EXPECT_EQ(api("cuLaunchKernel").group(), Group::Launch);
+  EXPECT_EQ(api("cudaMemcpyAsync_ptsz").group(), Group::Xfer);
+}
+
+}  // namespace
