@@ -92,7 +92,10 @@ int main(int argc, char** argv) {
   }
 
   opts.command = app.remaining();
-  if (!opts.command.empty() && opts.command.front() == "--") opts.command.erase(opts.command.begin());
+  if (!opts.command.empty() && opts.command.front() == "--")
+    opts.command.erase(opts.command.begin());
+  else if (!opts.command.empty() && opts.command.front().rfind('-', 0) == 0)
+    usage_error("unknown option " + opts.command.front());
 
   if (layer != "all" && layer != "runtime" && layer != "driver")
     usage_error("--layer must be runtime, driver or all, not '" + layer + "'");

@@ -365,8 +365,13 @@ def main():
     for layer in LAYERS:
         recs = [r for r in trace.launches if (r.get("layer") or layer_of(r.get("api", ""))) == layer]
         if recs:
+            unnamed = [r for r in recs if not is_named(r)]
             print(f"  {layer} launch records: {len(recs)}, "
-                  f"{100.0 * sum(map(is_named, recs)) / len(recs):.1f}% named")
+                  f"{100.0 * (len(recs) - len(unnamed)) / len(recs):.1f}% named")
+            if unnamed:
+                ex = unnamed[0]
+                print(f"  WARNING: {len(unnamed)} unnamed {layer} launch records, e.g. "
+                      f"{ex.get('api')} ts_ns={ex.get('ts_ns')} args={json.dumps(ex.get('args'))}")
     # A launch is attributed to the first kernel_mangled found, outermost first.
     ct_k = Counter(next(filter(None, map(mangled, g)), "(unnamed)") for g in groups)
     recs_k = {layer: Counter(mangled(r) or "(unnamed)" for r in trace.launches

@@ -57,12 +57,12 @@ void CUPTIAPI on_api(void *, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
   if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) d = kRuntime;
   else if (domain == CUPTI_CB_DOMAIN_DRIVER_API) d = kDriver;
   else return;
+  bool enter = static_cast<const CUpti_CallbackData *>(cbdata)->callbackSite == CUPTI_API_ENTER;
   if (cbid >= kMaxCbid) {
-    g_cbid_overflow.fetch_add(1, std::memory_order_relaxed);
+    if (enter) g_cbid_overflow.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  auto *info = static_cast<const CUpti_CallbackData *>(cbdata);
-  if (info->callbackSite == CUPTI_API_ENTER) {
+  if (enter) {
     g_calls[d][cbid].fetch_add(1, std::memory_order_relaxed);
     if (t_depth > 0) g_nested[d][cbid].fetch_add(1, std::memory_order_relaxed);
     ++t_depth;

@@ -1,0 +1,413 @@
+// End-to-end tests: the real cudatrace binary, real eBPF, as root, against
+// (a) the fake CUDA libraries of tests/fixtures, (b) the toolkit's real
+// libcudart through nvcc-built programs (shared and static runtime), and
+// (c) -p attach to a running process. Skipped (not passed) without root.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+using nlohmann::json;
+
+namespace {
+
+struct Result {
+  int status = -1;
+  std::vector<json> lines;  // parsed stdout (JSON mode)
+  std::string out, err;
+};
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string temp_path(const std::string& tag) {
+  return "/tmp/cudatrace-it-" + std::to_string(getpid()) + "-" + tag;
+}
+
+// Runs a shell command line; stdout and stderr are captured in files.
+Result run(const std::string& cmdline) {
+  Result r;
+  const std::string out = temp_path("out"), err = temp_path("err");
+  const int rc = std::system((cmdline + " >" + out + " 2>" + err).c_str());
+  r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  r.out = read_file(out);
+  r.err = read_file(err);
+  std::remove(out.c_str());
+  std::remove(err.c_str());
+  std::stringstream lines(r.out);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.empty() || line[0] != '{') continue;
+    r.lines.push_back(json::parse(line));  // throws (test fails) on invalid JSON
+  }
+  return r;
+}
+
+std::string tracer() { return CUDATRACE_BIN; }
+
+std::vector<json> calls(const Result& r, const std::string& api = "") {
+  std::vector<json> out;
+  for (const json& j : r.lines)
+    if (j["type"] == "call" && (api.empty() || j["api"] == api)) out.push_back(j);
+  return out;
+}
+
+const json& end_line(const Result& r) {
+  static const json kNone;
+  return !r.lines.empty() && r.lines.back()["type"] == "end" ? r.lines.back() : kNone;
+}
+
+class Trace : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root for eBPF";
+  }
+};
+
+TEST_F(Trace, FakeRuntimeBasicSequenceExactly) {
+  const Result r = run(tracer() + " --json --layer runtime -- " FAKE_APP " basic");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::vector<json> c = calls(r);
+  const std::vector<std::string> expected = {
+      "cudaGetDeviceCount", "cudaSetDevice",   "cudaMalloc",       "cudaMemcpy",           "cudaStreamCreate",
+      "cudaLaunchKernel",   "cudaMemcpyAsync", "cudaStreamSynchronize", "cudaEventCreate", "cudaEventCreate",
+      "cudaEventRecord",    "cudaEventRecord", "cudaEventElapsedTime",  "cudaFree",        "cudaSetDevice",
+      "cudaMalloc",         "cudaMemcpy"};
+  ASSERT_EQ(c.size(), expected.size()) << r.out;
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(c[i]["api"], expected[i]) << i;
+    EXPECT_EQ(c[i]["layer"], "runtime");
+    EXPECT_EQ(c[i]["comm"], "fake_app");
+    EXPECT_EQ(c[i]["pid"], c[i]["tid"]);
+  }
+  EXPECT_EQ(c[0]["args"]["count"], 4);
+  EXPECT_EQ(c[2]["args"], json({{"devPtr", "0xd000100000"}, {"size", 1048576}}));
+  EXPECT_EQ(c[3]["args"]["kind"], "cudaMemcpyHostToDevice");
+  EXPECT_EQ(c[3]["args"]["count"], 4096);
+  EXPECT_EQ(c[4]["args"]["pStream"], "0x5010");
+  const json& launch = c[5];
+  EXPECT_EQ(launch["args"]["grid"], json({4, 2, 1}));
+  EXPECT_EQ(launch["args"]["block"], json({128, 1, 1}));
+  EXPECT_EQ(launch["args"]["sharedMem"], 64);
+  EXPECT_EQ(launch["args"]["stream"], "0x5010");
+  EXPECT_EQ(launch["kernel"], "kernel_stub");  // from the app's ELF symbols
+  EXPECT_EQ(c[6]["args"]["kind"], "cudaMemcpyDeviceToHost");
+  EXPECT_GE(c[7]["dur_ns"].get<long>(), 2000000);  // the fake sleeps 2 ms
+  EXPECT_EQ(c[8]["args"]["event"], "0xe010");
+  EXPECT_EQ(c[9]["args"]["event"], "0xe020");
+  EXPECT_DOUBLE_EQ(c[12]["args"]["ms"].get<double>(), 1.5);
+  EXPECT_EQ(c[14]["ret"], 101);
+  EXPECT_EQ(c[14]["ret_name"], "cudaErrorInvalidDevice");
+  EXPECT_EQ(c[15]["ret_name"], "cudaErrorMemoryAllocation");
+  EXPECT_TRUE(c[15]["args"]["devPtr"].is_null());  // not written on failure
+  EXPECT_EQ(c[16]["ret"], 21);
+  EXPECT_EQ(c[16]["args"]["kind"], 9);
+  const json& end = end_line(r);
+  EXPECT_EQ(end["calls"], expected.size());
+  EXPECT_EQ(end["lost"], 0);
+  EXPECT_EQ(end["unfinished"], 0);
+}
+
+TEST_F(Trace, DriverCallsNestUnderRuntimeCalls) {
+  const Result r = run(tracer() + " --json -- " FAKE_APP " nested");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto alloc = calls(r, "cuMemAlloc_v2");
+  ASSERT_EQ(alloc.size(), 1u);
+  EXPECT_EQ(alloc[0]["layer"], "driver");
+  EXPECT_EQ(alloc[0]["depth"], 1);
+  EXPECT_EQ(alloc[0]["parent_api"], "cudaMalloc");
+  EXPECT_EQ(alloc[0]["args"]["dptr"], "0xd000001000");
+  const auto launch = calls(r, "cuLaunchKernel");
+  ASSERT_EQ(launch.size(), 1u);
+  EXPECT_EQ(launch[0]["parent_api"], "cudaLaunchKernel");
+  EXPECT_EQ(launch[0]["args"]["grid"], json({4, 2, 1}));
+  EXPECT_EQ(launch[0]["args"]["block"], json({128, 1, 1}));
+  EXPECT_EQ(launch[0]["args"]["sharedMemBytes"], 64);  // 5 stack arguments decoded
+  EXPECT_EQ(launch[0]["kernel"], "kernel_stub");
+  const auto malloc_calls = calls(r, "cudaMalloc");
+  ASSERT_EQ(malloc_calls.size(), 1u);
+  EXPECT_EQ(malloc_calls[0]["depth"], 0);
+  EXPECT_FALSE(malloc_calls[0].contains("parent_api"));
+  // The runtime call includes its child's time.
+  EXPECT_GE(malloc_calls[0]["dur_ns"].get<long>(), alloc[0]["dur_ns"].get<long>());
+}
+
+TEST_F(Trace, LayerAndGroupFiltersAttachOnlyWhatIsAsked) {
+  Result r = run(tracer() + " --json --layer driver -- " FAKE_APP " basic");
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (const json& c : calls(r)) EXPECT_EQ(c["layer"], "driver") << c;
+  EXPECT_EQ(calls(r).size(), 3u);  // cuMemAlloc_v2, cuMemcpy, cuLaunchKernel
+
+  r = run(tracer() + " --json -f event -- " FAKE_APP " basic");
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::map<std::string, int> n;
+  for (const json& c : calls(r)) ++n[c["api"]];
+  EXPECT_EQ(n, (std::map<std::string, int>{{"cudaEventCreate", 2}, {"cudaEventRecord", 2}, {"cudaEventElapsedTime", 1}}));
+}
+
+TEST_F(Trace, ErrorsAndMinDurationFilters) {
+  Result r = run(tracer() + " --json --errors -- " FAKE_APP " basic");
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::vector<int> rets;
+  for (const json& c : calls(r)) rets.push_back(c["ret"]);
+  EXPECT_EQ(rets, (std::vector<int>{101, 2, 21}));
+
+  r = run(tracer() + " --json --min-us 1500 -- " FAKE_APP " basic");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto slow = calls(r);
+  ASSERT_EQ(slow.size(), 1u) << r.out;
+  EXPECT_EQ(slow[0]["api"], "cudaStreamSynchronize");
+
+  // cudaErrorNotReady is a status, not a failure.
+  r = run(tracer() + " --json --errors -- " FAKE_APP " query-notready");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(calls(r).empty()) << r.out;
+}
+
+TEST_F(Trace, LibraryLoadedWithDlopenLaterIsTracedFromItsFirstCall) {
+  const Result r = run(tracer() + " --json --layer runtime -- " FAKE_APP_DLOPEN " dlopen-basic");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto c = calls(r);
+  ASSERT_EQ(c.size(), 17u) << r.out;
+  EXPECT_EQ(c.front()["api"], "cudaGetDeviceCount");
+  EXPECT_EQ(c.back()["api"], "cudaMemcpy");
+}
+
+TEST_F(Trace, ThreadsArePairedPerThread) {
+  const Result r = run(tracer() + " --json --layer runtime -- " FAKE_APP " threads 8 200");
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::map<long, std::map<std::string, int>> per_tid;
+  for (const json& c : calls(r)) {
+    ++per_tid[c["tid"].get<long>()][c["api"]];
+    if (c["api"] == "cudaMalloc") {
+      EXPECT_EQ(c["ret"], 0);
+      // devPtr is 0xD000000000 + size: the out-param of this very call.
+      const long size = c["args"]["size"];
+      char expect[32];
+      std::snprintf(expect, sizeof expect, "0x%lx", 0xD000000000L + size);
+      EXPECT_EQ(c["args"]["devPtr"], expect);
+    }
+  }
+  ASSERT_EQ(per_tid.size(), 8u);
+  for (const auto& [tid, n] : per_tid) {
+    EXPECT_EQ(n.at("cudaGetDevice"), 200);
+    EXPECT_EQ(n.at("cudaMalloc"), 200);
+    EXPECT_EQ(n.at("cudaFree"), 200);
+  }
+  EXPECT_EQ(end_line(r)["lost"], 0);
+}
+
+TEST_F(Trace, ForkedChildrenAreFollowedAndExitStatusIsTheCommands) {
+  Result r = run(tracer() + " --json --layer runtime -- " FAKE_APP " fork");
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::map<long, int> per_pid;
+  for (const json& c : calls(r)) ++per_pid[c["pid"].get<long>()];
+  ASSERT_EQ(per_pid.size(), 2u);
+  std::vector<int> counts;
+  for (auto& [pid, n] : per_pid) counts.push_back(n);
+  std::sort(counts.begin(), counts.end());
+  EXPECT_EQ(counts, (std::vector<int>{5, 17}));
+
+  r = run(tracer() + " --json -- " FAKE_APP " exit-code 7");
+  EXPECT_EQ(r.status, 7);
+  EXPECT_EQ(calls(r).size(), 3u);
+}
+
+TEST_F(Trace, AttachToRunningProcessWithPid) {
+  int go_pipe[2];
+  ASSERT_EQ(pipe(go_pipe), 0);
+  const pid_t app = fork();
+  if (app == 0) {
+    dup2(go_pipe[0], STDIN_FILENO);
+    close(go_pipe[1]);
+    freopen("/dev/null", "w", stdout);
+    execl(FAKE_APP, FAKE_APP, "wait-then-basic", nullptr);
+    _exit(127);
+  }
+  close(go_pipe[0]);
+  // An unrelated process using the same library must not show up.
+  const pid_t other = fork();
+  if (other == 0) {
+    freopen("/dev/null", "w", stdout);
+    execl(FAKE_APP, FAKE_APP, "threads", "1", "20000", nullptr);
+    _exit(127);
+  }
+  std::thread go([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    ASSERT_EQ(write(go_pipe[1], "go\n", 3), 3);
+    close(go_pipe[1]);
+  });
+  const Result r = run(tracer() + " --json --layer runtime -p " + std::to_string(app));
+  go.join();
+  int status = 0;
+  waitpid(app, &status, 0);
+  waitpid(other, &status, 0);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto c = calls(r);
+  EXPECT_EQ(c.size(), 17u) << r.out;
+  for (const json& j : c) EXPECT_EQ(j["pid"], app);
+  EXPECT_NE(r.err.find("tracing process " + std::to_string(app)), std::string::npos) << r.err;
+}
+
+TEST_F(Trace, CallThatNeverReturnsIsReportedUnfinished) {
+  const std::string out = temp_path("block.jsonl");
+  const pid_t t = fork();
+  if (t == 0) {
+    execl(CUDATRACE_BIN, CUDATRACE_BIN, "--json", "-o", out.c_str(), "--", FAKE_APP, "block", nullptr);
+    _exit(127);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  // The command is the tracer's only child.
+  std::ifstream children("/proc/" + std::to_string(t) + "/task/" + std::to_string(t) + "/children");
+  pid_t app = 0;
+  ASSERT_TRUE(children >> app);
+  ASSERT_EQ(kill(app, SIGKILL), 0);
+  int status = 0;
+  waitpid(t, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGKILL);
+  std::vector<json> lines;
+  std::stringstream ss(read_file(out));
+  std::string line;
+  while (std::getline(ss, line)) lines.push_back(json::parse(line));
+  std::remove(out.c_str());
+  ASSERT_FALSE(lines.empty());
+  int unfinished = 0;
+  for (const json& j : lines)
+    if (j["type"] == "unfinished") {
+      ++unfinished;
+      EXPECT_EQ(j["api"], "cudaStreamSynchronize");
+      EXPECT_EQ(j["args"]["stream"], "0xb10c");
+    }
+  EXPECT_EQ(unfinished, 1);
+  EXPECT_EQ(lines.back()["type"], "end");
+  EXPECT_EQ(lines.back()["unfinished"], 1);
+}
+
+TEST_F(Trace, HostileCommNamesKeepOutputValid) {
+  // comm is the first 15 bytes of the program's name: make them hostile.
+  const std::string dir = temp_path("hostile");
+  ASSERT_EQ(mkdir(dir.c_str(), 0700), 0);
+  const std::string link = dir + "/q\"b\\n\t\x01\xff";
+  ASSERT_EQ(symlink(FAKE_APP, link.c_str()), 0);
+  setenv("HOSTILE", link.c_str(), 1);
+  Result r = run(tracer() + " --json -f device -- \"$HOSTILE\" loop 2");
+  ASSERT_EQ(r.status, 0) << r.err;
+  ASSERT_EQ(calls(r).size(), 2u);
+  const std::string comm = calls(r)[0]["comm"];
+  EXPECT_NE(comm.find('"'), std::string::npos);
+  EXPECT_NE(comm.find('\\'), std::string::npos);
+  r = run(tracer() + " -f device -- \"$HOSTILE\" loop 2");
+  std::remove(link.c_str());
+  rmdir(dir.c_str());
+  ASSERT_EQ(r.status, 0) << r.err;
+  int lines = 0;
+  for (char ch : r.out) lines += ch == '\n';
+  EXPECT_EQ(lines, 3) << r.out;  // header + one line per call
+}
+
+#ifdef REAL_APP_SHARED
+// The toolkit's real libcudart. No driver here: every call fails with
+// cudaErrorInsufficientDriver, but they are real calls into the real library.
+void check_real_basic(const Result& r) {
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::vector<std::string> apis;
+  for (const json& c : calls(r)) {
+    apis.push_back(c["api"]);
+    EXPECT_EQ(c["ret"], 35) << c;
+    EXPECT_EQ(c["ret_name"], "cudaErrorInsufficientDriver");
+  }
+  EXPECT_EQ(apis, (std::vector<std::string>{"cudaGetDeviceCount", "cudaMalloc", "cudaMemcpy", "cudaLaunchKernel",
+                                            "cudaLaunchKernel", "cudaStreamCreate", "cudaMemcpyAsync",
+                                            "cudaStreamSynchronize", "cudaEventCreate", "cudaEventRecord",
+                                            "cudaEventSynchronize", "cudaFree", "cudaGetDevice",
+                                            "cudaDeviceSynchronize"}));
+  const auto launches = calls(r, "cudaLaunchKernel");
+  ASSERT_EQ(launches.size(), 2u);
+  EXPECT_EQ(launches[0]["kernel"], "addOne(float*, int)");
+  EXPECT_EQ(launches[0]["kernel_mangled"], "_Z6addOnePfi");
+  EXPECT_EQ(launches[0]["args"]["grid"], json({4, 2, 1}));
+  EXPECT_EQ(launches[0]["args"]["block"], json({128, 1, 1}));
+  EXPECT_EQ(launches[0]["args"]["sharedMem"], 64);
+  EXPECT_EQ(launches[1]["kernel"], "void ns::scale<float>(float*, float)");
+  EXPECT_EQ(launches[1]["args"]["block"], json({32, 1, 1}));
+  EXPECT_EQ(calls(r, "cudaMemcpy")[0]["args"]["count"], 4096);
+  EXPECT_EQ(end_line(r)["calls"], 14);
+}
+
+TEST_F(Trace, RealLibcudartShared) {
+  check_real_basic(run(tracer() + " --json -- " REAL_APP_SHARED " basic"));
+}
+
+TEST_F(Trace, RealLibcudartStaticallyLinked) {
+  check_real_basic(run(tracer() + " --json -- " REAL_APP_STATIC " basic"));
+}
+
+TEST_F(Trace, RealLibcudartLaunchLoopCountsExactly) {
+  const Result r = run(tracer() + " --json -f launch -- " REAL_APP_STATIC " launch-loop 5000");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(calls(r, "cudaLaunchKernel").size(), 5000u);
+  EXPECT_EQ(end_line(r)["lost"], 0);
+}
+#endif
+
+TEST_F(Trace, BadInputGetsOneLineAndNonZeroExit) {
+  struct Case {
+    std::string args;
+    int status;
+    std::string says;
+  };
+  const std::string not_elf = temp_path("notelf");
+  std::ofstream(not_elf) << "hello\n";
+  const std::vector<Case> cases = {
+      {"-p 99999999999", 2, "invalid PID"},
+      {"-p 4194000", 3, "no such process"},
+      {"-p 1", 3, "no CUDA runtime or driver API found in process 1"},
+      {"--bogus", 2, "bogus"},
+      {"-f memory -- true", 2, "unknown group 'memory'"},
+      {"--layer gpu -- true", 2, "--layer must be"},
+      {"--ring-mb 3 -- true", 2, "power of two"},
+      {"", 2, "nothing to trace"},
+      {"-- /no/such/program", 3, "command not found"},
+      {"--lib " + not_elf + " -p 1", 3, "not an ELF file"},
+      {"-o /no/such/dir/out -- true", 6, "cannot write /no/such/dir/out"},
+  };
+  for (const Case& c : cases) {
+    const Result r = run(tracer() + " " + c.args);
+    EXPECT_EQ(r.status, c.status) << c.args << ": " << r.err;
+    EXPECT_NE(r.err.find(c.says), std::string::npos) << c.args << ": " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << c.args << ": " << r.err;
+    EXPECT_TRUE(r.out.empty()) << c.args << ": " << r.out;
+  }
+  std::remove(not_elf.c_str());
+}
+
+TEST_F(Trace, FullDiskIsAnError) {
+  const Result r = run(tracer() + " --json -o /dev/full -- " FAKE_APP " loop 10");
+  EXPECT_EQ(r.status, 6) << r.err;
+  EXPECT_NE(r.err.find("No space left on device"), std::string::npos) << r.err;
+}
+
+TEST_F(Trace, ListApisMatchesTheDocs) {
+  const Result r = run(tracer() + " --list-apis");
+  ASSERT_EQ(r.status, 0);
+  EXPECT_EQ(r.out, read_file(SOURCE_DIR "/docs/apis.md").substr(read_file(SOURCE_DIR "/docs/apis.md").find("| API |")))
+      << "regenerate docs/apis.md with scripts/gen-docs.sh";
+}
+
+}  // namespace

@@ -1,0 +1,308 @@
+#include "cudatrace/kernel_names.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cudatrace/decode.h"
+#include "record_builder.h"
+
+namespace {
+
+using namespace cudatrace;
+using cudatrace_test::init_rec;
+using cudatrace_test::RecBuf;
+using cudatrace_test::set_string_payload;
+
+constexpr std::uint32_t kPid = 4242;
+constexpr std::uint32_t kOtherPid = 4343;
+constexpr std::uint64_t kHostFun = 0x401136;
+constexpr std::uint64_t kKernelHandle = 0x5555aa000010;
+
+class KernelNamesTest : public ::testing::Test {
+ protected:
+  // Decodes a record (kept alive by the fixture) and lets `names` learn from it.
+  void learn(const RecBuf& b) {
+    Call c;
+    ASSERT_TRUE(decode_call(b.rec, &names, c));
+    names.learn(c);
+  }
+
+  void register_function(std::uint32_t pid, std::uint64_t host_fun, const std::string& mangled) {
+    RecBuf& b = next();
+    init_rec(b, "__cudaRegisterFunction", pid);
+    b.rec.args[0] = 0x5555000e0000;
+    b.rec.args[1] = host_fun;
+    b.rec.args[2] = 0x402000;
+    set_string_payload(b, mangled);
+    learn(b);
+  }
+
+  // __cudaGetKernel / cudaGetKernel / cuKernelGetFunction: out handle from a known one.
+  void get_from_handle(const char* api, std::uint32_t pid, std::uint64_t out, std::uint64_t from,
+                       std::int64_t ret = 0) {
+    RecBuf& b = next();
+    init_rec(b, api, pid);
+    b.rec.args[0] = 0x7ffd00000100;
+    b.rec.args[1] = from;
+    b.rec.outs[0] = out;
+    b.rec.ret = ret;
+    learn(b);
+  }
+
+  // cuModuleGetFunction / cuLibraryGetKernel / cudaLibraryGetKernel: out handle from a name.
+  void get_by_name(const char* api, std::uint32_t pid, std::uint64_t out, const std::string& name,
+                   std::int64_t ret = 0) {
+    RecBuf& b = next();
+    init_rec(b, api, pid);
+    b.rec.args[0] = 0x7ffd00000200;
+    b.rec.args[1] = 0x5555000f0000;  // module / library
+    b.rec.args[2] = 0x402100;
+    b.rec.outs[0] = out;
+    b.rec.ret = ret;
+    set_string_payload(b, name);
+    learn(b);
+  }
+
+  std::string mangled(std::uint32_t pid, std::uint64_t handle) {
+    const KernelNames::Name* n = names.find(pid, handle);
+    return n ? n->mangled : "<unknown>";
+  }
+  std::string demangled(std::uint32_t pid, std::uint64_t handle) {
+    const KernelNames::Name* n = names.find(pid, handle);
+    return n ? n->demangled : "<unknown>";
+  }
+
+  RecBuf& next() {
+    recs_.emplace_back(new RecBuf);
+    return *recs_.back();
+  }
+
+  KernelNames names;
+  std::vector<std::unique_ptr<RecBuf>> recs_;
+};
+
+TEST_F(KernelNamesTest, RegisterThenGetKernelGivesSameName) {
+  register_function(kPid, kHostFun, "_Z6addOnePfi");
+  EXPECT_EQ(mangled(kPid, kHostFun), "_Z6addOnePfi");
+  EXPECT_EQ(demangled(kPid, kHostFun), "addOne(float*, int)");
+
+  get_from_handle("__cudaGetKernel", kPid, kKernelHandle, kHostFun);
+  EXPECT_EQ(mangled(kPid, kKernelHandle), "_Z6addOnePfi");
+  EXPECT_EQ(demangled(kPid, kKernelHandle), "addOne(float*, int)");
+}
+
+TEST_F(KernelNamesTest, CudaGetKernelAlsoLearns) {
+  register_function(kPid, kHostFun, "_Z5scalePff");
+  get_from_handle("cudaGetKernel", kPid, kKernelHandle, kHostFun);
+  EXPECT_EQ(demangled(kPid, kKernelHandle), "scale(float*, float)");
+}
+
+TEST_F(KernelNamesTest, LaunchDecodingUsesLearntNames) {
+  register_function(kPid, kHostFun, "_Z6addOnePfi");
+  get_from_handle("__cudaGetKernel", kPid, kKernelHandle, kHostFun);
+
+  RecBuf launch;
+  init_rec(launch, "cudaLaunchKernel", kPid);
+  launch.rec.args[0] = kKernelHandle;
+  Call c;
+  ASSERT_TRUE(decode_call(launch.rec, &names, c));
+  EXPECT_EQ(c.kernel, "addOne(float*, int)");
+  EXPECT_EQ(c.kernel_mangled, "_Z6addOnePfi");
+
+  // The legacy path launches by host stub: known from the registration.
+  launch.rec.args[0] = kHostFun;
+  ASSERT_TRUE(decode_call(launch.rec, &names, c));
+  EXPECT_EQ(c.kernel, "addOne(float*, int)");
+
+  // Same handle, other process: unknown.
+  launch.rec.pid = kOtherPid;
+  ASSERT_TRUE(decode_call(launch.rec, &names, c));
+  EXPECT_EQ(c.kernel, "?");
+  EXPECT_EQ(c.kernel_mangled, "?");
+}
+
+TEST_F(KernelNamesTest, ModuleGetFunctionLearnsByOutHandle) {
+  get_by_name("cuModuleGetFunction", kPid, 0x5555cc000000, "_Z4axpyfPKfPf");
+  EXPECT_EQ(mangled(kPid, 0x5555cc000000), "_Z4axpyfPKfPf");
+  EXPECT_EQ(demangled(kPid, 0x5555cc000000), "axpy(float, float const*, float*)");
+  // The module handle and the string pointer are not kernel handles.
+  EXPECT_EQ(names.find(kPid, 0x5555000f0000), nullptr);
+  EXPECT_EQ(names.find(kPid, 0x402100), nullptr);
+}
+
+TEST_F(KernelNamesTest, ExternCNamesAreKeptAsIs) {
+  get_by_name("cuModuleGetFunction", kPid, 0x5555cc000100, "vector_add");
+  EXPECT_EQ(mangled(kPid, 0x5555cc000100), "vector_add");
+  EXPECT_EQ(demangled(kPid, 0x5555cc000100), "vector_add");
+}
+
+TEST_F(KernelNamesTest, LibraryGetKernelThenKernelGetFunctionChain) {
+  const std::uint64_t cu_kernel = 0x5555dd000000, cu_function = 0x5555ee000000;
+  get_by_name("cuLibraryGetKernel", kPid, cu_kernel, "_Z6reducePfS_i");
+  get_from_handle("cuKernelGetFunction", kPid, cu_function, cu_kernel);
+  EXPECT_EQ(mangled(kPid, cu_kernel), "_Z6reducePfS_i");
+  EXPECT_EQ(mangled(kPid, cu_function), "_Z6reducePfS_i");
+  EXPECT_EQ(demangled(kPid, cu_function), "reduce(float*, float*, int)");
+}
+
+TEST_F(KernelNamesTest, CudaLibraryGetKernelLearnsByName) {
+  get_by_name("cudaLibraryGetKernel", kPid, 0x5555dd000100, "_Z3foov");
+  EXPECT_EQ(demangled(kPid, 0x5555dd000100), "foo()");
+}
+
+TEST_F(KernelNamesTest, FailedLookupsLearnNothing) {
+  get_by_name("cuModuleGetFunction", kPid, 0x5555cc000200, "_Z3badv", /*ret=*/500);  // CUDA_ERROR_NOT_FOUND
+  EXPECT_EQ(names.find(kPid, 0x5555cc000200), nullptr);
+
+  get_by_name("cuLibraryGetKernel", kPid, 0x5555cc000300, "_Z3badv", /*ret=*/1);
+  EXPECT_EQ(names.find(kPid, 0x5555cc000300), nullptr);
+
+  register_function(kPid, kHostFun, "_Z6addOnePfi");
+  get_from_handle("__cudaGetKernel", kPid, 0x5555cc000400, kHostFun, /*ret=*/98);  // invalid device function
+  EXPECT_EQ(names.find(kPid, 0x5555cc000400), nullptr);
+}
+
+TEST_F(KernelNamesTest, UnfinishedLookupsLearnNothing) {
+  RecBuf& b = next();
+  init_rec(b, "cuModuleGetFunction", kPid);
+  b.rec.type = CT_REC_UNFINISHED;
+  b.rec.outs[0] = 0x5555cc000500;
+  set_string_payload(b, "_Z3foov");
+  learn(b);
+  EXPECT_EQ(names.find(kPid, 0x5555cc000500), nullptr);
+}
+
+TEST_F(KernelNamesTest, GetKernelForUnknownHostFunLearnsNothing) {
+  get_from_handle("__cudaGetKernel", kPid, kKernelHandle, 0x409999);
+  EXPECT_EQ(names.find(kPid, kKernelHandle), nullptr);
+}
+
+TEST_F(KernelNamesTest, NonModuleCallsAreIgnored) {
+  RecBuf& b = next();
+  init_rec(b, "cudaMalloc", kPid);
+  b.rec.outs[0] = 0x7f0000200000;
+  learn(b);
+  EXPECT_EQ(names.find(kPid, 0x7f0000200000), nullptr);
+}
+
+TEST_F(KernelNamesTest, NamesArePerProcess) {
+  register_function(kPid, kHostFun, "_Z6addOnePfi");
+  register_function(kOtherPid, kHostFun, "_Z3subv");
+  EXPECT_EQ(mangled(kPid, kHostFun), "_Z6addOnePfi");
+  EXPECT_EQ(mangled(kOtherPid, kHostFun), "_Z3subv");
+  EXPECT_EQ(names.find(kOtherPid + 1, kHostFun), nullptr);
+}
+
+TEST_F(KernelNamesTest, ForgetDropsOnlyThatProcess) {
+  register_function(kPid, kHostFun, "_Z6addOnePfi");
+  register_function(kOtherPid, kHostFun, "_Z3subv");
+  names.forget(kPid);
+  EXPECT_EQ(names.find(kPid, kHostFun), nullptr);
+  EXPECT_EQ(mangled(kOtherPid, kHostFun), "_Z3subv");
+  names.forget(kOtherPid);
+  EXPECT_EQ(names.find(kOtherPid, kHostFun), nullptr);
+  names.forget(999);  // unknown pid: harmless
+}
+
+TEST_F(KernelNamesTest, ReRegistrationReplacesTheName) {
+  register_function(kPid, kHostFun, "_Z6addOnePfi");
+  register_function(kPid, kHostFun, "_Z3foov");
+  EXPECT_EQ(mangled(kPid, kHostFun), "_Z3foov");
+  EXPECT_EQ(demangled(kPid, kHostFun), "foo()");
+}
+
+TEST_F(KernelNamesTest, ZeroHandleAndEmptyNameAreNotRemembered) {
+  register_function(kPid, 0, "_Z6addOnePfi");
+  EXPECT_EQ(names.find(kPid, 0), nullptr);
+  register_function(kPid, kHostFun, "");
+  EXPECT_EQ(names.find(kPid, kHostFun), nullptr);
+}
+
+TEST_F(KernelNamesTest, SymbolizerIsUsedOnlyOnAMissAndEmptyAnswersAreCached) {
+  std::vector<std::pair<std::uint32_t, std::uint64_t>> calls;
+  names.set_symbolizer([&](std::uint32_t pid, std::uint64_t addr) -> std::string {
+    calls.emplace_back(pid, addr);
+    return addr == 0x401500 ? "_Z8hostStubPi" : "";
+  });
+  register_function(kPid, kHostFun, "_Z6addOnePfi");
+
+  // Known: no symbolizer call.
+  EXPECT_EQ(mangled(kPid, kHostFun), "_Z6addOnePfi");
+  EXPECT_TRUE(calls.empty());
+
+  // Miss with an answer: asked once, then remembered.
+  EXPECT_EQ(demangled(kPid, 0x401500), "hostStub(int*)");
+  EXPECT_EQ(demangled(kPid, 0x401500), "hostStub(int*)");
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0], std::make_pair(kPid, std::uint64_t(0x401500)));
+
+  // Miss without an answer: asked once, the empty answer cached.
+  EXPECT_EQ(names.find(kPid, 0x409000), nullptr);
+  EXPECT_EQ(names.find(kPid, 0x409000), nullptr);
+  EXPECT_EQ(names.find(kPid, 0x409000), nullptr);
+  EXPECT_EQ(calls.size(), 2u);
+
+  // The negative cache is per process.
+  EXPECT_EQ(names.find(kOtherPid, 0x409000), nullptr);
+  EXPECT_EQ(calls.size(), 3u);
+
+  // Handle 0 is never symbolised.
+  EXPECT_EQ(names.find(kPid, 0), nullptr);
+  EXPECT_EQ(calls.size(), 3u);
+}
+
+TEST_F(KernelNamesTest, LearningOverridesANegativeCacheEntry) {
+  int count = 0;
+  names.set_symbolizer([&](std::uint32_t, std::uint64_t) -> std::string {
+    ++count;
+    return "";
+  });
+  EXPECT_EQ(names.find(kPid, kHostFun), nullptr);
+  EXPECT_EQ(count, 1);
+  register_function(kPid, kHostFun, "_Z6addOnePfi");
+  EXPECT_EQ(demangled(kPid, kHostFun), "addOne(float*, int)");
+  EXPECT_EQ(count, 1);
+}
+
+TEST_F(KernelNamesTest, ForgetClearsTheNegativeCache) {
+  int count = 0;
+  names.set_symbolizer([&](std::uint32_t, std::uint64_t) -> std::string {
+    ++count;
+    return "";
+  });
+  EXPECT_EQ(names.find(kPid, 0x409000), nullptr);
+  EXPECT_EQ(names.find(kPid, 0x409000), nullptr);
+  EXPECT_EQ(count, 1);
+  names.forget(kPid);
+  EXPECT_EQ(names.find(kPid, 0x409000), nullptr);
+  EXPECT_EQ(count, 2);
+}
+
+TEST_F(KernelNamesTest, SymbolizerNamesLaunchesByHostStub) {
+  names.set_symbolizer([](std::uint32_t pid, std::uint64_t addr) -> std::string {
+    return pid == kPid && addr == 0x401700 ? "_Z10fillKernelPii" : "";
+  });
+  RecBuf launch;
+  init_rec(launch, "cudaLaunchKernel", kPid);
+  launch.rec.args[0] = 0x401700;
+  Call c;
+  ASSERT_TRUE(decode_call(launch.rec, &names, c));
+  EXPECT_EQ(c.kernel, "fillKernel(int*, int)");
+  EXPECT_EQ(c.kernel_mangled, "_Z10fillKernelPii");
+}
+
+TEST(KernelNamesDemangle, MangledAndPlainNames) {
+  EXPECT_EQ(KernelNames::demangle("_Z6addOnePfi"), "addOne(float*, int)");
+  EXPECT_EQ(KernelNames::demangle("_ZN2ns6kernelIfEEvPT_i"), "void ns::kernel<float>(float*, int)");
+  EXPECT_EQ(KernelNames::demangle("vector_add"), "vector_add");
+  EXPECT_EQ(KernelNames::demangle("main"), "main");
+  EXPECT_EQ(KernelNames::demangle(""), "");
+  EXPECT_EQ(KernelNames::demangle("_Z"), "_Z");  // invalid mangling: unchanged
+  EXPECT_EQ(KernelNames::demangle("_Zgarbage!"), "_Zgarbage!");
+}
+
+}  // namespace

@@ -1,0 +1,606 @@
+#include "cudatrace/output.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "cudatrace/kernel_names.h"
+#include "json_checker.h"
+#include "record_builder.h"
+
+namespace {
+
+using namespace cudatrace;
+using cudatrace_test::float_bits;
+using cudatrace_test::init_rec;
+using cudatrace_test::JsonParser;
+using cudatrace_test::JsonValue;
+using cudatrace_test::RecBuf;
+using cudatrace_test::set_string_payload;
+
+std::string str(const fmt::memory_buffer& b) { return std::string(b.data(), b.size()); }
+
+// Renders one call (or unfinished call) through `out` and returns the buffer.
+std::string render(Output& out, const RecBuf& b, KernelNames* names = nullptr) {
+  Call c;
+  EXPECT_TRUE(decode_call(b.rec, names, c));
+  out.buffer().clear();
+  if (c.unfinished)
+    out.unfinished(c);
+  else
+    out.call(c);
+  return str(out.buffer());
+}
+
+std::string json_line(const RecBuf& b, KernelNames* names = nullptr) {
+  auto out = make_json_output();
+  return render(*out, b, names);
+}
+
+constexpr std::uint64_t kStart = 1'000'000'000;
+
+std::string text_line(const RecBuf& b, KernelNames* names = nullptr) {
+  auto out = make_text_output(kStart);
+  return render(*out, b, names);
+}
+
+// Asserts that `line` is exactly one newline-terminated JSON object and returns it parsed.
+JsonValue parse_line(const std::string& line) {
+  JsonValue v;
+  EXPECT_FALSE(line.empty());
+  if (line.empty()) return v;
+  EXPECT_EQ(line.back(), '\n') << line;
+  EXPECT_EQ(line.find('\n'), line.size() - 1) << "more than one line: " << line;
+  std::string err;
+  EXPECT_TRUE(JsonParser::parse(std::string_view(line).substr(0, line.size() - 1), v, err)) << err << "\n" << line;
+  EXPECT_EQ(v.kind, JsonValue::Object);
+  return v;
+}
+
+// The fixed-width text prefix for a top-level call at ts 3.25 s after kStart.
+const std::string kTextPrefix = "2.250000     app                 1234    1235 ";
+
+void malloc_rec(RecBuf& b) {
+  init_rec(b, "cudaMalloc");
+  b.rec.ts_ns = kStart + 2'250'000'000;
+  b.rec.args[0] = 0x7ffc12340000;
+  b.rec.args[1] = 4096;
+  b.rec.outs[0] = 0x7f0000200000;
+}
+
+// ---- JSON ------------------------------------------------------------------
+
+TEST(JsonOutput, HeaderWritesNothing) {
+  auto out = make_json_output();
+  out->header();
+  EXPECT_EQ(out->buffer().size(), 0u);
+}
+
+TEST(JsonOutput, SuccessfulCallLine) {
+  RecBuf b;
+  malloc_rec(b);
+  b.rec.ts_ns = 1000;
+  const std::string line = json_line(b);
+  EXPECT_EQ(line,
+            R"({"type":"call","ts_ns":1000,"pid":1234,"tid":1235,"comm":"app","layer":"runtime","api":"cudaMalloc",)"
+            R"("dur_ns":2500,"ret":0,"ret_name":"cudaSuccess","depth":0,"args":{"devPtr":"0x7f0000200000","size":4096}})"
+            "\n");
+  const JsonValue v = parse_line(line);
+  ASSERT_NE(v.get("args"), nullptr);
+  EXPECT_EQ(v.get("args")->get("devPtr")->text, "0x7f0000200000");
+  EXPECT_FALSE(v.has("parent_api"));
+  EXPECT_FALSE(v.has("kernel"));
+}
+
+TEST(JsonOutput, FailedCallLineHasNullOutParam) {
+  RecBuf b;
+  malloc_rec(b);
+  b.rec.ts_ns = 1000;
+  b.rec.ret = 2;
+  const std::string line = json_line(b);
+  EXPECT_EQ(line,
+            R"({"type":"call","ts_ns":1000,"pid":1234,"tid":1235,"comm":"app","layer":"runtime","api":"cudaMalloc",)"
+            R"("dur_ns":2500,"ret":2,"ret_name":"cudaErrorMemoryAllocation","depth":0,"args":{"devPtr":null,"size":4096}})"
+            "\n");
+  parse_line(line);
+}
+
+TEST(JsonOutput, UnknownReturnCodeHasNullName) {
+  RecBuf b;
+  init_rec(b, "cuCtxSynchronize");
+  b.rec.ret = 12345;
+  const std::string line = json_line(b);
+  EXPECT_EQ(line,
+            R"({"type":"call","ts_ns":1000,"pid":1234,"tid":1235,"comm":"app","layer":"driver","api":"cuCtxSynchronize",)"
+            R"("dur_ns":2500,"ret":12345,"ret_name":null,"depth":0,"args":{}})"
+            "\n");
+  parse_line(line);
+}
+
+TEST(JsonOutput, UnfinishedLineHasNoDurationOrReturn) {
+  RecBuf b;
+  malloc_rec(b);
+  b.rec.ts_ns = 1000;
+  b.rec.type = CT_REC_UNFINISHED;
+  b.rec.dur_ns = 0;
+  const std::string line = json_line(b);
+  EXPECT_EQ(line,
+            R"({"type":"unfinished","ts_ns":1000,"pid":1234,"tid":1235,"comm":"app","layer":"runtime",)"
+            R"("api":"cudaMalloc","depth":0,"args":{"devPtr":null,"size":4096}})"
+            "\n");
+  const JsonValue v = parse_line(line);
+  EXPECT_FALSE(v.has("ret"));
+  EXPECT_FALSE(v.has("dur_ns"));
+}
+
+TEST(JsonOutput, EndLine) {
+  auto out = make_json_output();
+  EndStats s;
+  s.calls = 10;
+  s.unfinished = 1;
+  s.lost_ringbuf = 2;
+  s.lost_threads = 3;
+  s.depth_overflow = 4;
+  s.unmatched = 5;
+  s.lost_control = 6;
+  fmt::memory_buffer summary;
+  out->end(s, summary);
+  const std::string line = str(out->buffer());
+  EXPECT_EQ(line,
+            R"({"type":"end","calls":10,"lost":9,"unfinished":1,)"
+            R"("lost_detail":{"ring_buffer":2,"thread_table":3,"depth_overflow":4,"control":6},"unmatched":5})"
+            "\n");
+  EXPECT_EQ(summary.size(), 0u);  // JSON mode: the end record is in the trace
+  const JsonValue v = parse_line(line);
+  EXPECT_EQ(v.get("lost")->text, "9");
+  EXPECT_EQ(v.get("lost_detail")->get("control")->text, "6");
+}
+
+TEST(JsonOutput, EndLineAllZero) {
+  auto out = make_json_output();
+  fmt::memory_buffer summary;
+  out->end(EndStats{}, summary);
+  EXPECT_EQ(str(out->buffer()),
+            R"({"type":"end","calls":0,"lost":0,"unfinished":0,)"
+            R"("lost_detail":{"ring_buffer":0,"thread_table":0,"depth_overflow":0,"control":0},"unmatched":0})"
+            "\n");
+}
+
+TEST(JsonOutput, HostileCommStaysValidOneLine) {
+  RecBuf b;
+  init_rec(b, "cudaFree");
+  const char comm[] = {'a', '"', '\\', '\n', '\xff', 'b', '\0'};
+  std::memcpy(b.rec.comm, comm, sizeof comm);
+  b.rec.args[0] = 0x10;
+  const std::string line = json_line(b);
+  EXPECT_NE(line.find(R"("comm":"a\"\\\n\ufffdb",)"), std::string::npos) << line;
+  const JsonValue v = parse_line(line);
+  EXPECT_EQ(v.get("comm")->text, "a\"\\\n\xef\xbf\xbd" "b");
+}
+
+TEST(JsonOutput, CommOfSixteenBytesWithControlCharacters) {
+  RecBuf b;
+  init_rec(b, "cudaFree");
+  std::memcpy(b.rec.comm, "\t\x7f\x01\r\xc3\xa9\xe4\xb8\xad\xf0\x9f\x98\x80zz\xe4", CT_COMM_LEN);  // unterminated
+  const std::string line = json_line(b);
+  const JsonValue v = parse_line(line);
+  EXPECT_NE(line.find(R"("comm":"\t\u007f\u0001\r)" "\xc3\xa9\xe4\xb8\xad\xf0\x9f\x98\x80" R"(zz\ufffd",)"),
+            std::string::npos)
+      << line;
+}
+
+TEST(JsonOutput, NestedCallHasDepthAndParent) {
+  RecBuf b;
+  init_rec(b, "cuMemAlloc_v2");
+  b.rec.depth = 1;
+  b.rec.parent_api = cudatrace_test::api_id("cudaMalloc");
+  b.rec.args[1] = 4096;
+  b.rec.outs[0] = 0x7f0000200000;
+  const std::string line = json_line(b);
+  EXPECT_EQ(line,
+            R"({"type":"call","ts_ns":1000,"pid":1234,"tid":1235,"comm":"app","layer":"driver","api":"cuMemAlloc_v2",)"
+            R"("dur_ns":2500,"ret":0,"ret_name":"CUDA_SUCCESS","depth":1,"parent_api":"cudaMalloc",)"
+            R"("args":{"dptr":"0x7f0000200000","bytesize":4096}})"
+            "\n");
+  const JsonValue v = parse_line(line);
+  EXPECT_EQ(v.get("depth")->text, "1");
+  EXPECT_EQ(v.get("parent_api")->text, "cudaMalloc");
+}
+
+void launch_rec(RecBuf& b) {
+  init_rec(b, "cudaLaunchKernel");
+  b.rec.ts_ns = kStart + 2'250'000'000;
+  b.rec.args[0] = 0x401136;
+  b.rec.args[1] = 64 | (std::uint64_t(2) << 32);
+  b.rec.args[2] = 3;
+  b.rec.args[3] = 256 | (std::uint64_t(1) << 32);
+  b.rec.args[4] = 1;
+  b.rec.args[5] = 0x7ffd00001000;
+  b.rec.args[6] = 0;
+  b.rec.args[7] = 0;
+}
+
+void learn_add_one(KernelNames& names, RecBuf& reg) {
+  init_rec(reg, "__cudaRegisterFunction");
+  reg.rec.args[1] = 0x401136;
+  set_string_payload(reg, "_Z6addOnePfi");
+  Call c;
+  ASSERT_TRUE(decode_call(reg.rec, &names, c));
+  names.learn(c);
+}
+
+TEST(JsonOutput, LaunchHasKernelFields) {
+  KernelNames names;
+  RecBuf reg, b;
+  learn_add_one(names, reg);
+  launch_rec(b);
+  b.rec.ts_ns = 1000;
+  const std::string line = json_line(b, &names);
+  EXPECT_EQ(line,
+            R"({"type":"call","ts_ns":1000,"pid":1234,"tid":1235,"comm":"app","layer":"runtime",)"
+            R"("api":"cudaLaunchKernel","dur_ns":2500,"ret":0,"ret_name":"cudaSuccess","depth":0,)"
+            R"("args":{"func":"0x401136","grid":[64,2,3],"block":[256,1,1],"args":"0x7ffd00001000","sharedMem":0,)"
+            R"J("stream":"default"},"kernel":"addOne(float*, int)","kernel_mangled":"_Z6addOnePfi"})J"
+            "\n");
+  const JsonValue v = parse_line(line);
+  ASSERT_EQ(v.get("args")->get("grid")->kind, JsonValue::Array);
+  EXPECT_EQ(v.get("args")->get("grid")->items.size(), 3u);
+}
+
+TEST(JsonOutput, LaunchOfUnknownKernelSaysQuestionMark) {
+  RecBuf b;
+  launch_rec(b);
+  const std::string line = json_line(b);
+  EXPECT_NE(line.find(R"(},"kernel":"?","kernel_mangled":"?"})"), std::string::npos) << line;
+  parse_line(line);
+}
+
+TEST(JsonOutput, VoidReturnHasNoRet) {
+  RecBuf b;
+  init_rec(b, "__cudaRegisterFunction");
+  b.rec.args[0] = 0x5555000e0000;
+  b.rec.args[1] = 0x401136;
+  b.rec.ret = 77;  // garbage rax
+  set_string_payload(b, "_Z6addOnePfi");
+  const std::string line = json_line(b);
+  EXPECT_EQ(line,
+            R"({"type":"call","ts_ns":1000,"pid":1234,"tid":1235,"comm":"app","layer":"runtime",)"
+            R"("api":"__cudaRegisterFunction","dur_ns":2500,"depth":0,)"
+            R"("args":{"fatCubinHandle":"0x5555000e0000","hostFun":"0x401136","deviceFun":"_Z6addOnePfi"}})"
+            "\n");
+  const JsonValue v = parse_line(line);
+  EXPECT_FALSE(v.has("ret"));
+  EXPECT_FALSE(v.has("ret_name"));
+}
+
+TEST(JsonOutput, HostileStringPayloadIsEscaped) {
+  RecBuf b;
+  init_rec(b, "cuModuleGetFunction");
+  b.rec.outs[0] = 0x5555cc000000;
+  set_string_payload(b, "k\"\n\xff");
+  const std::string line = json_line(b);
+  EXPECT_NE(line.find(R"("name":"k\"\n\ufffd")"), std::string::npos) << line;
+  parse_line(line);
+}
+
+TEST(JsonOutput, EnumsStreamsFloatsAndUnavailableValues) {
+  RecBuf b;
+  init_rec(b, "cudaMemcpyAsync");
+  b.rec.args[0] = 0x1000;
+  b.rec.args[1] = 0x2000;
+  b.rec.args[2] = 64;
+  b.rec.args[3] = 1;
+  b.rec.args[4] = 2;
+  std::string line = json_line(b);
+  EXPECT_NE(line.find(R"("args":{"dst":"0x1000","src":"0x2000","count":64,"kind":"cudaMemcpyHostToDevice",)"
+                      R"("stream":"cudaStreamPerThread"})"),
+            std::string::npos)
+      << line;
+  parse_line(line);
+
+  b.rec.args[3] = 9;  // unknown kind: the raw number
+  line = json_line(b);
+  EXPECT_NE(line.find(R"("kind":9,)"), std::string::npos) << line;
+  parse_line(line);
+
+  init_rec(b, "cudaEventElapsedTime");
+  b.rec.outs[0] = float_bits(1.5f);
+  b.rec.args[1] = 0xa;
+  b.rec.args[2] = 0xb;
+  line = json_line(b);
+  EXPECT_NE(line.find(R"("args":{"ms":1.5,"start":"0xa","end":"0xb"})"), std::string::npos) << line;
+  parse_line(line);
+
+  init_rec(b, "cudaSetDevice");
+  b.rec.args[0] = 0xffffffff;
+  line = json_line(b);
+  EXPECT_NE(line.find(R"("args":{"device":-1})"), std::string::npos) << line;
+  parse_line(line);
+}
+
+TEST(JsonOutput, NonFiniteFloatOutStillGivesValidJson) {
+  // BUG: append_json_value formats doubles with "{}", which prints nan / inf:
+  // not JSON. An elapsed-time out-param is read from process memory, so any
+  // bit pattern can reach the encoder.
+  RecBuf b;
+  init_rec(b, "cudaEventElapsedTime");
+  for (std::uint32_t bits : {0x7fc00000u, 0x7f800000u, 0xff800000u}) {
+    b.rec.outs[0] = bits;
+    const std::string line = json_line(b);
+    JsonValue v;
+    std::string err;
+    EXPECT_TRUE(JsonParser::parse(std::string_view(line).substr(0, line.size() - 1), v, err))
+        << "float bits " << std::hex << bits << ": " << err << "\n" << line;
+  }
+}
+
+TEST(JsonOutput, CallsAppendToTheBuffer) {
+  auto out = make_json_output();
+  RecBuf a, b;
+  malloc_rec(a);
+  init_rec(b, "cudaDeviceSynchronize");
+  Call ca, cb;
+  ASSERT_TRUE(decode_call(a.rec, nullptr, ca));
+  ASSERT_TRUE(decode_call(b.rec, nullptr, cb));
+  out->call(ca);
+  out->call(cb);
+  const std::string all = str(out->buffer());
+  const std::size_t nl = all.find('\n');
+  ASSERT_NE(nl, std::string::npos);
+  parse_line(all.substr(0, nl + 1));
+  parse_line(all.substr(nl + 1));
+  EXPECT_NE(all.find(R"("api":"cudaDeviceSynchronize")"), std::string::npos);
+}
+
+// ---- Text ------------------------------------------------------------------
+
+TEST(TextOutput, Header) {
+  auto out = make_text_output(kStart);
+  out->header();
+  EXPECT_EQ(str(out->buffer()),
+            "TIME(s)      COMM                 PID     TID API                             LAT(us) RET ARGS\n");
+}
+
+TEST(TextOutput, SuccessfulCallLine) {
+  RecBuf b;
+  malloc_rec(b);
+  EXPECT_EQ(text_line(b), kTextPrefix + "cudaMalloc                        2.500 0 devPtr=0x7f0000200000 size=4096\n");
+}
+
+TEST(TextOutput, FailedCallShowsErrorName) {
+  RecBuf b;
+  malloc_rec(b);
+  b.rec.ret = 2;
+  EXPECT_EQ(text_line(b),
+            kTextPrefix + "cudaMalloc                        2.500 cudaErrorMemoryAllocation devPtr=? size=4096\n");
+  b.rec.ret = 12345;
+  EXPECT_EQ(text_line(b), kTextPrefix + "cudaMalloc                        2.500 12345 devPtr=? size=4096\n");
+}
+
+TEST(TextOutput, UnfinishedLine) {
+  RecBuf b;
+  malloc_rec(b);
+  b.rec.type = CT_REC_UNFINISHED;
+  b.rec.dur_ns = 0;
+  EXPECT_EQ(text_line(b), kTextPrefix + "cudaMalloc                            - unfinished devPtr=? size=4096\n");
+}
+
+TEST(TextOutput, TimestampBeforeStartShowsZero) {
+  RecBuf b;
+  malloc_rec(b);
+  b.rec.ts_ns = kStart - 1;
+  const std::string line = text_line(b);
+  EXPECT_EQ(line.substr(0, 13), "0.000000     ");
+}
+
+TEST(TextOutput, NestedCallIsIndentedTwoSpacesPerLevel) {
+  RecBuf b;
+  init_rec(b, "cuMemAlloc_v2");
+  b.rec.ts_ns = kStart + 2'250'000'000;
+  b.rec.depth = 1;
+  b.rec.parent_api = cudatrace_test::api_id("cudaMalloc");
+  b.rec.args[1] = 4096;
+  b.rec.outs[0] = 0x7f0000200000;
+  EXPECT_EQ(text_line(b),
+            kTextPrefix + "  cuMemAlloc_v2                   2.500 0 dptr=0x7f0000200000 bytesize=4096\n");
+  b.rec.depth = 2;
+  EXPECT_EQ(text_line(b).substr(kTextPrefix.size(), 20), "    cuMemAlloc_v2   ");
+}
+
+TEST(TextOutput, LaunchShowsQuotedKernelName) {
+  KernelNames names;
+  RecBuf reg, b;
+  learn_add_one(names, reg);
+  launch_rec(b);
+  EXPECT_EQ(text_line(b, &names),
+            kTextPrefix +
+                "cudaLaunchKernel                  2.500 0 func=0x401136 grid=(64,2,3) block=(256,1,1) "
+                "args=0x7ffd00001000 sharedMem=0 stream=default kernel=\"addOne(float*, int)\"\n");
+  EXPECT_EQ(text_line(b),
+            kTextPrefix +
+                "cudaLaunchKernel                  2.500 0 func=0x401136 grid=(64,2,3) block=(256,1,1) "
+                "args=0x7ffd00001000 sharedMem=0 stream=default kernel=?\n");
+}
+
+TEST(TextOutput, VoidReturnShowsDash) {
+  RecBuf b;
+  init_rec(b, "__cudaRegisterFunction");
+  b.rec.ts_ns = kStart + 2'250'000'000;
+  b.rec.args[0] = 0x5555000e0000;
+  b.rec.args[1] = 0x401136;
+  b.rec.ret = 77;
+  set_string_payload(b, "_Z6addOnePfi");
+  EXPECT_EQ(text_line(b), kTextPrefix +
+                              "__cudaRegisterFunction            2.500 - fatCubinHandle=0x5555000e0000 "
+                              "hostFun=0x401136 deviceFun=\"_Z6addOnePfi\"\n");
+}
+
+TEST(TextOutput, EnumsAndFloats) {
+  RecBuf b;
+  init_rec(b, "cudaMemcpy");
+  b.rec.args[3] = 3;
+  std::string line = text_line(b);
+  EXPECT_NE(line.find(" kind=cudaMemcpyDeviceToDevice\n"), std::string::npos) << line;
+  b.rec.args[3] = 9;
+  line = text_line(b);
+  EXPECT_NE(line.find(" kind=9\n"), std::string::npos) << line;
+
+  init_rec(b, "cudaEventElapsedTime");
+  b.rec.outs[0] = float_bits(1.5f);
+  line = text_line(b);
+  EXPECT_NE(line.find(" ms=1.5 start=0x0 end=0x0\n"), std::string::npos) << line;
+}
+
+TEST(TextOutput, HostileCommStaysOneLine) {
+  RecBuf b;
+  init_rec(b, "cudaFree");
+  b.rec.ts_ns = kStart + 2'250'000'000;
+  const char comm[] = {'a', '"', '\\', '\n', '\xff', 'b', '\0'};
+  std::memcpy(b.rec.comm, comm, sizeof comm);
+  b.rec.args[0] = 0x10;
+  const std::string line = text_line(b);
+  EXPECT_EQ(line.find('\n'), line.size() - 1) << line;
+  EXPECT_EQ(line, std::string("2.250000     ") + R"(a"\\x0a\xffb    )" +
+                      "    1234    1235 cudaFree                          2.500 0 devPtr=0x10\n");
+}
+
+TEST(TextOutput, EveryControlByteInCommIsEscaped) {
+  RecBuf b;
+  init_rec(b, "cudaFree");
+  for (int c = 0; c < 256; ++c) {
+    if (c == 0) continue;
+    b.rec.comm[0] = static_cast<char>(c);
+    b.rec.comm[1] = '\0';
+    const std::string line = text_line(b);
+    EXPECT_EQ(line.find('\n'), line.size() - 1) << "byte " << c;
+    EXPECT_EQ(line.find('\r'), std::string::npos) << "byte " << c;
+    for (char ch : line) {
+      const auto u = static_cast<unsigned char>(ch);
+      EXPECT_TRUE(ch == '\n' || (u >= 0x20 && u < 0x7f)) << "raw byte " << int(u) << " for comm byte " << c;
+    }
+  }
+}
+
+TEST(TextOutput, HostileStringPayloadStaysOneLine) {
+  RecBuf b;
+  init_rec(b, "cuModuleGetFunction");
+  b.rec.outs[0] = 0x5555cc000000;
+  set_string_payload(b, "evil\nname\r\x1b[2J");
+  const std::string line = text_line(b);
+  EXPECT_EQ(line.find('\n'), line.size() - 1) << line;
+  EXPECT_NE(line.find(R"( name="evil\nname\r\u001b[2J")"), std::string::npos) << line;
+}
+
+TEST(TextOutput, EndSummaryGoesToSummaryBuffer) {
+  auto out = make_text_output(kStart);
+  EndStats s;
+  s.calls = 10;
+  s.unfinished = 1;
+  s.lost_ringbuf = 2;
+  s.lost_threads = 3;
+  s.depth_overflow = 4;
+  s.unmatched = 5;
+  s.lost_control = 6;
+  fmt::memory_buffer summary;
+  out->end(s, summary);
+  EXPECT_EQ(out->buffer().size(), 0u);
+  EXPECT_EQ(str(summary),
+            "cudatrace: 10 calls traced, 9 lost, 1 unfinished\n"
+            "cudatrace: lost 9 records (ring buffer full: 2, thread table full: 3, nesting deeper than 8: 4); "
+            "try a larger --ring-mb or fewer groups with -f\n"
+            "cudatrace: lost 6 loader or thread-exit notifications (ring buffer full)\n");
+}
+
+TEST(TextOutput, EndSummaryWithNothingLost) {
+  auto out = make_text_output(kStart);
+  EndStats s;
+  s.calls = 3;
+  s.unmatched = 2;  // not a loss
+  fmt::memory_buffer summary;
+  out->end(s, summary);
+  EXPECT_EQ(str(summary), "cudatrace: 3 calls traced, 0 lost, 0 unfinished\n");
+}
+
+TEST(EndStats, LostIsTheSumOfDroppedCalls) {
+  EndStats s;
+  s.lost_ringbuf = 1;
+  s.lost_threads = 10;
+  s.depth_overflow = 100;
+  s.unmatched = 1000;
+  s.lost_control = 10000;
+  EXPECT_EQ(s.lost(), 111u);
+}
+
+// ---- write_all ---------------------------------------------------------------
+
+TEST(WriteAll, WritesEverythingToAPipeAndClears) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  fmt::memory_buffer buf;
+  buf.append(std::string_view("line one\nline two\n"));
+  std::string error;
+  EXPECT_TRUE(write_all(fds[1], buf, error));
+  EXPECT_EQ(buf.size(), 0u);
+  EXPECT_TRUE(error.empty());
+  close(fds[1]);
+  char got[64] = {};
+  const ssize_t n = read(fds[0], got, sizeof got);
+  close(fds[0]);
+  EXPECT_EQ(std::string(got, n > 0 ? n : 0), "line one\nline two\n");
+}
+
+TEST(WriteAll, LargeBufferThroughAPipeWithPartialWrites) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  std::string expected(1 << 20, '\0');
+  for (std::size_t i = 0; i < expected.size(); ++i) expected[i] = static_cast<char>('a' + i % 26);
+  std::string got;
+  std::thread reader([&] {
+    char chunk[4096];
+    ssize_t n;
+    while ((n = read(fds[0], chunk, sizeof chunk)) > 0) got.append(chunk, n);
+  });
+  fmt::memory_buffer buf;
+  buf.append(expected);
+  std::string error;
+  const bool ok = write_all(fds[1], buf, error);
+  close(fds[1]);
+  reader.join();
+  close(fds[0]);
+  EXPECT_TRUE(ok) << error;
+  EXPECT_EQ(buf.size(), 0u);
+  EXPECT_TRUE(got == expected) << "got " << got.size() << " bytes";
+}
+
+TEST(WriteAll, DevFullFailsWithNoSpace) {
+  const int fd = open("/dev/full", O_WRONLY | O_CLOEXEC);
+  if (fd < 0) GTEST_SKIP() << "/dev/full not available";
+  fmt::memory_buffer buf;
+  buf.append(std::string_view("data\n"));
+  std::string error;
+  EXPECT_FALSE(write_all(fd, buf, error));
+  close(fd);
+  EXPECT_EQ(error, "No space left on device");
+  EXPECT_EQ(buf.size(), 0u);  // dropped, not retried forever
+}
+
+TEST(WriteAll, BadDescriptorFails) {
+  fmt::memory_buffer buf;
+  buf.append(std::string_view("x"));
+  std::string error;
+  EXPECT_FALSE(write_all(-1, buf, error));
+  EXPECT_EQ(error, "Bad file descriptor");
+}
+
+TEST(WriteAll, EmptyBufferWritesNothing) {
+  fmt::memory_buffer buf;
+  std::string error;
+  EXPECT_TRUE(write_all(-1, buf, error));  // no write() at all
+  EXPECT_TRUE(error.empty());
+}
+
+}  // namespace
