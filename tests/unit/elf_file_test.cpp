@@ -1,0 +1,428 @@
+#include "cudatrace/elf_file.h"
+
+#include <dlfcn.h>
+#include <elf.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "cudatrace/process.h"
+
+// A function with a known name for the symbol-table tests.
+extern "C" __attribute__((noinline, used)) int cudatrace_unit_marker_function(int x) {
+  asm volatile("" ::: "memory");
+  return x * 3 + 1;
+}
+// A data object: its address is in no executable segment.
+extern "C" __attribute__((used)) int cudatrace_unit_marker_data[64] = {1};
+
+namespace {
+
+using namespace cudatrace;
+
+std::string self_exe() {
+  char buf[4096];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, n) : std::string();
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// A scratch directory, removed with its files afterwards.
+class TempDir : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/cudatrace-unit-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    for (const std::string& f : files_) unlink(f.c_str());
+    rmdir(dir_.c_str());
+  }
+  std::string write(const std::string& name, const std::string& content, mode_t mode = 0644) {
+    const std::string path = dir_ + "/" + name;
+    std::ofstream(path, std::ios::binary) << content;
+    chmod(path.c_str(), mode);
+    files_.push_back(path);
+    return path;
+  }
+  static std::string header_bytes(const Elf64_Ehdr& eh) { return std::string(reinterpret_cast<const char*>(&eh), sizeof eh); }
+  static Elf64_Ehdr x86_64_header() {
+    Elf64_Ehdr eh{};
+    std::memcpy(eh.e_ident, ELFMAG, SELFMAG);
+    eh.e_ident[EI_CLASS] = ELFCLASS64;
+    eh.e_ident[EI_DATA] = ELFDATA2LSB;
+    eh.e_ident[EI_VERSION] = EV_CURRENT;
+    eh.e_type = ET_DYN;
+    eh.e_machine = EM_X86_64;
+    eh.e_version = EV_CURRENT;
+    eh.e_ehsize = sizeof(Elf64_Ehdr);
+    eh.e_phentsize = sizeof(Elf64_Phdr);
+    eh.e_shentsize = sizeof(Elf64_Shdr);
+    return eh;
+  }
+
+  std::string dir_;
+  std::vector<std::string> files_;
+};
+
+// ---- ElfFile on the test binary ---------------------------------------------
+
+TEST(ElfFileSelf, OpensTheTestBinary) {
+  std::string error;
+  auto elf = ElfFile::open("/proc/self/exe", error);
+  ASSERT_NE(elf, nullptr) << error;
+  EXPECT_TRUE(error.empty());
+  EXPECT_EQ(elf->path(), "/proc/self/exe");
+  EXPECT_TRUE(elf->has_symtab()) << "the test binary is expected to be unstripped";
+}
+
+TEST(ElfFileSelf, FindsAFunctionDefinedInTheTest) {
+  std::string error;
+  auto elf = ElfFile::open("/proc/self/exe", error);
+  ASSERT_NE(elf, nullptr) << error;
+  const auto found = elf->find_functions({"cudatrace_unit_marker_function", "no_such_function_xyz",
+                                          "cudatrace_unit_marker_data"});
+  ASSERT_EQ(found.count("cudatrace_unit_marker_function"), 1u);
+  EXPECT_EQ(found.count("no_such_function_xyz"), 0u);
+  EXPECT_EQ(found.count("cudatrace_unit_marker_data"), 0u);  // an object, not a function
+  const std::uint64_t value = found.at("cudatrace_unit_marker_function");
+
+  // The link-time address plus the load bias is where the function runs.
+  Dl_info info{};
+  ASSERT_NE(dladdr(reinterpret_cast<void*>(&cudatrace_unit_marker_function), &info), 0);
+  const auto runtime = reinterpret_cast<std::uint64_t>(&cudatrace_unit_marker_function);
+  const auto base = reinterpret_cast<std::uint64_t>(info.dli_fbase);
+  EXPECT_EQ(runtime - base + elf->first_load_vaddr(), value);
+
+  std::uint64_t offset = 0;
+  EXPECT_TRUE(elf->vaddr_to_offset(value, offset));
+  EXPECT_EQ(cudatrace_unit_marker_function(1), 4);
+}
+
+TEST(ElfFileSelf, FileOffsetMatchesTheExecutableMapping) {
+  // What uprobes attach by: the file offset of the function must be where the
+  // kernel mapped it (start + (addr - start) == file offset + delta).
+  std::string error;
+  auto elf = ElfFile::open("/proc/self/exe", error);
+  ASSERT_NE(elf, nullptr) << error;
+  const std::uint64_t value = elf->find_functions({"cudatrace_unit_marker_function"}).at("cudatrace_unit_marker_function");
+  std::uint64_t offset = 0;
+  ASSERT_TRUE(elf->vaddr_to_offset(value, offset));
+
+  std::vector<Mapping> maps;
+  ASSERT_TRUE(read_maps(getpid(), maps));
+  const auto runtime = reinterpret_cast<std::uint64_t>(&cudatrace_unit_marker_function);
+  const Mapping* m = nullptr;
+  for (const Mapping& x : maps)
+    if (runtime >= x.start && runtime < x.end) m = &x;
+  ASSERT_NE(m, nullptr);
+  EXPECT_TRUE(m->exec);
+  EXPECT_EQ(m->path, self_exe());
+  EXPECT_EQ(runtime - m->start + m->offset, offset);
+}
+
+TEST(ElfFileSelf, FunctionsAreSortedAndIncludeTheMarker) {
+  std::string error;
+  auto elf = ElfFile::open("/proc/self/exe", error);
+  ASSERT_NE(elf, nullptr) << error;
+  const auto fns = elf->functions();
+  ASSERT_FALSE(fns.empty());
+  for (std::size_t i = 1; i < fns.size(); ++i) EXPECT_LT(fns[i - 1].address, fns[i].address) << fns[i].name;
+  const auto it = std::find_if(fns.begin(), fns.end(),
+                               [](const FunctionSymbol& f) { return f.name == "cudatrace_unit_marker_function"; });
+  ASSERT_NE(it, fns.end());
+  EXPECT_GT(it->size, 0u);
+  EXPECT_EQ(it->address, elf->find_functions({"cudatrace_unit_marker_function"}).at("cudatrace_unit_marker_function"));
+}
+
+TEST(ElfFileSelf, DataAndWildAddressesHaveNoFileOffset) {
+  std::string error;
+  auto elf = ElfFile::open("/proc/self/exe", error);
+  ASSERT_NE(elf, nullptr) << error;
+  Dl_info info{};
+  ASSERT_NE(dladdr(reinterpret_cast<void*>(&cudatrace_unit_marker_function), &info), 0);
+  const auto data_vaddr = reinterpret_cast<std::uint64_t>(&cudatrace_unit_marker_data) -
+                          reinterpret_cast<std::uint64_t>(info.dli_fbase) + elf->first_load_vaddr();
+  std::uint64_t offset = 12345;
+  EXPECT_FALSE(elf->vaddr_to_offset(data_vaddr, offset));  // writable data segment, not PF_X
+  EXPECT_FALSE(elf->vaddr_to_offset(0xffffffffffff0000ull, offset));
+  EXPECT_EQ(offset, 12345u);  // untouched on failure
+}
+
+// ---- ElfFile errors -----------------------------------------------------------
+
+using ElfFileErrors = TempDir;
+
+TEST_F(ElfFileErrors, NonElfFile) {
+  const std::string path = write("notes.txt", std::string(200, 'x'));
+  std::string error;
+  EXPECT_EQ(ElfFile::open(path, error), nullptr);
+  EXPECT_EQ(error, path + ": not an ELF file");
+}
+
+TEST_F(ElfFileErrors, ShortNonElfFile) {
+  const std::string path = write("short", "#!/bin/sh\n");
+  std::string error;
+  EXPECT_EQ(ElfFile::open(path, error), nullptr);
+  EXPECT_NE(error.find("not an ELF file"), std::string::npos) << error;
+  EXPECT_EQ(error.rfind(path + ": ", 0), 0u) << error;
+}
+
+TEST_F(ElfFileErrors, EmptyFile) {
+  const std::string path = write("empty", "");
+  std::string error;
+  EXPECT_EQ(ElfFile::open(path, error), nullptr);
+  EXPECT_NE(error.find("not an ELF file"), std::string::npos) << error;
+}
+
+TEST_F(ElfFileErrors, Elf32Header) {
+  Elf32_Ehdr eh32{};
+  std::memcpy(eh32.e_ident, ELFMAG, SELFMAG);
+  eh32.e_ident[EI_CLASS] = ELFCLASS32;
+  eh32.e_ident[EI_DATA] = ELFDATA2LSB;
+  eh32.e_ident[EI_VERSION] = EV_CURRENT;
+  eh32.e_type = ET_EXEC;
+  eh32.e_machine = EM_386;
+  std::string bytes(reinterpret_cast<const char*>(&eh32), sizeof eh32);
+  bytes.resize(64, '\0');  // big enough to pass the size check
+  const std::string path = write("elf32", bytes);
+  std::string error;
+  EXPECT_EQ(ElfFile::open(path, error), nullptr);
+  EXPECT_NE(error.find("not an x86-64 ELF64"), std::string::npos) << error;
+  EXPECT_EQ(error.rfind(path + ": ", 0), 0u) << error;
+}
+
+TEST_F(ElfFileErrors, OtherMachineOrByteOrder) {
+  Elf64_Ehdr eh = x86_64_header();
+  eh.e_machine = EM_AARCH64;
+  std::string error;
+  EXPECT_EQ(ElfFile::open(write("arm64", header_bytes(eh)), error), nullptr);
+  EXPECT_NE(error.find("not an x86-64 ELF64"), std::string::npos) << error;
+
+  eh = x86_64_header();
+  eh.e_ident[EI_DATA] = ELFDATA2MSB;
+  error.clear();
+  EXPECT_EQ(ElfFile::open(write("bigendian", header_bytes(eh)), error), nullptr);
+  EXPECT_NE(error.find("not an x86-64 ELF64"), std::string::npos) << error;
+}
+
+TEST_F(ElfFileErrors, SectionTableOutsideTheFileIsCorrupt) {
+  Elf64_Ehdr eh = x86_64_header();
+  eh.e_shoff = 1 << 20;
+  eh.e_shnum = 4;
+  const std::string path = write("corrupt", header_bytes(eh));
+  std::string error;
+  EXPECT_EQ(ElfFile::open(path, error), nullptr);
+  EXPECT_EQ(error, path + ": corrupt ELF headers");
+
+  eh = x86_64_header();
+  eh.e_shoff = 0;
+  eh.e_shnum = 0xffff;  // 0xffff * 64 bytes: far past the end
+  error.clear();
+  EXPECT_EQ(ElfFile::open(write("corrupt2", header_bytes(eh)), error), nullptr);
+  EXPECT_NE(error.find("corrupt ELF headers"), std::string::npos) << error;
+
+  eh = x86_64_header();
+  eh.e_shentsize = 40;  // an ELF32 section header size
+  error.clear();
+  EXPECT_EQ(ElfFile::open(write("corrupt3", header_bytes(eh)), error), nullptr);
+  EXPECT_NE(error.find("corrupt ELF headers"), std::string::npos) << error;
+}
+
+TEST_F(ElfFileErrors, HeaderOnlyElfOpensWithNothingInIt) {
+  const std::string path = write("bare", header_bytes(x86_64_header()));
+  std::string error;
+  auto elf = ElfFile::open(path, error);
+  ASSERT_NE(elf, nullptr) << error;
+  EXPECT_FALSE(elf->has_symtab());
+  EXPECT_TRUE(elf->functions().empty());
+  EXPECT_TRUE(elf->find_functions({"main"}).empty());
+  std::uint64_t off;
+  EXPECT_FALSE(elf->vaddr_to_offset(0x1000, off));
+  EXPECT_EQ(elf->first_load_vaddr(), 0u);
+}
+
+TEST_F(ElfFileErrors, NonexistentPath) {
+  const std::string path = dir_ + "/does-not-exist";
+  std::string error;
+  EXPECT_EQ(ElfFile::open(path, error), nullptr);
+  EXPECT_EQ(error, path + ": No such file or directory");
+}
+
+TEST_F(ElfFileErrors, DirectoryIsNotARegularFile) {
+  std::string error;
+  EXPECT_EQ(ElfFile::open(dir_, error), nullptr);
+  EXPECT_EQ(error, dir_ + ": not a regular file");
+}
+
+// ---- process.h ------------------------------------------------------------------
+
+TEST(ProgramInterpreter, BinShUsesTheX86_64Loader) {
+  const std::string interp = program_interpreter("/bin/sh");
+  EXPECT_TRUE(ends_with(interp, "ld-linux-x86-64.so.2")) << interp;
+  EXPECT_EQ(interp.front(), '/');
+  EXPECT_EQ(interp.find('\0'), std::string::npos);
+}
+
+TEST(ProgramInterpreter, TestBinaryHasTheSameLoader) {
+  EXPECT_EQ(program_interpreter(self_exe()), program_interpreter("/bin/sh"));
+}
+
+using ProgramInterpreterFiles = TempDir;
+
+TEST_F(ProgramInterpreterFiles, ScriptResolvesThroughItsShebang) {
+  const std::string expected = program_interpreter("/bin/sh");
+  ASSERT_FALSE(expected.empty());
+  EXPECT_EQ(program_interpreter(write("a.sh", "#!/bin/sh\necho hi\n", 0755)), expected);
+  EXPECT_EQ(program_interpreter(write("b.sh", "#! /bin/sh -eu\necho hi\n", 0755)), expected);
+}
+
+TEST_F(ProgramInterpreterFiles, ScriptThroughAnotherScript) {
+  // Linux runs nested interpreters; so does the resolution.
+  const std::string inner = write("inner.sh", "#!/bin/sh\n", 0755);
+  const std::string outer = write("outer", "#!" + inner + "\n", 0755);
+  EXPECT_EQ(program_interpreter(outer), program_interpreter("/bin/sh"));
+}
+
+TEST_F(ProgramInterpreterFiles, UnresolvableCasesGiveEmpty) {
+  EXPECT_EQ(program_interpreter(dir_ + "/missing"), "");
+  EXPECT_EQ(program_interpreter(write("text", "just text\n")), "");
+  EXPECT_EQ(program_interpreter(write("empty", "")), "");
+  EXPECT_EQ(program_interpreter(write("bang-only", "#!\n", 0755)), "");
+  EXPECT_EQ(program_interpreter(write("bad-interp", "#!" + dir_ + "/nope\n", 0755)), "");
+  const std::string self_ref = dir_ + "/self.sh";
+  EXPECT_EQ(program_interpreter(write("self.sh", "#!" + self_ref + "\n", 0755)), "");
+  // An ELF with no PT_INTERP (what a static executable looks like).
+  Elf64_Ehdr eh = x86_64_header();
+  EXPECT_EQ(program_interpreter(write("static", header_bytes(eh))), "");
+}
+
+TEST_F(ProgramInterpreterFiles, ShebangCycleTerminates) {
+  // a -> b -> a: the kernel refuses this (ELOOP); the resolver must not
+  // recurse until the stack or the descriptor table runs out.
+  const std::string a = dir_ + "/cycle-a", b = dir_ + "/cycle-b";
+  write("cycle-a", "#!" + b + "\n", 0755);
+  write("cycle-b", "#!" + a + "\n", 0755);
+  EXPECT_EXIT(
+      {
+        const std::string r = program_interpreter(a);
+        std::_Exit(r.empty() ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+TEST(FindInPath, FindsSh) {
+  const std::string sh = find_in_path("sh");
+  ASSERT_FALSE(sh.empty());
+  EXPECT_TRUE(ends_with(sh, "/sh")) << sh;
+  EXPECT_EQ(access(sh.c_str(), X_OK), 0) << sh;
+}
+
+TEST(FindInPath, MissingCommandGivesEmpty) {
+  EXPECT_EQ(find_in_path("definitely-not-a-command-xyz"), "");
+  EXPECT_EQ(find_in_path(""), "");
+}
+
+TEST(FindInPath, PathsWithASlashAreTakenAsIs) {
+  EXPECT_EQ(find_in_path("/bin/sh"), "/bin/sh");
+  EXPECT_EQ(find_in_path("/definitely/not/here"), "");
+}
+
+using FindInPathFiles = TempDir;
+
+TEST_F(FindInPathFiles, SkipsNonExecutablesAndDirectories) {
+  const char* old = std::getenv("PATH");
+  const std::string saved = old ? old : "";
+  write("tool", "#!/bin/sh\n", 0644);  // not executable
+  mkdir((dir_ + "/sub").c_str(), 0755);
+  const std::string exec_dir = dir_ + "/sub";
+  setenv("PATH", (dir_ + ":" + exec_dir).c_str(), 1);
+  EXPECT_EQ(find_in_path("tool"), "");
+  EXPECT_EQ(find_in_path("sub"), "");  // a directory in PATH dir_
+  const std::string tool = exec_dir + "/tool";
+  std::ofstream(tool) << "#!/bin/sh\n";
+  chmod(tool.c_str(), 0755);
+  EXPECT_EQ(find_in_path("tool"), tool);
+  chmod((dir_ + "/tool").c_str(), 0755);  // now the first PATH entry wins
+  EXPECT_EQ(find_in_path("tool"), dir_ + "/tool");
+  setenv("PATH", saved.c_str(), 1);
+  unlink(tool.c_str());
+  rmdir(exec_dir.c_str());
+}
+
+TEST(ReadMaps, ContainsTheTestBinary) {
+  std::vector<Mapping> maps;
+  ASSERT_TRUE(read_maps(getpid(), maps));
+  ASSERT_FALSE(maps.empty());
+  const std::string exe = self_exe();
+  bool exec_mapping = false;
+  for (const Mapping& m : maps) {
+    EXPECT_LT(m.start, m.end);
+    if (m.path == exe && m.exec) exec_mapping = true;
+  }
+  EXPECT_TRUE(exec_mapping) << exe;
+}
+
+TEST(ReadMaps, StackAndAnonymousMappingsHaveNoPath) {
+  std::vector<Mapping> maps;
+  ASSERT_TRUE(read_maps(getpid(), maps));
+  int local = 0;
+  const auto addr = reinterpret_cast<std::uint64_t>(&local);
+  const Mapping* stack = nullptr;
+  for (const Mapping& m : maps)
+    if (addr >= m.start && addr < m.end) stack = &m;
+  ASSERT_NE(stack, nullptr);
+  EXPECT_EQ(stack->path, "");  // "[stack]" is not a file
+  EXPECT_EQ(stack->inode, 0u);
+  for (const Mapping& m : maps)
+    if (!m.path.empty()) EXPECT_EQ(m.path.front(), '/') << m.path;
+}
+
+TEST(ReadMaps, GoneProcessFails) {
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) _exit(0);
+  int status;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  std::vector<Mapping> maps{Mapping{1, 2, 0, 0, false, "x"}};
+  EXPECT_FALSE(read_maps(child, maps));
+  EXPECT_TRUE(maps.empty());
+  EXPECT_FALSE(process_exists(child));
+}
+
+TEST(ProcessExists, Self) { EXPECT_TRUE(process_exists(getpid())); }
+
+TEST(HostPath, SameInodeGoesThroughProcRoot) {
+  std::vector<Mapping> maps;
+  ASSERT_TRUE(read_maps(getpid(), maps));
+  const std::string exe = self_exe();
+  const Mapping* m = nullptr;
+  for (const Mapping& x : maps)
+    if (x.path == exe) m = &x;
+  ASSERT_NE(m, nullptr);
+  const std::string pid = std::to_string(getpid());
+  EXPECT_EQ(host_path(getpid(), *m), "/proc/" + pid + "/root" + exe);
+
+  Mapping replaced = *m;
+  replaced.inode += 1;  // the file on disk is not the mapped one any more
+  char range[64];
+  std::snprintf(range, sizeof range, "%llx-%llx", static_cast<unsigned long long>(m->start),
+                static_cast<unsigned long long>(m->end));
+  EXPECT_EQ(host_path(getpid(), replaced), "/proc/" + pid + "/map_files/" + range);
+}
+
+}  // namespace
