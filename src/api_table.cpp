@@ -125,6 +125,7 @@ const std::vector<ApiSpec> kRows = {
   // ---- Driver: context and device
   {"cuInit", DRV, DEVICE, {{"Flags", A::Flags}}},
   {"cuCtxSynchronize", DRV, DEVICE, {}},
+  {"cuCtxSynchronize_v2", DRV, DEVICE, {}},  // what CUDA 13 runtimes call
   {"cuCtxSetCurrent", DRV, DEVICE, {{"ctx", A::Handle}}},
   {"cuDevicePrimaryCtxRetain", DRV, DEVICE, {{"pctx", A::OutHandle}, {"dev", A::Int}}},
   // ---- Driver: kernel lookups, for kernel names

@@ -178,8 +178,8 @@ bool decode_call(const ct_call& rec, KernelNames* names, Call& call, const Strin
         }
         break;
       case ArgType::LaunchConfig:
-        decode_launch_config(api->layer(), payload, rec.flags & CT_FLAG_PAYLOAD_FAULT ? 0 : payload_len,
-                             call.args);
+        // A fault reading the attributes still leaves the config itself (payload_len says what arrived).
+        decode_launch_config(api->layer(), payload, payload_len, call.args);
         break;
       default:  // Ptr, Event, Handle
         call.args.push_back({spec.name, Hex{raw}});

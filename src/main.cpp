@@ -116,7 +116,7 @@ int main(int argc, char** argv) {
   if (opts.display.group[static_cast<int>(Group::Launch)]) opts.selection.group[static_cast<int>(Group::Module)] = true;
 
   if (list_apis) {
-    std::fputs((opts.json ? api_list_json(opts.selection) : api_list_markdown(opts.selection)).c_str(), stdout);
+    std::fputs((opts.json ? api_list_json(opts.display) : api_list_markdown(opts.display)).c_str(), stdout);
     return 0;
   }
   if (pid < 0 || pid > 0x7fffffff) usage_error("invalid PID " + std::to_string(pid));

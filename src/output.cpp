@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <iterator>
 
@@ -57,6 +58,12 @@ void append_json_value(Buf& out, const Value& v) {
             fmt::format_to(it, "{}", x.raw);
         } else if constexpr (std::is_same_v<T, std::string_view>) {
           append_json_string(out, x);
+        } else if constexpr (std::is_same_v<T, double>) {
+          // JSON has no NaN or infinity: an event timing that is not a number is null.
+          if (std::isfinite(x))
+            fmt::format_to(it, "{}", x);
+          else
+            out.append(std::string_view("null"));
         } else {
           fmt::format_to(it, "{}", x);
         }

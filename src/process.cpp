@@ -67,7 +67,10 @@ std::string find_in_path(const std::string& name) {
   return {};
 }
 
-std::string program_interpreter(const std::string& path) {
+namespace {
+
+// The kernel follows at most 4 levels of "#!" (BINPRM_MAX_RECURSION); so do we.
+std::string interpreter_of(const std::string& path, int depth) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return {};
   char head[2] = {};
@@ -78,7 +81,7 @@ std::string program_interpreter(const std::string& path) {
     std::stringstream words(line);
     std::string interp;
     words >> interp;
-    return interp.empty() || interp == path ? std::string() : program_interpreter(interp);
+    return interp.empty() || depth >= 4 ? std::string() : interpreter_of(interp, depth + 1);
   }
   Elf64_Ehdr eh{};
   in.seekg(0);
@@ -96,5 +99,9 @@ std::string program_interpreter(const std::string& path) {
   }
   return {};
 }
+
+}  // namespace
+
+std::string program_interpreter(const std::string& path) { return interpreter_of(path, 0); }
 
 }  // namespace cudatrace

@@ -4,6 +4,8 @@
 
 #include <cstring>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "cudatrace/kernel_names.h"
 #include "record_builder.h"
@@ -470,22 +472,46 @@ TEST(DecodeCall, LaunchConfigOtherAttributesAreSkipped) {
 }
 
 TEST(DecodeCall, LaunchConfigUnreadableGivesUnavailableConfig) {
+  // The BPF side could not read the config itself: no payload, fault flag.
   RecBuf b;
   init_rec(b, "cudaLaunchKernelExC");
   b.rec.args[1] = 0x401200;
-  std::uint8_t p[CT_LAUNCH_CONFIG_SIZE] = {1};
-  set_payload(b, p, sizeof p);
   b.rec.flags = CT_FLAG_PAYLOAD_FAULT;
+  b.rec.payload_len = 0;
   Call c = decode(b);
   EXPECT_EQ(arg_names(c), "config,func,args");
   EXPECT_EQ(arg_str(c, "config"), "unavailable");
   EXPECT_EQ(c.kernel, "?");
 
   b.rec.flags = 0;
+  std::uint8_t p[CT_LAUNCH_CONFIG_SIZE] = {1};
   set_payload(b, p, CT_LAUNCH_CONFIG_SIZE - 1);  // short read
   c = decode(b);
   EXPECT_EQ(arg_names(c), "config,func,args");
   EXPECT_EQ(arg_str(c, "config"), "unavailable");
+}
+
+TEST(DecodeCall, LaunchConfigWithUnreadableAttributesKeepsGridAndBlock) {
+  // BUG: bpf/cudatrace.bpf.c read_payload() returns the 56 config bytes with
+  // CT_FLAG_PAYLOAD_FAULT when the config was read but its attribute array
+  // was not; decode_call() treats any PAYLOAD_FAULT as "no payload" and
+  // throws the readable grid/block/stream away (prints "config":null).
+  RecBuf b;
+  init_rec(b, "cuLaunchKernelEx");
+  b.rec.args[1] = 0x5555bbbb0000;
+  std::uint8_t p[CT_LAUNCH_CONFIG_SIZE] = {};
+  const std::uint32_t dims[7] = {16, 8, 2, 64, 2, 1, 2048};
+  std::memcpy(p, dims, sizeof dims);
+  put_u64(p + 32, 0x5555000d0000);
+  put_u64(p + 40, 0x7ffd00005000);  // attrs: unreadable
+  put_u32(p + 48, 1);
+  set_payload(b, p, sizeof p);
+  b.rec.flags = CT_FLAG_PAYLOAD_FAULT;
+  const Call c = decode(b);
+  EXPECT_EQ(arg_names(c), "grid,block,sharedMemBytes,hStream,f,kernelParams,extra");
+  EXPECT_EQ(arg_str(c, "grid"), "dim3:(16,8,2)");
+  EXPECT_EQ(arg_str(c, "block"), "dim3:(64,2,1)");
+  EXPECT_EQ(arg_str(c, "hStream"), "hex:0x5555000d0000");
 }
 
 // ---- String payloads -------------------------------------------------------
@@ -530,6 +556,77 @@ TEST(DecodeCall, StringPayloadFaultOrMissingIsUnavailable) {
   b.rec.flags = 0;
   b.rec.payload_len = 0;
   EXPECT_EQ(arg_str(decode(b), "name"), "unavailable");
+}
+
+TEST(DecodeCall, StringReaderFillsInAnUnreadablePayload) {
+  RecBuf b;
+  init_rec(b, "cuModuleGetFunction", 777);
+  b.rec.args[2] = 0x402100;
+  b.rec.outs[0] = 0x5555cc000000;
+  b.rec.flags = CT_FLAG_PAYLOAD_FAULT;
+  std::vector<std::pair<std::uint32_t, std::uint64_t>> asked;
+  const StringReader reader = [&](std::uint32_t pid, std::uint64_t addr, std::string& out) {
+    asked.emplace_back(pid, addr);
+    out = "_Z6lookupv";
+    return true;
+  };
+  Call c;
+  ASSERT_TRUE(decode_call(b.rec, nullptr, c, &reader));
+  EXPECT_EQ(arg_str(c, "name"), "str:_Z6lookupv");
+  ASSERT_EQ(asked.size(), 1u);
+  EXPECT_EQ(asked[0], std::make_pair(std::uint32_t(777), std::uint64_t(0x402100)));
+
+  // No payload at all (not a fault) also asks.
+  b.rec.flags = 0;
+  b.rec.payload_len = 0;
+  ASSERT_TRUE(decode_call(b.rec, nullptr, c, &reader));
+  EXPECT_EQ(arg_str(c, "name"), "str:_Z6lookupv");
+  EXPECT_EQ(asked.size(), 2u);
+
+  // A payload that was read: the reader is not consulted.
+  set_string_payload(b, "_Z7payloadv");
+  ASSERT_TRUE(decode_call(b.rec, nullptr, c, &reader));
+  EXPECT_EQ(arg_str(c, "name"), "str:_Z7payloadv");
+  EXPECT_EQ(asked.size(), 2u);
+}
+
+TEST(DecodeCall, StringReaderFailureOrNullPointerIsUnavailable) {
+  RecBuf b;
+  init_rec(b, "cuModuleGetFunction");
+  b.rec.flags = CT_FLAG_PAYLOAD_FAULT;
+  int calls = 0;
+  const StringReader failing = [&](std::uint32_t, std::uint64_t, std::string&) {
+    ++calls;
+    return false;
+  };
+  Call c;
+  b.rec.args[2] = 0x402100;
+  ASSERT_TRUE(decode_call(b.rec, nullptr, c, &failing));
+  EXPECT_EQ(arg_str(c, "name"), "unavailable");
+  EXPECT_EQ(calls, 1);
+  b.rec.args[2] = 0;  // NULL name: nothing to read
+  ASSERT_TRUE(decode_call(b.rec, nullptr, c, &failing));
+  EXPECT_EQ(arg_str(c, "name"), "unavailable");
+  EXPECT_EQ(calls, 1);
+}
+
+TEST(DecodeCall, StringFromReaderFeedsKernelNames) {
+  RecBuf b;
+  init_rec(b, "cuModuleGetFunction");
+  b.rec.args[2] = 0x402100;
+  b.rec.outs[0] = 0x5555cc000000;
+  b.rec.flags = CT_FLAG_PAYLOAD_FAULT;
+  const StringReader reader = [](std::uint32_t, std::uint64_t, std::string& out) {
+    out = "_Z6addOnePfi";
+    return true;
+  };
+  KernelNames names;
+  Call c;
+  ASSERT_TRUE(decode_call(b.rec, &names, c, &reader));
+  names.learn(c);
+  const KernelNames::Name* n = names.find(1234, 0x5555cc000000);
+  ASSERT_NE(n, nullptr);
+  EXPECT_EQ(n->demangled, "addOne(float*, int)");
 }
 
 // ---- Record-level fields ---------------------------------------------------
