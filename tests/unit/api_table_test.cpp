@@ -222,7 +222,9 @@ TEST(ApiCookie, FieldsAgreeWithSlotsForEveryApi) {
     int used = 0, outs = 0, payloads = 0;
     for (std::size_t i = 0; i < a.spec->args.size(); ++i) {
       const ArgType t = a.spec->args[i].type;
-      if (i > 0) EXPECT_EQ(a.slots[i], a.slots[i - 1] + slot_count(a.spec->args[i - 1].type));
+      if (i > 0) {
+        EXPECT_EQ(a.slots[i], a.slots[i - 1] + slot_count(a.spec->args[i - 1].type));
+      }
       used = a.slots[i] + slot_count(t);
       if (is_out(t)) {
         ASSERT_LT(outs, 2);

@@ -52,7 +52,9 @@ void check_sorted(const std::pair<int, const char*>* table, std::size_t n, const
     ASSERT_NE(table[i].second, nullptr) << i;
     EXPECT_EQ(std::strncmp(table[i].second, prefix, std::strlen(prefix)), 0) << table[i].second;
     EXPECT_TRUE(names.insert(table[i].second).second) << "duplicate name " << table[i].second;
-    if (i > 0) EXPECT_LT(table[i - 1].first, table[i].first) << "at index " << i << " (" << table[i].second << ")";
+    if (i > 0) {
+      EXPECT_LT(table[i - 1].first, table[i].first) << "at index " << i << " (" << table[i].second << ")";
+    }
   }
 }
 

@@ -492,10 +492,10 @@ TEST(DecodeCall, LaunchConfigUnreadableGivesUnavailableConfig) {
 }
 
 TEST(DecodeCall, LaunchConfigWithUnreadableAttributesKeepsGridAndBlock) {
-  // BUG: bpf/cudatrace.bpf.c read_payload() returns the 56 config bytes with
-  // CT_FLAG_PAYLOAD_FAULT when the config was read but its attribute array
-  // was not; decode_call() treats any PAYLOAD_FAULT as "no payload" and
-  // throws the readable grid/block/stream away (prints "config":null).
+  // Regression: bpf/cudatrace.bpf.c read_payload() returns the 56 config
+  // bytes with CT_FLAG_PAYLOAD_FAULT when the config was read but its
+  // attribute array was not; decode_call() used to treat any PAYLOAD_FAULT as
+  // "no payload" and threw the readable grid/block/stream away.
   RecBuf b;
   init_rec(b, "cuLaunchKernelEx");
   b.rec.args[1] = 0x5555bbbb0000;
@@ -640,7 +640,9 @@ TEST(DecodeCall, UnknownApiIdIsRejected) {
   b.rec.api = kNoApi;
   EXPECT_FALSE(decode_call(b.rec, nullptr, c));
   b.rec.api = CT_MAX_APIS - 1;
-  if (CT_MAX_APIS - 1 >= apis().size()) EXPECT_FALSE(decode_call(b.rec, nullptr, c));
+  if (CT_MAX_APIS - 1 >= apis().size()) {
+    EXPECT_FALSE(decode_call(b.rec, nullptr, c));
+  }
 }
 
 TEST(DecodeCall, ParentApi) {

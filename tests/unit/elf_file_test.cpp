@@ -357,11 +357,18 @@ TEST_F(ProgramInterpreterFiles, ShallowChainsWorkOnASmallStack) {
   EXPECT_EQ(interpreter_on_small_stack(outer), program_interpreter("/bin/sh"));
 }
 
+TEST_F(ProgramInterpreterFiles, FourScriptLevelsResolve) {
+  // Every Linux kernel runs a chain of four scripts ending in an ELF binary.
+  std::string next = "/bin/sh";
+  for (int i = 4; i >= 1; --i) next = write("level" + std::to_string(i), "#!" + next + "\n", 0755);
+  EXPECT_EQ(interpreter_on_small_stack(next), program_interpreter("/bin/sh"));
+}
+
 TEST_F(ProgramInterpreterFiles, ShebangCycleTerminates) {
-  // BUG: program_interpreter() follows "#!" lines without a depth limit
-  // (the kernel stops at 4 levels with ELOOP). a -> b -> a recurses, holding
-  // an open ifstream per level, until the stack overflows (SIGSEGV) or the
-  // descriptor table runs out. `cudatrace ./a` crashes instead of reporting.
+  // Regression: program_interpreter() followed "#!" lines without a depth
+  // limit (the kernel gives up with ELOOP). a -> b -> a recursed, holding an
+  // open ifstream per level, until the stack overflowed (SIGSEGV) or the
+  // descriptor table ran out: `cudatrace ./a` crashed instead of reporting.
   const std::string a = dir_ + "/cycle-a", b = dir_ + "/cycle-b";
   write("cycle-a", "#!" + b + "\n", 0755);
   write("cycle-b", "#!" + a + "\n", 0755);
@@ -437,7 +444,9 @@ TEST(ReadMaps, StackAndAnonymousMappingsHaveNoPath) {
   EXPECT_EQ(stack->path, "");  // "[stack]" is not a file
   EXPECT_EQ(stack->inode, 0u);
   for (const Mapping& m : maps)
-    if (!m.path.empty()) EXPECT_EQ(m.path.front(), '/') << m.path;
+    if (!m.path.empty()) {
+      EXPECT_EQ(m.path.front(), '/') << m.path;
+    }
 }
 
 TEST(ReadMaps, GoneProcessFails) {

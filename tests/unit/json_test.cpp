@@ -197,7 +197,9 @@ TEST(AppendJsonString, RandomBytesAlwaysGiveValidJsonAndValidUtf8RoundTrips) {
     ASSERT_TRUE(JsonParser::parse(out, v, err)) << err << " for " << ::testing::PrintToString(s);
     ASSERT_EQ(out.find('\n'), std::string::npos);
     // Valid UTF-8 (control bytes included) survives unchanged.
-    if (JsonParser::valid_utf8(s)) ASSERT_EQ(v.text, s) << ::testing::PrintToString(s);
+    if (JsonParser::valid_utf8(s)) {
+      ASSERT_EQ(v.text, s) << ::testing::PrintToString(s);
+    }
   }
 }
 

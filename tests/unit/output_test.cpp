@@ -323,19 +323,33 @@ TEST(JsonOutput, EnumsStreamsFloatsAndUnavailableValues) {
 }
 
 TEST(JsonOutput, NonFiniteFloatOutStillGivesValidJson) {
-  // BUG: append_json_value formats doubles with "{}", which prints nan / inf:
-  // not JSON. An elapsed-time out-param is read from process memory, so any
-  // bit pattern can reach the encoder.
+  // Regression: doubles were formatted with "{}", which prints nan / inf (not
+  // JSON). An elapsed-time out-param is read from process memory, so any bit
+  // pattern can reach the encoder; non-finite values are written as null.
   RecBuf b;
   init_rec(b, "cudaEventElapsedTime");
-  for (std::uint32_t bits : {0x7fc00000u, 0x7f800000u, 0xff800000u}) {
+  for (std::uint32_t bits : {0x7fc00000u, 0xffc00001u, 0x7f800000u, 0xff800000u}) {
     b.rec.outs[0] = bits;
     const std::string line = json_line(b);
     JsonValue v;
     std::string err;
     EXPECT_TRUE(JsonParser::parse(std::string_view(line).substr(0, line.size() - 1), v, err))
         << "float bits " << std::hex << bits << ": " << err << "\n" << line;
+    EXPECT_NE(line.find(R"("args":{"ms":null,"start":"0x0","end":"0x0"})"), std::string::npos) << line;
   }
+  // Finite extremes stay numbers.
+  b.rec.outs[0] = 0x7f7fffff;  // FLT_MAX
+  std::string line = json_line(b);
+  EXPECT_NE(line.find(R"("ms":3.4028234663852886e+38,)"), std::string::npos) << line;
+  parse_line(line);
+  b.rec.outs[0] = 0x00000001;  // smallest subnormal
+  line = json_line(b);
+  EXPECT_NE(line.find(R"("ms":1.401298464324817e-45,)"), std::string::npos) << line;
+  parse_line(line);
+  b.rec.outs[0] = 0x80000000;  // -0.0
+  line = json_line(b);
+  EXPECT_NE(line.find(R"("ms":-0,)"), std::string::npos) << line;
+  parse_line(line);
 }
 
 TEST(JsonOutput, CallsAppendToTheBuffer) {
