@@ -147,10 +147,9 @@ int ct_enter(struct pt_regs *ctx)
 	if (words) {
 		if (words > CT_MAX_STACK_ARGS)
 			words = CT_MAX_STACK_ARGS;
-		/* At the first instruction rsp points at the return address. */
-		if (bpf_probe_read_user(&f->args[CT_REG_ARGS], words * 8,
-					(void *)(PT_REGS_SP(ctx) + 8)))
-			f->args[CT_REG_ARGS] = 0;
+		/* At the first instruction rsp points at the return address.
+		 * On a fault the helper zeroes the words. */
+		bpf_probe_read_user(&f->args[CT_REG_ARGS], words * 8, (void *)(PT_REGS_SP(ctx) + 8));
 	}
 	f->ts_ns = bpf_ktime_get_ns();
 	return 0;

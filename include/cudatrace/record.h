@@ -31,7 +31,6 @@ enum ct_record_type {
 #define CT_FLAG_OUT1_FAULT (1u << 1)
 #define CT_FLAG_PAYLOAD_FAULT (1u << 2)
 #define CT_FLAG_PAYLOAD_TRUNC (1u << 3)
-#define CT_FLAG_STACK_FAULT (1u << 4) /* stack arguments unreadable */
 
 /*
  * The attach cookie tells the generic entry/exit programs everything they need
