@@ -57,11 +57,41 @@ struct ArgSpec {
 
 enum class Returns : std::uint8_t { Status, Void };
 
+// What a call does, for the analyses (summary, memory, streams, insights).
+// The arguments an effect needs are found by type: the first Stream, Event,
+// Ptr, Size or MemcpyKind argument, and out-param 0 for allocations.
+enum class Effect : std::uint8_t {
+  None,
+  AllocDevice,     // out-param 0: the pointer (or handle); first Size: bytes
+  AllocManaged,
+  AllocHost,       // page-locked host memory
+  RegisterHost,    // first Ptr, first Size: a host range becomes page-locked
+  UnregisterHost,  // first Ptr
+  Free,            // first Ptr: device or managed memory
+  FreeHost,        // first Ptr: page-locked host memory
+  Copy,            // direction from the MemcpyKind argument, else from the name
+  Memset,
+  Launch,
+  StreamCreate,  // out-param 0: the stream
+  StreamDestroy,
+  StreamSync,
+  StreamQuery,
+  StreamWaitEvent,
+  EventCreate,  // out-param 0: the event
+  EventRecord,
+  EventSync,
+  EventQuery,
+  EventDestroy,
+  DeviceSync,
+  SetDevice,
+};
+
 // One row of the table.
 struct ApiSpec {
   const char* name;
   Layer layer;
   Group group;
+  Effect effect;
   std::vector<ArgSpec> args;
   Returns returns = Returns::Status;
 };
@@ -79,6 +109,7 @@ struct Api {
 
   Layer layer() const { return spec->layer; }
   Group group() const { return spec->group; }
+  Effect effect() const { return spec->effect; }
 };
 
 inline constexpr std::uint16_t kNoApi = 0xffff;

@@ -104,6 +104,30 @@ struct ct_thread_state {
 	struct ct_frame frames[CT_MAX_DEPTH];
 };
 
+/*
+ * Summary mode (--summary): per-API statistics kept in BPF (the per-CPU
+ * "api_stats" array, indexed by API id), so calls need no ring-buffer record.
+ * Latencies go to a log-linear histogram: bucket b < CT_HIST_SUB covers
+ * exactly b ns; above, each power of two [2^p, 2^(p+1)) is split into
+ * CT_HIST_SUB equal buckets: b = (p - 1) * CT_HIST_SUB + ((d >> (p - 2)) & 3)
+ * for p >= 2. The last bucket also takes everything longer.
+ * ct_hist_bucket_low(b) in user space inverts this.
+ */
+#define CT_HIST_SUB 4
+#define CT_HIST_MAX_POW 40 /* 2^41 ns ~ 37 minutes */
+#define CT_HIST_BUCKETS (CT_HIST_MAX_POW * CT_HIST_SUB)
+
+struct ct_api_stats {
+	__u64 calls;
+	__u64 errors;    /* returned neither 0 nor cudaErrorNotReady */
+	__u64 total_ns;
+	__u64 min_ns;    /* 0 with calls == 0 */
+	__u64 max_ns;
+	__u64 sum_sq_lo; /* sum of dur_ns^2 as a 128-bit number, for StdDev */
+	__u64 sum_sq_hi;
+	__u64 hist[CT_HIST_BUCKETS];
+};
+
 /* Counters in the per-CPU "counters" array. */
 enum ct_counter {
 	CT_CNT_LOST_RINGBUF = 0, /* ring buffer full: call record dropped */
