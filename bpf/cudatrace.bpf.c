@@ -25,10 +25,12 @@ const volatile __u64 min_dur_ns = 0;
 const volatile bool errors_only = false;
 const volatile bool stop_on_map_change = true;
 const volatile __u64 wakeup_bytes = 1 << 20; /* wake the reader once this much is queued */
+const volatile bool summary_mode = false;    /* aggregate in api_stats; records only for detail calls */
+const volatile bool capture_stack = false;   /* append the user stack to each record */
 
 struct exit_scratch {
 	struct ct_call call;
-	__u8 payload[CT_MAX_PAYLOAD];
+	__u8 payload[CT_MAX_PAYLOAD + CT_MAX_STACK_FRAMES * 8];
 };
 
 struct {
@@ -64,6 +66,13 @@ struct {
 	__type(key, __u32);
 	__type(value, struct exit_scratch);
 } scratch SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, CT_MAX_APIS); /* resized by user space to the table's size */
+	__type(key, __u32);
+	__type(value, struct ct_api_stats);
+} api_stats SEC(".maps");
 
 /* Never written: a source of zeroes for new thread_state entries. */
 struct {
@@ -203,15 +212,92 @@ static __always_inline __u32 read_payload(struct exit_scratch *s, __u64 cookie, 
 	return CT_LAUNCH_CONFIG_SIZE + nattrs * CT_LAUNCH_ATTR_SIZE;
 }
 
-static __always_inline void read_out(struct exit_scratch *s, __u64 cookie, struct ct_frame *f, int i)
+static __always_inline void read_out(struct ct_call *c, __u64 cookie, struct ct_frame *f, int i)
 {
 	__u32 idx = CT_COOKIE_OUT_SLOT(cookie, i) - 1;
 	__u32 size = CT_COOKIE_OUT_SIZE(cookie, i);
+	c->outs[i] = 0;
 	if (idx >= CT_MAX_ARGS || !size || size > 8)
 		return;
 	void *ptr = (void *)f->args[idx];
-	if (!ptr || bpf_probe_read_user(&s->call.outs[i], size, ptr))
-		s->call.flags |= i ? CT_FLAG_OUT1_FAULT : CT_FLAG_OUT0_FAULT;
+	if (!ptr || bpf_probe_read_user(&c->outs[i], size, ptr))
+		c->flags |= i ? CT_FLAG_OUT1_FAULT : CT_FLAG_OUT0_FAULT;
+}
+
+/* Fills every field but payload_len and stack_len (ring memory is not zeroed). */
+static __always_inline void fill_call(struct ct_call *c, __u32 type, __u64 pid_tgid, struct ct_frame *f,
+				      __u32 parent_api, __u32 depth)
+{
+	c->type = type;
+	c->api = CT_COOKIE_API(f->cookie);
+	c->parent_api = parent_api;
+	c->pid = pid_tgid >> 32;
+	c->tid = (__u32)pid_tgid;
+	c->ts_ns = f->ts_ns;
+	__builtin_memcpy(c->args, f->args, sizeof(c->args));
+	c->depth = depth;
+	c->flags = 0;
+	c->reserved = 0;
+	bpf_get_current_comm(c->comm, sizeof(c->comm));
+}
+
+/* floor(log2(v)) for v > 0; BPF has no count-leading-zeros instruction. */
+static __always_inline __u32 log2_u64(__u64 v)
+{
+	__u32 r = 0, shift;
+	shift = (v > 0xffffffffull) << 5;
+	v >>= shift;
+	r |= shift;
+	shift = (v > 0xffff) << 4;
+	v >>= shift;
+	r |= shift;
+	shift = (v > 0xff) << 3;
+	v >>= shift;
+	r |= shift;
+	shift = (v > 0xf) << 2;
+	v >>= shift;
+	r |= shift;
+	shift = (v > 0x3) << 1;
+	v >>= shift;
+	r |= shift;
+	return r | (__u32)(v >> 1);
+}
+
+/* The log-linear bucket of record.h. */
+static __always_inline __u32 hist_bucket(__u64 d)
+{
+	if (d < CT_HIST_SUB)
+		return d;
+	__u32 p = log2_u64(d);
+	if (p > CT_HIST_MAX_POW)
+		return CT_HIST_BUCKETS - 1;
+	return (p - 1) * CT_HIST_SUB + ((d >> (p - 2)) & (CT_HIST_SUB - 1));
+}
+
+static __always_inline void aggregate(__u32 api, __u64 dur, bool failed)
+{
+	struct ct_api_stats *st = bpf_map_lookup_elem(&api_stats, &api);
+	if (!st)
+		return;
+	if (!st->calls || dur < st->min_ns)
+		st->min_ns = dur;
+	if (dur > st->max_ns)
+		st->max_ns = dur;
+	st->calls++;
+	st->errors += failed;
+	st->total_ns += dur;
+	/* dur^2 = hi^2 * 2^64 + hi*lo * 2^33 + lo^2 with 32-bit halves, added to a 128-bit sum. */
+	__u64 hi = dur >> 32, lo = dur & 0xffffffffull, cross = hi * lo;
+	__u64 sq_lo = lo * lo, mid = cross << 33;
+	__u64 sum = st->sum_sq_lo + sq_lo;
+	__u64 carry = sum < sq_lo;
+	__u64 sum2 = sum + mid;
+	carry += sum2 < mid;
+	st->sum_sq_lo = sum2;
+	st->sum_sq_hi += hi * hi + (cross >> 31) + carry;
+	__u32 b = hist_bucket(dur);
+	if (b < CT_HIST_BUCKETS)
+		st->hist[b]++;
 }
 
 SEC("uretprobe")
@@ -250,39 +336,69 @@ int ct_exit(struct pt_regs *ctx)
 	struct ct_frame *f = &st->frames[depth];
 
 	__u64 dur = now - f->ts_ns;
-	__s64 ret = (__s32)PT_REGS_RC(ctx);
-	if (dur < min_dur_ns)
+	__s64 ret = cookie & CT_COOKIE_VOID ? 0 : (__s32)PT_REGS_RC(ctx);
+	if (summary_mode) {
+		aggregate(api, dur, ret != 0 && ret != CUDA_NOT_READY);
+		if (!(cookie & CT_COOKIE_DETAIL))
+			return 0;
+	} else {
+		if (dur < min_dur_ns)
+			return 0;
+		if (errors_only && (ret == 0 || ret == CUDA_NOT_READY))
+			return 0;
+	}
+	__u32 parent_api = depth ? CT_COOKIE_API(st->frames[(depth - 1) & (CT_MAX_DEPTH - 1)].cookie) : 0xffff;
+
+	if (CT_COOKIE_PAYLOAD_KIND(cookie) == CT_PAYLOAD_NONE && !capture_stack) {
+		/* The common case: a fixed-size record built in place. */
+		struct ct_call *c = bpf_ringbuf_reserve(&events, sizeof(*c), 0);
+		if (!c) {
+			count(CT_CNT_LOST_RINGBUF);
+			return 0;
+		}
+		fill_call(c, CT_REC_CALL, pid_tgid, f, parent_api, depth);
+		c->dur_ns = dur;
+		c->ret = ret;
+		c->caller = PT_REGS_IP(ctx); /* at a return probe: the return address */
+		c->payload_len = 0;
+		c->stack_len = 0;
+		read_out(c, cookie, f, 0);
+		read_out(c, cookie, f, 1);
+		bpf_ringbuf_submit(c, ring_flags(sizeof(*c)));
 		return 0;
-	if (errors_only && (ret == 0 || ret == CUDA_NOT_READY))
-		return 0;
+	}
 
 	__u32 zero = 0;
 	struct exit_scratch *s = bpf_map_lookup_elem(&scratch, &zero);
 	if (!s)
 		return 0;
 	struct ct_call *c = &s->call;
-	c->type = CT_REC_CALL;
-	c->api = api;
-	c->parent_api = depth ? CT_COOKIE_API(st->frames[(depth - 1) & (CT_MAX_DEPTH - 1)].cookie)
-			      : 0xffff;
-	c->pid = pid_tgid >> 32;
-	c->tid = tid;
-	c->ts_ns = f->ts_ns;
+	fill_call(c, CT_REC_CALL, pid_tgid, f, parent_api, depth);
 	c->dur_ns = dur;
 	c->ret = ret;
-	__builtin_memcpy(c->args, f->args, sizeof(c->args));
-	c->outs[0] = 0;
-	c->outs[1] = 0;
-	c->depth = depth;
-	c->flags = 0;
-	bpf_get_current_comm(c->comm, sizeof(c->comm));
-	read_out(s, cookie, f, 0);
-	read_out(s, cookie, f, 1);
+	c->caller = PT_REGS_IP(ctx);
+	c->stack_len = 0;
+	read_out(c, cookie, f, 0);
+	read_out(c, cookie, f, 1);
 	__u32 len = read_payload(s, cookie, f);
 	if (len > CT_MAX_PAYLOAD)
 		len = CT_MAX_PAYLOAD;
 	c->payload_len = len;
 	__u64 size = sizeof(struct ct_call) + len;
+	if (capture_stack) {
+		__u32 off = CT_ALIGN8(len);
+		if (off > CT_MAX_PAYLOAD)
+			off = CT_MAX_PAYLOAD;
+		/* At a return probe the registers are the caller's: the first
+		 * frame is the call site, the rest follow its frame pointers. */
+		long n = bpf_get_stack(ctx, &s->payload[off], CT_MAX_STACK_FRAMES * 8, BPF_F_USER_STACK);
+		if (n > 0 && n <= CT_MAX_STACK_FRAMES * 8) {
+			c->stack_len = n / 8;
+			size = sizeof(struct ct_call) + off + n;
+		}
+	}
+	if (size > sizeof(*s))
+		size = sizeof(*s);
 	if (bpf_ringbuf_output(&events, s, size, ring_flags(size)))
 		count(CT_CNT_LOST_RINGBUF);
 	return 0;
@@ -346,21 +462,15 @@ int BPF_PROG(ct_thread_exit, struct task_struct *task)
 				continue;
 			}
 			struct ct_frame *f = &st->frames[i];
-			c->type = CT_REC_UNFINISHED;
-			c->api = CT_COOKIE_API(f->cookie);
-			c->parent_api = 0xffff;
-			c->pid = pid_tgid >> 32;
-			c->tid = tid;
-			c->ts_ns = f->ts_ns;
+			__u32 parent_api = i ? CT_COOKIE_API(st->frames[(i - 1) & (CT_MAX_DEPTH - 1)].cookie) : 0xffff;
+			fill_call(c, CT_REC_UNFINISHED, pid_tgid, f, parent_api, i);
 			c->dur_ns = 0;
 			c->ret = 0;
-			__builtin_memcpy(c->args, f->args, sizeof(c->args));
 			c->outs[0] = 0;
 			c->outs[1] = 0;
-			c->depth = i;
-			c->flags = 0;
+			c->caller = 0;
 			c->payload_len = 0;
-			bpf_get_current_comm(c->comm, sizeof(c->comm));
+			c->stack_len = 0;
 			bpf_ringbuf_submit(c, BPF_RB_FORCE_WAKEUP);
 		}
 		bpf_map_delete_elem(&threads, &tid);

@@ -146,6 +146,26 @@ int out_size(ArgType t) {
   }
 }
 
+// The kernel, transfer and memory summaries need these calls' arguments.
+bool needs_detail_record(const ApiSpec& row) {
+  switch (row.effect) {
+    case E::AllocDevice:
+    case E::AllocManaged:
+    case E::AllocHost:
+    case E::RegisterHost:
+    case E::UnregisterHost:
+    case E::Free:
+    case E::FreeHost:
+    case E::Copy:
+    case E::Memset:
+    case E::Launch:
+    case E::SetDevice:
+      return true;
+    default:
+      return row.group == MODULE;  // kernel names
+  }
+}
+
 std::uint64_t make_cookie(const Api& api) {
   std::uint64_t c = api.id;
   int used_slots = 0;
@@ -160,6 +180,8 @@ std::uint64_t make_cookie(const Api& api) {
     c |= std::uint64_t(api.slots[api.out_index[o]] + 1) << (20 + 8 * o);
     c |= std::uint64_t(out_size(a.type)) << (24 + 8 * o);
   }
+  if (api.spec->returns == Returns::Void) c |= CT_COOKIE_VOID;
+  if (needs_detail_record(*api.spec)) c |= CT_COOKIE_DETAIL;
   if (api.payload_index >= 0) {
     const ArgSpec& a = api.spec->args[api.payload_index];
     c |= std::uint64_t(api.slots[api.payload_index] + 1) << 36;

@@ -31,22 +31,23 @@ Value stream_value(std::uint64_t handle) {
 void decode_launch_config(Layer layer, const std::uint8_t* p, std::size_t len,
                           std::vector<NamedValue>& out) {
   if (len < CT_LAUNCH_CONFIG_SIZE) {
-    out.push_back({"config", std::monostate{}});
+    out.push_back({"config", std::monostate{}, ArgType::LaunchConfig});
     return;
   }
   const Dim3 grid{read_u32(p), read_u32(p + 4), read_u32(p + 8)};
   const Dim3 block{read_u32(p + 12), read_u32(p + 16), read_u32(p + 20)};
   const std::uint64_t smem = layer == Layer::Runtime ? read_u64(p + 24) : read_u32(p + 24);
-  out.push_back({"grid", grid});
-  out.push_back({"block", block});
-  out.push_back({layer == Layer::Runtime ? "sharedMem" : "sharedMemBytes", smem});
-  out.push_back({layer == Layer::Runtime ? "stream" : "hStream", stream_value(read_u64(p + 32))});
+  out.push_back({"grid", grid, ArgType::Dim3});
+  out.push_back({"block", block, ArgType::Dim3});
+  out.push_back({layer == Layer::Runtime ? "sharedMem" : "sharedMemBytes", smem, ArgType::Size});
+  out.push_back({layer == Layer::Runtime ? "stream" : "hStream", stream_value(read_u64(p + 32)), ArgType::Stream});
   // Attributes: {u32 id; pad; 64-byte value}. Cluster dimension is id 4 in both APIs.
   constexpr std::uint32_t kClusterDimension = 4;
   const std::size_t nattrs = (len - CT_LAUNCH_CONFIG_SIZE) / CT_LAUNCH_ATTR_SIZE;
   for (std::size_t i = 0; i < nattrs; ++i) {
     const std::uint8_t* a = p + CT_LAUNCH_CONFIG_SIZE + i * CT_LAUNCH_ATTR_SIZE;
-    if (read_u32(a) == kClusterDimension) out.push_back({"clusterDim", Dim3{read_u32(a + 8), read_u32(a + 12), read_u32(a + 16)}});
+    if (read_u32(a) == kClusterDimension)
+      out.push_back({"clusterDim", Dim3{read_u32(a + 8), read_u32(a + 12), read_u32(a + 16)}, ArgType::Dim3});
   }
 }
 
@@ -95,6 +96,7 @@ bool decode_call(const ct_call& rec, KernelNames* names, Call& call, const Strin
   call.kernel = {};
   call.kernel_mangled = {};
   call.kernel_handle = 0;
+  call.waited = nullptr;
 
   const auto* payload = reinterpret_cast<const std::uint8_t*>(&rec + 1);
   const std::size_t payload_len = rec.payload_len;
@@ -104,12 +106,13 @@ bool decode_call(const ct_call& rec, KernelNames* names, Call& call, const Strin
     const ArgSpec& spec = api->spec->args[i];
     const int slot = api->slots[i];
     const std::uint64_t raw = rec.args[slot];
+    const std::size_t first_value = call.args.size();
     if (is_out(spec.type)) {
       const int o = out_no++;
       const bool fault = rec.flags & (o ? CT_FLAG_OUT1_FAULT : CT_FLAG_OUT0_FAULT);
       // Out-params are only meaningful once the call has returned successfully.
       if (call.unfinished || fault || (api->spec->returns == Returns::Status && static_cast<std::int32_t>(rec.ret) != 0)) {
-        call.args.push_back({spec.name, std::monostate{}});
+        call.args.push_back({spec.name, std::monostate{}, spec.type});
         continue;
       }
       const std::uint64_t v = rec.outs[o];
@@ -130,6 +133,7 @@ bool decode_call(const ct_call& rec, KernelNames* names, Call& call, const Strin
         default:
           call.args.push_back({spec.name, Hex{v}});
       }
+      call.args.back().type = spec.type;
       continue;
     }
     switch (spec.type) {
@@ -184,6 +188,9 @@ bool decode_call(const ct_call& rec, KernelNames* names, Call& call, const Strin
       default:  // Ptr, Event, Handle
         call.args.push_back({spec.name, Hex{raw}});
     }
+    // A launch config's expansion carries its own types.
+    if (spec.type != ArgType::LaunchConfig)
+      for (std::size_t k = first_value; k < call.args.size(); ++k) call.args[k].type = spec.type;
   }
   if (is_launch) {
     const KernelNames::Name* n = names ? names->find(rec.pid, call.kernel_handle) : nullptr;

@@ -70,6 +70,8 @@ int main(int argc, char** argv) {
   app.add_option("--tid", tid, "Only this thread");
   app.add_flag("--json", opts.json, "JSON Lines output (docs/json.md)");
   app.add_option("-o,--output", opts.output_path, "Write the trace to FILE instead of standard output");
+  app.add_flag("--output-follow-symlinks", opts.output_follow_symlinks,
+               "Write through a symbolic link given as -o FILE even in a world-writable directory such as /tmp");
   app.add_option("--ring-mb", opts.ring_mb, "Ring buffer size in MiB, a power of two (default 16)");
   app.add_flag("!--no-dlopen-stop", opts.stop_on_dlopen,
                "Do not pause a process while probes attach to a library it just loaded");

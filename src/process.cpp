@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -103,5 +104,14 @@ std::string interpreter_of(const std::string& path, int depth) {
 }  // namespace
 
 std::string program_interpreter(const std::string& path) { return interpreter_of(path, 0); }
+
+bool is_foreign_elf(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  Elf64_Ehdr eh{};
+  if (!in.read(reinterpret_cast<char*>(eh.e_ident), EI_NIDENT) || std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0)
+    return false;
+  in.read(reinterpret_cast<char*>(&eh.e_type), sizeof eh.e_type + sizeof eh.e_machine);
+  return eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_ident[EI_DATA] != ELFDATA2LSB || eh.e_machine != EM_X86_64;
+}
 
 }  // namespace cudatrace

@@ -3,6 +3,7 @@
 #include <sys/uio.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 namespace cudatrace {
@@ -48,6 +49,26 @@ std::string Symbolizer::function_at(pid_t pid, std::uint64_t addr) {
   auto it = std::lower_bound(f->functions.begin(), f->functions.end(), vaddr,
                              [](const FunctionSymbol& s, std::uint64_t v) { return s.address < v; });
   return it != f->functions.end() && it->address == vaddr ? std::string(it->name) : std::string();
+}
+
+Symbolizer::Location Symbolizer::locate(pid_t pid, std::uint64_t addr) {
+  Location loc;
+  const Mapping* m = mapping_at(pid, addr);
+  if (!m || m->path.empty()) return loc;
+  loc.module = m->path;
+  loc.module_offset = addr - m->start + m->offset;
+  const File* f = files_of_[pid][m - maps_[pid].data()];
+  std::uint64_t vaddr = 0;
+  if (!m->exec || !f || !f->elf->offset_to_vaddr(loc.module_offset, vaddr)) return loc;
+  auto it = std::upper_bound(f->functions.begin(), f->functions.end(), vaddr,
+                             [](std::uint64_t v, const FunctionSymbol& s) { return v < s.address; });
+  if (it == f->functions.begin()) return loc;
+  --it;
+  if (vaddr < it->address + it->size) {
+    loc.function = std::string(it->name);
+    loc.function_offset = vaddr - it->address;
+  }
+  return loc;
 }
 
 bool Symbolizer::string_at(pid_t pid, std::uint64_t addr, std::size_t max, std::string& out) {

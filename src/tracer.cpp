@@ -17,6 +17,7 @@
 #include <cstring>
 #include <fstream>
 #include <set>
+#include <sstream>
 
 #include "cudatrace.skel.h"
 #include "cudatrace/decode.h"
@@ -25,14 +26,15 @@
 #include "cudatrace/output.h"
 #include "cudatrace/process.h"
 #include "cudatrace/symbolizer.h"
+#include "cudatrace/watchdog.h"
 
 namespace cudatrace {
 namespace {
 
-static_assert(sizeof(ct_call) == 168, "ct_call layout changed: check bpf/ and include/cudatrace/record.h agree");
+static_assert(sizeof(ct_call) == 176, "ct_call layout changed: check bpf/ and include/cudatrace/record.h agree");
 
-volatile sig_atomic_t g_stop = 0;
-void on_signal(int) { g_stop = 1; }
+volatile sig_atomic_t g_stop = 0;  // the signal that asked us to stop
+void on_signal(int sig) { g_stop = sig; }
 
 bool g_verbose = false;
 int libbpf_log(enum libbpf_print_level level, const char* fmt, va_list args) {
@@ -94,7 +96,9 @@ class Session {
  private:
   int open_output();
   int load();
+  int attach_libs(pid_t pid);
   int attach_pid_target();
+  void start_stop_watchdog();
   int start_command();
   void attach_mappings(pid_t pid);
   bool target_gone();
@@ -129,13 +133,49 @@ class Session {
   std::set<std::tuple<pid_t, std::uint64_t, std::uint64_t>> seen_mappings_;  // pid, inode, start
 };
 
+// The directory holding `path` when anyone may write there (/tmp): another
+// user could have planted a symbolic link under the name. Empty otherwise.
+std::string world_writable_dir(const std::string& path) {
+  const auto slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  struct stat st {};
+  return stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && (st.st_mode & S_IWOTH) ? dir : std::string();
+}
+
+// Root tracing another user's process: that user's trace is for root only.
+bool trace_is_private(pid_t pid) {
+  if (geteuid() != 0 || pid <= 0) return false;
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("Uid:", 0) != 0) continue;
+    std::istringstream ids(line.substr(4));
+    unsigned long uid = 0;
+    while (ids >> uid)
+      if (uid != 0) return true;
+    return false;
+  }
+  return true;  // unknown owner: assume another user
+}
+
 int Session::open_output() {
   if (opts_.output_path.empty()) return kExitOk;
-  out_fd_ = ::open(opts_.output_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const std::string& path = opts_.output_path;
+  const std::string shared_dir = opts_.output_follow_symlinks ? std::string() : world_writable_dir(path);
+  const bool private_trace = trace_is_private(opts_.pid);
+  out_fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | (shared_dir.empty() ? 0 : O_NOFOLLOW),
+                   private_trace ? 0600 : 0644);
   if (out_fd_ < 0) {
-    error_line("cannot write " + opts_.output_path + ": " + std::strerror(errno));
+    if (errno == ELOOP && !shared_dir.empty())
+      error_line("refusing to write " + path + ": it is a symbolic link in the world-writable directory " + shared_dir +
+                 " (--output-follow-symlinks allows it)");
+    else
+      error_line("cannot write " + path + ": " + std::strerror(errno));
     return kExitOutput;
   }
+  // An existing file keeps its mode when truncated: make it private too.
+  struct stat st {};
+  if (private_trace && fstat(out_fd_, &st) == 0 && S_ISREG(st.st_mode)) fchmod(out_fd_, 0600);
   return kExitOk;
 }
 
@@ -163,6 +203,9 @@ int Session::load() {
   ro->min_dur_ns = opts_.min_us * 1000;
   ro->errors_only = opts_.errors_only;
   ro->stop_on_map_change = opts_.stop_on_dlopen;
+  ro->summary_mode = opts_.summary;
+  ro->capture_stack = opts_.stack;
+  bpf_map__set_max_entries(skel_->maps.api_stats, static_cast<__u32>(apis().size()));
   const std::uint64_t ring_bytes = std::uint64_t(opts_.ring_mb) << 20;
   // Wake the reader when an eighth of the ring is queued; otherwise it polls.
   ro->wakeup_bytes = ring_bytes / 8;
@@ -220,20 +263,29 @@ void Session::attach_mappings(pid_t pid) {
   }
 }
 
+int Session::attach_libs(pid_t pid) {
+  for (const std::string& lib : opts_.libs) {
+    Probes::FileResult r;
+    std::string error;
+    if (!probes_->attach_file(lib, pid, r, error)) {
+      error_line(error);
+      return kExitTarget;
+    }
+    if (r.apis == 0) {
+      error_line(lib + ": no traced CUDA API symbol in it (a stripped program has no symbol table left to find them in)");
+      return kExitTarget;
+    }
+  }
+  return kExitOk;
+}
+
 int Session::attach_pid_target() {
   if (!process_exists(opts_.pid)) {
     error_line("no such process: " + std::to_string(opts_.pid));
     return kExitTarget;
   }
   target_fd_ = pidfd_open(opts_.pid);
-  for (const std::string& lib : opts_.libs) {
-    Probes::FileResult r;
-    std::string error;
-    if (!probes_->attach_file(lib, opts_.pid, r, error)) {
-      error_line(error);
-      return kExitTarget;
-    }
-  }
+  if (int rc = attach_libs(opts_.pid)) return rc;
   attach_mappings(opts_.pid);
   if (probes_->probe_count() <= 1 && opts_.libs.empty()) {
     // Only the loader probe (or nothing) was attached.
@@ -258,6 +310,10 @@ int Session::start_command() {
   const std::string exe = find_in_path(opts_.command[0]);
   if (exe.empty()) {
     error_line("command not found: " + opts_.command[0]);
+    return kExitTarget;
+  }
+  if (is_foreign_elf(exe)) {
+    error_line("cannot run " + exe + ": not an x86-64 program");
     return kExitTarget;
   }
   int pipefd[2];
@@ -291,14 +347,8 @@ int Session::start_command() {
     error_line(std::string("cannot register the command's pid: ") + std::strerror(errno));
     return kExitKernel;
   }
+  if (int rc = attach_libs(-1)) return rc;
   std::string error;
-  for (const std::string& lib : opts_.libs) {
-    Probes::FileResult r;
-    if (!probes_->attach_file(lib, -1, r, error)) {
-      error_line(error);
-      return kExitTarget;
-    }
-  }
   Probes::FileResult r;
   if (!probes_->attach_file(exe, -1, r, error)) {
     // A script or an unreadable binary: its interpreter's loader still tells us about libraries.
@@ -329,6 +379,12 @@ bool Session::target_gone() {
   return !process_exists(opts_.pid);
 }
 
+void Session::start_stop_watchdog() {
+  if (opts_.stop_on_dlopen && start_watchdog(bpf_map__fd(skel_->maps.events)) < 0)
+    warn_line(std::string("cannot start the watchdog process: ") + std::strerror(errno) +
+              "; if cudatrace is killed while a process waits at a library load, send it SIGCONT");
+}
+
 int Session::on_record(void* ctx, void* data, std::size_t size) {
   auto* self = static_cast<Session*>(ctx);
   if (size < sizeof(__u32)) return 0;
@@ -336,7 +392,11 @@ int Session::on_record(void* ctx, void* data, std::size_t size) {
     case CT_REC_CALL:
     case CT_REC_UNFINISHED: {
       const auto* rec = static_cast<const ct_call*>(data);
-      if (size >= sizeof(ct_call) && rec->payload_len <= size - sizeof(ct_call)) self->on_call(*rec);
+      if (size < sizeof(ct_call)) break;
+      const std::size_t room = size - sizeof(ct_call);
+      const bool fits = rec->payload_len <= room &&
+                        (!rec->stack_len || CT_ALIGN8(rec->payload_len) + std::size_t(rec->stack_len) * 8 <= room);
+      if (fits) self->on_call(*rec);
       break;
     }
     case CT_REC_MAP_CHANGE:
@@ -360,7 +420,7 @@ void Session::on_call(const ct_call& rec) {
 }
 
 void Session::on_map_change(const ct_map_change& m) {
-  attach_mappings(static_cast<pid_t>(m.pid));
+  if (probes_) attach_mappings(static_cast<pid_t>(m.pid));
   if (m.stopped) kill(static_cast<pid_t>(m.pid), SIGCONT);
 }
 
@@ -392,6 +452,8 @@ void Session::drain_loop() {
     if (target_gone()) break;
     if (g_stop) {
       if (child_ <= 0) break;
+      // SIGTERM was sent to cudatrace alone (Ctrl-C reaches the command too): pass it on.
+      if (!stop_deadline && g_stop == SIGTERM) kill(child_, SIGTERM);
       if (!stop_deadline) stop_deadline = monotonic_ns() + 2000000000ull;
       if (monotonic_ns() > stop_deadline) break;
     }
@@ -428,6 +490,12 @@ void Session::report_open_calls() {
 }
 
 void Session::finish() {
+  // Detach first, then read the ring to its end: every record written is
+  // seen, and a process stopped at a library load is continued.
+  probes_.reset();
+  for (bpf_link* l : tp_links_) bpf_link__destroy(l);
+  tp_links_.clear();
+  ring_buffer__consume(rb_);
   report_open_calls();
   const int fd = bpf_map__fd(skel_->maps.counters);
   const int ncpu = libbpf_num_possible_cpus();
@@ -460,7 +528,11 @@ int Session::run() {
   if (int rc = open_output()) return rc;
   out_ = opts_.json ? make_json_output() : make_text_output(start_ns_);
   if (int rc = load()) return rc;
+  // -p: before the loader probe can stop the target. Command mode: after
+  // the command is forked (it waits to be released), so it is the first child.
+  if (opts_.pid > 0) start_stop_watchdog();
   if (int rc = opts_.pid > 0 ? attach_pid_target() : start_command()) return rc;
+  if (opts_.pid <= 0) start_stop_watchdog();
 
   struct sigaction sa {};
   sa.sa_handler = on_signal;
@@ -486,7 +558,7 @@ int Session::run() {
   finish();
   if (output_failed_) return kExitOutput;
   if (child_ > 0) {
-    if (!child_reaped_) return 128 + SIGINT;
+    if (!child_reaped_) return 128 + (g_stop ? g_stop : SIGINT);
     if (WIFEXITED(child_status_)) return WEXITSTATUS(child_status_);
     if (WIFSIGNALED(child_status_)) return 128 + WTERMSIG(child_status_);
   }

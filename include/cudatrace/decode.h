@@ -34,7 +34,13 @@ using Value = std::variant<std::monostate, std::uint64_t, std::int64_t, Hex, Dim
 struct NamedValue {
   std::string_view name;
   Value value;
+  ArgType type = ArgType::Handle;  // the table type it was decoded from
+  // A stream or event handle's short id ("s1", "default", "e2"), set by the
+  // stream model (streams.h); empty when there is none.
+  std::string_view id = {};
 };
+
+struct WaitInfo;
 
 struct Call {
   const ct_call* rec = nullptr;
@@ -47,6 +53,9 @@ struct Call {
   std::string_view kernel, kernel_mangled;
   std::uint64_t kernel_handle = 0;
   std::string string_storage;  // a string argument read by the fallback reader
+  // Synchronisations and stream waits: what the call waited for, set by the
+  // stream model (streams.h) and valid until its next call; else nullptr.
+  const WaitInfo* waited = nullptr;
 
   std::string_view comm() const;
   bool failed() const;  // returned an error (cudaErrorNotReady is not one)

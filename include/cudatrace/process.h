@@ -29,6 +29,9 @@ bool process_exists(pid_t pid);
 // Resolves a command name like execvp does. Empty if not found.
 std::string find_in_path(const std::string& name);
 
+// An ELF file built for another machine or as 32-bit: cannot be run here.
+bool is_foreign_elf(const std::string& path);
+
 // The ELF interpreter (dynamic loader) of an executable; follows one "#!"
 // line for scripts. Empty for static executables or unreadable files.
 std::string program_interpreter(const std::string& path);

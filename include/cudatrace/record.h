@@ -44,6 +44,9 @@ enum ct_record_type {
  *   bits 36..39  payload: argument slot + 1 holding a pointer to read at return
  *   bits 40..41  payload kind (enum ct_payload_kind)
  *   bits 42..49  payload size in 8-byte words for CT_PAYLOAD_BYTES
+ *   bit  50      the function returns void (its return register is not a status)
+ *   bit  51      summary mode still sends this call's record: the kernel,
+ *                transfer and memory tables need its arguments
  */
 enum ct_payload_kind {
 	CT_PAYLOAD_NONE = 0,
@@ -59,6 +62,8 @@ enum ct_payload_kind {
 #define CT_COOKIE_PAYLOAD_SLOT(c) ((__u32)(((c) >> 36) & 0xf))
 #define CT_COOKIE_PAYLOAD_KIND(c) ((__u32)(((c) >> 40) & 0x3))
 #define CT_COOKIE_PAYLOAD_WORDS(c) ((__u32)(((c) >> 42) & 0xff))
+#define CT_COOKIE_VOID (1ull << 50)
+#define CT_COOKIE_DETAIL (1ull << 51)
 
 /* Launch configs: CUlaunchConfig and cudaLaunchConfig_t are both 56 bytes,
  * with the attribute array pointer at offset 40 and its length at 48. Each
@@ -78,11 +83,19 @@ struct ct_call {
 	__s64 ret;         /* raw return register */
 	__u64 args[CT_MAX_ARGS];
 	__u64 outs[CT_MAX_OUTS];
+	__u64 caller;      /* return address: the call site; 0 for unfinished calls */
 	__u8 depth;        /* number of enclosing probed calls */
 	__u8 flags;        /* CT_FLAG_* */
 	__u16 payload_len; /* bytes of payload following this struct */
+	__u16 stack_len;   /* user stack frames (u64 each) after the payload, at
+			    * sizeof(struct ct_call) + CT_ALIGN8(payload_len) */
+	__u16 reserved;
 	char comm[CT_COMM_LEN];
 };
+
+#define CT_ALIGN8(n) (((n) + 7) & ~7u)
+/* User stack frames captured with --stack, innermost (the call site) first. */
+#define CT_MAX_STACK_FRAMES 64
 
 struct ct_map_change {
 	__u32 type; /* CT_REC_MAP_CHANGE */

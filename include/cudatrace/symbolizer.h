@@ -23,6 +23,15 @@ class Symbolizer {
   // The function symbol starting exactly at `addr` (exact: a kernel's host
   // stub is its start address; anything else would be a guess), or "".
   std::string function_at(pid_t pid, std::uint64_t addr);
+  // Where a code address lies: the file mapped there and the offset in it,
+  // and the function symbol whose [start, start + size) holds it.
+  struct Location {
+    std::string module;                // path as the process sees it; empty if unmapped
+    std::uint64_t module_offset = 0;   // file offset
+    std::string function;              // symbol name as in the ELF file; empty if none holds it
+    std::uint64_t function_offset = 0;
+  };
+  Location locate(pid_t pid, std::uint64_t addr);
   // A string at `addr` (at most `max` bytes): from the live process, else
   // from the file mapped there (constant data such as kernel names).
   bool string_at(pid_t pid, std::uint64_t addr, std::size_t max, std::string& out);

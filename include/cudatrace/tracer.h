@@ -33,8 +33,11 @@ struct Options {
   pid_t tid = 0;
   bool json = false;
   std::string output_path;           // -o; empty: stdout
+  bool output_follow_symlinks = false;  // follow a symlink -o even in a world-writable directory
   unsigned ring_mb = 16;
   bool stop_on_dlopen = true;
+  bool summary = false;  // --summary: aggregate in BPF, print tables instead of calls
+  bool stack = false;    // --stack: capture the user stack of each call
   bool verbose = false;
 };
 

@@ -122,7 +122,8 @@ TEST(ApiCookie, CudaMallocOutParamSlot0Size8NoStack) {
   EXPECT_EQ(CT_COOKIE_OUT_SIZE(a.cookie, 1), 0u);
   EXPECT_EQ(CT_COOKIE_PAYLOAD_SLOT(a.cookie), 0u);
   EXPECT_EQ(CT_COOKIE_PAYLOAD_KIND(a.cookie), unsigned(CT_PAYLOAD_NONE));
-  EXPECT_EQ(a.cookie >> 16, (std::uint64_t(1) << 4) | (std::uint64_t(8) << 8));  // nothing else set
+  EXPECT_TRUE(a.cookie & CT_COOKIE_DETAIL);  // an allocation: the memory summary needs it
+  EXPECT_EQ((a.cookie & ~CT_COOKIE_DETAIL) >> 16, (std::uint64_t(1) << 4) | (std::uint64_t(8) << 8));  // nothing else set
 }
 
 TEST(ApiCookie, CudaMallocPitchHasTwoOutParams) {
@@ -253,7 +254,8 @@ TEST(ApiCookie, FieldsAgreeWithSlotsForEveryApi) {
       EXPECT_EQ(CT_COOKIE_PAYLOAD_KIND(a.cookie), unsigned(CT_PAYLOAD_NONE));
     }
     EXPECT_LE(payloads, 1);
-    EXPECT_EQ(a.cookie >> 50, 0u);  // no bits beyond the documented fields
+    EXPECT_EQ(a.cookie >> 52, 0u);  // no bits beyond the documented fields
+    EXPECT_EQ(bool(a.cookie & CT_COOKIE_VOID), a.spec->returns == Returns::Void);
   }
 }
 
@@ -315,3 +317,13 @@ TEST(Layers, NamesAndAssignment) {
 }
 
 }  // namespace
+
+TEST(ApiCookie, DetailBitMarksCallsTheSummaryTablesNeed) {
+  EXPECT_TRUE(api("cudaLaunchKernel").cookie & CT_COOKIE_DETAIL);
+  EXPECT_TRUE(api("cuMemcpyHtoD_v2").cookie & CT_COOKIE_DETAIL);
+  EXPECT_TRUE(api("cudaFree").cookie & CT_COOKIE_DETAIL);
+  EXPECT_TRUE(api("__cudaRegisterFunction").cookie & CT_COOKIE_DETAIL);  // kernel names
+  EXPECT_FALSE(api("cudaGetDevice").cookie & CT_COOKIE_DETAIL);
+  EXPECT_FALSE(api("cudaStreamSynchronize").cookie & CT_COOKIE_DETAIL);
+  EXPECT_FALSE(api("cuEventRecord").cookie & CT_COOKIE_DETAIL);
+}

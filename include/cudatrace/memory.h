@@ -1,0 +1,83 @@
+// Device memory accounting from decoded calls: live and peak bytes per
+// process and device, allocations never freed, page-locked host ranges, and
+// allocation sites that allocate and free the same size over and over.
+//
+// An operation counts once, at the outermost probed call: cudaMalloc nests
+// cuMemAlloc_v2, and only cudaMalloc counts. With only the driver layer
+// traced, the driver call is the outermost one.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <tuple>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "cudatrace/decode.h"
+
+namespace cudatrace {
+
+inline bool outermost(const Call& c) { return c.rec->depth == 0; }
+
+// The first decoded value whose table type is `t`, or nullptr.
+const Value* first_of_type(const Call& c, ArgType t);
+// That value as an integer (sizes, pointers, handles, ints), or 0.
+std::uint64_t first_u64(const Call& c, ArgType t);
+
+struct Allocation {
+  std::uint32_t pid = 0, tid = 0;
+  std::uint64_t ptr = 0, bytes = 0;
+  int device = 0;
+  bool managed = false;
+  std::uint64_t ts_ns = 0;    // when the allocating call started
+  std::uint64_t call_ns = 0;  // how long it took
+  std::uint64_t caller = 0;   // its return address
+  const Api* api = nullptr;
+  std::vector<std::uint64_t> stack;  // with --stack
+};
+
+struct DeviceMemory {
+  std::uint64_t live_bytes = 0, peak_bytes = 0;
+  std::uint64_t peak_ts_ns = 0;  // the call that reached the peak (0: nothing allocated)
+  std::uint64_t managed_live_bytes = 0, managed_peak_bytes = 0;  // cudaMallocManaged, kept apart
+  std::uint64_t allocs = 0, frees = 0;
+};
+
+// Allocations of one size from one call site that were freed again.
+struct ChurnSite {
+  const Api* api = nullptr;
+  std::uint64_t pairs = 0;
+  std::uint64_t lifetime_ns = 0;  // summed from allocation to free
+  std::uint64_t calls_ns = 0;     // summed time inside the allocating and freeing calls
+};
+
+class MemoryTracker {
+ public:
+  using DeviceKey = std::pair<std::uint32_t, int>;                          // pid, device
+  using ChurnKey = std::tuple<std::uint32_t, std::uint64_t, std::uint64_t>;  // pid, caller, bytes
+
+  // Takes any decoded call; counts successful outermost ones by their effect.
+  void on_call(const Call& c);
+  // Whether [addr, addr + bytes) lies in page-locked host memory of `pid`
+  // (cudaMallocHost / cudaHostAlloc / cudaHostRegister and driver forms).
+  bool pinned(std::uint32_t pid, std::uint64_t addr, std::uint64_t bytes) const;
+
+  const std::map<DeviceKey, DeviceMemory>& devices() const { return devices_; }
+  // Allocations not freed, largest first.
+  std::vector<const Allocation*> outstanding() const;
+  const std::map<ChurnKey, ChurnSite>& churn() const { return churn_; }
+
+ private:
+  int current_device(std::uint32_t tid) const;
+  void allocate(const Call& c, bool managed);
+  void free(const Call& c);
+
+  std::unordered_map<std::uint32_t, int> thread_device_;  // by tid; CUDA's default is 0
+  std::map<std::pair<std::uint32_t, std::uint64_t>, Allocation> live_;  // by pid, pointer
+  std::map<DeviceKey, DeviceMemory> devices_;
+  std::map<std::pair<std::uint32_t, std::uint64_t>, std::uint64_t> pinned_;  // pid, start -> end
+  std::map<ChurnKey, ChurnSite> churn_;
+};
+
+}  // namespace cudatrace

@@ -1,0 +1,55 @@
+// User stacks captured with --stack: reading them from a record and naming
+// their frames (function containing each address, demangled; else the
+// mapped file and offset), against each process's own mappings.
+#pragma once
+
+#include <fmt/format.h>
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cudatrace/record.h"
+
+namespace cudatrace {
+
+class Symbolizer;
+
+struct StackFrame {
+  std::uint64_t addr = 0;
+  std::string function;  // demangled; empty when no symbol holds the address
+  std::uint64_t function_offset = 0;
+  std::string module;  // the mapped file; empty when the address is not in one
+  std::uint64_t module_offset = 0;
+};
+
+// The frames stored after a record's payload (record.h), innermost first.
+std::vector<std::uint64_t> record_stack(const ct_call& rec);
+
+// Names stack addresses, caching per process; forget() a process whose
+// mappings changed.
+class StackSymbolizer {
+ public:
+  explicit StackSymbolizer(Symbolizer& symbolizer) : symbolizer_(symbolizer) {}
+  // Every frame is a return address, so the call instruction is the byte
+  // before it: that byte is what is looked up.
+  StackFrame frame(pid_t pid, std::uint64_t return_address);
+  std::vector<StackFrame> frames(pid_t pid, const std::vector<std::uint64_t>& return_addresses);
+  void forget(pid_t pid);
+
+ private:
+  Symbolizer& symbolizer_;
+  std::map<std::pair<pid_t, std::uint64_t>, StackFrame> cache_;
+};
+
+// "func+0x1c (libfoo.so)", "libfoo.so+0x1234", or "?".
+std::string frame_text(const StackFrame& f);
+// One line per frame: `indent` spaces, "#N 0x<addr> <frame_text>".
+void append_stack_text(fmt::memory_buffer& out, const std::vector<StackFrame>& stack, int indent);
+// A JSON array of {"addr","function","function_offset","module","module_offset"}; unknown parts are null.
+void append_stack_json(fmt::memory_buffer& out, const std::vector<StackFrame>& stack);
+
+}  // namespace cudatrace

@@ -1,0 +1,155 @@
+// The stream model: short ids for streams and events, the work queued on each
+// stream since it was last synchronised, event record -> wait edges, what
+// every synchronisation waited for, and the page-locked host ranges behind the
+// pageable-copy warning. Fed every decoded call in completion order; all state
+// is per process. Only the host side is seen: "queued" means a call returned
+// success, "waited for" means queued and not yet known to be complete.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "cudatrace/decode.h"
+
+namespace cudatrace {
+
+enum class CopyDirection : std::uint8_t { HostToDevice, DeviceToHost, DeviceToDevice, HostToHost, Peer, Unknown };
+inline constexpr int kCopyDirections = 6;
+// "H2D", "D2H", "D2D", "H2H", "P2P", "any" (cudaMemcpyDefault, cuMemcpy).
+const char* copy_direction_name(CopyDirection d);
+
+// "512 B", "1.5 KiB", "4.0 MiB", "2.0 GiB".
+std::string format_bytes(std::uint64_t bytes);
+// A kernel name without its parameter list and leading "void ".
+std::string_view short_kernel_name(std::string_view demangled);
+
+// The work of one stream that a synchronisation covered.
+struct StreamWork {
+  struct Bytes {
+    std::uint32_t count = 0;
+    std::uint64_t bytes = 0;
+  };
+  std::string stream;  // short id
+  std::uint32_t launches = 0;
+  std::vector<std::pair<std::string, std::uint32_t>> kernels;  // launches per kernel, in launch order
+  Bytes copies[kCopyDirections];
+  Bytes memsets;
+  bool empty() const;
+};
+
+struct WaitInfo {
+  enum class Kind : std::uint8_t {
+    Stream,           // cudaStreamSynchronize: target is the stream
+    Device,           // cudaDeviceSynchronize, cuCtxSynchronize: every stream of the process
+    Event,            // cudaEventSynchronize: target is the event
+    StreamWaitEvent,  // cudaStreamWaitEvent: the stream's later work waits for the event (the host does not)
+  };
+  Kind kind = Kind::Stream;
+  std::string target;       // stream or event id; empty for Device
+  std::string recorded_on;  // events: the stream of the event's last record; empty if never recorded
+  std::vector<StreamWork> work;  // non-empty entries only; the target's own stream first
+};
+
+// " waited: s1: 2 launches (k x2), 1 copy H2D 4.0 MiB; s2: ..." etc. (docs in README.md)
+void append_wait_text(fmt::memory_buffer& out, const WaitInfo& w);
+// ,"waited_for":{...} (docs/json.md)
+void append_wait_json(fmt::memory_buffer& out, const WaitInfo& w);
+
+// What one call did to the model, for the timeline and the warnings.
+struct StreamActivity {
+  struct Queued {              // work the call put on a stream
+    std::string_view stream;   // short id
+    std::uint32_t lane;        // per-process stream number, never reused: 0 is the first stream seen
+    std::string_view lane_name;  // "stream s1", "stream per-thread (tid 42)"
+    std::string label;         // short kernel name, "copy H2D 4.0 MiB", "memset 1.0 KiB"
+  };
+  struct Consumed {  // the event record a wait or synchronisation consumed
+    std::uint64_t flow_id;  // unique per consumer
+    std::string_view event;
+    std::uint32_t record_tid;
+    std::uint64_t record_ts_ns, record_dur_ns;
+  };
+  std::optional<Queued> queued;
+  std::optional<Consumed> consumed;
+  // An async copy from or to pageable host memory, reported once per call site.
+  std::optional<std::uint64_t> pageable_host_ptr;
+};
+
+class StreamTracker {
+ public:
+  // Updates the model with `call` and annotates it: short ids on its stream
+  // and event arguments, `waited` on synchronisations and stream waits. An
+  // operation counts once, at its outermost traced call (a runtime call, not
+  // the driver call it makes); failed and unfinished calls change nothing.
+  // The result and the annotations stay valid until the next call.
+  const StreamActivity& on_call(Call& call);
+
+ private:
+  struct Stream;
+  struct Entry {  // queued work, or a wait for another stream's work up to a point
+    std::uint64_t seq;
+    enum class Kind : std::uint8_t { Launch, Copy, Memset, Wait } kind;
+    CopyDirection direction = CopyDirection::Unknown;
+    std::uint64_t bytes = 0;
+    std::string kernel;
+    Stream* waits_on = nullptr;
+    std::uint64_t waits_until = 0;
+  };
+  struct Stream {
+    std::string id;
+    std::string lane_name;
+    std::uint32_t lane = 0;
+    bool destroyed = false;
+    std::deque<Entry> pending;  // in seq order
+  };
+  struct Event {
+    std::string id;
+    bool destroyed = false;
+    Stream* stream = nullptr;  // of the last record; nullptr: never recorded
+    std::uint64_t seq = 0;     // work on `stream` up to this seq is what the record captured
+    std::uint32_t tid = 0;
+    std::uint64_t ts_ns = 0, dur_ns = 0;
+  };
+  struct Process {
+    std::unique_ptr<Stream> legacy;
+    std::unordered_map<std::uint32_t, std::unique_ptr<Stream>> per_thread;  // by tid
+    std::unordered_map<std::uint64_t, std::unique_ptr<Stream>> streams;     // by handle
+    std::vector<Stream*> order;  // every stream, first seen first
+    std::unordered_map<std::uint64_t, Event> events;
+    std::uint32_t next_stream = 1, next_event = 1, next_lane = 0;
+    std::uint64_t seq = 0;
+    std::map<std::uint64_t, std::uint64_t> page_locked;  // start -> end: pinned, registered or managed
+    std::set<std::pair<std::uint16_t, std::uint64_t>> warned_sites;  // API id, caller
+  };
+  struct Gathering;
+
+  std::unique_ptr<Stream> new_stream(Process& p, std::string id);
+  Stream* stream_for(Process& p, const Call& c, std::uint64_t handle, bool assign);
+  Stream* created_stream(Process& p, std::uint64_t handle);
+  Event* event_for(Process& p, std::uint64_t handle, bool assign, bool created);
+  void annotate(Process& p, Call& c, bool outermost);
+  void apply(Process& p, Call& c);
+  void gather(Stream& s, std::uint64_t until, Gathering& g);
+  void settle(Gathering& g);  // drops the gathered work: it is complete
+  void finish_wait(Gathering& g, WaitInfo::Kind kind, std::string target, std::string recorded_on, bool erase);
+  void queue(Process& p, Stream& s, Entry e, std::string label);
+  bool page_locked(const Process& p, std::uint64_t ptr) const;
+
+  std::unordered_map<std::uint32_t, Process> procs_;
+  StreamActivity activity_;
+  WaitInfo wait_;
+  std::uint64_t next_flow_ = 1;
+};
+
+}  // namespace cudatrace

@@ -1,0 +1,153 @@
+#include "cudatrace/memory.h"
+
+#include <algorithm>
+
+#include "cudatrace/stacks.h"
+
+namespace cudatrace {
+
+const Value* first_of_type(const Call& c, ArgType t) {
+  for (const NamedValue& a : c.args)
+    if (a.type == t) return &a.value;
+  return nullptr;
+}
+
+std::uint64_t first_u64(const Call& c, ArgType t) {
+  const Value* v = first_of_type(c, t);
+  if (!v) return 0;
+  if (const auto* h = std::get_if<Hex>(v)) return h->v;
+  if (const auto* u = std::get_if<std::uint64_t>(v)) return *u;
+  if (const auto* i = std::get_if<std::int64_t>(v)) return static_cast<std::uint64_t>(*i);
+  return 0;
+}
+
+namespace {
+
+// Out-param 0 (the new pointer or handle); nullopt-like 0 when unavailable.
+std::uint64_t out0(const Call& c) {
+  for (const NamedValue& a : c.args)
+    if (is_out(a.type)) return std::holds_alternative<Hex>(a.value) ? std::get<Hex>(a.value).v : 0;
+  return 0;
+}
+
+// Bytes an allocation call asks for: pitch x height for the pitched forms
+// (an OutSize out-parameter), else the first size.
+std::uint64_t allocation_bytes(const Call& c) {
+  if (first_of_type(c, ArgType::OutSize)) {
+    std::uint64_t height = 0;
+    for (const NamedValue& a : c.args)
+      if (a.type == ArgType::Size) height = std::get<std::uint64_t>(a.value);
+    return first_u64(c, ArgType::OutSize) * height;
+  }
+  return first_u64(c, ArgType::Size);
+}
+
+}  // namespace
+
+int MemoryTracker::current_device(std::uint32_t tid) const {
+  auto it = thread_device_.find(tid);
+  return it == thread_device_.end() ? 0 : it->second;
+}
+
+void MemoryTracker::on_call(const Call& c) {
+  if (c.unfinished || c.failed() || !outermost(c)) return;
+  const std::uint32_t pid = c.rec->pid;
+  switch (c.api->effect()) {
+    case Effect::SetDevice:
+      thread_device_[c.rec->tid] = static_cast<int>(first_u64(c, ArgType::Int));
+      break;
+    case Effect::AllocDevice:
+      allocate(c, false);
+      break;
+    case Effect::AllocManaged:
+      allocate(c, true);
+      break;
+    case Effect::Free:
+      free(c);
+      break;
+    case Effect::AllocHost:
+    case Effect::RegisterHost: {
+      const std::uint64_t ptr = c.api->effect() == Effect::AllocHost ? out0(c) : first_u64(c, ArgType::Ptr);
+      const std::uint64_t bytes = first_u64(c, ArgType::Size);
+      if (ptr && bytes) pinned_[{pid, ptr}] = ptr + bytes;
+      break;
+    }
+    case Effect::FreeHost:
+    case Effect::UnregisterHost:
+      pinned_.erase({pid, first_u64(c, ArgType::Ptr)});
+      break;
+    default:
+      break;
+  }
+}
+
+void MemoryTracker::allocate(const Call& c, bool managed) {
+  const std::uint64_t ptr = out0(c);
+  const std::uint64_t bytes = allocation_bytes(c);
+  if (!ptr) return;
+  Allocation a;
+  a.pid = c.rec->pid;
+  a.tid = c.rec->tid;
+  a.ptr = ptr;
+  a.bytes = bytes;
+  a.device = current_device(c.rec->tid);
+  a.managed = managed;
+  a.ts_ns = c.rec->ts_ns;
+  a.call_ns = c.rec->dur_ns;
+  a.caller = c.rec->caller;
+  a.api = c.api;
+  a.stack = record_stack(*c.rec);
+  DeviceMemory& d = devices_[{a.pid, a.device}];
+  ++d.allocs;
+  if (managed) {
+    d.managed_live_bytes += bytes;
+    d.managed_peak_bytes = std::max(d.managed_peak_bytes, d.managed_live_bytes);
+  } else {
+    d.live_bytes += bytes;
+    if (d.live_bytes > d.peak_bytes) {
+      d.peak_bytes = d.live_bytes;
+      d.peak_ts_ns = a.ts_ns;
+    }
+  }
+  // The same address again without a free seen: the old block is gone.
+  auto [it, inserted] = live_.try_emplace({a.pid, ptr}, a);
+  if (!inserted) {
+    const Allocation& old = it->second;
+    DeviceMemory& od = devices_[{old.pid, old.device}];
+    (old.managed ? od.managed_live_bytes : od.live_bytes) -= old.bytes;
+    it->second = std::move(a);
+  }
+}
+
+void MemoryTracker::free(const Call& c) {
+  std::uint64_t ptr = first_u64(c, ArgType::Ptr);
+  if (!first_of_type(c, ArgType::Ptr)) ptr = first_u64(c, ArgType::Handle);  // cuMemRelease
+  auto it = live_.find({c.rec->pid, ptr});
+  if (!ptr || it == live_.end()) return;  // allocated before tracing started
+  const Allocation& a = it->second;
+  DeviceMemory& d = devices_[{a.pid, a.device}];
+  ++d.frees;
+  (a.managed ? d.managed_live_bytes : d.live_bytes) -= a.bytes;
+  ChurnSite& site = churn_[{a.pid, a.caller, a.bytes}];
+  site.api = a.api;
+  ++site.pairs;
+  site.lifetime_ns += c.rec->ts_ns - std::min(c.rec->ts_ns, a.ts_ns);
+  site.calls_ns += a.call_ns + c.rec->dur_ns;
+  live_.erase(it);
+}
+
+bool MemoryTracker::pinned(std::uint32_t pid, std::uint64_t addr, std::uint64_t bytes) const {
+  auto it = pinned_.upper_bound({pid, addr});
+  if (it == pinned_.begin()) return false;
+  --it;
+  return it->first.first == pid && addr >= it->first.second && addr + bytes <= it->second;
+}
+
+std::vector<const Allocation*> MemoryTracker::outstanding() const {
+  std::vector<const Allocation*> out;
+  for (const auto& [key, a] : live_) out.push_back(&a);
+  std::stable_sort(out.begin(), out.end(), [](const Allocation* x, const Allocation* y) { return x->bytes > y->bytes; });
+  return out;
+}
+
+}  // namespace cudatrace

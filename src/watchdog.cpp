@@ -1,0 +1,58 @@
+#include "cudatrace/watchdog.h"
+
+#include <bpf/libbpf.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstddef>
+
+#include "cudatrace/record.h"
+
+namespace cudatrace {
+namespace {
+
+int continue_stopped(void*, void* data, std::size_t size) {
+  if (size < sizeof(ct_map_change)) return 0;
+  const auto* m = static_cast<const ct_map_change*>(data);
+  if (m->type == CT_REC_MAP_CHANGE && m->stopped) kill(static_cast<pid_t>(m->pid), SIGCONT);
+  return 0;
+}
+
+[[noreturn]] void watch(pid_t parent, int ring_fd) {
+  // Keep only the ring buffer: the parent's probes must go when it does.
+  const int keep = 3;
+  if (ring_fd != keep && dup2(ring_fd, keep) != keep) _exit(1);
+  syscall(SYS_close_range, keep + 1, ~0u, 0);
+  const int null_fd = open("/dev/null", O_RDWR);
+  for (int fd = 0; fd < 3; ++fd) dup2(null_fd, fd);
+  if (null_fd > 2) close(null_fd);
+  // Ctrl-C reaches the whole process group; the watchdog outlives it.
+  signal(SIGINT, SIG_IGN);
+  signal(SIGTERM, SIG_IGN);
+  signal(SIGHUP, SIG_IGN);
+  sigset_t death;
+  sigemptyset(&death);
+  sigaddset(&death, SIGUSR1);
+  sigprocmask(SIG_BLOCK, &death, nullptr);
+  prctl(PR_SET_PDEATHSIG, SIGUSR1);
+  if (getppid() == parent) sigwaitinfo(&death, nullptr);
+  // The parent is gone and its descriptors with it: its links are
+  // detached, so nothing is stopped any more; continue what was.
+  ring_buffer* rb = ring_buffer__new(keep, continue_stopped, nullptr, nullptr);
+  if (rb) ring_buffer__consume(rb);
+  _exit(0);
+}
+
+}  // namespace
+
+pid_t start_watchdog(int ring_fd) {
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid == 0) watch(parent, ring_fd);
+  return pid;
+}
+
+}  // namespace cudatrace
