@@ -24,7 +24,7 @@ const volatile __u32 filter_tid = 0;
 const volatile __u64 min_dur_ns = 0;
 const volatile bool errors_only = false;
 const volatile bool stop_on_map_change = true;
-const volatile __u64 wakeup_bytes = 1 << 20; /* wake the reader once this much is queued */
+const volatile __u32 wakeup_every = 256; /* records per CPU between reader wake-ups */
 const volatile bool summary_mode = false;    /* aggregate in api_stats; records only for detail calls */
 const volatile bool capture_stack = false;   /* append the user stack to each record */
 
@@ -74,6 +74,13 @@ struct {
 	__type(value, struct ct_api_stats);
 } api_stats SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} since_wakeup SEC(".maps");
+
 /* Never written: a source of zeroes for new thread_state entries. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -110,32 +117,49 @@ static __always_inline bool current_traced(__u64 pid_tgid)
 	return !filter_tid || (__u32)pid_tgid == filter_tid;
 }
 
-static __always_inline __u64 ring_flags(__u64 size)
+/* Records go without a reader wake-up, except every wakeup_every-th on a
+ * CPU: the reader drains in batches (and on its own timer), and the ring
+ * holds at most (CPUs x wakeup_every) records it has not been told about. */
+static __always_inline __u64 ring_flags(void)
 {
-	return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) + size >= wakeup_bytes
-		       ? BPF_RB_FORCE_WAKEUP
-		       : BPF_RB_NO_WAKEUP;
+	__u32 zero = 0;
+	__u32 *n = bpf_map_lookup_elem(&since_wakeup, &zero);
+	if (!n || ++*n < wakeup_every)
+		return BPF_RB_NO_WAKEUP;
+	*n = 0;
+	return BPF_RB_FORCE_WAKEUP;
+}
+
+/* A thread has state only once a call of it passed the process filter, so
+ * an existing state needs no filter check: one map lookup per probe. */
+static __always_inline struct ct_thread_state *new_thread_state(__u64 pid_tgid)
+{
+	if (!current_traced(pid_tgid))
+		return NULL;
+	__u32 tid = (__u32)pid_tgid, zero = 0;
+	struct ct_thread_state *init = bpf_map_lookup_elem(&zero_state, &zero);
+	if (!init || bpf_map_update_elem(&threads, &tid, init, BPF_NOEXIST)) {
+		count(CT_CNT_LOST_THREADS);
+		return NULL;
+	}
+	struct ct_thread_state *st = bpf_map_lookup_elem(&threads, &tid);
+	if (!st)
+		return NULL;
+	st->tgid = pid_tgid >> 32;
+	bpf_get_current_comm(st->comm, sizeof(st->comm));
+	return st;
 }
 
 SEC("uprobe")
 int ct_enter(struct pt_regs *ctx)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	if (!current_traced(pid_tgid))
-		return 0;
 	__u32 tid = (__u32)pid_tgid;
 	struct ct_thread_state *st = bpf_map_lookup_elem(&threads, &tid);
 	if (!st) {
-		__u32 zero = 0;
-		struct ct_thread_state *init = bpf_map_lookup_elem(&zero_state, &zero);
-		if (!init || bpf_map_update_elem(&threads, &tid, init, BPF_NOEXIST)) {
-			count(CT_CNT_LOST_THREADS);
-			return 0;
-		}
-		st = bpf_map_lookup_elem(&threads, &tid);
+		st = new_thread_state(pid_tgid);
 		if (!st)
 			return 0;
-		st->tgid = pid_tgid >> 32;
 	}
 	__u32 depth = st->depth;
 	st->depth = depth + 1;
@@ -225,8 +249,8 @@ static __always_inline void read_out(struct ct_call *c, __u64 cookie, struct ct_
 }
 
 /* Fills every field but payload_len and stack_len (ring memory is not zeroed). */
-static __always_inline void fill_call(struct ct_call *c, __u32 type, __u64 pid_tgid, struct ct_frame *f,
-				      __u32 parent_api, __u32 depth)
+static __always_inline void fill_call(struct ct_call *c, __u32 type, __u64 pid_tgid, struct ct_thread_state *st,
+				      struct ct_frame *f, __u32 parent_api, __u32 depth)
 {
 	c->type = type;
 	c->api = CT_COOKIE_API(f->cookie);
@@ -238,7 +262,7 @@ static __always_inline void fill_call(struct ct_call *c, __u32 type, __u64 pid_t
 	c->depth = depth;
 	c->flags = 0;
 	c->reserved = 0;
-	bpf_get_current_comm(c->comm, sizeof(c->comm));
+	__builtin_memcpy(c->comm, st->comm, sizeof(c->comm));
 }
 
 /* floor(log2(v)) for v > 0; BPF has no count-leading-zeros instruction. */
@@ -296,6 +320,7 @@ static __always_inline void aggregate(__u32 api, __u64 dur, bool failed)
 	st->sum_sq_lo = sum2;
 	st->sum_sq_hi += hi * hi + (cross >> 31) + carry;
 	__u32 b = hist_bucket(dur);
+	barrier_var(b); /* keep the bounds check on the register that indexes */
 	if (b < CT_HIST_BUCKETS)
 		st->hist[b]++;
 }
@@ -304,8 +329,6 @@ SEC("uretprobe")
 int ct_exit(struct pt_regs *ctx)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	if (!current_traced(pid_tgid))
-		return 0;
 	__u32 tid = (__u32)pid_tgid;
 	struct ct_thread_state *st = bpf_map_lookup_elem(&threads, &tid);
 	if (!st || st->depth == 0)
@@ -356,7 +379,7 @@ int ct_exit(struct pt_regs *ctx)
 			count(CT_CNT_LOST_RINGBUF);
 			return 0;
 		}
-		fill_call(c, CT_REC_CALL, pid_tgid, f, parent_api, depth);
+		fill_call(c, CT_REC_CALL, pid_tgid, st, f, parent_api, depth);
 		c->dur_ns = dur;
 		c->ret = ret;
 		c->caller = PT_REGS_IP(ctx); /* at a return probe: the return address */
@@ -364,7 +387,7 @@ int ct_exit(struct pt_regs *ctx)
 		c->stack_len = 0;
 		read_out(c, cookie, f, 0);
 		read_out(c, cookie, f, 1);
-		bpf_ringbuf_submit(c, ring_flags(sizeof(*c)));
+		bpf_ringbuf_submit(c, ring_flags());
 		return 0;
 	}
 
@@ -373,7 +396,7 @@ int ct_exit(struct pt_regs *ctx)
 	if (!s)
 		return 0;
 	struct ct_call *c = &s->call;
-	fill_call(c, CT_REC_CALL, pid_tgid, f, parent_api, depth);
+	fill_call(c, CT_REC_CALL, pid_tgid, st, f, parent_api, depth);
 	c->dur_ns = dur;
 	c->ret = ret;
 	c->caller = PT_REGS_IP(ctx);
@@ -399,7 +422,7 @@ int ct_exit(struct pt_regs *ctx)
 	}
 	if (size > sizeof(*s))
 		size = sizeof(*s);
-	if (bpf_ringbuf_output(&events, s, size, ring_flags(size)))
+	if (bpf_ringbuf_output(&events, s, size, ring_flags()))
 		count(CT_CNT_LOST_RINGBUF);
 	return 0;
 }
@@ -443,6 +466,19 @@ int BPF_PROG(ct_fork, struct task_struct *parent, struct task_struct *child)
 	return 0;
 }
 
+/* After exec the thread runs another program: new name, no calls open. */
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(ct_exec, struct task_struct *task)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct ct_thread_state *st = bpf_map_lookup_elem(&threads, &tid);
+	if (st) {
+		st->depth = 0;
+		bpf_get_current_comm(st->comm, sizeof(st->comm));
+	}
+	return 0;
+}
+
 /* A thread that exits inside a probed call never returns from it: report its
  * open frames as unfinished and free its state. */
 SEC("tp_btf/sched_process_exit")
@@ -463,7 +499,7 @@ int BPF_PROG(ct_thread_exit, struct task_struct *task)
 			}
 			struct ct_frame *f = &st->frames[i];
 			__u32 parent_api = i ? CT_COOKIE_API(st->frames[(i - 1) & (CT_MAX_DEPTH - 1)].cookie) : 0xffff;
-			fill_call(c, CT_REC_UNFINISHED, pid_tgid, f, parent_api, i);
+			fill_call(c, CT_REC_UNFINISHED, pid_tgid, st, f, parent_api, i);
 			c->dur_ns = 0;
 			c->ret = 0;
 			c->outs[0] = 0;

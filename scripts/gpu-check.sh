@@ -85,7 +85,7 @@ check() {
 	[ -s "$p.cupti-untraced.json" ] || fail "$name: CUPTI counter wrote nothing (untraced run)"
 
 	local start=$SECONDS
-	timeout -k 10 "$TRACED_TIMEOUT" "$CUDATRACE" --json -o "$p.trace.jsonl" -- \
+	timeout -k 10 "$TRACED_TIMEOUT" "$CUDATRACE" --json -o "$p.trace.jsonl" --perfetto "$p.perfetto.json" -- \
 		env "${INJECT[@]}" CUPTI_COUNT_OUT="$p.cupti.json" "$@" \
 		>"$p.out" 2>"$p.err"
 	rc=$?
@@ -96,6 +96,12 @@ check() {
 		show_tail "$p.err"
 	fi
 	echo "program output: $(tail -n 1 "$p.out" 2>/dev/null)"
+	if "$PYTHON" -c 'import json, sys; json.load(open(sys.argv[1]))' "$p.perfetto.json" 2>"$p.perfetto.err"; then
+		echo "timeline: $p.perfetto.json ($(wc -c <"$p.perfetto.json") bytes, valid JSON)"
+	else
+		fail "$name: --perfetto file is not valid JSON"
+		show_tail "$p.perfetto.err"
+	fi
 
 	local args=("$p.trace.jsonl" "$p.cupti.json" "${TRACED_ARGS[@]}")
 	[ "$expected" = yes ] && args+=(--expected "$p.out")
@@ -104,6 +110,26 @@ check() {
 	rc=$?
 	cat "$p.compare.txt"
 	[ $rc -eq 0 ] || fail "$name: comparison (compare.py exit $rc)"
+}
+
+# The stream model: stream_events prints the edges and waits cudatrace should
+# report; check_streams.py compares them, the pageable-copy warning and the
+# --perfetto timeline.
+check_streams() {
+	local p=$OUTDIR/stream_events rc
+	section "stream_events: $BUILD/stream_events"
+	rm -f "$p".*
+	timeout -k 10 "$TRACED_TIMEOUT" "$CUDATRACE" -o "$p.trace.txt" --perfetto "$p.perfetto.json" -- \
+		"$BUILD/stream_events" >"$p.out" 2>"$p.err"
+	rc=$?
+	if [ $rc -ne 0 ]; then
+		fail "stream_events: traced run exited $rc"
+		show_tail "$p.err"
+	fi
+	"$PYTHON" "$KIT/check_streams.py" "$p.trace.txt" "$p.err" "$p.out" "$p.perfetto.json" >"$p.check.txt" 2>&1
+	rc=$?
+	cat "$p.check.txt"
+	[ $rc -eq 0 ] || fail "stream_events: check_streams.py exit $rc"
 }
 
 main() {
@@ -128,6 +154,11 @@ main() {
 		check driver_api yes "$BUILD/driver_api" "$BUILD/driver_kernels.fatbin" 20
 	else
 		fail "driver_api: not built"
+	fi
+	if [ -x "$BUILD/stream_events" ]; then
+		check_streams
+	else
+		fail "stream_events: not built"
 	fi
 	check torch_loop no "$PYTHON" "$KIT/torch_loop.py" 20
 

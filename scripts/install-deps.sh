@@ -6,4 +6,5 @@ apt-get update -qq
 apt-get install -y -qq --no-install-recommends \
   build-essential cmake ninja-build pkg-config clang llvm \
   libbpf-dev bpftool libelf-dev zlib1g-dev libzstd-dev \
-  libcli11-dev libfmt-dev libgtest-dev nlohmann-json3-dev >/dev/null
+  libcli11-dev libfmt-dev libgtest-dev nlohmann-json3-dev \
+  libclang-rt-14-dev >/dev/null  # libFuzzer and the sanitizer runtimes for clang (scripts/fuzz.sh)

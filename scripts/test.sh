@@ -1,8 +1,17 @@
 #!/usr/bin/env bash
 # Builds everything and runs every test (unit, and as root, integration with
-# real eBPF). Run from anywhere; dependencies: scripts/install-deps.sh.
+# real eBPF), then the same suite built with AddressSanitizer and
+# UndefinedBehaviorSanitizer, then the fuzzers for a bounded time
+# (scripts/fuzz.sh). Run from anywhere; dependencies: scripts/install-deps.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 ninja -C build
 ctest --test-dir build --output-on-failure
+
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCUDATRACE_SANITIZE=ON >/dev/null
+ninja -C build-asan
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --test-dir build-asan --output-on-failure
+
+bash scripts/fuzz.sh

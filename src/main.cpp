@@ -22,6 +22,10 @@ EXAMPLES:
   cudatrace --min-us 1000 -p 1234  # only calls that took 1 ms or more
   cudatrace --json -- python3 train.py | jq 'select(.api=="cudaMalloc")'
   cudatrace --list-apis            # the traced APIs, their groups and arguments
+  cudatrace --summary -- ./app     # per-API/kernel/transfer/memory tables and insights at exit
+  cudatrace --summary -i 5 -c 3 -p 1234   # a report every 5 s, three times, then stop
+  cudatrace --hist -f stream -- ./app     # latency histograms of the stream calls
+  cudatrace --summary --stack -- ./app    # ... and where each leaked allocation was made
 
 GROUPS: mem, xfer, launch, stream, event, device (default: all of them), and
   module (kernel registration and lookup calls; always traced for kernel names,
@@ -65,17 +69,28 @@ int main(int argc, char** argv) {
   app.add_option("--lib", opts.libs, "Also probe this library or executable (repeatable)");
   app.add_option("-f,--filter", groups, "Trace only these groups, comma-separated");
   app.add_option("--layer", layer, "runtime, driver or all (default)");
-  app.add_option("--min-us", opts.min_us, "Only calls that took at least this many microseconds");
+  // The range check also refuses "-3", which would otherwise wrap to a huge unsigned value.
+  app.add_option("--min-us", opts.min_us, "Only calls that took at least this many microseconds")
+      ->check(CLI::Range(std::uint64_t(0), std::uint64_t(1000000000000)));
   app.add_flag("--errors", opts.errors_only, "Only calls that returned an error");
   app.add_option("--tid", tid, "Only this thread");
   app.add_flag("--json", opts.json, "JSON Lines output (docs/json.md)");
   app.add_option("-o,--output", opts.output_path, "Write the trace to FILE instead of standard output");
+  app.add_option("--perfetto", opts.perfetto_path,
+                 "Also write a timeline to FILE (Chrome trace JSON for ui.perfetto.dev; docs/timeline.md)");
   app.add_flag("--output-follow-symlinks", opts.output_follow_symlinks,
                "Write through a symbolic link given as -o FILE even in a world-writable directory such as /tmp");
   app.add_option("--ring-mb", opts.ring_mb, "Ring buffer size in MiB, a power of two (default 16)");
   app.add_flag("!--no-dlopen-stop", opts.stop_on_dlopen,
                "Do not pause a process while probes attach to a library it just loaded");
   app.add_flag("--list-apis", list_apis, "List the traced APIs and exit");
+  app.add_flag("--summary", opts.summary_tables,
+               "Print per-API, kernel, transfer and memory tables and insights instead of calls (docs/summary.md)");
+  app.add_flag("--hist", opts.hist, "Print a log2 latency histogram per API instead of calls");
+  app.add_flag("--insights", opts.insights, "Print inferences about the host side (launch-bound, sync storms, ...)");
+  app.add_option("-i,--interval", opts.interval_s, "With --summary/--hist/--insights: also report every N seconds");
+  app.add_option("-c,--count", opts.count, "With -i: stop after this many interval reports");
+  app.add_flag("--stack", opts.stack, "Capture and symbolise the user stack of each call (and of leaked allocations)");
   app.add_flag("-v,--verbose", opts.verbose, "Say which files are probed; show libbpf messages");
   app.add_flag("-V,--version", version, "Print the version and exit");
   app.prefix_command(true);
@@ -127,6 +142,11 @@ int main(int argc, char** argv) {
   opts.tid = static_cast<pid_t>(tid);
   if (opts.pid > 0 && !opts.command.empty()) usage_error("give either -p PID or a command, not both");
   if (opts.pid == 0 && opts.command.empty()) usage_error("nothing to trace: give -p PID or -- COMMAND");
+  opts.summary = opts.summary_tables || opts.hist || opts.insights;
+  if (opts.interval_s && !opts.summary) usage_error("-i needs --summary, --hist or --insights");
+  if (opts.count && !opts.interval_s) usage_error("-c needs -i");
+  if (opts.summary && (opts.min_us || opts.errors_only))
+    usage_error("--min-us and --errors select calls to print; they do not combine with --summary, --hist or --insights");
   if (opts.ring_mb == 0 || opts.ring_mb > 1024 || (opts.ring_mb & (opts.ring_mb - 1)))
     usage_error("--ring-mb must be a power of two between 1 and 1024");
   return run_tracer(opts);

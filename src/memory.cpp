@@ -131,7 +131,7 @@ void MemoryTracker::free(const Call& c) {
   ChurnSite& site = churn_[{a.pid, a.caller, a.bytes}];
   site.api = a.api;
   ++site.pairs;
-  site.lifetime_ns += c.rec->ts_ns - std::min(c.rec->ts_ns, a.ts_ns);
+  site.lifetime_ns += c.rec->ts_ns - std::min<std::uint64_t>(c.rec->ts_ns, a.ts_ns);
   site.calls_ns += a.call_ns + c.rec->dur_ns;
   live_.erase(it);
 }

@@ -8,6 +8,7 @@
 #include <iterator>
 
 #include "cudatrace/json.h"
+#include "cudatrace/streams.h"
 
 namespace cudatrace {
 namespace {
@@ -40,6 +41,8 @@ void append_text_value(Buf& out, const Value& v) {
       v);
 }
 
+}  // namespace
+
 void append_json_value(Buf& out, const Value& v) {
   auto it = std::back_inserter(out);
   std::visit(
@@ -70,6 +73,8 @@ void append_json_value(Buf& out, const Value& v) {
       },
       v);
 }
+
+namespace {
 
 class TextOutput final : public Output {
  public:
@@ -123,7 +128,8 @@ class TextOutput final : public Output {
     fmt::memory_buffer comm;
     for (char ch : c.comm()) {
       const auto u = static_cast<unsigned char>(ch);
-      if (u < 0x20 || u == 0x7f || u >= 0x80)
+      // A backslash is escaped too, so "\x0a" can only mean a newline byte.
+      if (u < 0x20 || u == 0x7f || u >= 0x80 || u == '\\')
         fmt::format_to(std::back_inserter(comm), "\\x{:02x}", u);
       else
         comm.push_back(ch);
@@ -138,7 +144,10 @@ class TextOutput final : public Output {
       buf_.push_back(' ');
       buf_.append(a.name);
       buf_.push_back('=');
-      append_text_value(buf_, a.value);
+      if (!a.id.empty())
+        buf_.append(a.id);
+      else
+        append_text_value(buf_, a.value);
     }
     if (!c.kernel.empty()) {
       buf_.append(std::string_view(" kernel="));
@@ -147,7 +156,9 @@ class TextOutput final : public Output {
       else
         append_json_string(buf_, c.kernel);
     }
+    if (c.waited) append_wait_text(buf_, *c.waited);
     buf_.push_back('\n');
+    append_stack_text(buf_, c.stack, 4);
   }
 
   std::uint64_t start_ns_;
@@ -157,6 +168,17 @@ class JsonOutput final : public Output {
  public:
   void call(const Call& c) override { object(c, "call"); }
   void unfinished(const Call& c) override { object(c, "unfinished"); }
+
+  void warning(const Call& c, const Warning& w) override {
+    auto it = std::back_inserter(buf_);
+    fmt::format_to(it, "{{\"type\":\"warning\",\"kind\":\"{}\",\"ts_ns\":{},\"pid\":{},\"tid\":{},\"api\":\"{}\","
+                   "\"host_ptr\":\"{:#x}\",\"caller\":\"{:#x}\",\"location\":",
+                   w.kind, c.rec->ts_ns, c.rec->pid, c.rec->tid, c.api->symbol, w.host_ptr, c.rec->caller);
+    append_json_string(buf_, w.location);
+    buf_.append(std::string_view(",\"message\":"));
+    append_json_string(buf_, w.message);
+    buf_.append(std::string_view("}\n"));
+  }
 
   void end(const EndStats& s, Buf&) override {
     fmt::format_to(std::back_inserter(buf_),
@@ -196,11 +218,26 @@ class JsonOutput final : public Output {
       append_json_value(buf_, a.value);
     }
     buf_.push_back('}');
+    bool any_id = false;
+    for (const NamedValue& a : c.args) {
+      if (a.id.empty()) continue;
+      buf_.append(std::string_view(any_id ? "," : ",\"handle_ids\":{"));
+      any_id = true;
+      append_json_string(buf_, a.name);
+      buf_.push_back(':');
+      append_json_string(buf_, a.id);
+    }
+    if (any_id) buf_.push_back('}');
+    if (c.waited) append_wait_json(buf_, *c.waited);
     if (!c.kernel.empty()) {
       buf_.append(std::string_view(",\"kernel\":"));
       append_json_string(buf_, c.kernel);
       buf_.append(std::string_view(",\"kernel_mangled\":"));
       append_json_string(buf_, c.kernel_mangled);
+    }
+    if (!c.stack.empty()) {
+      buf_.append(std::string_view(",\"stack\":"));
+      append_stack_json(buf_, c.stack);
     }
     buf_.append(std::string_view("}\n"));
   }

@@ -46,7 +46,9 @@ Probes::Probes(bpf_program* enter, bpf_program* exit, bpf_program* map_change, S
     : enter_(enter), exit_(exit), map_change_(map_change), selection_(selection), warn_(std::move(warn)) {}
 
 Probes::~Probes() {
-  for (int fd : link_fds_) close(fd);
+  // Newest first: a file's entry link goes before its return link, so no
+  // call is entered that could not be seen returning.
+  for (auto fd = link_fds_.rbegin(); fd != link_fds_.rend(); ++fd) close(*fd);
 }
 
 const Probes::FileSymbols* Probes::symbols_of(const std::string& path, std::string& error,

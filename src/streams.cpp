@@ -25,6 +25,16 @@ std::optional<std::uint64_t> raw_value(const Value& v) {
   return std::nullopt;
 }
 
+}  // namespace
+
+std::optional<std::uint64_t> arg_raw(const Call& c, ArgType t, int nth) {
+  for (const NamedValue& a : c.args)
+    if (a.type == t && nth-- == 0) return raw_value(a.value);
+  return std::nullopt;
+}
+
+namespace {
+
 // The nth decoded argument of type `t`.
 NamedValue* arg_of(Call& c, ArgType t, int nth = 0) {
   for (NamedValue& a : c.args)
@@ -32,13 +42,8 @@ NamedValue* arg_of(Call& c, ArgType t, int nth = 0) {
   return nullptr;
 }
 
-std::optional<std::uint64_t> raw_arg(Call& c, ArgType t, int nth = 0) {
-  const NamedValue* a = arg_of(c, t, nth);
-  return a ? raw_value(a->value) : std::nullopt;
-}
-
 CopyDirection copy_direction(Call& c) {
-  if (auto kind = raw_arg(c, ArgType::MemcpyKind)) {
+  if (auto kind = arg_raw(c, ArgType::MemcpyKind)) {
     switch (*kind) {
       case 0:
         return CopyDirection::HostToHost;
@@ -63,8 +68,8 @@ CopyDirection copy_direction(Call& c) {
 // Bytes a copy or memset moves: its size, or width * height for 2D forms
 // (pitch, pitch, width, height).
 std::uint64_t transfer_bytes(Call& c) {
-  if (arg_of(c, ArgType::Size, 3)) return raw_arg(c, ArgType::Size, 2).value_or(0) * raw_arg(c, ArgType::Size, 3).value_or(0);
-  return raw_arg(c, ArgType::Size).value_or(0);
+  if (arg_of(c, ArgType::Size, 3)) return arg_raw(c, ArgType::Size, 2).value_or(0) * arg_raw(c, ArgType::Size, 3).value_or(0);
+  return arg_raw(c, ArgType::Size).value_or(0);
 }
 
 bool succeeded(const Call& c) {
@@ -281,6 +286,9 @@ StreamTracker::Event* StreamTracker::event_for(Process& p, std::uint64_t handle,
 }
 
 void StreamTracker::annotate(Process& p, Call& c, bool outermost) {
+  // A driver create inside a runtime create makes the same stream; one inside
+  // anything else (the runtime's own set-up) is not the program's.
+  const bool creates = outermost || c.parent->effect() == c.api->effect();
   for (NamedValue& a : c.args) {
     const auto raw = raw_value(a.value);
     if (!raw) continue;
@@ -289,13 +297,13 @@ void StreamTracker::annotate(Process& p, Call& c, bool outermost) {
         if (Stream* s = stream_for(p, c, *raw, outermost)) a.id = s->id;
         break;
       case ArgType::OutStream:
-        if (c.api->effect() == Effect::StreamCreate) a.id = created_stream(p, *raw)->id;
+        if (c.api->effect() == Effect::StreamCreate && creates) a.id = created_stream(p, *raw)->id;
         break;
-      case ArgType::Event:
-        if (Event* e = event_for(p, *raw, outermost, false)) a.id = e->id;
+      case ArgType::Event:  // a null event is no event
+        if (Event* e = *raw ? event_for(p, *raw, outermost, false) : nullptr) a.id = e->id;
         break;
       case ArgType::OutEvent:
-        if (c.api->effect() == Effect::EventCreate) a.id = event_for(p, *raw, true, true)->id;
+        if (c.api->effect() == Effect::EventCreate && creates) a.id = event_for(p, *raw, true, true)->id;
         break;
       default:
         break;
@@ -366,8 +374,8 @@ void StreamTracker::apply(Process& p, Call& c) {
     return *stream_for(p, c, stream_arg ? raw_value(stream_arg->value).value_or(0) : 0, true);
   };
   auto call_event = [&]() -> Event* {
-    const auto handle = raw_arg(c, ArgType::Event);
-    return handle ? event_for(p, *handle, true, false) : nullptr;
+    const auto handle = arg_raw(c, ArgType::Event);
+    return handle && *handle ? event_for(p, *handle, true, false) : nullptr;
   };
   auto consumed = [&](const Event& e) {
     activity_.consumed = StreamActivity::Consumed{next_flow_++, e.id, e.tid, e.ts_ns, e.dur_ns};
@@ -399,7 +407,7 @@ void StreamTracker::apply(Process& p, Call& c) {
       }
       if (copy && stream_arg && (dir == CopyDirection::HostToDevice || dir == CopyDirection::DeviceToHost)) {
         // cudaMemcpyAsync(dst, src, ...): the host side is src for H2D, dst for D2H.
-        const auto host = raw_arg(c, ArgType::Ptr, dir == CopyDirection::HostToDevice ? 1 : 0);
+        const auto host = arg_raw(c, ArgType::Ptr, dir == CopyDirection::HostToDevice ? 1 : 0);
         if (host && *host && !page_locked(p, *host) && p.warned_sites.emplace(c.api->id, c.rec->caller).second)
           activity_.pageable_host_ptr = *host;
       }
@@ -423,6 +431,7 @@ void StreamTracker::apply(Process& p, Call& c) {
       const auto kind = host_waits ? WaitInfo::Kind::Event : WaitInfo::Kind::StreamWaitEvent;
       Gathering g;
       if (e->stream) {
+        g.entry(e->stream);  // listed first
         gather(*e->stream, e->seq, g);
         if (!host_waits) {
           Entry w{0, Entry::Kind::Wait};
@@ -465,15 +474,15 @@ void StreamTracker::apply(Process& p, Call& c) {
     case Effect::AllocHost:
     case Effect::AllocManaged:
     case Effect::RegisterHost: {
-      const auto ptr = c.api->effect() == Effect::RegisterHost ? raw_arg(c, ArgType::Ptr) : raw_arg(c, ArgType::OutPtr);
-      const auto size = raw_arg(c, ArgType::Size);
+      const auto ptr = c.api->effect() == Effect::RegisterHost ? arg_raw(c, ArgType::Ptr) : arg_raw(c, ArgType::OutPtr);
+      const auto size = arg_raw(c, ArgType::Size);
       if (ptr && size) p.page_locked[*ptr] = *ptr + *size;
       break;
     }
     case Effect::FreeHost:
     case Effect::UnregisterHost:
     case Effect::Free:
-      if (const auto ptr = raw_arg(c, ArgType::Ptr)) p.page_locked.erase(*ptr);
+      if (const auto ptr = arg_raw(c, ArgType::Ptr)) p.page_locked.erase(*ptr);
       break;
     default:
       break;

@@ -5,12 +5,14 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
@@ -24,7 +26,12 @@
 #include "cudatrace/elf_file.h"
 #include "cudatrace/kernel_names.h"
 #include "cudatrace/output.h"
+#include "cudatrace/perfetto.h"
 #include "cudatrace/process.h"
+#include "cudatrace/report.h"
+#include "cudatrace/ring_reader.h"
+#include "cudatrace/stacks.h"
+#include "cudatrace/streams.h"
 #include "cudatrace/symbolizer.h"
 #include "cudatrace/watchdog.h"
 
@@ -69,20 +76,12 @@ bool is_loader(const std::string& path) {
   return base.rfind("ld-linux", 0) == 0 || base.rfind("ld-musl", 0) == 0 || base.rfind("ld.so", 0) == 0;
 }
 
-std::string thread_comm(std::uint32_t pid, std::uint32_t tid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/comm");
-  std::string comm;
-  std::getline(in, comm);
-  return comm;
-}
-
 int pidfd_open(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
 
 class Session {
  public:
   explicit Session(const Options& opts) : opts_(opts) {}
   ~Session() {
-    ring_buffer__free(rb_);
     probes_.reset();  // detach before the programs go away
     for (bpf_link* l : tp_links_) bpf_link__destroy(l);
     cudatrace_bpf__destroy(skel_);
@@ -107,19 +106,28 @@ class Session {
   void finish();
   bool flush();
 
-  static int on_record(void* ctx, void* data, std::size_t size);
+  static bool on_record(void* ctx, const void* data, std::size_t size);
   void on_call(const ct_call& rec);
+  void warn_pageable_copy(std::uint64_t host_ptr);
   void on_map_change(const ct_map_change& m);
+  void summary_report(bool final);
 
   const Options& opts_;
   int out_fd_ = STDOUT_FILENO;
   std::unique_ptr<Output> out_;
   cudatrace_bpf* skel_ = nullptr;
-  ring_buffer* rb_ = nullptr;
+  std::unique_ptr<RingReader> ring_;
   std::unique_ptr<Probes> probes_;
   std::vector<bpf_link*> tp_links_;
   KernelNames names_;
   Symbolizer symbolizer_;
+  StreamTracker streams_;
+  StackSymbolizer stacks_{symbolizer_};
+  std::unique_ptr<Reporter> reporter_;  // summary mode
+  std::uint64_t next_report_ns_ = 0;    // with -i
+  unsigned reports_ = 0;
+  bool count_reached_ = false;          // -c reports made: stop tracing, leave the command running
+  std::unique_ptr<PerfettoWriter> perfetto_;
   StringReader read_string_;
   Call call_;
   EndStats stats_;
@@ -207,8 +215,11 @@ int Session::load() {
   ro->capture_stack = opts_.stack;
   bpf_map__set_max_entries(skel_->maps.api_stats, static_cast<__u32>(apis().size()));
   const std::uint64_t ring_bytes = std::uint64_t(opts_.ring_mb) << 20;
-  // Wake the reader when an eighth of the ring is queued; otherwise it polls.
-  ro->wakeup_bytes = ring_bytes / 8;
+  // Each CPU wakes the reader every wakeup_every records, so at most an
+  // eighth of the ring waits unannounced; otherwise the reader polls.
+  const int cpus = std::max(1, libbpf_num_possible_cpus());
+  ro->wakeup_every =
+      static_cast<__u32>(std::clamp<std::uint64_t>(ring_bytes / 8 / (cpus * sizeof(ct_call)), 16, 4096));
   bpf_map__set_max_entries(skel_->maps.events, static_cast<__u32>(ring_bytes));
   for (bpf_program* p : {skel_->progs.ct_enter, skel_->progs.ct_exit, skel_->progs.ct_map_change}) Probes::prepare(p);
   if (int err = cudatrace_bpf__load(skel_)) {
@@ -218,7 +229,7 @@ int Session::load() {
       error_line(std::string("cannot load the BPF programs: ") + std::strerror(-err) + " (run with -v for details)");
     return err == -EPERM || err == -EACCES ? kExitPermission : kExitKernel;
   }
-  for (bpf_program* p : {skel_->progs.ct_fork, skel_->progs.ct_thread_exit}) {
+  for (bpf_program* p : {skel_->progs.ct_fork, skel_->progs.ct_exec, skel_->progs.ct_thread_exit}) {
     bpf_link* l = bpf_program__attach(p);
     if (!l) {
       error_line(std::string("cannot attach ") + bpf_program__name(p) + ": " + std::strerror(errno));
@@ -226,9 +237,10 @@ int Session::load() {
     }
     tp_links_.push_back(l);
   }
-  rb_ = ring_buffer__new(bpf_map__fd(skel_->maps.events), on_record, this, nullptr);
-  if (!rb_) {
-    error_line(std::string("cannot open the ring buffer: ") + std::strerror(errno));
+  std::string ring_error;
+  ring_ = RingReader::open(bpf_map__fd(skel_->maps.events), on_record, this, ring_error);
+  if (!ring_) {
+    error_line("cannot open the ring buffer: " + ring_error);
     return kExitKernel;
   }
   probes_ = std::make_unique<Probes>(skel_->progs.ct_enter, skel_->progs.ct_exit, skel_->progs.ct_map_change,
@@ -385,9 +397,9 @@ void Session::start_stop_watchdog() {
               "; if cudatrace is killed while a process waits at a library load, send it SIGCONT");
 }
 
-int Session::on_record(void* ctx, void* data, std::size_t size) {
+bool Session::on_record(void* ctx, const void* data, std::size_t size) {
   auto* self = static_cast<Session*>(ctx);
-  if (size < sizeof(__u32)) return 0;
+  if (size < sizeof(__u32)) return false;
   switch (*static_cast<const __u32*>(data)) {
     case CT_REC_CALL:
     case CT_REC_UNFINISHED: {
@@ -400,16 +412,27 @@ int Session::on_record(void* ctx, void* data, std::size_t size) {
       break;
     }
     case CT_REC_MAP_CHANGE:
+      // Published at once: the stop watchdog reads what is left unread.
       if (size >= sizeof(ct_map_change)) self->on_map_change(*static_cast<const ct_map_change*>(data));
-      break;
+      return true;
   }
-  return 0;
+  return false;
 }
 
 void Session::on_call(const ct_call& rec) {
   if (!decode_call(rec, &names_, call_, &read_string_)) return;
   if (call_.api->group() == Group::Module) names_.learn(call_);
+  const StreamActivity& activity = streams_.on_call(call_);
+  if (activity.pageable_host_ptr) warn_pageable_copy(*activity.pageable_host_ptr);
   if (!opts_.display.wants(*call_.api)) return;
+  if (perfetto_) perfetto_->call(call_, activity);
+  if (reporter_) {
+    // Summary mode: BPF counts every call; records come only for what the tables need.
+    reporter_->on_call(call_);
+    stats_.unfinished += call_.unfinished;
+    return;
+  }
+  if (opts_.stack) call_.stack = stacks_.frames(static_cast<pid_t>(rec.pid), record_stack(rec));
   if (call_.unfinished) {
     ++stats_.unfinished;
     out_->unfinished(call_);
@@ -419,8 +442,26 @@ void Session::on_call(const ct_call& rec) {
   }
 }
 
+void Session::warn_pageable_copy(std::uint64_t host_ptr) {
+  const ct_call& r = *call_.rec;
+  std::string site = r.caller ? fmt::format("{:#x}", r.caller) : std::string("an unknown call site");
+  if (r.caller) {
+    const Symbolizer::Location loc = symbolizer_.locate(static_cast<pid_t>(r.pid), r.caller);
+    if (!loc.module.empty())
+      site = fmt::format("{}+{:#x}", loc.module.substr(loc.module.rfind('/') + 1), loc.module_offset);
+    if (!loc.function.empty()) site += fmt::format(" ({}+{:#x})", loc.function, loc.function_offset);
+  }
+  const bool to_device = arg_raw(call_, ArgType::Ptr, 1) == host_ptr;
+  Warning w{"pageable_async_copy", host_ptr, site,
+            fmt::format("{} {} pageable host memory {:#x} at {}: the copy is synchronous", call_.api->symbol,
+                        to_device ? "from" : "to", host_ptr, site)};
+  warn_line(w.message);
+  out_->warning(call_, w);
+}
+
 void Session::on_map_change(const ct_map_change& m) {
   if (probes_) attach_mappings(static_cast<pid_t>(m.pid));
+  stacks_.forget(static_cast<pid_t>(m.pid));
   if (m.stopped) kill(static_cast<pid_t>(m.pid), SIGCONT);
 }
 
@@ -441,14 +482,20 @@ void Session::drain_loop() {
   // too) a moment to exit so its last calls are still traced.
   std::uint64_t stop_deadline = 0;
   while (true) {
-    const int err = ring_buffer__poll(rb_, 100);
-    if (err < 0 && err != -EINTR) {
-      error_line(std::string("reading the ring buffer: ") + std::strerror(-err));
+    // Most records are submitted without a wake-up: the timeout collects them.
+    if (!ring_->poll(100)) {
+      error_line(std::string("reading the ring buffer: ") + std::strerror(errno));
       break;
     }
-    // Most records are submitted without a wake-up: collect them now.
-    ring_buffer__consume(rb_);
     if (!flush()) break;
+    if (reporter_ && opts_.interval_s && monotonic_ns() >= next_report_ns_) {
+      summary_report(false);
+      if (!flush()) break;
+      if (opts_.count && ++reports_ >= opts_.count) {
+        count_reached_ = true;
+        break;
+      }
+    }
     if (target_gone()) break;
     if (g_stop) {
       if (child_ <= 0) break;
@@ -458,7 +505,7 @@ void Session::drain_loop() {
       if (monotonic_ns() > stop_deadline) break;
     }
   }
-  ring_buffer__consume(rb_);
+  ring_->drain();
 }
 
 // Calls still in progress when tracing stops are reported as unfinished.
@@ -472,7 +519,6 @@ void Session::report_open_calls() {
     key = next;
     prev = &key;
     if (bpf_map_lookup_elem(fd, &key, &st) != 0 || st.depth == 0) continue;
-    const std::string comm = thread_comm(st.tgid, key);
     for (__u32 i = 0; i < st.depth && i < CT_MAX_DEPTH; ++i) {
       rec = ct_call{};
       rec.type = CT_REC_UNFINISHED;
@@ -483,7 +529,7 @@ void Session::report_open_calls() {
       rec.ts_ns = st.frames[i].ts_ns;
       std::memcpy(rec.args, st.frames[i].args, sizeof rec.args);
       rec.depth = static_cast<__u8>(i);
-      std::strncpy(rec.comm, comm.c_str(), sizeof rec.comm - 1);
+      std::memcpy(rec.comm, st.comm, sizeof rec.comm);
       on_call(rec);
     }
   }
@@ -495,7 +541,7 @@ void Session::finish() {
   probes_.reset();
   for (bpf_link* l : tp_links_) bpf_link__destroy(l);
   tp_links_.clear();
-  ring_buffer__consume(rb_);
+  ring_->drain();
   report_open_calls();
   const int fd = bpf_map__fd(skel_->maps.counters);
   const int ncpu = libbpf_num_possible_cpus();
@@ -510,12 +556,36 @@ void Session::finish() {
   stats_.depth_overflow = totals[CT_CNT_DEPTH_OVERFLOW];
   stats_.unmatched = totals[CT_CNT_UNMATCHED];
   stats_.lost_control = totals[CT_CNT_LOST_CONTROL];
+  if (perfetto_) {
+    std::string error;
+    if (!perfetto_->finish(error)) error_line(opts_.perfetto_path + ": " + error);
+  }
+  if (reporter_) summary_report(true);
   fmt::memory_buffer summary;
   out_->end(stats_, summary);
   flush();
   if (summary.size()) std::fwrite(summary.data(), 1, summary.size(), stderr);
+  if (opts_.verbose) {
+    rusage self{};
+    getrusage(RUSAGE_SELF, &self);
+    std::fprintf(stderr, "cudatrace: tracer used %.2f s CPU, peak RSS %.1f MiB\n",
+                 double(self.ru_utime.tv_sec + self.ru_stime.tv_sec) +
+                     double(self.ru_utime.tv_usec + self.ru_stime.tv_usec) / 1e6,
+                 double(self.ru_maxrss) / 1024);
+  }
   if (opts_.json && stats_.lost())
     warn_line(std::to_string(stats_.lost()) + " call records lost; see the end line's lost_detail");
+}
+
+void Session::summary_report(bool final) {
+  std::vector<ct_api_stats> run;
+  if (!read_api_stats(bpf_map__fd(skel_->maps.api_stats), apis().size(), run)) {
+    warn_line(std::string("cannot read the per-API statistics: ") + std::strerror(errno));
+    return;
+  }
+  if (final) stats_.calls = reporter_->calls(run);
+  reporter_->report(out_->buffer(), run, monotonic_ns(), final);
+  next_report_ns_ += std::uint64_t(opts_.interval_s) * 1000000000ull;
 }
 
 int Session::run() {
@@ -525,14 +595,32 @@ int Session::run() {
   read_string_ = [this](std::uint32_t pid, std::uint64_t addr, std::string& out) {
     return symbolizer_.string_at(static_cast<pid_t>(pid), addr, CT_MAX_PAYLOAD, out);
   };
-  if (int rc = open_output()) return rc;
   out_ = opts_.json ? make_json_output() : make_text_output(start_ns_);
+  if (opts_.summary) {
+    ReportOptions report{opts_.display, opts_.summary_tables, opts_.hist, opts_.insights, opts_.json, start_ns_, {}};
+    reporter_ = std::make_unique<Reporter>(report, &stacks_);
+    next_report_ns_ = start_ns_ + std::uint64_t(opts_.interval_s) * 1000000000ull;
+  }
+  if (!opts_.perfetto_path.empty()) {
+    std::string error;
+    perfetto_ = PerfettoWriter::open(opts_.perfetto_path, start_ns_, error);
+    if (!perfetto_) {
+      error_line(error);
+      return kExitOutput;
+    }
+  }
+  const std::uint64_t load_start_ns = monotonic_ns();
   if (int rc = load()) return rc;
   // -p: before the loader probe can stop the target. Command mode: after
   // the command is forked (it waits to be released), so it is the first child.
   if (opts_.pid > 0) start_stop_watchdog();
   if (int rc = opts_.pid > 0 ? attach_pid_target() : start_command()) return rc;
   if (opts_.pid <= 0) start_stop_watchdog();
+  if (opts_.verbose)
+    std::fprintf(stderr, "cudatrace: BPF loaded and %zu probes attached in %.1f ms\n", probes_->probe_count(),
+                 double(monotonic_ns() - load_start_ns) / 1e6);
+  // Only now: a start that failed leaves no empty -o file behind.
+  if (int rc = open_output()) return rc;
 
   struct sigaction sa {};
   sa.sa_handler = on_signal;
@@ -543,7 +631,7 @@ int Session::run() {
   if (opts_.pid > 0)
     std::fprintf(stderr, "cudatrace: tracing process %d (%zu probes); Ctrl-C to stop\n", opts_.pid,
                  probes_->probe_count());
-  out_->header();
+  if (!reporter_) out_->header();
   if (!flush()) return kExitOutput;
   if (release_fd_ >= 0) {
     const char go = 1;
@@ -558,7 +646,7 @@ int Session::run() {
   finish();
   if (output_failed_) return kExitOutput;
   if (child_ > 0) {
-    if (!child_reaped_) return 128 + (g_stop ? g_stop : SIGINT);
+    if (!child_reaped_) return count_reached_ ? kExitOk : 128 + (g_stop ? g_stop : SIGINT);
     if (WIFEXITED(child_status_)) return WEXITSTATUS(child_status_);
     if (WIFSIGNALED(child_status_)) return 128 + WTERMSIG(child_status_);
   }

@@ -11,6 +11,7 @@
 
 #include "cudatrace/api_table.h"
 #include "cudatrace/record.h"
+#include "cudatrace/stacks.h"
 
 namespace cudatrace {
 
@@ -56,6 +57,8 @@ struct Call {
   // Synchronisations and stream waits: what the call waited for, set by the
   // stream model (streams.h) and valid until its next call; else nullptr.
   const WaitInfo* waited = nullptr;
+  // With --stack: the user stack, innermost first, symbolised by the session.
+  std::vector<StackFrame> stack;
 
   std::string_view comm() const;
   bool failed() const;  // returned an error (cudaErrorNotReady is not one)

@@ -25,12 +25,22 @@ struct EndStats {
   std::uint64_t lost() const { return lost_ringbuf + lost_threads + depth_overflow; }
 };
 
+// A problem the analyses found in the traced program. The session prints
+// `message` to stderr; JSON output also writes it as a "warning" line.
+struct Warning {
+  const char* kind;        // "pageable_async_copy"
+  std::uint64_t host_ptr;  // the host memory concerned
+  std::string location;    // the call site: "app+0x1234 (main+0x2a)"
+  std::string message;     // one line, without "cudatrace: warning: "
+};
+
 class Output {
  public:
   virtual ~Output() = default;
   virtual void header() {}
   virtual void call(const Call& c) = 0;
   virtual void unfinished(const Call& c) = 0;
+  virtual void warning(const Call&, const Warning&) {}
   // The closing record: the JSON end line, or the text-mode summary, which
   // goes to `summary` (stderr) rather than the trace.
   virtual void end(const EndStats& s, fmt::memory_buffer& summary) = 0;
@@ -40,6 +50,9 @@ class Output {
  protected:
   fmt::memory_buffer buf_;
 };
+
+// A value as the JSON output writes it (docs/json.md).
+void append_json_value(fmt::memory_buffer& out, const Value& v);
 
 // bcc-style columns; `start_ns` is the CLOCK_MONOTONIC time shown as 0.
 std::unique_ptr<Output> make_text_output(std::uint64_t start_ns);

@@ -114,6 +114,7 @@ struct ct_frame {
 struct ct_thread_state {
 	__u32 depth; /* may exceed CT_MAX_DEPTH: frames beyond it are not recorded */
 	__u32 tgid;
+	char comm[CT_COMM_LEN]; /* at the thread's first traced call, and after exec */
 	struct ct_frame frames[CT_MAX_DEPTH];
 };
 

@@ -33,10 +33,17 @@ struct Options {
   pid_t tid = 0;
   bool json = false;
   std::string output_path;           // -o; empty: stdout
+  std::string perfetto_path;         // --perfetto: timeline file (docs/timeline.md); empty: none
   bool output_follow_symlinks = false;  // follow a symlink -o even in a world-writable directory
   unsigned ring_mb = 16;
   bool stop_on_dlopen = true;
-  bool summary = false;  // --summary: aggregate in BPF, print tables instead of calls
+  bool summary = false;  // summary mode: aggregate in BPF, print reports instead of calls
+                         // (set by --summary, --hist and --insights)
+  bool summary_tables = false;  // --summary: the tables (docs/summary.md)
+  bool hist = false;            // --hist: latency histograms
+  bool insights = false;        // --insights
+  unsigned interval_s = 0;      // -i: also report every N seconds
+  unsigned count = 0;           // -c: stop after this many interval reports (0: no limit)
   bool stack = false;    // --stack: capture the user stack of each call
   bool verbose = false;
 };

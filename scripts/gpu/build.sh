@@ -60,6 +60,7 @@ step multistream_shared "$NVCC" -arch=$ARCH -O2 -cudart shared "$SRC/multistream
 	-o "$OUT/multistream_shared"
 step multistream_static "$NVCC" -arch=$ARCH -O2 -cudart static "$SRC/multistream.cu" \
 	-o "$OUT/multistream_static"
+step stream_events "$NVCC" -arch=$ARCH -O2 "$SRC/stream_events.cu" -o "$OUT/stream_events"
 step driver_kernels.fatbin "$NVCC" -fatbin -arch=$ARCH "$SRC/driver_kernels.cu" \
 	-o "$OUT/driver_kernels.fatbin"
 # Host code only, compiled as C++: nvcc would add cudart fatbin registration.

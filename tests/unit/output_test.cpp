@@ -11,6 +11,7 @@
 #include "cudatrace/kernel_names.h"
 #include "json_checker.h"
 #include "record_builder.h"
+#include "stream_feed.h"
 
 namespace {
 
@@ -478,7 +479,8 @@ TEST(TextOutput, HostileCommStaysOneLine) {
   b.rec.args[0] = 0x10;
   const std::string line = text_line(b);
   EXPECT_EQ(line.find('\n'), line.size() - 1) << line;
-  EXPECT_EQ(line, std::string("2.250000     ") + R"(a"\\x0a\xffb    )" +
+  // The backslash is escaped too: "\x0a" can only be the newline byte.
+  EXPECT_EQ(line, std::string("2.250000     ") + R"(a"\x5c\x0a\xffb )" +
                       "    1234    1235 cudaFree                          2.500 0 devPtr=0x10\n");
 }
 
@@ -618,3 +620,122 @@ TEST(WriteAll, EmptyBufferWritesNothing) {
 }
 
 }  // namespace
+
+// ---- Stream model annotations (streams.h) ----------------------------------
+
+namespace {
+
+using cudatrace_test::CallSpec;
+using cudatrace_test::StreamFeed;
+
+std::string render_fed(Output& out, StreamFeed& f) {
+  out.buffer().clear();
+  out.call(f.call());
+  return str(out.buffer());
+}
+
+// Two streams, an event edge and a stream synchronisation, as the session
+// feeds them: the stream model first, then the output.
+class AnnotatedOutput : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    f.feed("cudaStreamCreate", {{"pStream", 0x5010}});
+    f.feed("cudaStreamCreate", {{"pStream", 0x5020}});
+    f.feed("cudaEventCreate", {{"event", 0xe010}});
+    f.feed("cudaLaunchKernel", {{"func", 0xa1}, {"stream", 0x5010}});
+    f.feed("cudaEventRecord", {{"event", 0xe010}, {"stream", 0x5010}});
+  }
+  StreamFeed f;
+};
+
+}  // namespace
+
+TEST_F(AnnotatedOutput, TextShowsShortIdsInsteadOfHandles) {
+  auto out = make_text_output(0);
+  EXPECT_NE(render_fed(*out, f).find(" event=e1 stream=s1\n"), std::string::npos) << str(out->buffer());
+  f.feed("cudaMemsetAsync", {{"devPtr", 0xd000}, {"value", 0}, {"count", 64}, {"stream", 0}});
+  EXPECT_NE(render_fed(*out, f).find(" devPtr=0xd000 value=0 count=64 stream=default\n"), std::string::npos)
+      << str(out->buffer());
+}
+
+TEST_F(AnnotatedOutput, TextStreamWaitEventShowsTheEdge) {
+  f.feed("cudaStreamWaitEvent", {{"stream", 0x5020}, {"event", 0xe010}, {"flags", 0}});
+  auto out = make_text_output(0);
+  const std::string line = render_fed(*out, f);
+  EXPECT_NE(line.find(" stream=s2 event=e1 flags=0x0 waits: e1 (recorded on s1) for s1: 1 launch (k1)\n"),
+            std::string::npos)
+      << line;
+  EXPECT_EQ(line.find('\n'), line.size() - 1);
+}
+
+TEST_F(AnnotatedOutput, TextSyncLineEndsWithWhatItWaitedFor) {
+  f.feed("cudaLaunchKernel", {{"func", 0xa2}, {"stream", 0x5020}});
+  f.feed("cudaDeviceSynchronize", {});
+  auto out = make_text_output(0);
+  const std::string line = render_fed(*out, f);
+  const std::string tail = " 0 waited: s1: 1 launch (k1); s2: 1 launch (k2)\n";
+  ASSERT_GE(line.size(), tail.size());
+  EXPECT_EQ(line.substr(line.size() - tail.size()), tail) << line;
+}
+
+TEST_F(AnnotatedOutput, JsonKeepsHandlesAndAddsIdsAndWaitedFor) {
+  f.feed("cudaStreamSynchronize", {{"stream", 0x5010}});
+  auto out = make_json_output();
+  const std::string line = render_fed(*out, f);
+  const JsonValue v = parse_line(line);
+  EXPECT_EQ(v.get("args")->get("stream")->text, "0x5010") << "the raw handle stays";
+  ASSERT_TRUE(v.has("handle_ids"));
+  EXPECT_EQ(v.get("handle_ids")->get("stream")->text, "s1");
+  EXPECT_EQ(v.get("handle_ids")->members.size(), 1u);
+  const JsonValue* w = v.get("waited_for");
+  ASSERT_NE(w, nullptr) << line;
+  EXPECT_EQ(w->get("kind")->text, "stream");
+  EXPECT_EQ(w->get("stream")->text, "s1");
+  ASSERT_EQ(w->get("work")->items.size(), 1u);
+  const JsonValue& work = w->get("work")->items[0];
+  EXPECT_EQ(work.get("stream")->text, "s1");
+  EXPECT_EQ(work.get("launches")->text, "1");
+  EXPECT_EQ(work.get("kernels")->items[0].get("kernel")->text, "k1");
+}
+
+TEST_F(AnnotatedOutput, JsonWithoutIdsHasNoHandleIdsMember) {
+  f.feed("cudaGetDeviceCount", {{"count", 4}});
+  auto out = make_json_output();
+  const JsonValue v = parse_line(render_fed(*out, f));
+  EXPECT_FALSE(v.has("handle_ids"));
+  EXPECT_FALSE(v.has("waited_for"));
+}
+
+TEST_F(AnnotatedOutput, JsonEventSyncNamesTheEventAndItsStream) {
+  f.feed("cudaEventSynchronize", {{"event", 0xe010}});
+  auto out = make_json_output();
+  const JsonValue v = parse_line(render_fed(*out, f));
+  EXPECT_EQ(v.get("handle_ids")->get("event")->text, "e1");
+  EXPECT_EQ(v.get("waited_for")->get("kind")->text, "event");
+  EXPECT_EQ(v.get("waited_for")->get("event")->text, "e1");
+  EXPECT_EQ(v.get("waited_for")->get("recorded_on")->text, "s1");
+}
+
+TEST(WarningOutput, JsonWritesAWarningLineTextWritesNothing) {
+  StreamFeed f;
+  CallSpec s;
+  s.symbol = "cudaMemcpyAsync";
+  s.args = {{"dst", 0xd000}, {"src", 0x7000}, {"count", 64}, {"kind", 1}, {"stream", 0}};
+  s.caller = 0x401234;
+  f.feed(s);
+  const Warning w{"pageable_async_copy", 0x7000, "app+0x1234 (main+0x10)", "the message"};
+  auto json = make_json_output();
+  json->warning(f.call(), w);
+  const JsonValue v = parse_line(str(json->buffer()));
+  EXPECT_EQ(v.get("type")->text, "warning");
+  EXPECT_EQ(v.get("kind")->text, "pageable_async_copy");
+  EXPECT_EQ(v.get("api")->text, "cudaMemcpyAsync");
+  EXPECT_EQ(v.get("host_ptr")->text, "0x7000");
+  EXPECT_EQ(v.get("caller")->text, "0x401234");
+  EXPECT_EQ(v.get("location")->text, "app+0x1234 (main+0x10)");
+  EXPECT_EQ(v.get("message")->text, "the message");
+  EXPECT_EQ(v.get("pid")->text, "100");
+  auto text = make_text_output(0);
+  text->warning(f.call(), w);
+  EXPECT_EQ(text->buffer().size(), 0u) << "text mode warns on stderr only";
+}

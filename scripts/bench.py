@@ -1,0 +1,254 @@
+#!/usr/bin/env python3
+"""cudatrace benchmarks (issue 5); results go to docs/benchmarks.md by hand.
+
+  a. per-call overhead of a cheap CUDA call (cudaGetDevice) and of an empty
+     kernel launch: untraced / floor (empty BPF programs on the same symbols) /
+     cudatrace / cudatrace --summary / bpftrace / a naive two-records design,
+     interleaved repetitions, medians, each added cost as a ratio to the floor's
+  b. throughput: 1, 4 and 16 threads calling as fast as they can
+  c. time to load the BPF object and attach every probe of libcudart + libcuda
+  d. tracer peak RSS and CPU time
+
+Runs against the toolkit's real runtime (without a GPU driver every call fails
+fast, but the probes fire on the real code) or on a GPU host. Needs root.
+
+  scripts/bench.py [--build DIR] [--calls N] [--reps R] [--only a,b,c,d]
+  scripts/bench.py --guard RATIO   # CI: short (a) on cudaGetDevice; exit 1 if
+                                   # cudatrace's added cost > RATIO x the floor's
+"""
+import argparse
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def die(msg):
+    print(f"bench: {msg}", file=sys.stderr)
+    sys.exit(2)
+
+
+class Tools:
+    def __init__(self, build):
+        def find(*names):
+            for n in names:
+                p = os.path.join(build, n)
+                if os.access(p, os.X_OK):
+                    return p
+            return None
+        self.cudatrace = os.environ.get("CUDATRACE") or find("cudatrace", "cudatrace-static")
+        self.probe_bench = os.environ.get("PROBE_BENCH") or find("probe_bench", "probe_bench-static")
+        self.app = os.environ.get("BENCH_APP") or find("bench_app_static")
+        self.bpftrace = shutil.which("bpftrace")
+        if not (self.cudatrace and self.probe_bench and self.app):
+            die(f"cudatrace, probe_bench and bench_app_static must be built in {build}")
+        self.libcudart, self.libcuda = find_cuda_libraries()
+
+
+def find_cuda_libraries():
+    """The runtime of the toolkit and the driver library (the toolkit's stub without a driver)."""
+    cudart = None
+    for d in ("/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib"):
+        for name in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+            if re.fullmatch(r"libcudart\.so\.\d+", name):
+                cudart = os.path.join(d, name)
+    cuda = None
+    try:
+        out = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True).stdout
+        m = re.search(r"libcuda\.so\.1 .*=> (\S+)", out)
+        cuda = m.group(1) if m else None
+    except OSError:
+        pass
+    if not cuda and os.path.exists("/usr/local/cuda/lib64/stubs/libcuda.so"):
+        cuda = "/usr/local/cuda/lib64/stubs/libcuda.so"
+    return cudart, cuda
+
+
+def run(cmd, env=None):
+    """Runs cmd; returns (stdout+stderr, rusage of the process)."""
+    with tempfile.TemporaryFile() as out:
+        p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
+        _, status, usage = os.wait4(p.pid, 0)
+        p.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        text = out.read().decode(errors="replace")
+    return text, usage
+
+
+def field(text, name, cast=float):
+    m = re.search(rf"{name}=([0-9.]+)", text)
+    return cast(m.group(1)) if m else None
+
+
+def traced_counts(text):
+    """(calls traced, lost) from cudatrace's end line on stderr."""
+    m = re.search(r"cudatrace: (\d+) calls traced, (\d+) lost", text)
+    return (int(m.group(1)), int(m.group(2))) if m else (None, None)
+
+
+BPFTRACE_SCRIPT = """
+uprobe:{bin}:{sym} {{ @start[tid] = nsecs; @arg0[tid] = arg0; }}
+uretprobe:{bin}:{sym} /@start[tid]/ {{
+  printf("%d %d %s {sym} %d %d 0x%lx\\n", pid, tid, comm, nsecs - @start[tid], retval, @arg0[tid]);
+  delete(@start[tid]); delete(@arg0[tid]);
+}}
+"""
+
+
+def overhead_configs(t, workload):
+    app = [t.app] + workload
+    sym = "cudaGetDevice" if workload[0] == "getdevice" else "cudaLaunchKernel"
+    configs = {
+        "untraced": app,
+        "floor": [t.probe_bench, "floor", "--lib", t.app, "--"] + app,
+        "cudatrace": [t.cudatrace, "-o", "/dev/null", "--"] + app,
+        "cudatrace --summary": [t.cudatrace, "--summary", "-o", "/dev/null", "--"] + app,
+        "naive": [t.probe_bench, "naive", "--lib", t.app, "--"] + app,
+    }
+    if t.bpftrace:
+        configs["bpftrace"] = [t.bpftrace, "-q", "-o", "/dev/null", "-e",
+                               BPFTRACE_SCRIPT.format(bin=t.app, sym=sym), "-c", " ".join(app)]
+    return configs
+
+
+def bench_overhead(t, workload, reps, only=None):
+    configs = overhead_configs(t, workload)
+    if only:
+        configs = {k: v for k, v in configs.items() if k in only}
+    samples = {k: [] for k in configs}
+    losses = {k: [] for k in configs}
+    for _ in range(reps):
+        for name, cmd in configs.items():
+            text, _ = run(cmd)
+            ns = field(text, "ns_per_call")
+            if ns is None:
+                die(f"{name}: no result from {' '.join(cmd)}:\n{text[-2000:]}")
+            samples[name].append(ns)
+            if name.startswith("cudatrace"):
+                losses[name].append(traced_counts(text)[1])
+            elif name == "naive":
+                losses[name].append(field(text, "lost", int))
+    med = {k: statistics.median(v) for k, v in samples.items()}
+    base = med["untraced"]
+    floor_added = med["floor"] - base
+    rows = []
+    for name in configs:
+        added = med[name] - base
+        ratio = added / floor_added if name != "untraced" and floor_added > 0 else None
+        rows.append((name, samples[name], med[name], added, ratio, losses[name]))
+    return rows
+
+
+def print_overhead(title, rows):
+    print(f"\n### {title}\n")
+    print("| setup | ns/call (each run) | median ns/call | added ns/call | added / floor's | lost |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for name, runs, med, added, ratio, lost in rows:
+        runs_s = ", ".join(f"{x:.0f}" for x in runs)
+        ratio_s = f"{ratio:.2f}" if ratio is not None else "–"
+        lost_s = ", ".join(str(x) for x in lost) if lost else "–"
+        added_s = f"{added:.0f}" if name != "untraced" else "–"
+        print(f"| {name} | {runs_s} | {med:.1f} | {added_s} | {ratio_s} | {lost_s} |")
+
+
+def bench_threads(t, total_calls):
+    print("\n### Throughput (cudaGetDevice from T threads, cudatrace default settings)\n")
+    print("| threads | calls | traced | lost | loop time (s) | records/s | untraced loop (s) |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for threads in (1, 4, 16):
+        per_thread = total_calls // threads
+        app = [t.app, "threads", str(threads), str(per_thread)]
+        plain, _ = run(app)
+        text, _ = run([t.cudatrace, "-o", "/dev/null", "--"] + app)
+        elapsed = field(text, "elapsed_s")
+        traced, lost = traced_counts(text)
+        rate = traced / elapsed if traced and elapsed else 0
+        print(f"| {threads} | {threads * per_thread} | {traced} | {lost} | {elapsed:.3f} | {rate:,.0f} | "
+              f"{field(plain, 'elapsed_s'):.3f} |")
+
+
+def bench_attach(t, reps):
+    print("\n### Time to load the BPF object and attach every probe\n")
+    libs = [l for l in (t.libcudart, t.libcuda) if l]
+    if not libs:
+        print("(no libcudart or libcuda found)")
+        return
+    times, probes = [], None
+    for _ in range(reps):
+        cmd = [t.cudatrace, "-v", "-o", "/dev/null"]
+        for lib in libs:
+            cmd += ["--lib", lib]
+        text, _ = run(cmd + ["--", "/bin/true"])
+        m = re.search(r"BPF loaded and (\d+) probes attached in ([0-9.]+) ms", text)
+        if not m:
+            die(f"no attach time in:\n{text[-2000:]}")
+        probes = int(m.group(1))
+        times.append(float(m.group(2)))
+    print(f"{' + '.join(libs)}: {probes} probes; load + attach "
+          f"{', '.join(f'{x:.1f}' for x in times)} ms (median {statistics.median(times):.1f} ms)")
+
+
+def bench_resources(t, calls):
+    print("\n### Tracer resources (cudatrace default, cudaGetDevice loop, output to /dev/null)\n")
+    print("| calls | tracer peak RSS (MiB) | tracer CPU user+sys (s) | workload loop (s) |")
+    print("| --- | --- | --- | --- |")
+    text, _ = run([t.cudatrace, "-v", "-o", "/dev/null", "--", t.app, "getdevice", str(calls)])
+    m = re.search(r"tracer used ([0-9.]+) s CPU, peak RSS ([0-9.]+) MiB", text)
+    if not m:
+        die(f"no resource line in:\n{text[-2000:]}")
+    print(f"| {calls} | {m.group(2)} | {m.group(1)} | {field(text, 'elapsed_s'):.3f} |")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--calls", type=int, default=1000000)
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--only", default="a,b,c,d")
+    ap.add_argument("--guard", type=float, help="CI guard: fail if cudatrace's added cost exceeds this x the floor's")
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        die("needs root (BPF)")
+    t = Tools(args.build)
+
+    if args.guard:
+        rows = bench_overhead(t, ["getdevice", str(args.calls)], args.reps, only={"untraced", "floor", "cudatrace"})
+        print_overhead(f"Guard: cudaGetDevice x {args.calls}, {args.reps} interleaved runs", rows)
+        ratio = next(r[4] for r in rows if r[0] == "cudatrace")
+        lost = next(r[5] for r in rows if r[0] == "cudatrace")
+        if any(lost):
+            print(f"bench: FAIL: cudatrace lost records: {lost}", file=sys.stderr)
+            return 1
+        if ratio > args.guard:
+            print(f"bench: FAIL: cudatrace adds {ratio:.2f}x the floor's cost (limit {args.guard})", file=sys.stderr)
+            return 1
+        print(f"\nbench: ok: cudatrace adds {ratio:.2f}x the floor's cost (limit {args.guard})")
+        return 0
+
+    only = set(args.only.split(","))
+    print(f"# cudatrace benchmarks, {time.strftime('%Y-%m-%d %H:%M %Z')}")
+    print(f"\nmachine: {os.uname().nodename}, kernel {os.uname().release}, {os.cpu_count()} CPUs; "
+          f"workload {t.app}; bpftrace: {t.bpftrace or 'not installed'}")
+    if "a" in only:
+        print_overhead(f"cudaGetDevice x {args.calls}, {args.reps} interleaved runs",
+                       bench_overhead(t, ["getdevice", str(args.calls)], args.reps))
+        launches = args.calls // 4
+        print_overhead(f"empty kernel launch x {launches}, {args.reps} interleaved runs",
+                       bench_overhead(t, ["launch", str(launches)], args.reps))
+    if "b" in only:
+        bench_threads(t, 2 * args.calls)
+    if "c" in only:
+        bench_attach(t, args.reps)
+    if "d" in only:
+        bench_resources(t, args.calls)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,58 @@
+// libFuzzer target: arbitrary ring-buffer records through the decoder and
+// both output formats. Every JSON line must parse and every record must give
+// exactly one line in either format, whatever the bytes.
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "cudatrace/decode.h"
+#include "cudatrace/kernel_names.h"
+#include "cudatrace/output.h"
+
+using namespace cudatrace;
+
+namespace {
+
+void require(bool ok) {
+  if (!ok) std::abort();
+}
+
+void require_one_line(const fmt::memory_buffer& buf) {
+  const std::string_view s(buf.data(), buf.size());
+  require(!s.empty() && s.back() == '\n' && s.find('\n') == s.size() - 1 && s.find('\r') == std::string_view::npos);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  if (size < sizeof(ct_call)) return 0;
+  // As the session does (on_record): the payload must fit in what arrived.
+  std::vector<std::uint64_t> storage((size + 7) / 8);
+  std::memcpy(storage.data(), data, size);
+  auto& rec = *reinterpret_cast<ct_call*>(storage.data());
+  if (rec.payload_len > size - sizeof(ct_call)) return 0;
+
+  static KernelNames names;
+  Call call;
+  if (!decode_call(rec, &names, call)) return 0;
+  if (call.api->group() == Group::Module) names.learn(call);
+
+  auto json = make_json_output();
+  auto text = make_text_output(0);
+  if (call.unfinished) {
+    json->unfinished(call);
+    text->unfinished(call);
+  } else {
+    json->call(call);
+    text->call(call);
+  }
+  require_one_line(json->buffer());
+  require_one_line(text->buffer());
+  const auto parsed = nlohmann::json::parse(json->buffer().data(), json->buffer().data() + json->buffer().size(),
+                                            nullptr, /*allow_exceptions=*/false);
+  require(parsed.is_object() && parsed.contains("api") && parsed.contains("args"));
+  return 0;
+}

@@ -1,0 +1,324 @@
+// End to end (root, real eBPF): the stream model and the timeline against
+// tests/fixtures/streams_app.c, whose dependency graph is known, and the
+// pageable-copy warning. Skipped without root.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+using nlohmann::json;
+
+namespace {
+
+struct Result {
+  int status = -1;
+  std::string out, err;
+  std::vector<json> lines;  // stdout lines that are JSON objects
+};
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string temp_path(const std::string& tag) {
+  return "/tmp/cudatrace-streams-it-" + std::to_string(getpid()) + "-" + tag;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream ss(text);
+  std::string line;
+  while (std::getline(ss, line)) out.push_back(line);
+  return out;
+}
+
+Result run(const std::string& args) {
+  Result r;
+  const std::string out = temp_path("out"), err = temp_path("err");
+  const int rc = std::system((std::string(CUDATRACE_BIN) + " " + args + " >" + out + " 2>" + err).c_str());
+  r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  r.out = read_file(out);
+  r.err = read_file(err);
+  std::remove(out.c_str());
+  std::remove(err.c_str());
+  for (const std::string& line : lines_of(r.out))
+    if (!line.empty() && line[0] == '{') r.lines.push_back(json::parse(line));
+  return r;
+}
+
+std::vector<json> calls(const Result& r, const std::string& api) {
+  std::vector<json> out;
+  for (const json& j : r.lines)
+    if (j["type"] == "call" && j["api"] == api) out.push_back(j);
+  return out;
+}
+
+// The text after " waited: " / " waits: " on each annotated line, with the API.
+std::vector<std::string> annotations(const std::string& text) {
+  std::vector<std::string> out;
+  for (const std::string& line : lines_of(text)) {
+    for (const char* marker : {" waited: ", " waits: "}) {
+      const auto at = line.find(marker);
+      if (at == std::string::npos) continue;
+      const auto api_start = line.find("cuda");
+      const std::string api = line.substr(api_start, line.find(' ', api_start) - api_start);
+      out.push_back(api + " |" + line.substr(at));
+    }
+  }
+  return out;
+}
+
+class Streams : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root for eBPF";
+  }
+};
+
+TEST_F(Streams, TextShowsTheProgramsEdgesAndWhatEachSyncWaitedFor) {
+  const Result r = run("-- " STREAMS_APP " edges");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::vector<std::string> expected = {
+      "cudaStreamWaitEvent | waits: e1 (recorded on s1) for s1: 1 launch (kernel_a), 1 copy H2D 1.0 MiB",
+      "cudaStreamWaitEvent | waits: e2 (recorded on s2) for s2: 2 launches (kernel_b x2); s1: 1 launch (kernel_a), "
+      "1 copy H2D 1.0 MiB",
+      "cudaEventSynchronize | waited: e2 (recorded on s2) for s2: 2 launches (kernel_b x2); s1: 1 launch (kernel_a), "
+      "1 copy H2D 1.0 MiB",
+      "cudaStreamSynchronize | waited: s3: 2 launches (kernel_c x2)",
+      "cudaEventSynchronize | waited: e3 (never recorded)",
+      "cudaStreamSynchronize | waited: per-thread: 1 launch (kernel_b)",
+      "cudaDeviceSynchronize | waited: s1: 1 launch (kernel_a)",
+  };
+  EXPECT_EQ(annotations(r.out), expected) << r.out;
+  // Streams and events by short id, on the runtime lines and the nested driver ones.
+  EXPECT_NE(r.out.find("cudaStreamWaitEvent"), std::string::npos);
+  for (const std::string& line : lines_of(r.out)) {
+    if (line.find("cudaStreamWaitEvent") != std::string::npos)
+      EXPECT_NE(line.find(" event=e"), std::string::npos) << line;
+    if (line.find("cuLaunchKernel") != std::string::npos)
+      EXPECT_TRUE(line.find(" hStream=s") != std::string::npos || line.find(" hStream=per-thread") != std::string::npos)
+          << line;
+  }
+}
+
+TEST_F(Streams, JsonCarriesHandlesIdsAndWaitedFor) {
+  const Result r = run("--json -- " STREAMS_APP " edges");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto creates = calls(r, "cudaStreamCreate");
+  ASSERT_EQ(creates.size(), 2u);
+  EXPECT_EQ(creates[0]["handle_ids"]["pStream"], "s1");
+  EXPECT_EQ(creates[1]["handle_ids"]["pStream"], "s2");
+  EXPECT_EQ(calls(r, "cudaStreamCreateWithFlags").at(0)["handle_ids"]["pStream"], "s3");
+
+  std::vector<std::string> launch_streams;
+  for (const json& j : calls(r, "cudaLaunchKernel")) {
+    launch_streams.push_back(j["handle_ids"]["stream"]);
+    EXPECT_TRUE(j["args"]["stream"].is_string());  // the raw value is still there
+  }
+  EXPECT_EQ(launch_streams, (std::vector<std::string>{"s1", "s2", "s2", "s3", "s3", "s1", "per-thread"}));
+  std::vector<std::string> driver_streams;
+  for (const json& j : calls(r, "cuLaunchKernel")) driver_streams.push_back(j["handle_ids"]["hStream"]);
+  EXPECT_EQ(driver_streams, launch_streams) << "nested driver launches show the same streams";
+
+  const auto waits = calls(r, "cudaStreamWaitEvent");
+  ASSERT_EQ(waits.size(), 2u);
+  EXPECT_EQ(waits[0]["handle_ids"], json({{"stream", "s2"}, {"event", "e1"}}));
+  EXPECT_EQ(waits[0]["waited_for"]["kind"], "stream_wait_event");
+  EXPECT_EQ(waits[0]["waited_for"]["recorded_on"], "s1");
+  EXPECT_EQ(waits[1]["handle_ids"], json({{"stream", "s3"}, {"event", "e2"}}));
+  EXPECT_EQ(waits[1]["waited_for"]["recorded_on"], "s2");
+
+  const auto device = calls(r, "cudaDeviceSynchronize");
+  ASSERT_EQ(device.size(), 1u);
+  const json& w = device[0]["waited_for"];
+  EXPECT_EQ(w["kind"], "device");
+  ASSERT_EQ(w["work"].size(), 1u);
+  EXPECT_EQ(w["work"][0]["stream"], "s1");
+  EXPECT_EQ(w["work"][0]["launches"], 1);
+  EXPECT_EQ(w["work"][0]["kernels"], json::parse(R"([{"kernel":"kernel_a","count":1}])"));
+
+  const auto event_syncs = calls(r, "cudaEventSynchronize");
+  ASSERT_EQ(event_syncs.size(), 2u);
+  const json& first = event_syncs[0]["waited_for"];
+  EXPECT_EQ(first["event"], "e2");
+  ASSERT_EQ(first["work"].size(), 2u);
+  EXPECT_EQ(first["work"][0]["stream"], "s2");
+  EXPECT_EQ(first["work"][1]["stream"], "s1");
+  EXPECT_EQ(first["work"][1]["copies"]["H2D"], json({{"count", 1}, {"bytes", 1 << 20}}));
+  EXPECT_TRUE(event_syncs[1]["waited_for"]["recorded_on"].is_null());
+  EXPECT_TRUE(event_syncs[1]["waited_for"]["work"].empty());
+  // Pinned memory only in this scenario: no warning.
+  for (const json& j : r.lines) EXPECT_NE(j["type"], "warning") << j;
+}
+
+TEST_F(Streams, PageableAsyncCopyWarnsOncePerCallSite) {
+  const Result r = run("-- " STREAMS_APP " pageable");
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::vector<std::string> warnings;
+  for (const std::string& line : lines_of(r.err))
+    if (line.find("pageable host memory") != std::string::npos) warnings.push_back(line);
+  ASSERT_EQ(warnings.size(), 2u) << r.err;
+  EXPECT_EQ(warnings[0].rfind("cudatrace: warning: cudaMemcpyAsync from pageable host memory 0x", 0), 0u)
+      << warnings[0];
+  EXPECT_NE(warnings[0].find(" at streams_app+0x"), std::string::npos) << warnings[0];
+  EXPECT_NE(warnings[0].find("(copy_to_device+0x"), std::string::npos) << warnings[0];
+  EXPECT_NE(warnings[0].find("): the copy is synchronous"), std::string::npos) << warnings[0];
+  EXPECT_EQ(warnings[1].rfind("cudatrace: warning: cudaMemcpyAsync to pageable host memory 0x", 0), 0u)
+      << warnings[1];
+  EXPECT_NE(warnings[1].find("(copy_to_host+0x"), std::string::npos) << warnings[1];
+  EXPECT_EQ(r.err.find("copy_pinned"), std::string::npos) << r.err;
+}
+
+TEST_F(Streams, PageableWarningIsAlsoAJsonLine) {
+  const Result r = run("--json -- " STREAMS_APP " pageable");
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::vector<json> warnings;
+  for (const json& j : r.lines)
+    if (j["type"] == "warning") warnings.push_back(j);
+  ASSERT_EQ(warnings.size(), 2u) << r.out;
+  const auto copies = calls(r, "cudaMemcpyAsync");
+  ASSERT_EQ(copies.size(), 6u);
+  for (const json& w : warnings) {
+    EXPECT_EQ(w["kind"], "pageable_async_copy");
+    EXPECT_EQ(w["api"], "cudaMemcpyAsync");
+    EXPECT_NE(w["caller"], "0x0");
+    EXPECT_EQ(w["location"].get<std::string>().rfind("streams_app+0x", 0), 0u) << w;
+  }
+  // The warned-about pointers are the pageable buffer: the source of the
+  // first (H2D) copy and the destination of the D2H one.
+  EXPECT_EQ(warnings[0]["host_ptr"], copies[0]["args"]["src"]);
+  EXPECT_EQ(warnings[1]["host_ptr"], copies[3]["args"]["dst"]);
+  EXPECT_EQ(copies[3]["args"]["dst"], copies[0]["args"]["src"]);
+  EXPECT_NE(warnings[0]["caller"], warnings[1]["caller"]);
+}
+
+class Timeline : public Streams {
+ protected:
+  void TearDown() override { std::remove(path.c_str()); }
+
+  json load() {
+    const std::string text = read_file(path);
+    json doc = json::parse(text);  // throws (test fails) on invalid JSON
+    return doc;
+  }
+  static std::vector<json> events_where(const json& doc, const std::string& ph, const std::string& name = "") {
+    std::vector<json> out;
+    for (const json& e : doc["traceEvents"])
+      if (e["ph"] == ph && (name.empty() || e.value("name", "") == name)) out.push_back(e);
+    return out;
+  }
+
+  std::string path = temp_path("timeline.json");
+};
+
+TEST_F(Timeline, TracksFlowsAndCountersOfTheEdgesScenario) {
+  const Result r = run("--perfetto " + path + " -o /dev/null -- " STREAMS_APP " edges");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json doc = load();
+  ASSERT_TRUE(doc["traceEvents"].is_array());
+
+  const auto processes = events_where(doc, "M", "process_name");
+  ASSERT_EQ(processes.size(), 1u);
+  EXPECT_EQ(processes[0]["args"]["name"], "streams_app");
+  const int pid = processes[0]["pid"];
+
+  std::map<long, std::string> thread_names;
+  for (const json& m : events_where(doc, "M", "thread_name")) thread_names[m["tid"].get<long>()] = m["args"]["name"];
+  std::map<std::string, long> lane_tid;
+  for (const auto& [tid, name] : thread_names)
+    if (name.rfind("stream ", 0) == 0) lane_tid[name.substr(0, name.find(" (tid"))] = tid;
+  ASSERT_EQ(lane_tid.size(), 4u) << doc.dump();
+  for (const char* lane : {"stream s1", "stream s2", "stream s3", "stream per-thread"})
+    EXPECT_TRUE(lane_tid.count(lane)) << lane;
+  EXPECT_EQ(thread_names[pid], "streams_app");
+
+  // Queued work per lane: what the program put on each stream.
+  std::map<long, std::multiset<std::string>> queued;
+  for (const json& e : events_where(doc, "X"))
+    if (e["cat"] == "queued") queued[e["tid"].get<long>()].insert(e["name"].get<std::string>());
+  EXPECT_EQ(queued[lane_tid["stream s1"]], (std::multiset<std::string>{"copy H2D 1.0 MiB", "kernel_a", "kernel_a"}));
+  EXPECT_EQ(queued[lane_tid["stream s2"]], (std::multiset<std::string>{"kernel_b", "kernel_b"}));
+  EXPECT_EQ(queued[lane_tid["stream s3"]], (std::multiset<std::string>{"kernel_c", "kernel_c"}));
+  EXPECT_EQ(queued[lane_tid["stream per-thread"]], (std::multiset<std::string>{"kernel_b"}));
+
+  // API slices on the program's thread, driver calls included.
+  EXPECT_EQ(events_where(doc, "X", "cudaLaunchKernel").size(), 7u);
+  const auto driver = events_where(doc, "X", "cuLaunchKernel");
+  ASSERT_EQ(driver.size(), 7u);
+  EXPECT_EQ(driver[0]["cat"], "driver");
+  EXPECT_EQ(driver[0]["tid"], pid);
+
+  // Flows: e1 -> the first wait; e2 -> the second wait and the event sync.
+  const auto starts = events_where(doc, "s"), ends = events_where(doc, "f");
+  ASSERT_EQ(starts.size(), 3u);
+  ASSERT_EQ(ends.size(), 3u);
+  std::map<long, std::string> start_event;
+  for (const json& s : starts) start_event[s["id"].get<long>()] = s["name"];
+  std::multiset<std::string> consumed;
+  for (const json& f : ends) {
+    ASSERT_TRUE(start_event.count(f["id"].get<long>())) << f;
+    consumed.insert(start_event[f["id"].get<long>()]);
+    EXPECT_EQ(f["bp"], "e");
+  }
+  EXPECT_EQ(consumed, (std::multiset<std::string>{"e1", "e2", "e2"}));
+  // Each flow starts inside the record call's slice.
+  const auto records = events_where(doc, "X", "cudaEventRecord");
+  ASSERT_EQ(records.size(), 2u);
+  for (const json& s : starts) {
+    bool inside = false;
+    for (const json& rec : records)
+      inside |= s["ts"].get<double>() >= rec["ts"].get<double>() &&
+                s["ts"].get<double>() <= rec["ts"].get<double>() + rec["dur"].get<double>();
+    EXPECT_TRUE(inside) << s;
+  }
+
+  // Device memory: the 1 MiB cudaMalloc, then its cudaFree (pinned host memory is not counted).
+  std::vector<long> bytes;
+  for (const json& c : events_where(doc, "C", "device memory")) bytes.push_back(c["args"]["bytes"]);
+  EXPECT_EQ(bytes, (std::vector<long>{1 << 20, 0}));
+}
+
+TEST_F(Timeline, FileIsCompleteJsonAfterCtrlC) {
+  const std::string ready = temp_path("ready");
+  const pid_t t = fork();
+  if (t == 0) {
+    const int fd = open(ready.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(fd, STDOUT_FILENO);
+    execl(CUDATRACE_BIN, CUDATRACE_BIN, "--perfetto", path.c_str(), "-o", "/dev/null", "--", FAKE_APP, "block",
+          nullptr);
+    _exit(127);
+  }
+  // The app prints "ready" just before blocking in cudaStreamSynchronize.
+  for (int i = 0; i < 300 && read_file(ready).find("ready") == std::string::npos; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_NE(read_file(ready).find("ready"), std::string::npos);
+  std::ifstream children("/proc/" + std::to_string(t) + "/task/" + std::to_string(t) + "/children");
+  pid_t app = 0;
+  ASSERT_TRUE(children >> app);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // into the blocking call
+  ASSERT_EQ(kill(t, SIGINT), 0);
+  int status = 0;
+  waitpid(t, &status, 0);
+  kill(app, SIGKILL);
+  std::remove(ready.c_str());
+  const json doc = load();
+  const auto open_calls = events_where(doc, "B", "cudaStreamSynchronize");
+  ASSERT_EQ(open_calls.size(), 1u) << doc.dump();
+  EXPECT_EQ(open_calls[0]["args"]["ret"], "unfinished");
+}
+
+}  // namespace

@@ -1,0 +1,268 @@
+// End to end: --summary, --hist, --insights and --stack with real eBPF, as
+// root, against the fake CUDA runtime (tests/fixtures: fake_app, insights_app).
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+using nlohmann::json;
+
+namespace {
+
+struct Result {
+  int status = -1;
+  std::vector<json> lines;  // parsed JSON lines of stdout
+  std::string out, err;
+};
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+Result run(const std::string& cmdline) {
+  Result r;
+  const std::string base = "/tmp/cudatrace-summary-" + std::to_string(getpid());
+  const int rc = std::system((cmdline + " >" + base + ".out 2>" + base + ".err").c_str());
+  r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  r.out = read_file(base + ".out");
+  r.err = read_file(base + ".err");
+  std::remove((base + ".out").c_str());
+  std::remove((base + ".err").c_str());
+  std::stringstream lines(r.out);
+  std::string line;
+  while (std::getline(lines, line))
+    if (!line.empty() && line[0] == '{') r.lines.push_back(json::parse(line));  // throws on invalid JSON
+  return r;
+}
+
+const std::string kTracer = CUDATRACE_BIN;
+
+std::vector<json> of_type(const Result& r, const std::string& type) {
+  std::vector<json> out;
+  for (const json& j : r.lines)
+    if (j["type"] == type) out.push_back(j);
+  return out;
+}
+
+json final_summary(const Result& r) {
+  for (const json& j : of_type(r, "summary"))
+    if (j["final"] == true) return j;
+  ADD_FAILURE() << "no final summary in:\n" << r.out << r.err;
+  return json::object();
+}
+
+std::map<std::string, std::pair<long, long>> api_counts(const json& summary) {
+  std::map<std::string, std::pair<long, long>> out;  // calls, errors
+  for (const json& a : summary["apis"]) out[a["name"]] = {a["calls"], a["errors"]};
+  return out;
+}
+
+std::vector<std::string> rules(const json& summary) {
+  std::vector<std::string> out;
+  for (const json& i : summary["insights"]) out.push_back(i["rule"]);
+  return out;
+}
+
+bool fired(const json& summary, const std::string& rule) {
+  const auto r = rules(summary);
+  return std::find(r.begin(), r.end(), rule) != r.end();
+}
+
+std::string insights_app(const std::string& args, const std::string& env = "") {
+  return (env.empty() ? "" : "env " + env + " ") + kTracer + " --summary --json -- " INSIGHTS_APP " " + args;
+}
+
+class Summary : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root for eBPF";
+  }
+};
+
+TEST_F(Summary, CountsAreTheProgramsCalls) {
+  const Result r = run(kTracer + " --summary --json --layer runtime -- " FAKE_APP " basic");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json s = final_summary(r);
+  // fake_app basic, as documented in tests/fixtures/fake_app.c.
+  const std::map<std::string, std::pair<long, long>> expected = {
+      {"cudaGetDeviceCount", {1, 0}}, {"cudaSetDevice", {2, 1}},    {"cudaMalloc", {2, 1}},
+      {"cudaMemcpy", {2, 1}},         {"cudaStreamCreate", {1, 0}}, {"cudaLaunchKernel", {1, 0}},
+      {"cudaMemcpyAsync", {1, 0}},    {"cudaStreamSynchronize", {1, 0}}, {"cudaEventCreate", {2, 0}},
+      {"cudaEventRecord", {2, 0}},    {"cudaEventElapsedTime", {1, 0}},  {"cudaFree", {1, 0}}};
+  EXPECT_EQ(api_counts(s), expected);
+  for (const json& a : s["apis"]) {
+    EXPECT_LE(a["min_ns"].get<double>(), a["med_ns"].get<double>()) << a;
+    EXPECT_LE(a["med_ns"].get<double>(), a["max_ns"].get<double>()) << a;
+  }
+  ASSERT_EQ(s["kernels"].size(), 1u);
+  EXPECT_EQ(s["kernels"][0]["name"], "kernel_stub");
+  EXPECT_EQ(s["kernels"][0]["shapes"][0]["grid"], json({4, 2, 1}));
+  EXPECT_TRUE(s["leaks"].empty()) << s["leaks"];
+  EXPECT_EQ(s["memory"][0]["peak_bytes"], 1048576);
+  EXPECT_EQ(of_type(r, "call").size(), 0u) << "no per-call records in summary mode";
+  EXPECT_EQ(of_type(r, "end")[0]["calls"], 17);
+}
+
+TEST_F(Summary, PerApiCountsEqualAFullTraceOfTheSameProgram) {
+  const std::string app = " -- " FAKE_APP " threads 4 50";
+  const Result trace = run(kTracer + " --json" + app);
+  const Result summary = run(kTracer + " --summary --json" + app);
+  ASSERT_EQ(trace.status, 0) << trace.err;
+  ASSERT_EQ(summary.status, 0) << summary.err;
+  std::map<std::string, std::pair<long, long>> traced;
+  for (const json& c : of_type(trace, "call")) {
+    auto& n = traced[c["api"]];
+    ++n.first;
+    n.second += c.contains("ret") && c["ret"] != 0 && c["ret"] != 600;
+  }
+  EXPECT_EQ(api_counts(final_summary(summary)), traced);
+  EXPECT_EQ(traced.at("cuMemAlloc_v2").first, 200);
+}
+
+TEST_F(Summary, LeakListedWithSizeAgeAndAllocatingStack) {
+  const Result r = run(kTracer + " --summary --stack --json -- " INSIGHTS_APP " leak");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json s = final_summary(r);
+  ASSERT_EQ(s["leaks"].size(), 1u) << s["leaks"];
+  const json& leak = s["leaks"][0];
+  EXPECT_EQ(leak["bytes"], 12345);
+  EXPECT_EQ(leak["api"], "cudaMalloc");
+  EXPECT_EQ(leak["managed"], false);
+  EXPECT_GT(leak["age_ns"].get<long>(), 0);
+  ASSERT_TRUE(leak.contains("stack")) << leak;
+  std::vector<std::string> functions;
+  for (const json& f : leak["stack"])
+    if (f["function"].is_string()) functions.push_back(f["function"]);
+  ASSERT_GE(functions.size(), 2u) << leak["stack"];
+  EXPECT_EQ(functions[0], "leaky_allocation");
+  EXPECT_EQ(functions[1], "main");
+  EXPECT_EQ(s["memory"][0]["live_bytes"], 12345);
+  EXPECT_EQ(s["memory"][0]["peak_bytes"], 1048576);
+
+  const Result text = run(kTracer + " --summary --stack -- " INSIGHTS_APP " leak");
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_NE(text.out.find("Allocations never freed: 1 (12,345 bytes)"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("#0  "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("leaky_allocation+0x"), std::string::npos) << text.out;
+}
+
+TEST_F(Summary, StackInTraceMode) {
+  const Result r = run(kTracer + " --stack --json -f mem -- " INSIGHTS_APP " leak");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto calls = of_type(r, "call");
+  ASSERT_FALSE(calls.empty());
+  for (const json& c : calls) {
+    ASSERT_TRUE(c.contains("stack")) << c;
+    if (c["depth"] == 0) EXPECT_EQ(c["stack"][0]["function"], "leaky_allocation") << c;
+  }
+  const Result text = run(kTracer + " --stack -f mem -- " INSIGHTS_APP " leak");
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_NE(text.out.find("cudaMalloc"), std::string::npos);
+  EXPECT_NE(text.out.find("    #1  "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("main+0x"), std::string::npos) << text.out;
+}
+
+TEST_F(Summary, LaunchBound) {
+  const Result pos = run(insights_app("launch-loop 20000 100", "FAKE_CUDA_SYNC_US=0"));
+  const Result neg = run(insights_app("launch-loop 20000 100", "FAKE_CUDA_SYNC_US=2000"));
+  ASSERT_EQ(pos.status, 0) << pos.err;
+  ASSERT_EQ(neg.status, 0) << neg.err;
+  EXPECT_TRUE(fired(final_summary(pos), "launch-bound")) << final_summary(pos)["insights"];
+  EXPECT_FALSE(fired(final_summary(neg), "launch-bound")) << final_summary(neg)["insights"];
+  EXPECT_EQ(api_counts(final_summary(pos))["cudaLaunchKernel"].first, 20000);
+  EXPECT_EQ(api_counts(final_summary(pos))["cudaStreamSynchronize"].first, 200);
+}
+
+TEST_F(Summary, SyncStorm) {
+  const Result pos = run(insights_app("launch-loop 3000 1", "FAKE_CUDA_SYNC_US=0"));
+  const Result neg = run(insights_app("launch-loop 3000 100", "FAKE_CUDA_SYNC_US=0"));
+  ASSERT_EQ(pos.status, 0) << pos.err;
+  ASSERT_EQ(neg.status, 0) << neg.err;
+  EXPECT_TRUE(fired(final_summary(pos), "sync-storm")) << final_summary(pos)["insights"];
+  EXPECT_FALSE(fired(final_summary(neg), "sync-storm")) << final_summary(neg)["insights"];
+}
+
+TEST_F(Summary, AllocationChurn) {
+  const Result pos = run(insights_app("churn 200"));
+  const Result neg = run(insights_app("steady 200"));
+  ASSERT_EQ(pos.status, 0) << pos.err;
+  ASSERT_EQ(neg.status, 0) << neg.err;
+  const json s = final_summary(pos);
+  EXPECT_TRUE(fired(s, "allocation-churn")) << s["insights"];
+  EXPECT_FALSE(fired(final_summary(neg), "allocation-churn")) << final_summary(neg)["insights"];
+  for (const json& i : s["insights"])
+    if (i["rule"] == "allocation-churn") EXPECT_NE(i["message"].get<std::string>().find("churn+0x"), std::string::npos) << i;
+}
+
+TEST_F(Summary, PageableCopies) {
+  const Result pos = run(insights_app("copies pageable 20 1048576"));
+  const Result neg = run(insights_app("copies pinned 20 1048576"));
+  ASSERT_EQ(pos.status, 0) << pos.err;
+  ASSERT_EQ(neg.status, 0) << neg.err;
+  EXPECT_TRUE(fired(final_summary(pos), "pageable-copies")) << final_summary(pos)["insights"];
+  EXPECT_FALSE(fired(final_summary(neg), "pageable-copies")) << final_summary(neg)["insights"];
+  const json s = final_summary(pos);
+  const json& t = s["transfers"][0];
+  EXPECT_EQ(t["direction"], "HtoD");
+  EXPECT_EQ(t["count"], 20);
+  EXPECT_EQ(t["bytes"], 20 * 1048576);
+  EXPECT_EQ(t["pageable"], 20);
+}
+
+TEST_F(Summary, TinyTransfers) {
+  const Result pos = run(insights_app("copies pinned 200 64"));
+  const Result neg = run(insights_app("copies pinned 200 1048576"));
+  ASSERT_EQ(pos.status, 0) << pos.err;
+  ASSERT_EQ(neg.status, 0) << neg.err;
+  EXPECT_TRUE(fired(final_summary(pos), "tiny-transfers")) << final_summary(pos)["insights"];
+  EXPECT_FALSE(fired(final_summary(neg), "tiny-transfers")) << final_summary(neg)["insights"];
+}
+
+TEST_F(Summary, IntervalReportsThenStopAfterCount) {
+  // About 2 s: 1000 synchronisations of 2 ms.
+  const Result r = run(kTracer + " --summary --json -i 1 -- " INSIGHTS_APP " launch-loop 1000 1");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto reports = of_type(r, "summary");
+  ASSERT_GE(reports.size(), 2u) << r.out;
+  long interval_launches = 0;
+  for (const json& s : reports)
+    if (s["final"] == false) interval_launches += api_counts(s)["cudaLaunchKernel"].first;
+  EXPECT_LE(interval_launches, 1000);
+  EXPECT_EQ(api_counts(reports.back())["cudaLaunchKernel"].first, 1000);
+
+  const Result counted = run(kTracer + " --summary --json -i 1 -c 1 -- " INSIGHTS_APP " launch-loop 3000 1");
+  ASSERT_EQ(counted.status, 0) << counted.err;
+  const auto two = of_type(counted, "summary");
+  ASSERT_EQ(two.size(), 2u) << counted.out;
+  EXPECT_EQ(two[0]["final"], false);
+  EXPECT_EQ(two[1]["final"], true);
+}
+
+TEST_F(Summary, HistogramsAndTextTables) {
+  const Result r = run(kTracer + " --summary --hist -- " FAKE_APP " basic");
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (const char* want : {"CUDA API summary:", "Time (%)  Total Time (ns)  Num Calls", "CUDA kernel launches:",
+                           "kernel_stub", "CUDA transfers:", "Device memory:", "Allocations never freed: 0",
+                           "Insights:", "API = cudaStreamSynchronize", "nsecs", " : 1        |****"})
+    EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
+  EXPECT_EQ(r.out.find("TIME(s)"), std::string::npos) << "no trace header in summary mode";
+}
+
+TEST_F(Summary, OptionErrors) {
+  for (const std::string& args : {"-i 1 -- true", "--summary -c 2 -- true", "--summary --errors -- true"}) {
+    const Result r = run(kTracer + " " + args);
+    EXPECT_EQ(r.status, 2) << args << ": " << r.err;
+  }
+}
+
+}  // namespace
