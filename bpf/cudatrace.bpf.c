@@ -170,6 +170,11 @@ int ct_enter(struct pt_regs *ctx)
 	struct ct_frame *f = &st->frames[depth & (CT_MAX_DEPTH - 1)];
 	__u64 cookie = bpf_get_attach_cookie(ctx);
 	f->cookie = cookie;
+	if (summary_mode && !(cookie & CT_COOKIE_DETAIL)) {
+		/* Only its latency is kept: the arguments are not needed. */
+		f->ts_ns = bpf_ktime_get_ns();
+		return 0;
+	}
 	f->args[0] = PT_REGS_PARM1(ctx);
 	f->args[1] = PT_REGS_PARM2(ctx);
 	f->args[2] = PT_REGS_PARM3(ctx);
@@ -343,18 +348,19 @@ int ct_exit(struct pt_regs *ctx)
 	/* Find this call's frame. It is the top one unless a frame above it was
 	 * skipped (longjmp, exception): discard those. */
 	__u32 api = CT_COOKIE_API(cookie);
-	int found = -1;
-	for (int i = 0; i < CT_MAX_DEPTH; i++) {
-		if (i > (int)depth)
-			break;
-		if (CT_COOKIE_API(st->frames[i].cookie) == api)
-			found = i;
-	}
-	if (found < 0)
-		return 0; /* entered before we attached */
-	if ((__u32)found != depth)
+	if (CT_COOKIE_API(st->frames[depth].cookie) != api) {
+		int found = -1;
+		for (int i = 0; i < CT_MAX_DEPTH; i++) {
+			if (i >= (int)depth)
+				break;
+			if (CT_COOKIE_API(st->frames[i].cookie) == api)
+				found = i;
+		}
+		if (found < 0)
+			return 0; /* entered before we attached */
 		count_n(CT_CNT_UNMATCHED, depth - found);
-	depth = (__u32)found & (CT_MAX_DEPTH - 1);
+		depth = (__u32)found & (CT_MAX_DEPTH - 1);
+	}
 	st->depth = depth;
 	struct ct_frame *f = &st->frames[depth];
 

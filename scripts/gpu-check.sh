@@ -132,6 +132,25 @@ check_streams() {
 	[ $rc -eq 0 ] || fail "stream_events: check_streams.py exit $rc"
 }
 
+# check_summary NAME CMD...: the --summary counts of a second run against
+# the trace of the first (check NAME must have run).
+check_summary() {
+	local name=$1
+	shift
+	local p=$OUTDIR/$name rc
+	section "$name --summary: $*"
+	timeout -k 10 "$TRACED_TIMEOUT" "$CUDATRACE" --summary --insights --json -o "$p.summary.jsonl" -- "$@" \
+		>"$p.summary.out" 2>"$p.summary.err"
+	rc=$?
+	[ $rc -eq 0 ] || { fail "$name --summary: exited $rc"; show_tail "$p.summary.err"; }
+	timeout -k 10 "$TRACED_TIMEOUT" "$CUDATRACE" --summary --insights -o "$p.summary.txt" -- "$@" \
+		>/dev/null 2>&1 || fail "$name --summary (text): exited non-zero"
+	"$PYTHON" "$KIT/compare_summary.py" "$p.trace.jsonl" "$p.summary.jsonl" >"$p.summary-compare.txt" 2>&1
+	rc=$?
+	cat "$p.summary-compare.txt"
+	[ $rc -eq 0 ] || fail "$name: summary counts differ from the trace's"
+}
+
 main() {
 	header
 	section build
@@ -161,6 +180,7 @@ main() {
 		fail "stream_events: not built"
 	fi
 	check torch_loop no "$PYTHON" "$KIT/torch_loop.py" 20
+	check_summary torch_loop "$PYTHON" "$KIT/torch_loop.py" 20
 
 	section summary
 	if [ ${#failures[@]} -eq 0 ]; then
