@@ -72,7 +72,9 @@ void RingReader::drain() {
   // fuller than it is by more than that.
   const std::uint64_t publish_every = data_size_ / 16;
   std::uint64_t published = pos;
-  std::uint64_t end = __atomic_load_n(producer_pos, __ATOMIC_ACQUIRE);
+  // What is there now; records written meanwhile wait for the next call,
+  // rather than the reader chasing the producers' cache lines.
+  const std::uint64_t end = __atomic_load_n(producer_pos, __ATOMIC_ACQUIRE);
   while (pos < end) {
     const auto* header = reinterpret_cast<const std::uint32_t*>(data + (pos & mask_));
     const std::uint32_t len = __atomic_load_n(header, __ATOMIC_ACQUIRE);
@@ -85,7 +87,6 @@ void RingReader::drain() {
       __atomic_store_n(consumer_pos, pos, __ATOMIC_RELEASE);
       published = pos;
     }
-    if (pos >= end) end = __atomic_load_n(producer_pos, __ATOMIC_ACQUIRE);
   }
   if (pos != published) __atomic_store_n(consumer_pos, pos, __ATOMIC_RELEASE);
 }

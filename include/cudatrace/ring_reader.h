@@ -26,7 +26,8 @@ class RingReader {
   // Waits up to timeout_ms for a wake-up, then drains. Returns false on a
   // wait error other than EINTR (errno is set).
   bool poll(int timeout_ms);
-  // Handles every complete record, then publishes the read position.
+  // Handles the complete records present when called, then publishes the
+  // read position.
   void drain();
 
  private:
