@@ -15,6 +15,37 @@ namespace {
 
 using Buf = fmt::memory_buffer;
 
+void pad_to(Buf& out, std::size_t size) {
+  while (out.size() < size) out.push_back(' ');
+}
+
+void append_right(Buf& out, std::string_view text, std::size_t width) {
+  for (std::size_t i = text.size(); i < width; ++i) out.push_back(' ');
+  out.append(text);
+}
+
+enum class Align { Left, Right };
+
+// value / 10^decimals with exactly `decimals` decimals, padded to `width`.
+void append_fixed(Buf& out, std::uint64_t value, int decimals, std::size_t width, Align align) {
+  std::uint64_t scale = 1;
+  for (int i = 0; i < decimals; ++i) scale *= 10;
+  char text[48];
+  const fmt::format_int whole(value / scale), fraction(value % scale + scale);  // leading 1 keeps the zeros
+  const std::size_t n = whole.size();
+  std::memcpy(text, whole.data(), n);
+  text[n] = '.';
+  std::memcpy(text + n + 1, fraction.data() + 1, decimals);
+  const std::string_view fixed(text, n + 1 + decimals);
+  if (align == Align::Right) {
+    append_right(out, fixed, width);
+  } else {
+    const std::size_t start = out.size();
+    out.append(fixed);
+    pad_to(out, start + width);
+  }
+}
+
 void append_text_value(Buf& out, const Value& v) {
   auto it = std::back_inserter(out);
   std::visit(
@@ -87,7 +118,9 @@ class TextOutput final : public Output {
 
   void call(const Call& c) override {
     line_start(c);
-    fmt::format_to(std::back_inserter(buf_), " {:>10.3f} ", c.rec->dur_ns / 1e3);
+    buf_.push_back(' ');
+    append_fixed(buf_, c.rec->dur_ns, 3, 10, Align::Right);  // microseconds
+    buf_.push_back(' ');
     if (c.api->spec->returns == Returns::Void)
       buf_.push_back('-');
     else if (c.rec->ret == 0)
@@ -119,24 +152,35 @@ class TextOutput final : public Output {
   }
 
  private:
+  // Hand-formatted: this runs for every traced call, and fmt's format-string
+  // parsing and float formatting dominated the reader's time.
   void line_start(const Call& c) {
     const auto& r = *c.rec;
-    const double t = r.ts_ns >= start_ns_ ? (r.ts_ns - start_ns_) / 1e9 : 0.0;
-    auto it = std::back_inserter(buf_);
-    fmt::format_to(it, "{:<12.6f} ", t);
+    append_fixed(buf_, r.ts_ns >= start_ns_ ? (r.ts_ns - start_ns_) / 1000 : 0, 6, 12, Align::Left);  // seconds
+    buf_.push_back(' ');
     // comm is at most 15 bytes; escape anything that would break the line.
-    fmt::memory_buffer comm;
+    const std::size_t comm_start = buf_.size();
     for (char ch : c.comm()) {
       const auto u = static_cast<unsigned char>(ch);
       // A backslash is escaped too, so "\x0a" can only mean a newline byte.
-      if (u < 0x20 || u == 0x7f || u >= 0x80 || u == '\\')
-        fmt::format_to(std::back_inserter(comm), "\\x{:02x}", u);
-      else
-        comm.push_back(ch);
+      if (u < 0x20 || u == 0x7f || u >= 0x80 || u == '\\') {
+        static const char kHex[] = "0123456789abcdef";
+        const char escaped[] = {'\\', 'x', kHex[u >> 4], kHex[u & 15]};
+        buf_.append(escaped, escaped + 4);
+      } else {
+        buf_.push_back(ch);
+      }
     }
-    fmt::format_to(it, "{:<16} {:>7} {:>7} ", std::string_view(comm.data(), comm.size()), r.pid, r.tid);
-    const std::size_t indent = 2 * r.depth;
-    fmt::format_to(it, "{:<28}", fmt::format("{:{}}{}", "", indent, c.api->symbol));
+    pad_to(buf_, comm_start + 16);
+    buf_.push_back(' ');
+    append_right(buf_, fmt::format_int(r.pid).c_str(), 7);
+    buf_.push_back(' ');
+    append_right(buf_, fmt::format_int(r.tid).c_str(), 7);
+    buf_.push_back(' ');
+    const std::size_t api_start = buf_.size();
+    for (int i = 0; i < 2 * r.depth; ++i) buf_.push_back(' ');
+    buf_.append(c.api->symbol);
+    pad_to(buf_, api_start + 28);
   }
 
   void args(const Call& c) {
