@@ -81,6 +81,15 @@ void append_lines(Buf& out, const std::vector<std::string>& lines) {
   }
 }
 
+// "\nTITLE:\n\n" and the table, or " none" when it has no rows.
+void append_section(Buf& out, std::string_view title, const Table& table) {
+  fmt::format_to(std::back_inserter(out), "\n{}:\n\n", title);
+  if (table.rows.empty())
+    out.append(std::string_view(" none\n"));
+  else
+    append_lines(out, table.lines());
+}
+
 void append_number(Buf& out, double v, int decimals) {
   if (std::isfinite(v))
     fmt::format_to(std::back_inserter(out), "{:.{}f}", v, decimals);
@@ -365,8 +374,7 @@ void Reporter::report(Buf& out, const std::vector<ct_api_stats>& run, std::uint6
       kernels.rows.push_back({group_digits(k->launches), group_digits(std::uint64_t(sorted.size())),
                               shapes.empty() ? "-" : shapes, *name});
     }
-    out.append(std::string_view("\nCUDA kernel launches:\n\n"));
-    append_lines(out, kernels.lines());
+    append_section(out, "CUDA kernel launches", kernels);
 
     Table transfers{{"Direction", "Count", "Total (B)", "Avg (B)", "Sync", "Sync Time (ns)", "Sync GB/s", "Pageable",
                      "Tiny"},
@@ -382,8 +390,7 @@ void Reporter::report(Buf& out, const std::vector<ct_api_stats>& run, std::uint6
            t.sync_ns ? fmt::format("{:.3f}", double(t.sync_bytes) / double(t.sync_ns)) : "-",
            host ? group_digits(t.pageable) : "-", host ? group_digits(t.tiny) : "-"});
     }
-    out.append(std::string_view("\nCUDA transfers:\n\n"));
-    append_lines(out, transfers.lines());
+    append_section(out, "CUDA transfers", transfers);
 
     Table memory{{"PID", "Device", "Live (B)", "Peak (B)", "Peak At (s)", "Allocs", "Frees", "Managed Live (B)",
                   "Managed Peak (B)"},
@@ -394,13 +401,15 @@ void Reporter::report(Buf& out, const std::vector<ct_api_stats>& run, std::uint6
                              group_digits(m.peak_bytes), m.peak_ts_ns ? fmt::format("{:.6f}", rel_s(m.peak_ts_ns)) : "-",
                              group_digits(m.allocs), group_digits(m.frees), group_digits(m.managed_live_bytes),
                              group_digits(m.managed_peak_bytes)});
-    out.append(std::string_view("\nDevice memory:\n\n"));
-    append_lines(out, memory.lines());
+    append_section(out, "Device memory", memory);
 
     if (final) {
       std::uint64_t leaked = 0;
       for (const Allocation* a : leaks) leaked += a->bytes;
-      fmt::format_to(it, "\nAllocations never freed: {} ({} bytes)\n\n", leaks.size(), group_digits(leaked));
+      fmt::format_to(it, "\nAllocations never freed: {} ({} bytes)\n", leaks.size(), group_digits(leaked));
+    }
+    if (final && !leaks.empty()) {
+      out.push_back('\n');
       Table table{{"PID", "Device", "Address", "Size (B)", "Age (s)", "Kind", "API", "Call Site"},
                   {false, false, false, false, false, true, true, true},
                   {}};

@@ -3,8 +3,6 @@
 // bad command lines, hostile data, output-file security. Real eBPF, as root;
 // skipped (not passed) without root.
 #include <fcntl.h>
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
@@ -26,63 +24,13 @@
 #include <thread>
 #include <vector>
 
-using nlohmann::json;
+#include "harness.h"
+
 namespace fs = std::filesystem;
-using namespace std::chrono_literals;
 
 namespace {
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::string temp_path(const std::string& tag) { return "/tmp/cudatrace-ft-" + std::to_string(getpid()) + "-" + tag; }
-
-// Every line must parse: json::parse throws (the test fails) otherwise.
-std::vector<json> parse_lines(const std::string& text) {
-  std::vector<json> out;
-  std::stringstream ss(text);
-  std::string line;
-  while (std::getline(ss, line)) out.push_back(json::parse(line));
-  return out;
-}
-
-struct Result {
-  int status = -1;
-  std::string out, err;
-};
-
-// Runs a shell command line, capturing stdout and stderr.
-Result run(const std::string& cmdline) {
-  Result r;
-  const std::string out = temp_path("out"), err = temp_path("err");
-  const int rc = std::system((cmdline + " >" + out + " 2>" + err).c_str());
-  r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-  r.out = read_file(out);
-  r.err = read_file(err);
-  std::remove(out.c_str());
-  std::remove(err.c_str());
-  return r;
-}
-
-std::vector<json> records(const std::vector<json>& lines, const std::string& type, const std::string& api = "") {
-  std::vector<json> out;
-  for (const json& j : lines)
-    if (j["type"] == type && (api.empty() || j["api"] == api)) out.push_back(j);
-  return out;
-}
-
-bool wait_until(const std::function<bool()>& done, std::chrono::milliseconds limit = 10s) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > end) return false;
-    std::this_thread::sleep_for(20ms);
-  }
-  return true;
-}
+using namespace cudatrace_test;
 
 // A process started with a pipe on its stdin and one on its stdout.
 struct Child {
@@ -182,19 +130,7 @@ std::set<std::string> bpf_ids(pid_t pid, const std::string& kind) {
   return ids;
 }
 
-std::string tracer() { return CUDATRACE_BIN; }
-
-const json& end_of(const std::vector<json>& lines) {
-  static const json kNone;
-  return !lines.empty() && lines.back()["type"] == "end" ? lines.back() : kNone;
-}
-
-class Faults : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (geteuid() != 0) GTEST_SKIP() << "needs root for eBPF";
-  }
-};
+class Faults : public NeedsRoot {};
 
 // ---- 1. The traced process dies -------------------------------------------
 

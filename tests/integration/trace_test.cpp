@@ -2,82 +2,27 @@
 // (a) the fake CUDA libraries of tests/fixtures, (b) the toolkit's real
 // libcudart through nvcc-built programs (shared and static runtime), and
 // (c) -p attach to a running process. Skipped (not passed) without root.
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <map>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
-using nlohmann::json;
+#include "harness.h"
 
 namespace {
 
-struct Result {
-  int status = -1;
-  std::vector<json> lines;  // parsed stdout (JSON mode)
-  std::string out, err;
-};
+using namespace cudatrace_test;
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::string temp_path(const std::string& tag) {
-  return "/tmp/cudatrace-it-" + std::to_string(getpid()) + "-" + tag;
-}
-
-// Runs a shell command line; stdout and stderr are captured in files.
-Result run(const std::string& cmdline) {
-  Result r;
-  const std::string out = temp_path("out"), err = temp_path("err");
-  const int rc = std::system((cmdline + " >" + out + " 2>" + err).c_str());
-  r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-  r.out = read_file(out);
-  r.err = read_file(err);
-  std::remove(out.c_str());
-  std::remove(err.c_str());
-  std::stringstream lines(r.out);
-  std::string line;
-  while (std::getline(lines, line)) {
-    if (line.empty() || line[0] != '{') continue;
-    r.lines.push_back(json::parse(line));  // throws (test fails) on invalid JSON
-  }
-  return r;
-}
-
-std::string tracer() { return CUDATRACE_BIN; }
-
-std::vector<json> calls(const Result& r, const std::string& api = "") {
-  std::vector<json> out;
-  for (const json& j : r.lines)
-    if (j["type"] == "call" && (api.empty() || j["api"] == api)) out.push_back(j);
-  return out;
-}
-
-const json& end_line(const Result& r) {
-  static const json kNone;
-  return !r.lines.empty() && r.lines.back()["type"] == "end" ? r.lines.back() : kNone;
-}
-
-class Trace : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (geteuid() != 0) GTEST_SKIP() << "needs root for eBPF";
-  }
-};
+class Trace : public NeedsRoot {};
 
 TEST_F(Trace, FakeRuntimeBasicSequenceExactly) {
   const Result r = run(tracer() + " --json --layer runtime -- " FAKE_APP " basic");
@@ -117,7 +62,7 @@ TEST_F(Trace, FakeRuntimeBasicSequenceExactly) {
   EXPECT_TRUE(c[15]["args"]["devPtr"].is_null());  // not written on failure
   EXPECT_EQ(c[16]["ret"], 21);
   EXPECT_EQ(c[16]["args"]["kind"], 9);
-  const json& end = end_line(r);
+  const json& end = end_of(r.lines);
   EXPECT_EQ(end["calls"], expected.size());
   EXPECT_EQ(end["lost"], 0);
   EXPECT_EQ(end["unfinished"], 0);
@@ -209,7 +154,7 @@ TEST_F(Trace, ThreadsArePairedPerThread) {
     EXPECT_EQ(n.at("cudaMalloc"), 200);
     EXPECT_EQ(n.at("cudaFree"), 200);
   }
-  EXPECT_EQ(end_line(r)["lost"], 0);
+  EXPECT_EQ(end_of(r.lines)["lost"], 0);
 }
 
 TEST_F(Trace, ForkedChildrenAreFollowedAndExitStatusIsTheCommands) {
@@ -272,19 +217,14 @@ TEST_F(Trace, CallThatNeverReturnsIsReportedUnfinished) {
     _exit(127);
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-  // The command is the tracer's only child.
-  std::ifstream children("/proc/" + std::to_string(t) + "/task/" + std::to_string(t) + "/children");
-  pid_t app = 0;
-  ASSERT_TRUE(children >> app);
+  const pid_t app = first_child(t);
+  ASSERT_NE(app, 0);
   ASSERT_EQ(kill(app, SIGKILL), 0);
   int status = 0;
   waitpid(t, &status, 0);
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 128 + SIGKILL);
-  std::vector<json> lines;
-  std::stringstream ss(read_file(out));
-  std::string line;
-  while (std::getline(ss, line)) lines.push_back(json::parse(line));
+  const std::vector<json> lines = parse_lines(read_file(out));
   std::remove(out.c_str());
   ASSERT_FALSE(lines.empty());
   int unfinished = 0;
@@ -347,7 +287,7 @@ void check_real_basic(const Result& r) {
   EXPECT_EQ(launches[1]["kernel"], "void ns::scale<float>(float*, float)");
   EXPECT_EQ(launches[1]["args"]["block"], json({32, 1, 1}));
   EXPECT_EQ(calls(r, "cudaMemcpy")[0]["args"]["count"], 4096);
-  EXPECT_EQ(end_line(r)["calls"], 14);
+  EXPECT_EQ(end_of(r.lines)["calls"], 14);
 }
 
 TEST_F(Trace, RealLibcudartShared) {
@@ -362,7 +302,7 @@ TEST_F(Trace, RealLibcudartLaunchLoopCountsExactly) {
   const Result r = run(tracer() + " --json -f launch -- " REAL_APP_STATIC " launch-loop 5000");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(calls(r, "cudaLaunchKernel").size(), 5000u);
-  EXPECT_EQ(end_line(r)["lost"], 0);
+  EXPECT_EQ(end_of(r.lines)["lost"], 0);
 }
 #endif
 
