@@ -104,12 +104,15 @@ uretprobe:{bin}:{sym} /@start[tid]/ {{
 def overhead_configs(t, workload):
     app = [t.app] + workload
     sym = "cudaGetDevice" if workload[0] == "getdevice" else "cudaLaunchKernel"
+    # The reference programs go on the same files cudatrace probes: the workload
+    # (static runtime) and the driver it loads (its cuLaunchKernel is traced too).
+    libs = ["--lib", t.app] + (["--lib", t.libcuda] if t.libcuda else [])
     configs = {
         "untraced": app,
-        "floor": [t.probe_bench, "floor", "--lib", t.app, "--"] + app,
+        "floor": [t.probe_bench, "floor"] + libs + ["--"] + app,
         "cudatrace": [t.cudatrace, "-o", "/dev/null", "--"] + app,
         "cudatrace --summary": [t.cudatrace, "--summary", "-o", "/dev/null", "--"] + app,
-        "naive": [t.probe_bench, "naive", "--lib", t.app, "--"] + app,
+        "naive": [t.probe_bench, "naive"] + libs + ["--"] + app,
     }
     if t.bpftrace:
         configs["bpftrace"] = [t.bpftrace, "-q", "-o", "/dev/null", "-e",
@@ -211,6 +214,7 @@ def main():
     ap.add_argument("--calls", type=int, default=1000000)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--only", default="a,b,c,d")
+    ap.add_argument("--workloads", default="getdevice,launch", help="for (a)")
     ap.add_argument("--guard", type=float, help="CI guard: fail if cudatrace's added cost exceeds this x the floor's")
     args = ap.parse_args()
     if os.geteuid() != 0:
@@ -235,9 +239,11 @@ def main():
     print(f"# cudatrace benchmarks, {time.strftime('%Y-%m-%d %H:%M %Z')}")
     print(f"\nmachine: {os.uname().nodename}, kernel {os.uname().release}, {os.cpu_count()} CPUs; "
           f"workload {t.app}; bpftrace: {t.bpftrace or 'not installed'}")
-    if "a" in only:
+    workloads = args.workloads.split(",")
+    if "a" in only and "getdevice" in workloads:
         print_overhead(f"cudaGetDevice x {args.calls}, {args.reps} interleaved runs",
                        bench_overhead(t, ["getdevice", str(args.calls)], args.reps))
+    if "a" in only and "launch" in workloads:
         launches = args.calls // 4
         print_overhead(f"empty kernel launch x {launches}, {args.reps} interleaved runs",
                        bench_overhead(t, ["launch", str(launches)], args.reps))

@@ -1,71 +1,22 @@
 // End to end (root, real eBPF): the stream model and the timeline against
 // tests/fixtures/streams_app.c, whose dependency graph is known, and the
 // pageable-copy warning. Skipped without root.
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
-using nlohmann::json;
+#include "harness.h"
 
 namespace {
 
-struct Result {
-  int status = -1;
-  std::string out, err;
-  std::vector<json> lines;  // stdout lines that are JSON objects
-};
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::string temp_path(const std::string& tag) {
-  return "/tmp/cudatrace-streams-it-" + std::to_string(getpid()) + "-" + tag;
-}
-
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream ss(text);
-  std::string line;
-  while (std::getline(ss, line)) out.push_back(line);
-  return out;
-}
-
-Result run(const std::string& args) {
-  Result r;
-  const std::string out = temp_path("out"), err = temp_path("err");
-  const int rc = std::system((std::string(CUDATRACE_BIN) + " " + args + " >" + out + " 2>" + err).c_str());
-  r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-  r.out = read_file(out);
-  r.err = read_file(err);
-  std::remove(out.c_str());
-  std::remove(err.c_str());
-  for (const std::string& line : lines_of(r.out))
-    if (!line.empty() && line[0] == '{') r.lines.push_back(json::parse(line));
-  return r;
-}
-
-std::vector<json> calls(const Result& r, const std::string& api) {
-  std::vector<json> out;
-  for (const json& j : r.lines)
-    if (j["type"] == "call" && j["api"] == api) out.push_back(j);
-  return out;
-}
+using namespace cudatrace_test;
 
 // The text after " waited: " / " waits: " on each annotated line, with the API.
 std::vector<std::string> annotations(const std::string& text) {
@@ -82,15 +33,10 @@ std::vector<std::string> annotations(const std::string& text) {
   return out;
 }
 
-class Streams : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (geteuid() != 0) GTEST_SKIP() << "needs root for eBPF";
-  }
-};
+class Streams : public NeedsRoot {};
 
 TEST_F(Streams, TextShowsTheProgramsEdgesAndWhatEachSyncWaitedFor) {
-  const Result r = run("-- " STREAMS_APP " edges");
+  const Result r = run(tracer() + " -- " STREAMS_APP " edges");
   ASSERT_EQ(r.status, 0) << r.err;
   const std::vector<std::string> expected = {
       "cudaStreamWaitEvent | waits: e1 (recorded on s1) for s1: 1 launch (kernel_a), 1 copy H2D 1.0 MiB",
@@ -116,7 +62,7 @@ TEST_F(Streams, TextShowsTheProgramsEdgesAndWhatEachSyncWaitedFor) {
 }
 
 TEST_F(Streams, JsonCarriesHandlesIdsAndWaitedFor) {
-  const Result r = run("--json -- " STREAMS_APP " edges");
+  const Result r = run(tracer() + " --json -- " STREAMS_APP " edges");
   ASSERT_EQ(r.status, 0) << r.err;
   const auto creates = calls(r, "cudaStreamCreate");
   ASSERT_EQ(creates.size(), 2u);
@@ -166,7 +112,7 @@ TEST_F(Streams, JsonCarriesHandlesIdsAndWaitedFor) {
 }
 
 TEST_F(Streams, PageableAsyncCopyWarnsOncePerCallSite) {
-  const Result r = run("-- " STREAMS_APP " pageable");
+  const Result r = run(tracer() + " -- " STREAMS_APP " pageable");
   ASSERT_EQ(r.status, 0) << r.err;
   std::vector<std::string> warnings;
   for (const std::string& line : lines_of(r.err))
@@ -184,11 +130,9 @@ TEST_F(Streams, PageableAsyncCopyWarnsOncePerCallSite) {
 }
 
 TEST_F(Streams, PageableWarningIsAlsoAJsonLine) {
-  const Result r = run("--json -- " STREAMS_APP " pageable");
+  const Result r = run(tracer() + " --json -- " STREAMS_APP " pageable");
   ASSERT_EQ(r.status, 0) << r.err;
-  std::vector<json> warnings;
-  for (const json& j : r.lines)
-    if (j["type"] == "warning") warnings.push_back(j);
+  const std::vector<json> warnings = records(r.lines, "warning");
   ASSERT_EQ(warnings.size(), 2u) << r.out;
   const auto copies = calls(r, "cudaMemcpyAsync");
   ASSERT_EQ(copies.size(), 6u);
@@ -226,7 +170,7 @@ class Timeline : public Streams {
 };
 
 TEST_F(Timeline, TracksFlowsAndCountersOfTheEdgesScenario) {
-  const Result r = run("--perfetto " + path + " -o /dev/null -- " STREAMS_APP " edges");
+  const Result r = run(tracer() + " --perfetto " + path + " -o /dev/null -- " STREAMS_APP " edges");
   ASSERT_EQ(r.status, 0) << r.err;
   const json doc = load();
   ASSERT_TRUE(doc["traceEvents"].is_array());
@@ -303,13 +247,10 @@ TEST_F(Timeline, FileIsCompleteJsonAfterCtrlC) {
     _exit(127);
   }
   // The app prints "ready" just before blocking in cudaStreamSynchronize.
-  for (int i = 0; i < 300 && read_file(ready).find("ready") == std::string::npos; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  ASSERT_NE(read_file(ready).find("ready"), std::string::npos);
-  std::ifstream children("/proc/" + std::to_string(t) + "/task/" + std::to_string(t) + "/children");
-  pid_t app = 0;
-  ASSERT_TRUE(children >> app);
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // into the blocking call
+  ASSERT_TRUE(wait_until([&] { return read_file(ready).find("ready") != std::string::npos; }, 30s));
+  const pid_t app = first_child(t);
+  ASSERT_NE(app, 0);
+  std::this_thread::sleep_for(200ms);  // into the blocking call
   ASSERT_EQ(kill(t, SIGINT), 0);
   int status = 0;
   waitpid(t, &status, 0);

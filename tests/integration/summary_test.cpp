@@ -1,61 +1,18 @@
 // End to end: --summary, --hist, --insights and --stack with real eBPF, as
 // root, against the fake CUDA runtime (tests/fixtures: fake_app, insights_app).
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
-#include <unistd.h>
-#include <sys/wait.h>
-
-#include <cstdio>
-#include <fstream>
+#include <algorithm>
 #include <map>
-#include <sstream>
 #include <string>
 #include <vector>
 
-using nlohmann::json;
+#include "harness.h"
 
 namespace {
 
-struct Result {
-  int status = -1;
-  std::vector<json> lines;  // parsed JSON lines of stdout
-  std::string out, err;
-};
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-Result run(const std::string& cmdline) {
-  Result r;
-  const std::string base = "/tmp/cudatrace-summary-" + std::to_string(getpid());
-  const int rc = std::system((cmdline + " >" + base + ".out 2>" + base + ".err").c_str());
-  r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-  r.out = read_file(base + ".out");
-  r.err = read_file(base + ".err");
-  std::remove((base + ".out").c_str());
-  std::remove((base + ".err").c_str());
-  std::stringstream lines(r.out);
-  std::string line;
-  while (std::getline(lines, line))
-    if (!line.empty() && line[0] == '{') r.lines.push_back(json::parse(line));  // throws on invalid JSON
-  return r;
-}
-
-const std::string kTracer = CUDATRACE_BIN;
-
-std::vector<json> of_type(const Result& r, const std::string& type) {
-  std::vector<json> out;
-  for (const json& j : r.lines)
-    if (j["type"] == type) out.push_back(j);
-  return out;
-}
+using namespace cudatrace_test;
 
 json final_summary(const Result& r) {
-  for (const json& j : of_type(r, "summary"))
+  for (const json& j : records(r.lines, "summary"))
     if (j["final"] == true) return j;
   ADD_FAILURE() << "no final summary in:\n" << r.out << r.err;
   return json::object();
@@ -79,18 +36,13 @@ bool fired(const json& summary, const std::string& rule) {
 }
 
 std::string insights_app(const std::string& args, const std::string& env = "") {
-  return (env.empty() ? "" : "env " + env + " ") + kTracer + " --summary --json -- " INSIGHTS_APP " " + args;
+  return (env.empty() ? "" : "env " + env + " ") + tracer() + " --summary --json -- " INSIGHTS_APP " " + args;
 }
 
-class Summary : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (geteuid() != 0) GTEST_SKIP() << "needs root for eBPF";
-  }
-};
+class Summary : public NeedsRoot {};
 
 TEST_F(Summary, CountsAreTheProgramsCalls) {
-  const Result r = run(kTracer + " --summary --json --layer runtime -- " FAKE_APP " basic");
+  const Result r = run(tracer() + " --summary --json --layer runtime -- " FAKE_APP " basic");
   ASSERT_EQ(r.status, 0) << r.err;
   const json s = final_summary(r);
   // fake_app basic, as documented in tests/fixtures/fake_app.c.
@@ -109,18 +61,18 @@ TEST_F(Summary, CountsAreTheProgramsCalls) {
   EXPECT_EQ(s["kernels"][0]["shapes"][0]["grid"], json({4, 2, 1}));
   EXPECT_TRUE(s["leaks"].empty()) << s["leaks"];
   EXPECT_EQ(s["memory"][0]["peak_bytes"], 1048576);
-  EXPECT_EQ(of_type(r, "call").size(), 0u) << "no per-call records in summary mode";
-  EXPECT_EQ(of_type(r, "end")[0]["calls"], 17);
+  EXPECT_EQ(calls(r).size(), 0u) << "no per-call records in summary mode";
+  EXPECT_EQ(records(r.lines, "end")[0]["calls"], 17);
 }
 
 TEST_F(Summary, PerApiCountsEqualAFullTraceOfTheSameProgram) {
   const std::string app = " -- " FAKE_APP " threads 4 50";
-  const Result trace = run(kTracer + " --json" + app);
-  const Result summary = run(kTracer + " --summary --json" + app);
+  const Result trace = run(tracer() + " --json" + app);
+  const Result summary = run(tracer() + " --summary --json" + app);
   ASSERT_EQ(trace.status, 0) << trace.err;
   ASSERT_EQ(summary.status, 0) << summary.err;
   std::map<std::string, std::pair<long, long>> traced;
-  for (const json& c : of_type(trace, "call")) {
+  for (const json& c : calls(trace)) {
     auto& n = traced[c["api"]];
     ++n.first;
     n.second += c.contains("ret") && c["ret"] != 0 && c["ret"] != 600;
@@ -130,7 +82,7 @@ TEST_F(Summary, PerApiCountsEqualAFullTraceOfTheSameProgram) {
 }
 
 TEST_F(Summary, LeakListedWithSizeAgeAndAllocatingStack) {
-  const Result r = run(kTracer + " --summary --stack --json -- " INSIGHTS_APP " leak");
+  const Result r = run(tracer() + " --summary --stack --json -- " INSIGHTS_APP " leak");
   ASSERT_EQ(r.status, 0) << r.err;
   const json s = final_summary(r);
   ASSERT_EQ(s["leaks"].size(), 1u) << s["leaks"];
@@ -149,7 +101,7 @@ TEST_F(Summary, LeakListedWithSizeAgeAndAllocatingStack) {
   EXPECT_EQ(s["memory"][0]["live_bytes"], 12345);
   EXPECT_EQ(s["memory"][0]["peak_bytes"], 1048576);
 
-  const Result text = run(kTracer + " --summary --stack -- " INSIGHTS_APP " leak");
+  const Result text = run(tracer() + " --summary --stack -- " INSIGHTS_APP " leak");
   ASSERT_EQ(text.status, 0) << text.err;
   EXPECT_NE(text.out.find("Allocations never freed: 1 (12,345 bytes)"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("#0  "), std::string::npos) << text.out;
@@ -157,15 +109,15 @@ TEST_F(Summary, LeakListedWithSizeAgeAndAllocatingStack) {
 }
 
 TEST_F(Summary, StackInTraceMode) {
-  const Result r = run(kTracer + " --stack --json -f mem -- " INSIGHTS_APP " leak");
+  const Result r = run(tracer() + " --stack --json -f mem -- " INSIGHTS_APP " leak");
   ASSERT_EQ(r.status, 0) << r.err;
-  const auto calls = of_type(r, "call");
+  const auto calls = records(r.lines, "call");
   ASSERT_FALSE(calls.empty());
   for (const json& c : calls) {
     ASSERT_TRUE(c.contains("stack")) << c;
     if (c["depth"] == 0) EXPECT_EQ(c["stack"][0]["function"], "leaky_allocation") << c;
   }
-  const Result text = run(kTracer + " --stack -f mem -- " INSIGHTS_APP " leak");
+  const Result text = run(tracer() + " --stack -f mem -- " INSIGHTS_APP " leak");
   ASSERT_EQ(text.status, 0) << text.err;
   EXPECT_NE(text.out.find("cudaMalloc"), std::string::npos);
   EXPECT_NE(text.out.find("    #1  "), std::string::npos) << text.out;
@@ -230,9 +182,9 @@ TEST_F(Summary, TinyTransfers) {
 
 TEST_F(Summary, IntervalReportsThenStopAfterCount) {
   // About 2 s: 1000 synchronisations of 2 ms.
-  const Result r = run(kTracer + " --summary --json -i 1 -- " INSIGHTS_APP " launch-loop 1000 1");
+  const Result r = run(tracer() + " --summary --json -i 1 -- " INSIGHTS_APP " launch-loop 1000 1");
   ASSERT_EQ(r.status, 0) << r.err;
-  const auto reports = of_type(r, "summary");
+  const auto reports = records(r.lines, "summary");
   ASSERT_GE(reports.size(), 2u) << r.out;
   long interval_launches = 0;
   for (const json& s : reports)
@@ -240,16 +192,16 @@ TEST_F(Summary, IntervalReportsThenStopAfterCount) {
   EXPECT_LE(interval_launches, 1000);
   EXPECT_EQ(api_counts(reports.back())["cudaLaunchKernel"].first, 1000);
 
-  const Result counted = run(kTracer + " --summary --json -i 1 -c 1 -- " INSIGHTS_APP " launch-loop 3000 1");
+  const Result counted = run(tracer() + " --summary --json -i 1 -c 1 -- " INSIGHTS_APP " launch-loop 3000 1");
   ASSERT_EQ(counted.status, 0) << counted.err;
-  const auto two = of_type(counted, "summary");
+  const auto two = records(counted.lines, "summary");
   ASSERT_EQ(two.size(), 2u) << counted.out;
   EXPECT_EQ(two[0]["final"], false);
   EXPECT_EQ(two[1]["final"], true);
 }
 
 TEST_F(Summary, HistogramsAndTextTables) {
-  const Result r = run(kTracer + " --summary --hist -- " FAKE_APP " basic");
+  const Result r = run(tracer() + " --summary --hist -- " FAKE_APP " basic");
   ASSERT_EQ(r.status, 0) << r.err;
   for (const char* want : {"CUDA API summary:", "Time (%)  Total Time (ns)  Num Calls", "CUDA kernel launches:",
                            "kernel_stub", "CUDA transfers:", "Device memory:", "Allocations never freed: 0",
@@ -260,7 +212,7 @@ TEST_F(Summary, HistogramsAndTextTables) {
 
 TEST_F(Summary, OptionErrors) {
   for (const std::string& args : {"-i 1 -- true", "--summary -c 2 -- true", "--summary --errors -- true"}) {
-    const Result r = run(kTracer + " " + args);
+    const Result r = run(tracer() + " " + args);
     EXPECT_EQ(r.status, 2) << args << ": " << r.err;
   }
 }
