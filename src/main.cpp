@@ -11,7 +11,7 @@
 
 namespace {
 
-constexpr const char* kVersion = "cudatrace 0.1.0";
+constexpr const char* kVersion = "cudatrace 0.2.0";
 
 constexpr const char* kExamples = R"(
 EXAMPLES:
