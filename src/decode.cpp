@@ -59,6 +59,25 @@ const char* memcpy_kind_name(std::uint64_t kind) {
   return kind < std::size(kNames) ? kNames[kind] : nullptr;
 }
 
+const NamedValue* arg_of_type(const Call& c, ArgType t, int nth) {
+  for (const NamedValue& a : c.args)
+    if (a.type == t && nth-- == 0) return &a;
+  return nullptr;
+}
+
+std::optional<std::uint64_t> arg_value(const Call& c, ArgType t, int nth) {
+  const NamedValue* a = arg_of_type(c, t, nth);
+  return a ? integer_value(a->value) : std::nullopt;
+}
+
+std::optional<std::uint64_t> integer_value(const Value& v) {
+  if (const auto* h = std::get_if<Hex>(&v)) return h->v;
+  if (const auto* n = std::get_if<Named>(&v)) return static_cast<std::uint64_t>(n->raw);
+  if (const auto* u = std::get_if<std::uint64_t>(&v)) return *u;
+  if (const auto* i = std::get_if<std::int64_t>(&v)) return static_cast<std::uint64_t>(*i);
+  return std::nullopt;
+}
+
 const char* special_stream_name(std::uint64_t handle) {
   switch (handle) {
     case 0:

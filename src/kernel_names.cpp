@@ -8,23 +8,6 @@
 #include "cudatrace/decode.h"
 
 namespace cudatrace {
-namespace {
-
-// The value of the first argument of `call` with type `t`.
-const Value* arg_of_type(const Call& call, ArgType t) {
-  const auto& spec_args = call.api->spec->args;
-  for (std::size_t i = 0; i < spec_args.size() && i < call.args.size(); ++i)
-    if (spec_args[i].type == t) return &call.args[i].value;
-  return nullptr;
-}
-
-std::uint64_t handle_of(const Value* v) {
-  if (!v) return 0;
-  if (const auto* h = std::get_if<Hex>(v)) return h->v;
-  return 0;
-}
-
-}  // namespace
 
 std::string KernelNames::demangle(const std::string& mangled) {
   int status = 0;
@@ -62,10 +45,10 @@ void KernelNames::learn(const Call& call) {
   const std::uint32_t pid = call.rec->pid;
   const bool registration = call.api->spec->returns == Returns::Void;
   if (!registration && call.failed()) return;
-  const std::uint64_t out = handle_of(arg_of_type(call, ArgType::OutFunc));
-  const std::uint64_t func = handle_of(arg_of_type(call, ArgType::Func));
-  const Value* str = arg_of_type(call, ArgType::String);
-  const auto* name = str ? std::get_if<std::string_view>(str) : nullptr;
+  const std::uint64_t out = arg_value(call, ArgType::OutFunc).value_or(0);
+  const std::uint64_t func = arg_value(call, ArgType::Func).value_or(0);
+  const NamedValue* str = arg_of_type(call, ArgType::String);
+  const auto* name = str ? std::get_if<std::string_view>(&str->value) : nullptr;
   if (registration) {
     // __cudaRegisterFunction(handle, hostFun, deviceFun): the host stub's kernel.
     if (name) remember(pid, func, std::string(*name));

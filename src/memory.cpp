@@ -6,21 +6,6 @@
 
 namespace cudatrace {
 
-const Value* first_of_type(const Call& c, ArgType t) {
-  for (const NamedValue& a : c.args)
-    if (a.type == t) return &a.value;
-  return nullptr;
-}
-
-std::uint64_t first_u64(const Call& c, ArgType t) {
-  const Value* v = first_of_type(c, t);
-  if (!v) return 0;
-  if (const auto* h = std::get_if<Hex>(v)) return h->v;
-  if (const auto* u = std::get_if<std::uint64_t>(v)) return *u;
-  if (const auto* i = std::get_if<std::int64_t>(v)) return static_cast<std::uint64_t>(*i);
-  return 0;
-}
-
 namespace {
 
 // Out-param 0 (the new pointer or handle); nullopt-like 0 when unavailable.
@@ -30,19 +15,17 @@ std::uint64_t out0(const Call& c) {
   return 0;
 }
 
-// Bytes an allocation call asks for: pitch x height for the pitched forms
-// (an OutSize out-parameter), else the first size.
+}  // namespace
+
 std::uint64_t allocation_bytes(const Call& c) {
-  if (first_of_type(c, ArgType::OutSize)) {
+  if (arg_of_type(c, ArgType::OutSize)) {
     std::uint64_t height = 0;
     for (const NamedValue& a : c.args)
       if (a.type == ArgType::Size) height = std::get<std::uint64_t>(a.value);
-    return first_u64(c, ArgType::OutSize) * height;
+    return arg_value(c, ArgType::OutSize).value_or(0) * height;
   }
-  return first_u64(c, ArgType::Size);
+  return arg_value(c, ArgType::Size).value_or(0);
 }
-
-}  // namespace
 
 int MemoryTracker::current_device(std::uint32_t tid) const {
   auto it = thread_device_.find(tid);
@@ -54,7 +37,7 @@ void MemoryTracker::on_call(const Call& c) {
   const std::uint32_t pid = c.rec->pid;
   switch (c.api->effect()) {
     case Effect::SetDevice:
-      thread_device_[c.rec->tid] = static_cast<int>(first_u64(c, ArgType::Int));
+      thread_device_[c.rec->tid] = static_cast<int>(arg_value(c, ArgType::Int).value_or(0));
       break;
     case Effect::AllocDevice:
       allocate(c, false);
@@ -67,14 +50,14 @@ void MemoryTracker::on_call(const Call& c) {
       break;
     case Effect::AllocHost:
     case Effect::RegisterHost: {
-      const std::uint64_t ptr = c.api->effect() == Effect::AllocHost ? out0(c) : first_u64(c, ArgType::Ptr);
-      const std::uint64_t bytes = first_u64(c, ArgType::Size);
+      const std::uint64_t ptr = c.api->effect() == Effect::AllocHost ? out0(c) : arg_value(c, ArgType::Ptr).value_or(0);
+      const std::uint64_t bytes = arg_value(c, ArgType::Size).value_or(0);
       if (ptr && bytes) pinned_[{pid, ptr}] = ptr + bytes;
       break;
     }
     case Effect::FreeHost:
     case Effect::UnregisterHost:
-      pinned_.erase({pid, first_u64(c, ArgType::Ptr)});
+      pinned_.erase({pid, arg_value(c, ArgType::Ptr).value_or(0)});
       break;
     default:
       break;
@@ -120,8 +103,8 @@ void MemoryTracker::allocate(const Call& c, bool managed) {
 }
 
 void MemoryTracker::free(const Call& c) {
-  std::uint64_t ptr = first_u64(c, ArgType::Ptr);
-  if (!first_of_type(c, ArgType::Ptr)) ptr = first_u64(c, ArgType::Handle);  // cuMemRelease
+  const std::uint64_t ptr = arg_of_type(c, ArgType::Ptr) ? arg_value(c, ArgType::Ptr).value_or(0)
+                                                         : arg_value(c, ArgType::Handle).value_or(0);  // cuMemRelease
   auto it = live_.find({c.rec->pid, ptr});
   if (!ptr || it == live_.end()) return;  // allocated before tracing started
   const Allocation& a = it->second;

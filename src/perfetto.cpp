@@ -5,19 +5,13 @@
 #include <iterator>
 
 #include "cudatrace/json.h"
+#include "cudatrace/memory.h"
 #include "cudatrace/output.h"
 
 namespace cudatrace {
 namespace {
 
 constexpr std::size_t kFlushBytes = 1 << 16;
-
-// Bytes an allocation call reserved: width-in-bytes * height for the pitched
-// forms (whose out-param 1 is the pitch), else the first size argument.
-std::uint64_t allocation_bytes(const Call& c) {
-  if (const auto pitch = arg_raw(c, ArgType::OutSize)) return *pitch * arg_raw(c, ArgType::Size, 1).value_or(0);
-  return arg_raw(c, ArgType::Size).value_or(0);
-}
 
 }  // namespace
 
@@ -162,7 +156,7 @@ void PerfettoWriter::memory_counter(const Call& c) {
   const Effect effect = c.api->effect();
   Memory& m = memory_[c.rec->pid];
   if (effect == Effect::AllocDevice || effect == Effect::AllocManaged) {
-    const auto ptr = arg_raw(c, ArgType::OutPtr) ? arg_raw(c, ArgType::OutPtr) : arg_raw(c, ArgType::OutHandle);
+    const auto ptr = arg_value(c, ArgType::OutPtr) ? arg_value(c, ArgType::OutPtr) : arg_value(c, ArgType::OutHandle);
     if (!ptr) return;
     const std::uint64_t bytes = allocation_bytes(c);
     auto [slot, inserted] = m.live.emplace(*ptr, bytes);
@@ -172,7 +166,7 @@ void PerfettoWriter::memory_counter(const Call& c) {
     }
     m.total += bytes;
   } else if (effect == Effect::Free) {
-    const auto ptr = arg_raw(c, ArgType::Ptr) ? arg_raw(c, ArgType::Ptr) : arg_raw(c, ArgType::Handle);
+    const auto ptr = arg_value(c, ArgType::Ptr) ? arg_value(c, ArgType::Ptr) : arg_value(c, ArgType::Handle);
     auto slot = ptr ? m.live.find(*ptr) : m.live.end();
     if (slot == m.live.end()) return;
     m.total -= slot->second;

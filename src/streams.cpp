@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "cudatrace/json.h"
+#include "cudatrace/summary.h"
 
 namespace cudatrace {
 namespace {
@@ -17,33 +18,8 @@ constexpr std::size_t kKernelsShown = 4;  // per stream in a text line; JSON has
 // cudaStreamPerThread / CU_STREAM_PER_THREAD.
 constexpr std::uint64_t kLegacyStream = 1, kPerThreadStream = 2;
 
-std::optional<std::uint64_t> raw_value(const Value& v) {
-  if (const auto* h = std::get_if<Hex>(&v)) return h->v;
-  if (const auto* n = std::get_if<Named>(&v)) return static_cast<std::uint64_t>(n->raw);
-  if (const auto* u = std::get_if<std::uint64_t>(&v)) return *u;
-  if (const auto* i = std::get_if<std::int64_t>(&v)) return static_cast<std::uint64_t>(*i);
-  return std::nullopt;
-}
-
-}  // namespace
-
-std::optional<std::uint64_t> arg_raw(const Call& c, ArgType t, int nth) {
-  for (const NamedValue& a : c.args)
-    if (a.type == t && nth-- == 0) return raw_value(a.value);
-  return std::nullopt;
-}
-
-namespace {
-
-// The nth decoded argument of type `t`.
-NamedValue* arg_of(Call& c, ArgType t, int nth = 0) {
-  for (NamedValue& a : c.args)
-    if (a.type == t && nth-- == 0) return &a;
-  return nullptr;
-}
-
-CopyDirection copy_direction(Call& c) {
-  if (auto kind = arg_raw(c, ArgType::MemcpyKind)) {
+CopyDirection queued_copy_direction(const Call& c) {
+  if (auto kind = arg_value(c, ArgType::MemcpyKind)) {
     switch (*kind) {
       case 0:
         return CopyDirection::HostToHost;
@@ -63,13 +39,6 @@ CopyDirection copy_direction(Call& c) {
   if (name.find("DtoD") != name.npos) return CopyDirection::DeviceToDevice;
   if (name.find("Peer") != name.npos) return CopyDirection::Peer;
   return CopyDirection::Unknown;
-}
-
-// Bytes a copy or memset moves: its size, or width * height for 2D forms
-// (pitch, pitch, width, height).
-std::uint64_t transfer_bytes(Call& c) {
-  if (arg_of(c, ArgType::Size, 3)) return arg_raw(c, ArgType::Size, 2).value_or(0) * arg_raw(c, ArgType::Size, 3).value_or(0);
-  return arg_raw(c, ArgType::Size).value_or(0);
 }
 
 bool succeeded(const Call& c) {
@@ -290,7 +259,7 @@ void StreamTracker::annotate(Process& p, Call& c, bool outermost) {
   // anything else (the runtime's own set-up) is not the program's.
   const bool creates = outermost || c.parent->effect() == c.api->effect();
   for (NamedValue& a : c.args) {
-    const auto raw = raw_value(a.value);
+    const auto raw = integer_value(a.value);
     if (!raw) continue;
     switch (a.type) {
       case ArgType::Stream:
@@ -369,12 +338,12 @@ bool StreamTracker::page_locked(const Process& p, std::uint64_t ptr) const {
 }
 
 void StreamTracker::apply(Process& p, Call& c) {
-  const NamedValue* stream_arg = arg_of(c, ArgType::Stream);
+  const NamedValue* stream_arg = arg_of_type(c, ArgType::Stream);
   auto call_stream = [&]() -> Stream& {
-    return *stream_for(p, c, stream_arg ? raw_value(stream_arg->value).value_or(0) : 0, true);
+    return *stream_for(p, c, stream_arg ? integer_value(stream_arg->value).value_or(0) : 0, true);
   };
   auto call_event = [&]() -> Event* {
-    const auto handle = arg_raw(c, ArgType::Event);
+    const auto handle = arg_value(c, ArgType::Event);
     return handle && *handle ? event_for(p, *handle, true, false) : nullptr;
   };
   auto consumed = [&](const Event& e) {
@@ -392,7 +361,7 @@ void StreamTracker::apply(Process& p, Call& c) {
     case Effect::Memset: {
       const bool copy = c.api->effect() == Effect::Copy;
       Entry e{0, copy ? Entry::Kind::Copy : Entry::Kind::Memset};
-      e.direction = copy ? copy_direction(c) : CopyDirection::Unknown;
+      e.direction = copy ? queued_copy_direction(c) : CopyDirection::Unknown;
       e.bytes = transfer_bytes(c);
       const std::string label = copy ? fmt::format("copy {} {}", copy_direction_name(e.direction), format_bytes(e.bytes))
                                      : fmt::format("memset {}", format_bytes(e.bytes));
@@ -407,7 +376,7 @@ void StreamTracker::apply(Process& p, Call& c) {
       }
       if (copy && stream_arg && (dir == CopyDirection::HostToDevice || dir == CopyDirection::DeviceToHost)) {
         // cudaMemcpyAsync(dst, src, ...): the host side is src for H2D, dst for D2H.
-        const auto host = arg_raw(c, ArgType::Ptr, dir == CopyDirection::HostToDevice ? 1 : 0);
+        const auto host = arg_value(c, ArgType::Ptr, dir == CopyDirection::HostToDevice ? 1 : 0);
         if (host && *host && !page_locked(p, *host) && p.warned_sites.emplace(c.api->id, c.rec->caller).second)
           activity_.pageable_host_ptr = *host;
       }
@@ -474,15 +443,15 @@ void StreamTracker::apply(Process& p, Call& c) {
     case Effect::AllocHost:
     case Effect::AllocManaged:
     case Effect::RegisterHost: {
-      const auto ptr = c.api->effect() == Effect::RegisterHost ? arg_raw(c, ArgType::Ptr) : arg_raw(c, ArgType::OutPtr);
-      const auto size = arg_raw(c, ArgType::Size);
+      const auto ptr = c.api->effect() == Effect::RegisterHost ? arg_value(c, ArgType::Ptr) : arg_value(c, ArgType::OutPtr);
+      const auto size = arg_value(c, ArgType::Size);
       if (ptr && size) p.page_locked[*ptr] = *ptr + *size;
       break;
     }
     case Effect::FreeHost:
     case Effect::UnregisterHost:
     case Effect::Free:
-      if (const auto ptr = arg_raw(c, ArgType::Ptr)) p.page_locked.erase(*ptr);
+      if (const auto ptr = arg_value(c, ArgType::Ptr)) p.page_locked.erase(*ptr);
       break;
     default:
       break;

@@ -139,11 +139,9 @@ const char* direction_name(Direction d) {
 
 Direction copy_direction(const Call& c) {
   if (c.api->effect() == Effect::Memset) return Direction::Memset;
-  if (const Value* kind = first_of_type(c, ArgType::MemcpyKind)) {
-    const auto* named = std::get_if<Named>(kind);
-    if (named && named->raw >= 0 && named->raw <= static_cast<int>(Direction::Default))
-      return static_cast<Direction>(named->raw);
-    return Direction::Default;
+  if (arg_of_type(c, ArgType::MemcpyKind)) {
+    const std::uint64_t kind = arg_value(c, ArgType::MemcpyKind).value_or(~0ull);
+    return kind <= static_cast<std::uint64_t>(Direction::Default) ? static_cast<Direction>(kind) : Direction::Default;
   }
   const std::string_view name = c.api->spec->name;
   if (name.find("HtoD") != std::string_view::npos) return Direction::HtoD;
@@ -177,7 +175,7 @@ void Activity::on_call(const Call& c, const MemoryTracker& memory) {
     last_launch_ns = c.rec->ts_ns;
     std::string name;
     if (c.kernel.empty())
-      name = fmt::format("graph {:#x}", first_u64(c, ArgType::Handle));
+      name = fmt::format("graph {:#x}", arg_value(c, ArgType::Handle).value_or(0));
     else if (c.kernel == "?")
       name = fmt::format("? {:#x}", c.kernel_handle);
     else
@@ -193,7 +191,7 @@ void Activity::on_call(const Call& c, const MemoryTracker& memory) {
   if (effect != Effect::Copy && effect != Effect::Memset) return;
   const Direction dir = copy_direction(c);
   const std::uint64_t bytes = transfer_bytes(c);
-  const bool sync = first_of_type(c, ArgType::Stream) == nullptr;
+  const bool sync = arg_of_type(c, ArgType::Stream) == nullptr;
   TransferStats& t = transfers[static_cast<int>(dir)];
   ++t.count;
   t.bytes += bytes;

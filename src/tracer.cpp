@@ -451,7 +451,7 @@ void Session::warn_pageable_copy(std::uint64_t host_ptr) {
       site = fmt::format("{}+{:#x}", loc.module.substr(loc.module.rfind('/') + 1), loc.module_offset);
     if (!loc.function.empty()) site += fmt::format(" ({}+{:#x})", loc.function, loc.function_offset);
   }
-  const bool to_device = arg_raw(call_, ArgType::Ptr, 1) == host_ptr;
+  const bool to_device = arg_value(call_, ArgType::Ptr, 1) == host_ptr;
   Warning w{"pageable_async_copy", host_ptr, site,
             fmt::format("{} {} pageable host memory {:#x} at {}: the copy is synchronous", call_.api->symbol,
                         to_device ? "from" : "to", host_ptr, site)};

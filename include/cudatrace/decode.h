@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -64,6 +65,14 @@ struct Call {
   bool failed() const;  // returned an error (cudaErrorNotReady is not one)
   const char* ret_name() const;
 };
+
+// The nth decoded argument of table type `t` (nullptr if there is none), and
+// its integer value: a handle, pointer, size, int or enum (nullopt if there
+// is no such argument or it could not be read).
+const NamedValue* arg_of_type(const Call& c, ArgType t, int nth = 0);
+std::optional<std::uint64_t> arg_value(const Call& c, ArgType t, int nth = 0);
+// A decoded value as an integer (handles, pointers, sizes, ints, enums).
+std::optional<std::uint64_t> integer_value(const Value& v);
 
 // Name of a cudaMemcpyKind value, nullptr if unknown.
 const char* memcpy_kind_name(std::uint64_t kind);

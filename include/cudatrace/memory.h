@@ -20,10 +20,9 @@ namespace cudatrace {
 
 inline bool outermost(const Call& c) { return c.rec->depth == 0; }
 
-// The first decoded value whose table type is `t`, or nullptr.
-const Value* first_of_type(const Call& c, ArgType t);
-// That value as an integer (sizes, pointers, handles, ints), or 0.
-std::uint64_t first_u64(const Call& c, ArgType t);
+// Bytes an allocation call asks for: pitch x height for the pitched forms
+// (an OutSize out-parameter), else the first size.
+std::uint64_t allocation_bytes(const Call& c);
 
 struct Allocation {
   std::uint32_t pid = 0, tid = 0;

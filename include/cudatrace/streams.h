@@ -29,10 +29,6 @@ inline constexpr int kCopyDirections = 6;
 // "H2D", "D2H", "D2D", "H2H", "P2P", "any" (cudaMemcpyDefault, cuMemcpy).
 const char* copy_direction_name(CopyDirection d);
 
-// The integer behind the nth decoded argument of type `t` (a handle,
-// pointer, size or enum value); nullopt if there is none or it is unavailable.
-std::optional<std::uint64_t> arg_raw(const Call& c, ArgType t, int nth = 0);
-
 // "512 B", "1.5 KiB", "4.0 MiB", "2.0 GiB".
 std::string format_bytes(std::uint64_t bytes);
 // A kernel name without its parameter list and leading "void ".
