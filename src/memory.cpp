@@ -34,7 +34,6 @@ int MemoryTracker::current_device(std::uint32_t tid) const {
 
 void MemoryTracker::on_call(const Call& c) {
   if (c.unfinished || c.failed() || !outermost(c)) return;
-  const std::uint32_t pid = c.rec->pid;
   switch (c.api->effect()) {
     case Effect::SetDevice:
       thread_device_[c.rec->tid] = static_cast<int>(arg_value(c, ArgType::Int).value_or(0));
@@ -48,20 +47,10 @@ void MemoryTracker::on_call(const Call& c) {
     case Effect::Free:
       free(c);
       break;
-    case Effect::AllocHost:
-    case Effect::RegisterHost: {
-      const std::uint64_t ptr = c.api->effect() == Effect::AllocHost ? out0(c) : arg_value(c, ArgType::Ptr).value_or(0);
-      const std::uint64_t bytes = arg_value(c, ArgType::Size).value_or(0);
-      if (ptr && bytes) pinned_[{pid, ptr}] = ptr + bytes;
-      break;
-    }
-    case Effect::FreeHost:
-    case Effect::UnregisterHost:
-      pinned_.erase({pid, arg_value(c, ArgType::Ptr).value_or(0)});
-      break;
     default:
       break;
   }
+  page_locked_.on_call(c);
 }
 
 void MemoryTracker::allocate(const Call& c, bool managed) {
@@ -119,9 +108,30 @@ void MemoryTracker::free(const Call& c) {
   live_.erase(it);
 }
 
-bool MemoryTracker::pinned(std::uint32_t pid, std::uint64_t addr, std::uint64_t bytes) const {
-  auto it = pinned_.upper_bound({pid, addr});
-  if (it == pinned_.begin()) return false;
+void PageLockedMemory::on_call(const Call& c) {
+  const std::uint32_t pid = c.rec->pid;
+  switch (c.api->effect()) {
+    case Effect::AllocHost:
+    case Effect::AllocManaged:
+    case Effect::RegisterHost: {
+      const auto ptr = c.api->effect() == Effect::RegisterHost ? arg_value(c, ArgType::Ptr) : arg_value(c, ArgType::OutPtr);
+      const auto bytes = arg_value(c, ArgType::Size);
+      if (ptr && *ptr && bytes && *bytes) ranges_[{pid, *ptr}] = *ptr + *bytes;
+      break;
+    }
+    case Effect::FreeHost:
+    case Effect::UnregisterHost:
+    case Effect::Free:  // managed memory
+      if (const auto ptr = arg_value(c, ArgType::Ptr)) ranges_.erase({pid, *ptr});
+      break;
+    default:
+      break;
+  }
+}
+
+bool PageLockedMemory::contains(std::uint32_t pid, std::uint64_t addr, std::uint64_t bytes) const {
+  auto it = ranges_.upper_bound({pid, addr});
+  if (it == ranges_.begin()) return false;
   --it;
   return it->first.first == pid && addr >= it->first.second && addr + bytes <= it->second;
 }

@@ -330,13 +330,6 @@ void StreamTracker::queue(Process& p, Stream& s, Entry e, std::string label) {
   activity_.queued = StreamActivity::Queued{s.id, s.lane, s.lane_name, std::move(label)};
 }
 
-bool StreamTracker::page_locked(const Process& p, std::uint64_t ptr) const {
-  auto it = p.page_locked.upper_bound(ptr);
-  if (it == p.page_locked.begin()) return false;
-  --it;
-  return ptr < it->second;
-}
-
 void StreamTracker::apply(Process& p, Call& c) {
   const NamedValue* stream_arg = arg_of_type(c, ArgType::Stream);
   auto call_stream = [&]() -> Stream& {
@@ -377,7 +370,7 @@ void StreamTracker::apply(Process& p, Call& c) {
       if (copy && stream_arg && (dir == CopyDirection::HostToDevice || dir == CopyDirection::DeviceToHost)) {
         // cudaMemcpyAsync(dst, src, ...): the host side is src for H2D, dst for D2H.
         const auto host = arg_value(c, ArgType::Ptr, dir == CopyDirection::HostToDevice ? 1 : 0);
-        if (host && *host && !page_locked(p, *host) && p.warned_sites.emplace(c.api->id, c.rec->caller).second)
+        if (host && *host && !page_locked_.contains(c.rec->pid, *host, 1) && p.warned_sites.emplace(c.api->id, c.rec->caller).second)
           activity_.pageable_host_ptr = *host;
       }
       break;
@@ -440,22 +433,10 @@ void StreamTracker::apply(Process& p, Call& c) {
     case Effect::EventDestroy:
       if (Event* e = call_event()) e->destroyed = true;
       break;
-    case Effect::AllocHost:
-    case Effect::AllocManaged:
-    case Effect::RegisterHost: {
-      const auto ptr = c.api->effect() == Effect::RegisterHost ? arg_value(c, ArgType::Ptr) : arg_value(c, ArgType::OutPtr);
-      const auto size = arg_value(c, ArgType::Size);
-      if (ptr && size) p.page_locked[*ptr] = *ptr + *size;
-      break;
-    }
-    case Effect::FreeHost:
-    case Effect::UnregisterHost:
-    case Effect::Free:
-      if (const auto ptr = arg_value(c, ArgType::Ptr)) p.page_locked.erase(*ptr);
-      break;
     default:
       break;
   }
+  page_locked_.on_call(c);
 }
 
 const StreamActivity& StreamTracker::on_call(Call& c) {

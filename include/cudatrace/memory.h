@@ -24,6 +24,21 @@ inline bool outermost(const Call& c) { return c.rec->depth == 0; }
 // (an OutSize out-parameter), else the first size.
 std::uint64_t allocation_bytes(const Call& c);
 
+// Host memory a copy engine can read and write directly, so async copies
+// stay async: pinned (cudaMallocHost, cudaHostAlloc and driver forms),
+// registered (cudaHostRegister) and managed memory, per process.
+class PageLockedMemory {
+ public:
+  // Takes a successful outermost call; follows the ones that create or
+  // release such ranges.
+  void on_call(const Call& c);
+  // Whether [addr, addr + bytes) lies in one such range of `pid`.
+  bool contains(std::uint32_t pid, std::uint64_t addr, std::uint64_t bytes) const;
+
+ private:
+  std::map<std::pair<std::uint32_t, std::uint64_t>, std::uint64_t> ranges_;  // pid, start -> end
+};
+
 struct Allocation {
   std::uint32_t pid = 0, tid = 0;
   std::uint64_t ptr = 0, bytes = 0;
@@ -58,9 +73,10 @@ class MemoryTracker {
 
   // Takes any decoded call; counts successful outermost ones by their effect.
   void on_call(const Call& c);
-  // Whether [addr, addr + bytes) lies in page-locked host memory of `pid`
-  // (cudaMallocHost / cudaHostAlloc / cudaHostRegister and driver forms).
-  bool pinned(std::uint32_t pid, std::uint64_t addr, std::uint64_t bytes) const;
+  // Whether [addr, addr + bytes) lies in page-locked host memory of `pid`.
+  bool pinned(std::uint32_t pid, std::uint64_t addr, std::uint64_t bytes) const {
+    return page_locked_.contains(pid, addr, bytes);
+  }
 
   const std::map<DeviceKey, DeviceMemory>& devices() const { return devices_; }
   // Allocations not freed, largest first.
@@ -75,7 +91,7 @@ class MemoryTracker {
   std::unordered_map<std::uint32_t, int> thread_device_;  // by tid; CUDA's default is 0
   std::map<std::pair<std::uint32_t, std::uint64_t>, Allocation> live_;  // by pid, pointer
   std::map<DeviceKey, DeviceMemory> devices_;
-  std::map<std::pair<std::uint32_t, std::uint64_t>, std::uint64_t> pinned_;  // pid, start -> end
+  PageLockedMemory page_locked_;
   std::map<ChurnKey, ChurnSite> churn_;
 };
 

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "cudatrace/decode.h"
+#include "cudatrace/memory.h"
 
 namespace cudatrace {
 
@@ -129,7 +130,6 @@ class StreamTracker {
     std::unordered_map<std::uint64_t, Event> events;
     std::uint32_t next_stream = 1, next_event = 1, next_lane = 0;
     std::uint64_t seq = 0;
-    std::map<std::uint64_t, std::uint64_t> page_locked;  // start -> end: pinned, registered or managed
     std::set<std::pair<std::uint16_t, std::uint64_t>> warned_sites;  // API id, caller
   };
   struct Gathering;
@@ -144,9 +144,9 @@ class StreamTracker {
   void settle(Gathering& g);  // drops the gathered work: it is complete
   void finish_wait(Gathering& g, WaitInfo::Kind kind, std::string target, std::string recorded_on, bool erase);
   void queue(Process& p, Stream& s, Entry e, std::string label);
-  bool page_locked(const Process& p, std::uint64_t ptr) const;
 
   std::unordered_map<std::uint32_t, Process> procs_;
+  PageLockedMemory page_locked_;
   StreamActivity activity_;
   WaitInfo wait_;
   std::uint64_t next_flow_ = 1;
