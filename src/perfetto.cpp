@@ -5,7 +5,6 @@
 #include <iterator>
 
 #include "cudatrace/json.h"
-#include "cudatrace/memory.h"
 #include "cudatrace/output.h"
 
 namespace cudatrace {
@@ -154,28 +153,20 @@ void PerfettoWriter::flow(const Call& c, const StreamActivity::Consumed& from) {
 
 void PerfettoWriter::memory_counter(const Call& c) {
   const Effect effect = c.api->effect();
-  Memory& m = memory_[c.rec->pid];
-  if (effect == Effect::AllocDevice || effect == Effect::AllocManaged) {
-    const auto ptr = arg_value(c, ArgType::OutPtr) ? arg_value(c, ArgType::OutPtr) : arg_value(c, ArgType::OutHandle);
-    if (!ptr) return;
-    const std::uint64_t bytes = allocation_bytes(c);
-    auto [slot, inserted] = m.live.emplace(*ptr, bytes);
-    if (!inserted) {  // a pointer we missed the free of
-      m.total -= slot->second;
-      slot->second = bytes;
-    }
-    m.total += bytes;
-  } else if (effect == Effect::Free) {
-    const auto ptr = arg_value(c, ArgType::Ptr) ? arg_value(c, ArgType::Ptr) : arg_value(c, ArgType::Handle);
-    auto slot = ptr ? m.live.find(*ptr) : m.live.end();
-    if (slot == m.live.end()) return;
-    m.total -= slot->second;
-    m.live.erase(slot);
-  } else {
-    return;
-  }
-  begin_event("C", c.rec->pid, c.rec->pid, c.rec->ts_ns + c.rec->dur_ns);
-  fmt::format_to(std::back_inserter(buf_), ",\"name\":\"device memory\",\"args\":{{\"bytes\":{}}}", m.total);
+  if (effect != Effect::AllocDevice && effect != Effect::AllocManaged && effect != Effect::Free) return;
+  const std::uint32_t pid = c.rec->pid;
+  auto live_bytes = [&] {
+    std::uint64_t total = 0;
+    for (const auto& [key, device] : memory_.devices())
+      if (key.first == pid) total += device.live_bytes + device.managed_live_bytes;
+    return total;
+  };
+  const std::uint64_t before = live_bytes();
+  memory_.on_call(c);
+  const std::uint64_t after = live_bytes();
+  if (effect == Effect::Free && after == before) return;  // not an allocation we saw
+  begin_event("C", pid, pid, c.rec->ts_ns + c.rec->dur_ns);
+  fmt::format_to(std::back_inserter(buf_), ",\"name\":\"device memory\",\"args\":{{\"bytes\":{}}}", after);
   end_event();
 }
 

@@ -9,12 +9,12 @@
 #include <memory>
 #include <set>
 #include <string>
-#include <unordered_map>
 #include <utility>
 
 #include <fmt/format.h>
 
 #include "cudatrace/decode.h"
+#include "cudatrace/memory.h"
 #include "cudatrace/streams.h"
 
 namespace cudatrace {
@@ -54,11 +54,7 @@ class PerfettoWriter {
   bool write_failed_ = false;
   std::set<std::uint32_t> named_processes_;
   std::set<std::pair<std::uint32_t, std::uint32_t>> named_threads_;  // pid, tid (lanes included)
-  struct Memory {
-    std::unordered_map<std::uint64_t, std::uint64_t> live;  // pointer or handle -> bytes
-    std::uint64_t total = 0;
-  };
-  std::unordered_map<std::uint32_t, Memory> memory_;  // by pid
+  MemoryTracker memory_;  // for the live-memory counter
 };
 
 }  // namespace cudatrace
