@@ -1,6 +1,5 @@
 #include "cudatrace/watchdog.h"
 
-#include <bpf/libbpf.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -8,17 +7,19 @@
 #include <unistd.h>
 
 #include <cstddef>
+#include <string>
 
 #include "cudatrace/record.h"
+#include "cudatrace/ring_reader.h"
 
 namespace cudatrace {
 namespace {
 
-int continue_stopped(void*, void* data, std::size_t size) {
-  if (size < sizeof(ct_map_change)) return 0;
+bool continue_stopped(void*, const void* data, std::size_t size) {
+  if (size < sizeof(ct_map_change)) return false;
   const auto* m = static_cast<const ct_map_change*>(data);
   if (m->type == CT_REC_MAP_CHANGE && m->stopped) kill(static_cast<pid_t>(m->pid), SIGCONT);
-  return 0;
+  return false;
 }
 
 [[noreturn]] void watch(pid_t parent, int ring_fd) {
@@ -41,8 +42,8 @@ int continue_stopped(void*, void* data, std::size_t size) {
   if (getppid() == parent) sigwaitinfo(&death, nullptr);
   // The parent is gone and its descriptors with it: its links are
   // detached, so nothing is stopped any more; continue what was.
-  ring_buffer* rb = ring_buffer__new(keep, continue_stopped, nullptr, nullptr);
-  if (rb) ring_buffer__consume(rb);
+  std::string error;
+  if (auto ring = RingReader::open(keep, continue_stopped, nullptr, error)) ring->drain();
   _exit(0);
 }
 
