@@ -57,7 +57,7 @@ header() {
 traced_list() {
 	TRACED_ARGS=()
 	local f=$OUTDIR/traced-apis.json
-	if timeout 20 "$CUDATRACE" --list-apis --json >"$f" 2>"$OUTDIR/traced-apis.err" && [ -s "$f" ]; then
+	if timeout 20 "$CUDATRACE" -f all --list-apis --json >"$f" 2>"$OUTDIR/traced-apis.err" && [ -s "$f" ]; then
 		echo "traced API list: $f ($(wc -c <"$f") bytes)"
 		TRACED_ARGS=(--traced "$f")
 	else
@@ -85,7 +85,8 @@ check() {
 	[ -s "$p.cupti-untraced.json" ] || fail "$name: CUPTI counter wrote nothing (untraced run)"
 
 	local start=$SECONDS
-	timeout -k 10 "$TRACED_TIMEOUT" "$CUDATRACE" --json -o "$p.trace.jsonl" --perfetto "$p.perfetto.json" -- \
+	# -f all: every traced API (queries too) is compared with CUPTI.
+	timeout -k 10 "$TRACED_TIMEOUT" "$CUDATRACE" -f all --json -o "$p.trace.jsonl" --perfetto "$p.perfetto.json" -- \
 		env "${INJECT[@]}" CUPTI_COUNT_OUT="$p.cupti.json" "$@" \
 		>"$p.out" 2>"$p.err"
 	rc=$?
@@ -105,6 +106,8 @@ check() {
 
 	local args=("$p.trace.jsonl" "$p.cupti.json" "${TRACED_ARGS[@]}")
 	[ "$expected" = yes ] && args+=(--expected "$p.out")
+	# Python frameworks load cuBLAS/cuDNN, whose runtime is linked in without symbols.
+	[ "$1" = "$PYTHON" ] && args+=(--static-runtime)
 	[ -s "$p.cupti-untraced.json" ] && args+=(--baseline "$p.cupti-untraced.json")
 	"$PYTHON" "$KIT/compare.py" "${args[@]}" >"$p.compare.txt" 2>&1
 	rc=$?
@@ -151,6 +154,17 @@ check_summary() {
 	[ $rc -eq 0 ] || fail "$name: summary counts differ from the trace's"
 }
 
+# check_optional NAME MODULE CMD...: check NAME when python can import MODULE.
+check_optional() {
+	local name=$1 module=$2
+	shift 2
+	if "$PYTHON" -c "import $module" >/dev/null 2>&1; then
+		check "$name" no "$@"
+	else
+		section "$name: skipped (python cannot import $module)"
+	fi
+}
+
 main() {
 	header
 	section build
@@ -179,8 +193,14 @@ main() {
 	else
 		fail "stream_events: not built"
 	fi
-	check torch_loop no "$PYTHON" "$KIT/torch_loop.py" 20
-	check_summary torch_loop "$PYTHON" "$KIT/torch_loop.py" 20
+	check torch_loop no "$PYTHON" "$KIT/torch_loop.py" 100
+	check_summary torch_loop "$PYTHON" "$KIT/torch_loop.py" 100
+	# Programs nobody here wrote: NVRTC kernels (CuPy), Triton kernels
+	# launched through the driver API (torch.compile), and XLA, whose plugin
+	# forwards through local functions named like the CUDA APIs (JAX).
+	check_optional cupy_loop cupy "$PYTHON" "$KIT/cupy_loop.py" 50
+	check_optional torch_compile torch "$PYTHON" "$KIT/torch_compile_loop.py" 20
+	check_optional jax_loop jax "$PYTHON" "$KIT/jax_loop.py" 20
 
 	section summary
 	if [ ${#failures[@]} -eq 0 ]; then

@@ -6,6 +6,7 @@
 // Output: file named by CUPTI_COUNT_OUT, or stderr.
 
 #include <cupti.h>
+#include <fcntl.h>
 
 #include <atomic>
 #include <cinttypes>
@@ -136,10 +137,24 @@ std::string cbid_name(int d, uint32_t cbid) {
   return std::string(kDomainKey[d]) + "_cbid_" + std::to_string(cbid);
 }
 
+// The first process of a run to initialise CUPTI owns CUPTI_COUNT_OUT; any
+// other (a child that also uses CUDA) writes CUPTI_COUNT_OUT.PID, so counts
+// of different processes never overwrite each other.
+std::string g_out_path;
+
+void claim_output_path() {
+  const char *path = getenv("CUPTI_COUNT_OUT");
+  if (!path || !*path) return;
+  const std::string claim = std::string(path) + ".claim";
+  const int fd = open(claim.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  g_out_path = fd >= 0 ? std::string(path) : std::string(path) + "." + std::to_string(getpid());
+  if (fd >= 0) close(fd);
+}
+
 void write_json() {
   FILE *f = stderr;
-  const char *path = getenv("CUPTI_COUNT_OUT");
-  if (path && *path) {
+  if (!g_out_path.empty()) {
+    const char *path = g_out_path.c_str();
     f = fopen(path, "w");
     if (!f) {
       fprintf(stderr, "cupti_count: cannot open %s, writing to stderr\n", path);
@@ -202,6 +217,7 @@ __attribute__((destructor)) void rewrite_at_unload() {
 extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) {
   static std::atomic<bool> done{false};
   if (done.exchange(true)) return 1;
+  claim_output_path();
   atexit(at_exit);
 
   cuptiGetVersion(&g_cupti_version);
