@@ -5,11 +5,13 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <unordered_set>
 
 #include "cudatrace/elf_file.h"
+#include "cudatrace/static_runtime.h"
 
 namespace cudatrace {
 namespace {
@@ -77,6 +79,9 @@ const Probes::FileSymbols* Probes::symbols_of(const std::string& path, std::stri
     auto [it, inserted] = by_offset.emplace(offset, api);
     if (!inserted && it->second->variant && !api->variant) it->second = api;
   }
+  // No runtime symbols: maybe a statically linked runtime stripped of them.
+  if (std::none_of(by_offset.begin(), by_offset.end(), [](const auto& e) { return e.second->layer() == Layer::Runtime; }))
+    for (const auto& [api, offset] : find_static_runtime(*elf, static_runtime_fingerprints())) by_offset.emplace(offset, api);
   FileSymbols syms;
   for (const auto& [offset, api] : by_offset) syms.offsets.emplace_back(api, offset);
   return &symbols_.emplace(key, std::move(syms)).first->second;
