@@ -80,8 +80,15 @@ const Probes::FileSymbols* Probes::symbols_of(const std::string& path, std::stri
     if (!inserted && it->second->variant && !api->variant) it->second = api;
   }
   // No runtime symbols: maybe a statically linked runtime stripped of them.
-  if (std::none_of(by_offset.begin(), by_offset.end(), [](const auto& e) { return e.second->layer() == Layer::Runtime; }))
-    for (const auto& [api, offset] : find_static_runtime(*elf, static_runtime_fingerprints())) by_offset.emplace(offset, api);
+  if (std::none_of(by_offset.begin(), by_offset.end(), [](const auto& e) { return e.second->layer() == Layer::Runtime; })) {
+    const auto found = find_static_runtime(*elf, static_runtime_fingerprints());
+    for (const auto& [api, offset] : found) by_offset.emplace(offset, api);
+    const std::size_t known = fingerprinted_api_count(static_runtime_fingerprints());
+    if (!found.empty() && found.size() < known)
+      warn_(basename_of(path) + ": " + std::to_string(found.size()) + " of " + std::to_string(known) +
+            " fingerprinted runtime APIs found in its own CUDA runtime (built with another CUDA version than "
+            "cudatrace?); calls to the others are seen at the driver layer only");
+  }
   FileSymbols syms;
   for (const auto& [offset, api] : by_offset) syms.offsets.emplace_back(api, offset);
   return &symbols_.emplace(key, std::move(syms)).first->second;

@@ -40,6 +40,12 @@ std::size_t filter_slot(std::uint64_t key) { return (key * 0x9e3779b97f4a7c15ull
 
 }  // namespace
 
+std::size_t fingerprinted_api_count(const FingerprintTable& table) {
+  std::set<std::string_view> names;
+  for (std::size_t i = 0; i < table.count; ++i) names.insert(table.functions[i].name);
+  return names.size();
+}
+
 std::vector<FingerprintMatch> match_fingerprints(std::string_view code, std::uint64_t vaddr,
                                                  const FingerprintTable& table) {
   const auto* text = reinterpret_cast<const unsigned char*>(code.data());
@@ -113,14 +119,15 @@ std::vector<FingerprintMatch> match_fingerprints(std::string_view code, std::uin
 std::vector<std::pair<const Api*, std::uint64_t>> find_static_runtime(const ElfFile& elf,
                                                                        const FingerprintTable& table) {
   std::vector<std::pair<const Api*, std::uint64_t>> out;
-  if (table.count == 0) return out;
-  // The static runtime looks up every driver entry point through
-  // cuGetProcAddress, by name: a cheap test before scanning the code.
+  // Cheap tests before scanning the code (they only save time: cudatrace
+  // itself passes them).
   const auto rodata = elf.section(".rodata");
   const auto text = elf.section(".text");
-  if (!rodata || !text) return out;
-  const std::string_view contents = elf.contents();
-  if (contents.substr(rodata->offset, rodata->size).find("cuGetProcAddress") == std::string_view::npos) return out;
+  if (table.count == 0 || !rodata || !text) return out;
+  const std::string_view contents = elf.contents(), strings = contents.substr(rodata->offset, rodata->size);
+  if (strings.find("cuGetProcAddress") == std::string_view::npos ||
+      strings.find("cudaErrorInsufficientDriver") == std::string_view::npos)
+    return out;
   for (const FingerprintMatch& m : match_fingerprints(contents.substr(text->offset, text->size), text->address, table))
     if (const Api* api = api_by_symbol(table.functions[m.index].name))
       out.emplace_back(api, text->offset + m.position);

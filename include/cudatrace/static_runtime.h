@@ -52,6 +52,9 @@ struct FingerprintTable {
 // The table compiled in (generated at build time).
 const FingerprintTable& static_runtime_fingerprints();
 
+// How many APIs `table` has fingerprints of (some may have several).
+std::size_t fingerprinted_api_count(const FingerprintTable& table);
+
 struct FingerprintMatch {
   std::size_t index;  // into the table
   std::uint64_t position;  // in `code`
@@ -64,9 +67,10 @@ struct FingerprintMatch {
 std::vector<FingerprintMatch> match_fingerprints(std::string_view code, std::uint64_t vaddr,
                                                  const FingerprintTable& table);
 
-// The statically linked runtime's traced APIs in `elf` as (API, file offset)
-// for uprobes; empty for a file that resolves no driver entry point through
-// cuGetProcAddress (the static runtime does) or where nothing matches.
+// The traced APIs of the CUDA runtime linked into `elf`, as (API, file
+// offset) for uprobes. Only files that look driver entry points up through
+// cuGetProcAddress and name the runtime's errors, as the runtime does, are
+// scanned.
 std::vector<std::pair<const Api*, std::uint64_t>> find_static_runtime(const ElfFile& elf,
                                                                        const FingerprintTable& table);
 
