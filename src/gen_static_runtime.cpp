@@ -60,20 +60,21 @@ bool is_traced_runtime_api(const std::string& name) {
   return api && api->layer() == Layer::Runtime;
 }
 
-// The 8 compared bytes of `f` that occur least often in `counts`.
+// The start of the kKeyRun compared bytes of `f` whose first 8 occur least
+// often in `counts`.
 std::uint32_t rarest_key(const Function& f, const std::vector<std::uint8_t>& mask,
                          const std::unordered_map<std::uint64_t, std::uint32_t>& counts) {
   std::uint32_t best = 0, best_count = ~0u;
-  for (std::uint32_t off = 0; off + 8 <= f.code.size(); ++off) {
+  for (std::uint32_t off = 0; off + kKeyRun <= f.code.size(); ++off) {
     bool compared = true;
-    for (int b = 0; b < 8 && compared; ++b) compared = mask[off + b];
+    for (std::uint32_t b = 0; b < kKeyRun && compared; ++b) compared = mask[off + b];
     if (!compared) continue;
     std::uint64_t key;
     std::memcpy(&key, &f.code[off], 8);
     const std::uint32_t n = counts.at(key);
     if (n < best_count) best = off, best_count = n;
   }
-  if (best_count == ~0u) fail(f.name + ": no 8 bytes in a row without a relocation");
+  if (best_count == ~0u) fail(f.name + ": no " + std::to_string(kKeyRun) + " bytes in a row without a relocation");
   return best;
 }
 

@@ -50,32 +50,39 @@ std::vector<FingerprintMatch> match_fingerprints(std::string_view code, std::uin
                                                  const FingerprintTable& table) {
   const auto* text = reinterpret_cast<const unsigned char*>(code.data());
   std::vector<std::vector<std::uint8_t>> masks;
-  std::unordered_map<std::uint64_t, std::vector<std::size_t>> by_key;
+  struct Window {
+    std::size_t index;  // fingerprint
+    std::uint32_t offset;  // of the window in the function
+  };
+  std::unordered_map<std::uint64_t, std::vector<Window>> by_key;
   std::vector<std::uint64_t> filter((std::size_t(1) << kFilterBits) / 64);  // a bit per key hash
   for (std::size_t i = 0; i < table.count; ++i) {
     const Fingerprint& f = table.functions[i];
     masks.push_back(compared_bytes(f));
-    const std::uint64_t key = load64(f.code + f.key_offset);
-    by_key[key].push_back(i);
-    filter[filter_slot(key) / 64] |= std::uint64_t(1) << (filter_slot(key) % 64);
+    for (std::uint32_t s = 0; s < kKeyStride; ++s) {
+      const std::uint64_t key = load64(f.code + f.key_offset + s);
+      by_key[key].push_back({i, f.key_offset + s});
+      filter[filter_slot(key) / 64] |= std::uint64_t(1) << (filter_slot(key) % 64);
+    }
   }
 
-  // One pass over the code: every position whose 8 bytes are some
-  // fingerprint's key is checked against that whole fingerprint.
+  // One pass over the code, a word every kKeyStride bytes: a word that is
+  // one of a fingerprint's key windows is checked against that whole
+  // fingerprint at the place the window puts it.
   std::vector<std::vector<std::uint64_t>> hits(table.count);
-  for (std::size_t pos = 0; pos + 8 <= code.size(); ++pos) {
+  for (std::size_t pos = 0; pos + 8 <= code.size(); pos += kKeyStride) {
     const std::uint64_t word = load64(text + pos);
     const std::size_t slot = filter_slot(word);
     if (!(filter[slot / 64] >> (slot % 64) & 1)) continue;
     auto it = by_key.find(word);
     if (it == by_key.end()) continue;
-    for (std::size_t i : it->second) {
-      const Fingerprint& f = table.functions[i];
-      if (pos < f.key_offset || code.size() - (pos - f.key_offset) < f.size) continue;
-      const unsigned char* start = text + pos - f.key_offset;
+    for (const Window& w : it->second) {
+      const Fingerprint& f = table.functions[w.index];
+      if (pos < w.offset || code.size() - (pos - w.offset) < f.size) continue;
+      const unsigned char* start = text + pos - w.offset;
       bool same = true;
-      for (std::uint32_t b = 0; b < f.size && same; ++b) same = !masks[i][b] || start[b] == f.code[b];
-      if (same) hits[i].push_back(pos - f.key_offset);
+      for (std::uint32_t b = 0; b < f.size && same; ++b) same = !masks[w.index][b] || start[b] == f.code[b];
+      if (same) hits[w.index].push_back(pos - w.offset);
     }
   }
 

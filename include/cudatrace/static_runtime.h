@@ -37,11 +37,19 @@ struct Fingerprint {
   const char* name;            // the runtime API symbol
   std::uint32_t size;          // bytes of code
   const unsigned char* code;   // masked bytes are zero
-  std::uint32_t key_offset;    // 8 unmasked bytes searched for first (the rarest in the archive)
+  std::uint32_t key_offset;    // where the key run starts (see kKeyRun)
   std::uint32_t origin;        // offset in the archive's code (for validating a whole-runtime match)
   const RelocSite* sites;
   std::uint32_t site_count;
 };
+
+// Each fingerprint has a run of kKeyRun compared bytes at key_offset, chosen
+// at build time as the rarest in the archive. The matcher reads the code 8
+// bytes at a time, every kKeyStride bytes, and looks the word up among the
+// kKeyStride 8-byte windows of every key run: one of them lines up with any
+// copy of the function.
+inline constexpr std::uint32_t kKeyStride = 8;
+inline constexpr std::uint32_t kKeyRun = 8 + kKeyStride - 1;
 
 struct FingerprintTable {
   const Fingerprint* functions;

@@ -21,7 +21,7 @@ using namespace cudatrace;
 // ---- The matcher on made-up code ------------------------------------------------
 
 // A function of 40 bytes whose bytes 10..13 are a call's rel32 (masked) and
-// whose key is at 20.
+// whose key run starts at 20.
 struct Synthetic {
   std::vector<unsigned char> code;
   RelocSite site{10, RelocSite::PcRelative, 0, 7};
@@ -50,6 +50,23 @@ TEST(StaticRuntimeMatcher, FindsTheOnlyCopyWhateverItsRelocatedBytes) {
   ASSERT_EQ(found.size(), 1u);
   EXPECT_EQ(found[0].index, 0u);
   EXPECT_EQ(found[0].position, 1000u);
+}
+
+TEST(StaticRuntimeMatcher, FoundAtEveryAlignmentAndAtTheEdges) {
+  // The code is read a word every kKeyStride bytes: every placement must
+  // still line up with one of the key's windows.
+  Synthetic s;
+  std::vector<std::size_t> places;
+  for (std::size_t at = 1000; at < 1000 + 2 * kKeyStride; ++at) places.push_back(at);
+  places.push_back(0);
+  places.push_back(4096 - s.code.size());
+  for (std::size_t at : places) {
+    std::string text(4096, '\x90');
+    s.place(text, at, 3000);
+    const auto found = match_fingerprints(text, 0, s.table);
+    ASSERT_EQ(found.size(), 1u) << "at " << at;
+    EXPECT_EQ(found[0].position, at);
+  }
 }
 
 TEST(StaticRuntimeMatcher, AnUnmaskedByteThatDiffersIsNoMatch) {
