@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -183,7 +184,10 @@ std::vector<std::pair<std::string, std::string>> members(const std::string& path
   std::vector<std::pair<std::string, std::string>> out;
   for (std::size_t off = 8; off + 60 <= data.size();) {
     const std::string header = data.substr(off, 60);
-    const std::size_t size = std::stoul(header.substr(48, 10));
+    char* end = nullptr;
+    const std::string size_field = header.substr(48, 10);
+    const std::size_t size = std::strtoul(size_field.c_str(), &end, 10);
+    if (end == size_field.c_str()) fail(path + ": corrupt archive member header");
     const std::string member_name = header.substr(0, header.find_first_of("/ "));
     if (off + 60 + size > data.size()) fail(path + ": truncated archive");
     const std::string body = data.substr(off + 60, size);
