@@ -80,7 +80,8 @@ const Probes::FileSymbols* Probes::symbols_of(const std::string& path, std::stri
     if (!inserted && it->second->variant && !api->variant) it->second = api;
   }
   // No runtime symbols: maybe a statically linked runtime stripped of them.
-  if (std::none_of(by_offset.begin(), by_offset.end(), [](const auto& e) { return e.second->layer() == Layer::Runtime; })) {
+  const auto is_runtime = [](const auto& entry) { return entry.second->layer() == Layer::Runtime; };
+  if (std::none_of(by_offset.begin(), by_offset.end(), is_runtime)) {
     const auto found = find_static_runtime(*elf, static_runtime_fingerprints());
     for (const auto& [api, offset] : found) by_offset.emplace(offset, api);
     const std::size_t known = fingerprinted_api_count(static_runtime_fingerprints());
