@@ -120,6 +120,23 @@ std::vector<FunctionSymbol> ElfFile::functions() const {
   return out;
 }
 
+std::optional<ElfFile::Section> ElfFile::section(std::string_view name) const {
+  const auto* eh = reinterpret_cast<const Elf64_Ehdr*>(data_);
+  const auto* sh = reinterpret_cast<const Elf64_Shdr*>(data_ + eh->e_shoff);
+  if (eh->e_shstrndx >= eh->e_shnum) return std::nullopt;
+  const Elf64_Shdr& names = sh[eh->e_shstrndx];
+  if (names.sh_offset > size_ || names.sh_size > size_ - names.sh_offset) return std::nullopt;
+  const char* strings = reinterpret_cast<const char*>(data_ + names.sh_offset);
+  for (int i = 0; i < eh->e_shnum; ++i) {
+    if (sh[i].sh_name >= names.sh_size || sh[i].sh_type == SHT_NOBITS) continue;
+    if (std::string_view(strings + sh[i].sh_name, strnlen(strings + sh[i].sh_name, names.sh_size - sh[i].sh_name)) != name)
+      continue;
+    if (sh[i].sh_offset > size_ || sh[i].sh_size > size_ - sh[i].sh_offset) return std::nullopt;
+    return Section{sh[i].sh_addr, sh[i].sh_offset, sh[i].sh_size};
+  }
+  return std::nullopt;
+}
+
 bool ElfFile::vaddr_to_offset(std::uint64_t vaddr, std::uint64_t& offset) const {
   const auto* eh = reinterpret_cast<const Elf64_Ehdr*>(data_);
   const auto* ph = reinterpret_cast<const Elf64_Phdr*>(data_ + eh->e_phoff);

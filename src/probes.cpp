@@ -5,11 +5,13 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <unordered_set>
 
 #include "cudatrace/elf_file.h"
+#include "cudatrace/static_runtime.h"
 
 namespace cudatrace {
 namespace {
@@ -76,6 +78,17 @@ const Probes::FileSymbols* Probes::symbols_of(const std::string& path, std::stri
     const Api* api = api_by_symbol(name);
     auto [it, inserted] = by_offset.emplace(offset, api);
     if (!inserted && it->second->variant && !api->variant) it->second = api;
+  }
+  // No runtime symbols: maybe a statically linked runtime stripped of them.
+  const auto is_runtime = [](const auto& entry) { return entry.second->layer() == Layer::Runtime; };
+  if (std::none_of(by_offset.begin(), by_offset.end(), is_runtime)) {
+    const auto found = find_static_runtime(*elf, static_runtime_fingerprints());
+    for (const auto& [api, offset] : found) by_offset.emplace(offset, api);
+    const std::size_t known = fingerprinted_api_count(static_runtime_fingerprints());
+    if (!found.empty() && found.size() < known)
+      warn_(basename_of(path) + ": " + std::to_string(found.size()) + " of " + std::to_string(known) +
+            " fingerprinted runtime APIs found in its own CUDA runtime (built with another CUDA version than "
+            "cudatrace?); calls to the others are seen at the driver layer only");
   }
   FileSymbols syms;
   for (const auto& [offset, api] : by_offset) syms.offsets.emplace_back(api, offset);

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -41,6 +42,12 @@ class ElfFile {
 
   // The inverse, for an address found in a mapping of the file.
   bool offset_to_vaddr(std::uint64_t offset, std::uint64_t& vaddr) const;
+
+  struct Section {
+    std::uint64_t address, offset, size;
+  };
+  // The section named `name` (".text"), if the file has one within its bounds.
+  std::optional<Section> section(std::string_view name) const;
 
   // The file's bytes (mapped read-only).
   std::string_view contents() const { return {reinterpret_cast<const char*>(data_), size_}; }

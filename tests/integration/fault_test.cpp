@@ -412,8 +412,10 @@ TEST_F(Faults, BadInputGetsOneClearLineAndNonZeroExit) {
   EXPECT_FALSE(fs::exists(out_file)) << "-o file left behind by a failed start";
 }
 
-// Without .symtab a program with the runtime linked in has no symbol to
+// Without .symtab a program with the fake runtime linked in has no symbol to
 // probe; with it, the same program is traced (so the failure is the strip).
+// (A stripped program with the toolkit's real runtime is traced: its code is
+// recognised, see Trace.RealLibcudartStaticallyLinkedAndStripped.)
 TEST_F(Faults, StrippedProgramWithStaticRuntime) {
   Tracer traced({"--json", "-f", "device", "--", FAULT_APP_STATIC, "wait-then-calls", "3"});
   traced.proc.go();

@@ -304,6 +304,30 @@ TEST_F(Trace, RealLibcudartLaunchLoopCountsExactly) {
   EXPECT_EQ(calls(r, "cudaLaunchKernel").size(), 5000u);
   EXPECT_EQ(end_of(r.lines)["lost"], 0);
 }
+
+// The same program stripped: no symbol names its runtime, which is found by
+// the fingerprints of libcudart_static.a (docs/static-runtime.md), kernel
+// names included (__cudaRegisterFunction is one of them).
+TEST_F(Trace, RealLibcudartStaticallyLinkedAndStripped) {
+  check_real_basic(run(tracer() + " --json -- " REAL_APP_STRIPPED " basic"));
+}
+#endif
+
+#ifdef CUBLAS_APP
+// cuBLAS's own runtime (linked in statically, stripped) is traced at the
+// runtime layer: cublasCreate's cudaFree(NULL), the only call it makes
+// without a driver.
+TEST_F(Trace, RuntimeInsideCublasIsTraced) {
+  const Result r = run(tracer() + " --json -- " CUBLAS_APP);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto all = calls(r);
+  ASSERT_EQ(all.size(), 1u) << r.out;
+  EXPECT_EQ(all[0]["api"], "cudaFree");
+  EXPECT_EQ(all[0]["layer"], "runtime");
+  EXPECT_EQ(all[0]["depth"], 0);
+  EXPECT_EQ(all[0]["args"]["devPtr"], "0x0");
+  EXPECT_EQ(all[0]["ret_name"], "cudaErrorInsufficientDriver");
+}
 #endif
 
 TEST_F(Trace, BadInputGetsOneLineAndNonZeroExit) {

@@ -119,6 +119,20 @@ TEST(ElfFileSelf, FindsAFunctionDefinedInTheTest) {
   EXPECT_EQ(cudatrace_unit_marker_function(1), 4);
 }
 
+TEST(ElfFileSelf, TextSectionHoldsTheTestsFunctions) {
+  std::string error;
+  auto elf = ElfFile::open("/proc/self/exe", error);
+  ASSERT_NE(elf, nullptr) << error;
+  const auto text = elf->section(".text");
+  ASSERT_TRUE(text);
+  const std::uint64_t value = elf->find_functions({"cudatrace_unit_marker_function"}).at("cudatrace_unit_marker_function");
+  EXPECT_GE(value, text->address);
+  EXPECT_LT(value, text->address + text->size);
+  std::uint64_t offset = 0;
+  ASSERT_TRUE(elf->vaddr_to_offset(value, offset));
+  EXPECT_EQ(offset - text->offset, value - text->address);
+}
+
 TEST(ElfFileSelf, FileOffsetMatchesTheExecutableMapping) {
   // What uprobes attach by: the file offset of the function must be where the
   // kernel mapped it (start + (addr - start) == file offset + delta).
@@ -270,6 +284,41 @@ TEST_F(ElfFileErrors, HeaderOnlyElfOpensWithNothingInIt) {
   EXPECT_FALSE(elf->offset_to_vaddr(0, vaddr));
   EXPECT_EQ(elf->contents().size(), sizeof(Elf64_Ehdr));
   EXPECT_EQ(elf->contents().substr(0, 4), "\x7f" "ELF");
+  EXPECT_FALSE(elf->section(".text"));
+}
+
+TEST_F(ElfFileErrors, SectionReachingPastTheFileIsNotReturned) {
+  const std::string names("\0.text\0.rodata\0.shstrtab\0", 25);
+  Elf64_Ehdr eh = x86_64_header();
+  eh.e_shoff = sizeof eh + names.size();
+  eh.e_shnum = 4;
+  eh.e_shstrndx = 3;
+  Elf64_Shdr sh[4] = {};
+  sh[1].sh_name = 1;  // .text: a megabyte the file does not have
+  sh[1].sh_type = SHT_PROGBITS;
+  sh[1].sh_offset = sizeof eh;
+  sh[1].sh_size = 1 << 20;
+  sh[2].sh_name = 7;  // .rodata: the names, in bounds
+  sh[2].sh_type = SHT_PROGBITS;
+  sh[2].sh_addr = 0x4000;
+  sh[2].sh_offset = sizeof eh;
+  sh[2].sh_size = names.size();
+  sh[3].sh_name = 15;
+  sh[3].sh_type = SHT_STRTAB;
+  sh[3].sh_offset = sizeof eh;
+  sh[3].sh_size = names.size();
+  const std::string path =
+      write("sections", header_bytes(eh) + names + std::string(reinterpret_cast<const char*>(sh), sizeof sh));
+  std::string error;
+  auto elf = ElfFile::open(path, error);
+  ASSERT_NE(elf, nullptr) << error;
+  EXPECT_FALSE(elf->section(".text"));
+  const auto rodata = elf->section(".rodata");
+  ASSERT_TRUE(rodata);
+  EXPECT_EQ(rodata->address, 0x4000u);
+  EXPECT_EQ(rodata->offset, sizeof eh);
+  EXPECT_EQ(rodata->size, names.size());
+  EXPECT_FALSE(elf->section(".data"));
 }
 
 TEST_F(ElfFileErrors, NonexistentPath) {
