@@ -5,6 +5,9 @@
  * id and the argument layout (see record.h). The entry program pushes a frame
  * on a per-thread stack; the return program pops it and emits ONE record per
  * completed call, with out-parameters read from user memory at return.
+ * Forwards (record.h, ct_frame) are folded into their owner's record. Where
+ * the kernel has uprobe sessions, ct_session does both halves and records
+ * nested calls with nothing to read at return at entry instead.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_core_read.h>
@@ -27,6 +30,17 @@ const volatile bool stop_on_map_change = true;
 const volatile __u32 wakeup_every = 256; /* records per CPU between reader wake-ups */
 const volatile bool summary_mode = false;    /* aggregate in api_stats; records only for detail calls */
 const volatile bool capture_stack = false;   /* append the user stack to each record */
+/* Session programs only: record nested calls without out-params at entry and
+ * skip their return probe (record.h: CT_FLAG_ENTRY_ONLY). */
+const volatile bool skip_nested_returns = false;
+
+/* Such a record has no status, latency or return-time stack: only when no
+ * filter or summary needs them. */
+#define record_at_entry (skip_nested_returns && !summary_mode && !errors_only && !min_dur_ns && !capture_stack)
+
+/* Kernel functions of session programs (Linux 6.10 kprobes, 6.13 uprobes).
+ * Weak: on older kernels ct_session is not loaded. */
+extern bool bpf_session_is_return(void) __ksym __weak;
 
 struct exit_scratch {
 	struct ct_call call;
@@ -150,31 +164,8 @@ static __always_inline struct ct_thread_state *new_thread_state(__u64 pid_tgid)
 	return st;
 }
 
-SEC("uprobe")
-int ct_enter(struct pt_regs *ctx)
+static __always_inline void read_args(struct pt_regs *ctx, struct ct_frame *f, __u64 cookie)
 {
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u32 tid = (__u32)pid_tgid;
-	struct ct_thread_state *st = bpf_map_lookup_elem(&threads, &tid);
-	if (!st) {
-		st = new_thread_state(pid_tgid);
-		if (!st)
-			return 0;
-	}
-	__u32 depth = st->depth;
-	st->depth = depth + 1;
-	if (depth >= CT_MAX_DEPTH) {
-		count(CT_CNT_DEPTH_OVERFLOW);
-		return 0;
-	}
-	struct ct_frame *f = &st->frames[depth & (CT_MAX_DEPTH - 1)];
-	__u64 cookie = bpf_get_attach_cookie(ctx);
-	f->cookie = cookie;
-	if (summary_mode && !(cookie & CT_COOKIE_DETAIL)) {
-		/* Only its latency is kept: the arguments are not needed. */
-		f->ts_ns = bpf_ktime_get_ns();
-		return 0;
-	}
 	f->args[0] = PT_REGS_PARM1(ctx);
 	f->args[1] = PT_REGS_PARM2(ctx);
 	f->args[2] = PT_REGS_PARM3(ctx);
@@ -189,7 +180,75 @@ int ct_enter(struct pt_regs *ctx)
 		 * On a fault the helper zeroes the words. */
 		bpf_probe_read_user(&f->args[CT_REG_ARGS], words * 8, (void *)(PT_REGS_SP(ctx) + 8));
 	}
+}
+
+static __always_inline void emit_call(void *ctx, __u64 pid_tgid, struct ct_thread_state *st, struct ct_frame *f,
+				      __u64 dur, __s64 ret, __u64 caller, __u8 flags);
+
+/* Returns 1 when the call's return need not be probed (session programs
+ * then skip it), 0 when it must be. */
+static __always_inline int enter_call(struct pt_regs *ctx, bool session)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)pid_tgid;
+	struct ct_thread_state *st = bpf_map_lookup_elem(&threads, &tid);
+	if (!st) {
+		st = new_thread_state(pid_tgid);
+		if (!st)
+			return 1;
+	}
+	__u32 depth = st->depth;
+	if (depth >= CT_MAX_DEPTH) {
+		st->depth = depth + 1;
+		count(CT_CNT_DEPTH_OVERFLOW);
+		return 0; /* the return must come to pop the depth */
+	}
+	struct ct_frame *f = &st->frames[depth & (CT_MAX_DEPTH - 1)];
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+	f->cookie = cookie;
+	f->fwd_depth = 0;
+	f->owner = CT_FRAME_RECORDED;
+	if (depth == 0) {
+		f->level = 0;
+		f->parent_api = 0xffff;
+	} else {
+		struct ct_frame *top = &st->frames[(depth - 1) & (CT_MAX_DEPTH - 1)];
+		__u32 rec = top->owner == CT_FRAME_RECORDED ? depth - 1 : top->owner;
+		struct ct_frame *recorded = &st->frames[rec & (CT_MAX_DEPTH - 1)];
+		if (CT_COOKIE_OP(top->cookie) == CT_COOKIE_OP(cookie)) {
+			f->owner = rec; /* a forward */
+		} else {
+			f->level = recorded->level + 1;
+			/* The enclosing function: inside a forward chain, the library's,
+			 * whose API the record will name. */
+			f->parent_api = CT_COOKIE_API(top->cookie);
+			if (session && record_at_entry && !CT_COOKIE_HAS_OUTS(cookie)) {
+				/* Nothing to read at return: record it now and let
+				 * the return go unprobed. The frame slot is scratch. */
+				read_args(ctx, f, cookie);
+				f->ts_ns = bpf_ktime_get_ns();
+				__u64 caller = 0;
+				bpf_probe_read_user(&caller, sizeof(caller), (void *)PT_REGS_SP(ctx));
+				emit_call(ctx, pid_tgid, st, f, 0, 0, caller, CT_FLAG_ENTRY_ONLY);
+				return 1;
+			}
+		}
+	}
+	st->depth = depth + 1;
+	if (summary_mode && !(cookie & CT_COOKIE_DETAIL)) {
+		/* Only its latency is kept: the arguments are not needed. */
+		f->ts_ns = bpf_ktime_get_ns();
+		return 0;
+	}
+	read_args(ctx, f, cookie);
 	f->ts_ns = bpf_ktime_get_ns();
+	return 0;
+}
+
+SEC("uprobe")
+int ct_enter(struct pt_regs *ctx)
+{
+	enter_call(ctx, false);
 	return 0;
 }
 
@@ -241,33 +300,48 @@ static __always_inline __u32 read_payload(struct exit_scratch *s, __u64 cookie, 
 	return CT_LAUNCH_CONFIG_SIZE + nattrs * CT_LAUNCH_ATTR_SIZE;
 }
 
-static __always_inline void read_out(struct ct_call *c, __u64 cookie, struct ct_frame *f, int i)
+/* Reads out-param i of the call whose arguments are `args` into *dst; returns
+ * its fault flag (0 when read or when there is none). */
+static __always_inline __u8 read_out(__u64 *dst, __u64 cookie, __u64 *args, int i)
 {
 	__u32 idx = CT_COOKIE_OUT_SLOT(cookie, i) - 1;
 	__u32 size = CT_COOKIE_OUT_SIZE(cookie, i);
-	c->outs[i] = 0;
+	*dst = 0;
 	if (idx >= CT_MAX_ARGS || !size || size > 8)
-		return;
-	void *ptr = (void *)f->args[idx];
-	if (!ptr || bpf_probe_read_user(&c->outs[i], size, ptr))
-		c->flags |= i ? CT_FLAG_OUT1_FAULT : CT_FLAG_OUT0_FAULT;
+		return 0;
+	void *ptr = (void *)args[idx];
+	if (!ptr || bpf_probe_read_user(dst, size, ptr))
+		return i ? CT_FLAG_OUT1_FAULT : CT_FLAG_OUT0_FAULT;
+	return 0;
 }
 
-/* Fills every field but payload_len and stack_len (ring memory is not zeroed). */
+/* Fills every field but payload_len and stack_len (ring memory is not zeroed).
+ * Out-params come from the innermost forward when one returned. */
 static __always_inline void fill_call(struct ct_call *c, __u32 type, __u64 pid_tgid, struct ct_thread_state *st,
-				      struct ct_frame *f, __u32 parent_api, __u32 depth)
+				      struct ct_frame *f, __u8 flags)
 {
 	c->type = type;
-	c->api = CT_COOKIE_API(f->cookie);
-	c->parent_api = parent_api;
+	c->api = type == CT_REC_CALL && f->fwd_depth ? f->fwd_api : CT_COOKIE_API(f->cookie);
+	c->parent_api = f->parent_api;
 	c->pid = pid_tgid >> 32;
 	c->tid = (__u32)pid_tgid;
 	c->ts_ns = f->ts_ns;
 	__builtin_memcpy(c->args, f->args, sizeof(c->args));
-	c->depth = depth;
-	c->flags = 0;
+	c->depth = f->level;
 	c->reserved = 0;
 	__builtin_memcpy(c->comm, st->comm, sizeof(c->comm));
+	if (type != CT_REC_CALL) {
+		c->outs[0] = 0;
+		c->outs[1] = 0;
+	} else if (f->fwd_depth) {
+		c->outs[0] = f->fwd_outs[0];
+		c->outs[1] = f->fwd_outs[1];
+		flags |= f->fwd_flags;
+	} else {
+		flags |= read_out(&c->outs[0], f->cookie, f->args, 0);
+		flags |= read_out(&c->outs[1], f->cookie, f->args, 1);
+	}
+	c->flags = flags;
 }
 
 /* floor(log2(v)) for v > 0; BPF has no count-leading-zeros instruction. */
@@ -330,85 +404,38 @@ static __always_inline void aggregate(__u32 api, __u64 dur, bool failed)
 		st->hist[b]++;
 }
 
-SEC("uretprobe")
-int ct_exit(struct pt_regs *ctx)
+/* Sends the record of a completed (or entry-only) call. */
+static __always_inline void emit_call(void *ctx, __u64 pid_tgid, struct ct_thread_state *st, struct ct_frame *f,
+				      __u64 dur, __s64 ret, __u64 caller, __u8 flags)
 {
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u32 tid = (__u32)pid_tgid;
-	struct ct_thread_state *st = bpf_map_lookup_elem(&threads, &tid);
-	if (!st || st->depth == 0)
-		return 0;
-	__u64 now = bpf_ktime_get_ns();
-	__u64 cookie = bpf_get_attach_cookie(ctx);
-	__u32 depth = st->depth - 1;
-	if (depth >= CT_MAX_DEPTH) {
-		st->depth = depth;
-		return 0;
-	}
-	/* Find this call's frame. It is the top one unless a frame above it was
-	 * skipped (longjmp, exception): discard those. */
-	__u32 api = CT_COOKIE_API(cookie);
-	if (CT_COOKIE_API(st->frames[depth].cookie) != api) {
-		int found = -1;
-		for (int i = 0; i < CT_MAX_DEPTH; i++) {
-			if (i >= (int)depth)
-				break;
-			if (CT_COOKIE_API(st->frames[i].cookie) == api)
-				found = i;
-		}
-		if (found < 0)
-			return 0; /* entered before we attached */
-		count_n(CT_CNT_UNMATCHED, depth - found);
-		depth = (__u32)found & (CT_MAX_DEPTH - 1);
-	}
-	st->depth = depth;
-	struct ct_frame *f = &st->frames[depth];
-
-	__u64 dur = now - f->ts_ns;
-	__s64 ret = cookie & CT_COOKIE_VOID ? 0 : (__s32)PT_REGS_RC(ctx);
-	if (summary_mode) {
-		aggregate(api, dur, ret != 0 && ret != CUDA_NOT_READY);
-		if (!(cookie & CT_COOKIE_DETAIL))
-			return 0;
-	} else {
-		if (dur < min_dur_ns)
-			return 0;
-		if (errors_only && (ret == 0 || ret == CUDA_NOT_READY))
-			return 0;
-	}
-	__u32 parent_api = depth ? CT_COOKIE_API(st->frames[(depth - 1) & (CT_MAX_DEPTH - 1)].cookie) : 0xffff;
-
+	__u64 cookie = f->cookie;
 	if (CT_COOKIE_PAYLOAD_KIND(cookie) == CT_PAYLOAD_NONE && !capture_stack) {
 		/* The common case: a fixed-size record built in place. */
 		struct ct_call *c = bpf_ringbuf_reserve(&events, sizeof(*c), 0);
 		if (!c) {
 			count(CT_CNT_LOST_RINGBUF);
-			return 0;
+			return;
 		}
-		fill_call(c, CT_REC_CALL, pid_tgid, st, f, parent_api, depth);
+		fill_call(c, CT_REC_CALL, pid_tgid, st, f, flags);
 		c->dur_ns = dur;
 		c->ret = ret;
-		c->caller = PT_REGS_IP(ctx); /* at a return probe: the return address */
+		c->caller = caller;
 		c->payload_len = 0;
 		c->stack_len = 0;
-		read_out(c, cookie, f, 0);
-		read_out(c, cookie, f, 1);
 		bpf_ringbuf_submit(c, ring_flags());
-		return 0;
+		return;
 	}
 
 	__u32 zero = 0;
 	struct exit_scratch *s = bpf_map_lookup_elem(&scratch, &zero);
 	if (!s)
-		return 0;
+		return;
 	struct ct_call *c = &s->call;
-	fill_call(c, CT_REC_CALL, pid_tgid, st, f, parent_api, depth);
+	fill_call(c, CT_REC_CALL, pid_tgid, st, f, flags);
 	c->dur_ns = dur;
 	c->ret = ret;
-	c->caller = PT_REGS_IP(ctx);
+	c->caller = caller;
 	c->stack_len = 0;
-	read_out(c, cookie, f, 0);
-	read_out(c, cookie, f, 1);
 	__u32 len = read_payload(s, cookie, f);
 	if (len > CT_MAX_PAYLOAD)
 		len = CT_MAX_PAYLOAD;
@@ -430,7 +457,99 @@ int ct_exit(struct pt_regs *ctx)
 		size = sizeof(*s);
 	if (bpf_ringbuf_output(&events, s, size, ring_flags()))
 		count(CT_CNT_LOST_RINGBUF);
+}
+
+/* A forward returned: its results go to its owner's record, unless a deeper
+ * forward (closer to the library) already gave them. */
+static __always_inline void pass_to_owner(struct ct_thread_state *st, struct ct_frame *f, __u32 depth, __s64 ret)
+{
+	struct ct_frame *owner = &st->frames[f->owner & (CT_MAX_DEPTH - 1)];
+	if (depth + 1 < owner->fwd_depth)
+		return;
+	owner->fwd_depth = depth + 1;
+	owner->fwd_api = CT_COOKIE_API(f->cookie);
+	owner->fwd_ret = ret;
+	if (summary_mode && !(f->cookie & CT_COOKIE_DETAIL))
+		return; /* no arguments were saved, and no record will read them */
+	owner->fwd_flags = read_out(&owner->fwd_outs[0], f->cookie, f->args, 0) |
+			   read_out(&owner->fwd_outs[1], f->cookie, f->args, 1);
+}
+
+static __always_inline void exit_call(struct pt_regs *ctx)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)pid_tgid;
+	struct ct_thread_state *st = bpf_map_lookup_elem(&threads, &tid);
+	if (!st || st->depth == 0)
+		return;
+	__u64 now = bpf_ktime_get_ns();
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+	__u32 depth = st->depth - 1;
+	if (depth >= CT_MAX_DEPTH) {
+		st->depth = depth;
+		return;
+	}
+	/* Find this call's frame. It is the top one unless a frame above it was
+	 * skipped (longjmp, exception): discard those. */
+	__u32 api = CT_COOKIE_API(cookie);
+	if (CT_COOKIE_API(st->frames[depth].cookie) != api) {
+		int found = -1;
+		for (int i = 0; i < CT_MAX_DEPTH; i++) {
+			if (i >= (int)depth)
+				break;
+			if (CT_COOKIE_API(st->frames[i].cookie) == api)
+				found = i;
+		}
+		if (found < 0)
+			return; /* entered before we attached */
+		count_n(CT_CNT_UNMATCHED, depth - found);
+		depth = (__u32)found & (CT_MAX_DEPTH - 1);
+	}
+	st->depth = depth;
+	struct ct_frame *f = &st->frames[depth];
+
+	__s64 ret = cookie & CT_COOKIE_VOID ? 0 : (__s32)PT_REGS_RC(ctx);
+	if (f->owner != CT_FRAME_RECORDED) {
+		pass_to_owner(st, f, depth, ret);
+		return;
+	}
+	if (f->fwd_depth) { /* the library's API variant and status */
+		api = f->fwd_api;
+		ret = f->fwd_ret;
+	}
+	__u64 dur = now - f->ts_ns;
+	if (summary_mode) {
+		aggregate(api, dur, ret != 0 && ret != CUDA_NOT_READY);
+		if (!(cookie & CT_COOKIE_DETAIL))
+			return;
+	} else {
+		if (dur < min_dur_ns)
+			return;
+		if (errors_only && (ret == 0 || ret == CUDA_NOT_READY))
+			return;
+	}
+	/* At a return probe the instruction pointer is the return address: the call site. */
+	emit_call(ctx, pid_tgid, st, f, dur, ret, PT_REGS_IP(ctx), 0);
+}
+
+SEC("uretprobe")
+int ct_exit(struct pt_regs *ctx)
+{
+	exit_call(ctx);
 	return 0;
+}
+
+/* Entry and return in one program (uprobe_multi session link, Linux 6.13):
+ * an entry that returns 1 has its return left unprobed, which saves the
+ * return trap. Attached instead of ct_enter/ct_exit where the kernel has it. */
+SEC("uprobe")
+int ct_session(struct pt_regs *ctx)
+{
+	if (bpf_session_is_return()) {
+		exit_call(ctx);
+		return 0;
+	}
+	return enter_call(ctx, true);
 }
 
 /* The dynamic loader calls _dl_debug_state() after each change to the link
@@ -498,18 +617,17 @@ int BPF_PROG(ct_thread_exit, struct task_struct *task)
 		for (__u32 i = 0; i < CT_MAX_DEPTH; i++) {
 			if (i >= depth)
 				break;
+			struct ct_frame *f = &st->frames[i];
+			if (f->owner != CT_FRAME_RECORDED)
+				continue; /* a forward: its owner is reported */
 			struct ct_call *c = bpf_ringbuf_reserve(&events, sizeof(*c), 0);
 			if (!c) {
 				count(CT_CNT_LOST_CONTROL);
 				continue;
 			}
-			struct ct_frame *f = &st->frames[i];
-			__u32 parent_api = i ? CT_COOKIE_API(st->frames[(i - 1) & (CT_MAX_DEPTH - 1)].cookie) : 0xffff;
-			fill_call(c, CT_REC_UNFINISHED, pid_tgid, st, f, parent_api, i);
+			fill_call(c, CT_REC_UNFINISHED, pid_tgid, st, f, 0);
 			c->dur_ns = 0;
 			c->ret = 0;
-			c->outs[0] = 0;
-			c->outs[1] = 0;
 			c->caller = 0;
 			c->payload_len = 0;
 			c->stack_len = 0;

@@ -5,6 +5,9 @@
      kernel launch: untraced / floor (empty BPF programs on the same symbols) /
      cudatrace / cudatrace --summary / bpftrace / a naive two-records design,
      interleaved repetitions, medians, each added cost as a ratio to the floor's
+     (workload "nested": a runtime launch that makes a driver launch, on the
+     fake libraries of tests/fixtures: entry/return pairs against uprobe
+     sessions that leave the nested call's return unprobed)
   b. throughput: 1, 4 and 16 threads calling as fast as they can
   c. time to load the BPF object and attach every probe of libcudart + libcuda
   d. tracer peak RSS and CPU time
@@ -36,6 +39,8 @@ def die(msg):
 
 class Tools:
     def __init__(self, build):
+        self.build = build
+
         def find(*names):
             for n in names:
                 p = os.path.join(build, n)
@@ -120,8 +125,25 @@ def overhead_configs(t, workload):
     return configs
 
 
+def nested_configs(t, calls):
+    """A runtime launch nesting a driver launch (fake libraries): pairs vs sessions."""
+    fixtures = os.path.join(t.build, "tests", "fixtures")
+    app = [os.path.join(fixtures, "fake_app"), "launch-loop", str(calls)]
+    libs = ["--lib", os.path.join(fixtures, "fakecudart", "libcudart.so.13"),
+            "--lib", os.path.join(fixtures, "fakecuda", "libcuda.so.1")]
+    return {
+        "untraced": app,
+        "floor": [t.probe_bench, "floor"] + libs + ["--"] + app,
+        "floor-session (keeps returns)": [t.probe_bench, "floor-session"] + libs + ["--"] + app,
+        "floor-session-entry (no returns)": [t.probe_bench, "floor-session-entry"] + libs + ["--"] + app,
+        "cudatrace (pairs)": ["env", "CUDATRACE_NO_UPROBE_SESSIONS=1", t.cudatrace, "-o", "/dev/null", "--"] + app,
+        "cudatrace --nested-returns": [t.cudatrace, "--nested-returns", "-o", "/dev/null", "--"] + app,
+        "cudatrace": [t.cudatrace, "-o", "/dev/null", "--"] + app,
+    }
+
+
 def bench_overhead(t, workload, reps, only=None):
-    configs = overhead_configs(t, workload)
+    configs = nested_configs(t, int(workload[1])) if workload[0] == "nested" else overhead_configs(t, workload)
     if only:
         configs = {k: v for k, v in configs.items() if k in only}
     samples = {k: [] for k in configs}
@@ -133,7 +155,7 @@ def bench_overhead(t, workload, reps, only=None):
             if ns is None:
                 die(f"{name}: no result from {' '.join(cmd)}:\n{text[-2000:]}")
             samples[name].append(ns)
-            if name.startswith("cudatrace"):
+            if "cudatrace" in name:
                 losses[name].append(traced_counts(text)[1])
             elif name == "naive":
                 losses[name].append(field(text, "lost", int))
@@ -214,7 +236,7 @@ def main():
     ap.add_argument("--calls", type=int, default=1000000)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--only", default="a,b,c,d")
-    ap.add_argument("--workloads", default="getdevice,launch", help="for (a)")
+    ap.add_argument("--workloads", default="getdevice,launch,nested", help="for (a)")
     ap.add_argument("--guard", type=float, help="CI guard: fail if cudatrace's added cost exceeds this x the floor's")
     args = ap.parse_args()
     if os.geteuid() != 0:
@@ -247,6 +269,10 @@ def main():
         launches = args.calls // 4
         print_overhead(f"empty kernel launch x {launches}, {args.reps} interleaved runs",
                        bench_overhead(t, ["launch", str(launches)], args.reps))
+    if "a" in only and "nested" in workloads:
+        print_overhead(f"runtime launch nesting a driver launch (fake libraries) x {args.calls // 4}, "
+                       f"{args.reps} interleaved runs",
+                       bench_overhead(t, ["nested", str(args.calls // 4)], args.reps))
     if "b" in only:
         bench_threads(t, 2 * args.calls)
     if "c" in only:

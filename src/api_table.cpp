@@ -211,6 +211,17 @@ Api make_api(std::uint16_t id, const ApiSpec& spec, std::string symbol, bool var
   return api;
 }
 
+// The name of the operation an API performs: without its _ptsz/_ptds form and
+// its _vN version suffix (cuEventElapsedTime_v2 is cuEventElapsedTime).
+std::string_view operation_name(const Api& api) {
+  std::string_view name = api.spec->name;
+  const auto v = name.rfind("_v");
+  if (v != std::string_view::npos && v + 2 < name.size() &&
+      name.find_first_not_of("0123456789", v + 2) == std::string_view::npos)
+    name = name.substr(0, v);
+  return name;
+}
+
 std::vector<Api> build_apis() {
   std::vector<Api> out;
   // Every row may also be exported in its per-thread-default-stream forms.
@@ -222,6 +233,11 @@ std::vector<Api> build_apis() {
       out.push_back(make_api(static_cast<std::uint16_t>(out.size()), row, std::string(row.name) + suffix, true));
   }
   if (out.size() > CT_MAX_APIS) throw std::logic_error("API table larger than CT_MAX_APIS");
+  std::unordered_map<std::string_view, std::uint16_t> operations;
+  for (Api& api : out) {
+    const std::uint16_t op = operations.emplace(operation_name(api), api.id).first->second;
+    api.cookie |= std::uint64_t(op) << CT_COOKIE_OP_SHIFT;
+  }
   return out;
 }
 

@@ -94,13 +94,13 @@ const char* special_stream_name(std::uint64_t handle) {
 std::string_view Call::comm() const { return std::string_view(rec->comm, strnlen(rec->comm, sizeof rec->comm)); }
 
 bool Call::failed() const {
-  if (unfinished || api->spec->returns == Returns::Void) return false;
+  if (unfinished || entry_only || api->spec->returns == Returns::Void) return false;
   const std::int32_t code = static_cast<std::int32_t>(rec->ret);
   return code != 0 && code != 600;  // 600: cudaErrorNotReady / CUDA_ERROR_NOT_READY
 }
 
 const char* Call::ret_name() const {
-  if (unfinished || api->spec->returns == Returns::Void) return nullptr;
+  if (unfinished || entry_only || api->spec->returns == Returns::Void) return nullptr;
   return cuda_error_name(api->layer(), static_cast<std::int32_t>(rec->ret));
 }
 
@@ -111,6 +111,7 @@ bool decode_call(const ct_call& rec, KernelNames* names, Call& call, const Strin
   call.api = api;
   call.parent = rec.parent_api == kNoApi ? nullptr : api_by_id(rec.parent_api);
   call.unfinished = rec.type == CT_REC_UNFINISHED;
+  call.entry_only = rec.flags & CT_FLAG_ENTRY_ONLY;
   call.args.clear();
   call.kernel = {};
   call.kernel_mangled = {};

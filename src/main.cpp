@@ -91,6 +91,8 @@ int main(int argc, char** argv) {
   app.add_option("-i,--interval", opts.interval_s, "With --summary/--hist/--insights: also report every N seconds");
   app.add_option("-c,--count", opts.count, "With -i: stop after this many interval reports");
   app.add_flag("--stack", opts.stack, "Capture and symbolise the user stack of each call (and of leaked allocations)");
+  app.add_flag("--nested-returns", opts.nested_returns,
+               "Also time nested calls without out-params (a runtime call's launch or copy): one more trap each");
   app.add_flag("-v,--verbose", opts.verbose, "Say which files are probed; show libbpf messages");
   app.add_flag("-V,--version", version, "Print the version and exit");
   app.prefix_command(true);

@@ -118,6 +118,11 @@ class TextOutput final : public Output {
 
   void call(const Call& c) override {
     line_start(c);
+    if (c.entry_only) {  // no latency or status of its own (docs/json.md)
+      fmt::format_to(std::back_inserter(buf_), " {:>10} -", "-");
+      args(c);
+      return;
+    }
     buf_.push_back(' ');
     append_fixed(buf_, c.rec->dur_ns, 3, 10, Align::Right);  // microseconds
     buf_.push_back(' ');
@@ -239,7 +244,9 @@ class JsonOutput final : public Output {
     fmt::format_to(it, "{{\"type\":\"{}\",\"ts_ns\":{},\"pid\":{},\"tid\":{},\"comm\":", type, r.ts_ns, r.pid, r.tid);
     append_json_string(buf_, c.comm());
     fmt::format_to(it, ",\"layer\":\"{}\",\"api\":\"{}\"", layer_name(c.api->layer()), c.api->symbol);
-    if (!c.unfinished) {
+    if (c.entry_only) {
+      buf_.append(std::string_view(",\"entry_only\":true"));
+    } else if (!c.unfinished) {
       fmt::format_to(it, ",\"dur_ns\":{}", r.dur_ns);
       if (c.api->spec->returns == Returns::Status) {
         const char* name = c.ret_name();

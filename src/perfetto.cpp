@@ -99,7 +99,7 @@ void PerfettoWriter::api_slice(const Call& c) {
   }
   if (c.unfinished) {
     buf_.append(std::string_view("\"ret\":\"unfinished\"}"));
-  } else if (c.api->spec->returns == Returns::Void) {
+  } else if (c.api->spec->returns == Returns::Void || c.entry_only) {  // entry-only: a zero-length slice
     buf_.append(std::string_view("\"ret\":null}"));
   } else if (const char* name = c.ret_name()) {
     fmt::format_to(it, "\"ret\":\"{}\"}}", name);

@@ -1,6 +1,8 @@
 #include "cudatrace/probes.h"
 
+#include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -33,6 +35,7 @@ bool is_cuda_library(const std::string& path, Layer layer) {
 // uprobe_multi links (Linux 6.6), spelt out: Debian 12's headers predate them.
 constexpr int kBpfLinkCreate = 28;
 constexpr unsigned kTraceUprobeMulti = 48;  // BPF_TRACE_UPROBE_MULTI
+constexpr unsigned kTraceUprobeSession = 57;  // BPF_TRACE_UPROBE_SESSION (Linux 6.13)
 constexpr unsigned kUprobeMultiReturn = 1;  // BPF_F_UPROBE_MULTI_RETURN
 struct UprobeMultiAttr {
   __u32 prog_fd, target_fd, attach_type, flags;
@@ -42,6 +45,45 @@ struct UprobeMultiAttr {
 
 void Probes::prepare(bpf_program* prog) {
   bpf_program__set_expected_attach_type(prog, static_cast<bpf_attach_type>(kTraceUprobeMulti));
+}
+
+void Probes::prepare_session(bpf_program* prog) {
+  bpf_program__set_expected_attach_type(prog, static_cast<bpf_attach_type>(kTraceUprobeSession));
+}
+
+AttachMode Probes::detect_mode() {
+  // An empty session program on a scratch file that no process maps: the
+  // kernel checks the program and the link, and installs nothing.
+  const bpf_insn return_zero[] = {
+      {BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_0, 0, 0, 0},
+      {BPF_JMP | BPF_EXIT, 0, 0, 0, 0},
+  };
+  LIBBPF_OPTS(bpf_prog_load_opts, opts, .expected_attach_type = static_cast<bpf_attach_type>(kTraceUprobeSession));
+  const int prog = bpf_prog_load(BPF_PROG_TYPE_KPROBE, "ct_session_test", "GPL", return_zero, 2, &opts);
+  if (prog < 0) return AttachMode::MultiPair;
+  AttachMode mode = AttachMode::MultiPair;
+  const int file = static_cast<int>(syscall(SYS_memfd_create, "cudatrace-session-test", 0));
+  const unsigned char nops[16] = {0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90,
+                                  0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0xc3};
+  if (file >= 0 && write(file, nops, sizeof nops) == static_cast<ssize_t>(sizeof nops)) {
+    const std::string path = "/proc/self/fd/" + std::to_string(file);
+    const std::uint64_t offset = 0, cookie = 0;
+    UprobeMultiAttr attr{};
+    attr.prog_fd = static_cast<__u32>(prog);
+    attr.attach_type = kTraceUprobeSession;
+    attr.path = reinterpret_cast<std::uintptr_t>(path.c_str());
+    attr.offsets = reinterpret_cast<std::uintptr_t>(&offset);
+    attr.cookies = reinterpret_cast<std::uintptr_t>(&cookie);
+    attr.cnt = 1;
+    const int link = static_cast<int>(syscall(__NR_bpf, kBpfLinkCreate, &attr, sizeof attr));
+    if (link >= 0) {
+      mode = AttachMode::MultiSession;
+      close(link);
+    }
+  }
+  if (file >= 0) close(file);
+  close(prog);
+  return mode;
 }
 
 Probes::Probes(bpf_program* enter, bpf_program* exit, bpf_program* map_change, Selection selection, Warn warn)
@@ -97,15 +139,15 @@ const Probes::FileSymbols* Probes::symbols_of(const std::string& path, std::stri
 
 bool Probes::attach_multi(bpf_program* prog, const std::string& path, pid_t pid,
                           const std::vector<std::uint64_t>& offsets, const std::vector<std::uint64_t>& cookies,
-                          bool retprobe, std::string& error) {
+                          MultiLink kind, std::string& error) {
   UprobeMultiAttr attr{};
   attr.prog_fd = static_cast<__u32>(bpf_program__fd(prog));
-  attr.attach_type = kTraceUprobeMulti;
+  attr.attach_type = kind == MultiLink::Session ? kTraceUprobeSession : kTraceUprobeMulti;
   attr.path = reinterpret_cast<std::uintptr_t>(path.c_str());
   attr.offsets = reinterpret_cast<std::uintptr_t>(offsets.data());
   attr.cookies = reinterpret_cast<std::uintptr_t>(cookies.data());
   attr.cnt = static_cast<__u32>(offsets.size());
-  attr.multi_flags = retprobe ? kUprobeMultiReturn : 0;
+  attr.multi_flags = kind == MultiLink::Return ? kUprobeMultiReturn : 0;
   attr.pid = pid > 0 ? static_cast<__u32>(pid) : 0;
   const int fd = static_cast<int>(syscall(__NR_bpf, kBpfLinkCreate, &attr, sizeof attr));
   if (fd < 0) {
@@ -142,11 +184,16 @@ bool Probes::attach_file(const std::string& path, pid_t pid, FileResult& result,
     ++r.apis;
     (api->layer() == Layer::Runtime ? r.runtime : r.driver) = true;
   }
-  // The return probes first: a call entered between the two attaches then
-  // has neither half, rather than an entry whose return never comes.
-  if (!offsets.empty() && (!attach_multi(exit_, path, pid, offsets, cookies, true, error) ||
-                           !attach_multi(enter_, path, pid, offsets, cookies, false, error)))
-    return false;
+  // Pairs: the return probes first, so that a call entered between the two
+  // attaches has neither half, rather than an entry whose return never comes.
+  if (!offsets.empty()) {
+    const bool attached =
+        mode_ == AttachMode::MultiSession
+            ? attach_multi(session_, path, pid, offsets, cookies, MultiLink::Session, error)
+            : attach_multi(exit_, path, pid, offsets, cookies, MultiLink::Return, error) &&
+                  attach_multi(enter_, path, pid, offsets, cookies, MultiLink::Entry, error);
+    if (!attached) return false;
+  }
   for (Layer layer : {Layer::Runtime, Layer::Driver}) {
     if (!present[static_cast<int>(layer)] || !is_cuda_library(path, layer)) continue;
     std::string missing;
@@ -179,7 +226,7 @@ bool Probes::attach_loader(const std::string& path, pid_t pid, std::string& erro
     error = path + ": no _dl_debug_state symbol; libraries loaded later will not be traced";
     return false;
   }
-  if (!attach_multi(map_change_, path, pid, {offset}, {0}, false, error)) return false;
+  if (!attach_multi(map_change_, path, pid, {offset}, {0}, MultiLink::Entry, error)) return false;
   loaders_.insert(key);
   return true;
 }

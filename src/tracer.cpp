@@ -16,6 +16,7 @@
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <set>
@@ -213,6 +214,12 @@ int Session::load() {
   ro->stop_on_map_change = opts_.stop_on_dlopen;
   ro->summary_mode = opts_.summary;
   ro->capture_stack = opts_.stack;
+  // CUDATRACE_NO_UPROBE_SESSIONS=1 forces pairs, as on kernels before 6.13
+  // (tests and benchmarks compare the two; docs/benchmarks.md).
+  const char* no_sessions = std::getenv("CUDATRACE_NO_UPROBE_SESSIONS");
+  const AttachMode mode = no_sessions && std::strcmp(no_sessions, "0") != 0 ? AttachMode::MultiPair
+                                                                             : Probes::detect_mode();
+  ro->skip_nested_returns = mode == AttachMode::MultiSession && !opts_.nested_returns;
   bpf_map__set_max_entries(skel_->maps.api_stats, static_cast<__u32>(apis().size()));
   const std::uint64_t ring_bytes = std::uint64_t(opts_.ring_mb) << 20;
   // Each CPU wakes the reader every wakeup_every records, so at most an
@@ -222,6 +229,14 @@ int Session::load() {
       static_cast<__u32>(std::clamp<std::uint64_t>(ring_bytes / 8 / (cpus * sizeof(ct_call)), 16, 4096));
   bpf_map__set_max_entries(skel_->maps.events, static_cast<__u32>(ring_bytes));
   for (bpf_program* p : {skel_->progs.ct_enter, skel_->progs.ct_exit, skel_->progs.ct_map_change}) Probes::prepare(p);
+  // Only the programs the attach mode uses are loaded.
+  if (mode == AttachMode::MultiSession) {
+    Probes::prepare_session(skel_->progs.ct_session);
+    bpf_program__set_autoload(skel_->progs.ct_enter, false);
+    bpf_program__set_autoload(skel_->progs.ct_exit, false);
+  } else {
+    bpf_program__set_autoload(skel_->progs.ct_session, false);
+  }
   if (int err = cudatrace_bpf__load(skel_)) {
     if (err == -EPERM || err == -EACCES)
       error_line("permission denied loading BPF programs: run as root, or grant CAP_BPF and CAP_PERFMON");
@@ -245,6 +260,7 @@ int Session::load() {
   }
   probes_ = std::make_unique<Probes>(skel_->progs.ct_enter, skel_->progs.ct_exit, skel_->progs.ct_map_change,
                                      opts_.selection, warn_line);
+  if (mode == AttachMode::MultiSession) probes_->use_session(skel_->progs.ct_session);
   return kExitOk;
 }
 
@@ -617,8 +633,9 @@ int Session::run() {
   if (int rc = opts_.pid > 0 ? attach_pid_target() : start_command()) return rc;
   if (opts_.pid <= 0) start_stop_watchdog();
   if (opts_.verbose)
-    std::fprintf(stderr, "cudatrace: BPF loaded and %zu probes attached in %.1f ms\n", probes_->probe_count(),
-                 double(monotonic_ns() - load_start_ns) / 1e6);
+    std::fprintf(stderr, "cudatrace: BPF loaded and %zu probes attached in %.1f ms (%s)\n", probes_->probe_count(),
+                 double(monotonic_ns() - load_start_ns) / 1e6,
+                 probes_->mode() == AttachMode::MultiSession ? "uprobe sessions" : "uprobe + uretprobe pairs");
   // Only now: a start that failed leaves no empty -o file behind.
   if (int rc = open_output()) return rc;
 

@@ -49,6 +49,9 @@ struct Call {
   const Api* api = nullptr;
   const Api* parent = nullptr;  // enclosing probed call, if any
   bool unfinished = false;
+  // Recorded at entry (CT_FLAG_ENTRY_ONLY): a nested call with no latency or
+  // status of its own; its parent's status covers it.
+  bool entry_only = false;
   std::vector<NamedValue> args;
   // Launches only: the kernel name, demangled and as CUDA gives it; "?" when
   // it cannot be known. Empty for non-launch calls.

@@ -29,6 +29,13 @@ struct Selection {
   }
 };
 
+// How a call's entry and return are probed; chosen once per session.
+enum class AttachMode : std::uint8_t {
+  MultiPair,     // uprobe_multi links (Linux 6.6): ct_enter on entry, ct_exit on return
+  MultiSession,  // one uprobe_multi session link (Linux 6.13): ct_session on both;
+                 // an entry may leave its return unprobed (one trap instead of two)
+};
+
 class Probes {
  public:
   using Warn = std::function<void(const std::string&)>;
@@ -49,16 +56,29 @@ class Probes {
   std::size_t probe_count() const { return probes_; }
   // Must be called on the programs before the BPF object is loaded.
   static void prepare(bpf_program* prog);
+  static void prepare_session(bpf_program* prog);
+  // MultiSession when this kernel accepts a uprobe session link (found by
+  // trying one on a scratch file), else MultiPair.
+  static AttachMode detect_mode();
+  // From now on attach `session` (prepared with prepare_session) instead of
+  // the entry/return pair.
+  void use_session(bpf_program* session) {
+    session_ = session;
+    mode_ = AttachMode::MultiSession;
+  }
+  AttachMode mode() const { return mode_; }
 
  private:
   struct FileSymbols {
     std::vector<std::pair<const Api*, std::uint64_t>> offsets;  // API, file offset
   };
   const FileSymbols* symbols_of(const std::string& path, std::string& error, std::tuple<dev_t, ino_t>& key);
+  enum class MultiLink : std::uint8_t { Entry, Return, Session };
   bool attach_multi(bpf_program* prog, const std::string& path, pid_t pid, const std::vector<std::uint64_t>& offsets,
-                    const std::vector<std::uint64_t>& cookies, bool retprobe, std::string& error);
+                    const std::vector<std::uint64_t>& cookies, MultiLink kind, std::string& error);
 
-  bpf_program *enter_, *exit_, *map_change_;
+  bpf_program *enter_, *exit_, *map_change_, *session_ = nullptr;
+  AttachMode mode_ = AttachMode::MultiPair;
   Selection selection_;
   Warn warn_;
   std::map<std::tuple<dev_t, ino_t>, FileSymbols> symbols_;

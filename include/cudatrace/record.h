@@ -31,6 +31,10 @@ enum ct_record_type {
 #define CT_FLAG_OUT1_FAULT (1u << 1)
 #define CT_FLAG_PAYLOAD_FAULT (1u << 2)
 #define CT_FLAG_PAYLOAD_TRUNC (1u << 3)
+/* Recorded at entry, its return not probed (a nested call with nothing to
+ * read at return, see skip_nested_returns): dur_ns, ret and caller are 0;
+ * its status is part of its parent's. */
+#define CT_FLAG_ENTRY_ONLY (1u << 4)
 
 /*
  * The attach cookie tells the generic entry/exit programs everything they need
@@ -47,6 +51,10 @@ enum ct_record_type {
  *   bit  50      the function returns void (its return register is not a status)
  *   bit  51      summary mode still sends this call's record: the kernel,
  *                transfer and memory tables need its arguments
+ *   bits 52..60  operation id: the API id of the first table row of the same
+ *                operation (the API without _ptsz/_ptds/_vN suffix). A call
+ *                entered directly inside a call of the same operation is a
+ *                forward (see ct_frame) and gets no record of its own.
  */
 enum ct_payload_kind {
 	CT_PAYLOAD_NONE = 0,
@@ -64,6 +72,9 @@ enum ct_payload_kind {
 #define CT_COOKIE_PAYLOAD_WORDS(c) ((__u32)(((c) >> 42) & 0xff))
 #define CT_COOKIE_VOID (1ull << 50)
 #define CT_COOKIE_DETAIL (1ull << 51)
+#define CT_COOKIE_OP_SHIFT 52
+#define CT_COOKIE_OP(c) ((__u32)(((c) >> CT_COOKIE_OP_SHIFT) & 0x1ff))
+#define CT_COOKIE_HAS_OUTS(c) (((c) & ((0xfull << 20) | (0xfull << 28))) != 0)
 
 /* Launch configs: CUlaunchConfig and cudaLaunchConfig_t are both 56 bytes,
  * with the attribute array pointer at offset 40 and its length at 48. Each
@@ -104,11 +115,30 @@ struct ct_map_change {
 	__u32 stopped; /* 1 if the process was sent SIGSTOP and waits for SIGCONT */
 };
 
-/* Per-thread stack of calls in progress (the "threads" map, keyed by tid). */
+/* Per-thread stack of calls in progress (the "threads" map, keyed by tid).
+ *
+ * A forward is a call entered directly inside a call of the same operation
+ * (a framework's local function named like the API that calls the library's,
+ * or a chain of them). It has a frame, so that its return pairs, but no record:
+ * it passes its API (the library's variant, e.g. _ptsz), return value and
+ * out-params (the library's: the truth) to the frame that records the
+ * operation, its owner, the outermost of the chain (whose record keeps the
+ * caller's call site, arguments and whole duration). Depth and parent are set
+ * at entry and count recorded calls only, as if forwards did not exist. */
+#define CT_FRAME_RECORDED 0xff /* owner of a frame that has its own record */
 struct ct_frame {
 	__u64 cookie;
 	__u64 ts_ns;
 	__u64 args[CT_MAX_ARGS];
+	__u16 parent_api; /* of the record, 0xffff if none */
+	__u8 level;       /* the record's depth */
+	__u8 owner;       /* CT_FRAME_RECORDED, or the index of a forward's owner */
+	__u8 fwd_depth;   /* owners: 1 + stack index of the forward whose results
+			   * fwd_* hold (the deepest, else the latest); 0: none */
+	__u8 fwd_flags;   /* CT_FLAG_OUT*_FAULT of fwd_outs */
+	__u16 fwd_api;
+	__s64 fwd_ret;
+	__u64 fwd_outs[CT_MAX_OUTS];
 };
 
 struct ct_thread_state {

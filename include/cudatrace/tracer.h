@@ -45,6 +45,7 @@ struct Options {
   unsigned interval_s = 0;      // -i: also report every N seconds
   unsigned count = 0;           // -c: stop after this many interval reports (0: no limit)
   bool stack = false;    // --stack: capture the user stack of each call
+  bool nested_returns = false;  // --nested-returns: probe every return (docs/json.md, entry-only records)
   bool verbose = false;
 };
 

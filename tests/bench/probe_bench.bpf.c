@@ -2,6 +2,10 @@
 /* Reference BPF programs for the benchmarks (scripts/bench.py), attached to
  * the same symbols as cudatrace's:
  *   floor_*  empty programs: the cost of the uprobe + uretprobe themselves
+ *   floor_session        an empty uprobe session program (Linux 6.13) that
+ *                        keeps every return: the pair's cost through a session
+ *   floor_session_entry  the same, but every entry returns 1: its return is
+ *                        not probed, the cost of an entry-only probe
  *   naive_*  the textbook design: an enter and an exit record per call, each
  *            submitted with a reader wake-up */
 #include "vmlinux.h"
@@ -39,6 +43,18 @@ SEC("uretprobe")
 int floor_exit(struct pt_regs *ctx)
 {
 	return 0;
+}
+
+SEC("uprobe")
+int floor_session(struct pt_regs *ctx)
+{
+	return 0;
+}
+
+SEC("uprobe")
+int floor_session_entry(struct pt_regs *ctx)
+{
+	return 1;
 }
 
 static __always_inline int naive_emit(struct pt_regs *ctx, __u32 is_exit, __u64 value)

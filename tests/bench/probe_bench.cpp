@@ -1,8 +1,9 @@
-// Attaches the reference programs of probe_bench.bpf.c (empty "floor" or
-// "naive" two-records-per-call) to the CUDA symbols of the given files, the
-// way cudatrace attaches its own, runs a command and reports what the
-// programs saw. Used by scripts/bench.py only.
-//   probe_bench floor|naive --lib FILE [--lib FILE...] -- COMMAND [ARGS...]
+// Attaches the reference programs of probe_bench.bpf.c (empty "floor" pairs,
+// empty uprobe sessions that keep ("floor-session") or skip
+// ("floor-session-entry") every return, or "naive" two-records-per-call) to
+// the CUDA symbols of the given files, the way cudatrace attaches its own,
+// runs a command and reports what the programs saw. Used by scripts/bench.py only.
+//   probe_bench MODE --lib FILE [--lib FILE...] -- COMMAND [ARGS...]
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <sys/wait.h>
@@ -34,9 +35,11 @@ int count_record(void* ctx, void*, std::size_t) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 4) return fail("usage: probe_bench floor|naive --lib FILE... -- COMMAND [ARGS...]");
+  if (argc < 4) return fail("usage: probe_bench MODE --lib FILE... -- COMMAND [ARGS...]");
   const std::string mode = argv[1];
-  if (mode != "floor" && mode != "naive") return fail("mode must be floor or naive");
+  const bool session = mode == "floor-session" || mode == "floor-session-entry";
+  if (mode != "floor" && mode != "naive" && !session)
+    return fail("mode must be floor, floor-session, floor-session-entry or naive");
   std::vector<std::string> libs;
   int i = 2;
   for (; i < argc && std::strcmp(argv[i], "--") != 0; ++i) {
@@ -51,6 +54,15 @@ int main(int argc, char** argv) {
   for (bpf_program* p : {skel->progs.floor_enter, skel->progs.floor_exit, skel->progs.naive_enter,
                          skel->progs.naive_exit})
     cudatrace::Probes::prepare(p);
+  bpf_program* session_prog = mode == "floor-session" ? skel->progs.floor_session : skel->progs.floor_session_entry;
+  if (session) {
+    if (cudatrace::Probes::detect_mode() != cudatrace::AttachMode::MultiSession)
+      return fail("this kernel has no uprobe sessions (Linux 6.13)");
+    cudatrace::Probes::prepare_session(session_prog);
+  } else {
+    bpf_program__set_autoload(skel->progs.floor_session, false);
+    bpf_program__set_autoload(skel->progs.floor_session_entry, false);
+  }
   if (probe_bench_bpf__load(skel)) return fail("cannot load the BPF programs");
 
   const bool naive = mode == "naive";
@@ -61,6 +73,7 @@ int main(int argc, char** argv) {
       naive ? skel->progs.naive_enter : skel->progs.floor_enter,
       naive ? skel->progs.naive_exit : skel->progs.floor_exit, nullptr, all,
       [](const std::string& w) { std::fprintf(stderr, "probe_bench: warning: %s\n", w.c_str()); });
+  if (session) probes->use_session(session_prog);
   for (const std::string& lib : libs) {
     cudatrace::Probes::FileResult r;
     std::string error;

@@ -92,6 +92,82 @@ TEST_F(Trace, DriverCallsNestUnderRuntimeCalls) {
   EXPECT_GE(malloc_calls[0]["dur_ns"].get<long>(), alloc[0]["dur_ns"].get<long>());
 }
 
+// Local functions named like CUDA APIs that forward to the library (XLA's
+// plugin, forwarding_stubs.c) are probed too; each operation must still give
+// exactly one record, with the library's status and out-params, the depth and
+// parent of its nested calls as if the stubs did not exist.
+void expect_one_record_per_forwarded_call(const Result& r, int n, bool nested_timed) {
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::map<std::string, int> count;
+  for (const json& c : calls(r)) ++count[c["api"]];
+  EXPECT_EQ(count, (std::map<std::string, int>{{"cudaMalloc", n + 1},
+                                               {"cuMemAlloc_v2", n + 1},
+                                               {"cudaLaunchKernel_ptsz", n},
+                                               {"cuLaunchKernel", 2 * n},
+                                               {"cudaSetDevice", n + 1}}))
+      << r.out;
+  for (const json& c : calls(r)) {
+    const bool nested = c["api"] == "cuMemAlloc_v2" || (c["api"] == "cuLaunchKernel" && c.contains("parent_api"));
+    EXPECT_EQ(c["depth"], nested ? 1 : 0) << c;
+    if (c["api"] == "cuMemAlloc_v2") EXPECT_EQ(c["parent_api"], "cudaMalloc") << c;
+    if (c["api"] == "cuLaunchKernel" && nested) {
+      EXPECT_EQ(c["parent_api"], "cudaLaunchKernel_ptsz") << c;
+      EXPECT_EQ(c["args"]["grid"], json({4, 2, 1}));
+      // With uprobe sessions by default: recorded at entry, its return unprobed.
+      EXPECT_EQ(c.value("entry_only", false), !nested_timed) << c;
+      EXPECT_EQ(c.contains("dur_ns"), nested_timed) << c;
+      if (nested_timed) EXPECT_EQ(c["ret"], 0) << c;
+    } else {
+      EXPECT_FALSE(c.contains("entry_only")) << c;
+      EXPECT_GE(c["dur_ns"].get<long>(), 0) << c;
+    }
+    if (c["api"] == "cuLaunchKernel" && !nested) {
+      EXPECT_EQ(c["args"]["grid"], json({8, 1, 1}));
+      EXPECT_EQ(c["args"]["block"], json({32, 1, 1}));  // stack arguments through a sibling call
+    }
+  }
+  const auto alloc = calls(r, "cudaMalloc");
+  for (int i = 0; i < n; ++i) {
+    EXPECT_EQ(alloc[i]["ret"], 0);
+    EXPECT_EQ(alloc[i]["args"]["devPtr"], "0xd000001000");
+  }
+  EXPECT_EQ(alloc[n]["ret_name"], "cudaErrorInvalidValue");
+  EXPECT_EQ(calls(r, "cuMemAlloc_v2")[n]["ret_name"], "CUDA_ERROR_INVALID_VALUE");
+  const auto set_device = calls(r, "cudaSetDevice");
+  EXPECT_EQ(set_device[0]["ret"], 0);
+  // The stub reports 999; the record carries the library's code.
+  EXPECT_EQ(set_device[n]["ret_name"], "cudaErrorInvalidDevice");
+  // The library's variant (per-thread default stream), the caller's arguments.
+  EXPECT_EQ(calls(r, "cudaLaunchKernel_ptsz")[0]["handle_ids"]["stream"], "per-thread");
+  EXPECT_EQ(calls(r, "cudaLaunchKernel_ptsz")[0]["args"]["sharedMem"], 64);
+  EXPECT_EQ(end_of(r.lines)["unmatched"], 0);
+}
+
+TEST_F(Trace, ForwardingStubsGiveOneRecordPerCall) {
+  const Result r = run(tracer() + " -v --json -- " FORWARD_APP " 20");
+  const bool sessions = r.err.find("(uprobe sessions)") != std::string::npos;
+  expect_one_record_per_forwarded_call(r, 20, !sessions);
+  expect_one_record_per_forwarded_call(run(tracer() + " --json --nested-returns -- " FORWARD_APP " 5"), 5, true);
+  // Entry and return programs, as on kernels without uprobe sessions.
+  expect_one_record_per_forwarded_call(
+      run("CUDATRACE_NO_UPROBE_SESSIONS=1 " + tracer() + " --json -- " FORWARD_APP " 5"), 5, true);
+}
+
+// The record keeps the stub's call site: the code that called the API.
+TEST_F(Trace, ForwardedCallsKeepTheCallersCallSite) {
+  const Result r = run(tracer() + " --json --stack -- " FORWARD_APP " 2");
+  expect_one_record_per_forwarded_call(r, 2, true);
+  const std::map<std::string, std::string> site = {{"cudaMalloc", "forward_alloc"},
+                                                   {"cudaLaunchKernel_ptsz", "forward_launch_runtime"},
+                                                   {"cudaSetDevice", "forward_set_device"}};
+  for (const json& c : calls(r)) {
+    if (c["depth"] != 0) continue;
+    ASSERT_TRUE(c.contains("stack")) << c;
+    const std::string where = c["api"] == "cuLaunchKernel" ? "forward_launch_driver" : site.at(c["api"]);
+    EXPECT_EQ(c["stack"][0]["function"], where) << c;
+  }
+}
+
 TEST_F(Trace, LayerAndGroupFiltersAttachOnlyWhatIsAsked) {
   Result r = run(tracer() + " --json --layer driver -- " FAKE_APP " basic");
   ASSERT_EQ(r.status, 0) << r.err;

@@ -212,7 +212,22 @@ TEST(ApiCookie, LaunchExReadsLaunchConfigFromSlot0) {
 TEST(ApiCookie, NoArgumentApisHaveAnEmptyCookie) {
   const Api& a = api("cudaDeviceSynchronize");
   EXPECT_TRUE(a.slots.empty());
-  EXPECT_EQ(a.cookie, a.id);
+  EXPECT_EQ(a.cookie, a.id | std::uint64_t(a.id) << CT_COOKIE_OP_SHIFT);  // its own operation
+}
+
+// One operation id for an API's _ptsz/_ptds forms and _vN versions: a call of
+// one entered inside a call of another is a forward (record.h, ct_frame).
+TEST(ApiCookie, VariantsAndVersionsShareTheOperation) {
+  const auto op = [](const char* symbol) { return CT_COOKIE_OP(api(symbol).cookie); };
+  EXPECT_EQ(op("cudaLaunchKernel"), api("cudaLaunchKernel").id);
+  EXPECT_EQ(op("cudaLaunchKernel_ptsz"), op("cudaLaunchKernel"));
+  EXPECT_EQ(op("cudaMemcpyAsync_ptsz"), op("cudaMemcpyAsync"));
+  EXPECT_EQ(op("cuEventElapsedTime_v2"), op("cuEventElapsedTime"));
+  EXPECT_EQ(op("cuCtxSynchronize_v2"), op("cuCtxSynchronize"));
+  EXPECT_EQ(op("cuMemAlloc_v2"), api("cuMemAlloc_v2").id);
+  EXPECT_NE(op("cudaMemcpy"), op("cudaMemcpyAsync"));
+  EXPECT_NE(op("cudaMalloc"), op("cuMemAlloc_v2"));
+  EXPECT_NE(op("cudaLaunchKernel"), op("cudaLaunchKernelExC"));
 }
 
 // Invariants that the BPF side relies on, for every API.
@@ -254,7 +269,9 @@ TEST(ApiCookie, FieldsAgreeWithSlotsForEveryApi) {
       EXPECT_EQ(CT_COOKIE_PAYLOAD_KIND(a.cookie), unsigned(CT_PAYLOAD_NONE));
     }
     EXPECT_LE(payloads, 1);
-    EXPECT_EQ(a.cookie >> 52, 0u);  // no bits beyond the documented fields
+    EXPECT_LE(CT_COOKIE_OP(a.cookie), a.id);  // the first API of its operation
+    EXPECT_EQ(api_by_id(CT_COOKIE_OP(a.cookie))->layer(), a.layer());
+    EXPECT_EQ(a.cookie >> 61, 0u);  // no bits beyond the documented fields
     EXPECT_EQ(bool(a.cookie & CT_COOKIE_VOID), a.spec->returns == Returns::Void);
   }
 }

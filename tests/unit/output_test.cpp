@@ -386,6 +386,37 @@ TEST(TextOutput, SuccessfulCallLine) {
   EXPECT_EQ(text_line(b), kTextPrefix + "cudaMalloc                        2.500 0 devPtr=0x7f0000200000 size=4096\n");
 }
 
+// A nested call recorded at entry (uprobe sessions): no latency or status.
+void entry_only_launch(RecBuf& b) {
+  init_rec(b, "cuLaunchKernel");
+  b.rec.parent_api = cudatrace_test::api_id("cudaLaunchKernel");
+  b.rec.depth = 1;
+  b.rec.dur_ns = 0;
+  b.rec.flags = CT_FLAG_ENTRY_ONLY;
+}
+
+TEST(TextOutput, EntryOnlyCallHasNoLatencyOrStatus) {
+  RecBuf b;
+  entry_only_launch(b);
+  const std::string line = text_line(b);
+  EXPECT_NE(line.find("cuLaunchKernel                      - - f="), std::string::npos) << line;
+}
+
+TEST(JsonOutput, EntryOnlyCallHasNoDurationOrReturn) {
+  RecBuf b;
+  entry_only_launch(b);
+  Call c;
+  ASSERT_TRUE(decode_call(b.rec, nullptr, c));
+  EXPECT_TRUE(c.entry_only);
+  EXPECT_FALSE(c.failed());
+  const JsonValue v = parse_line(json_line(b));
+  ASSERT_TRUE(v.has("entry_only"));
+  EXPECT_FALSE(v.has("dur_ns"));
+  EXPECT_FALSE(v.has("ret"));
+  EXPECT_FALSE(v.has("ret_name"));
+  EXPECT_TRUE(v.has("parent_api"));
+}
+
 TEST(TextOutput, FailedCallShowsErrorName) {
   RecBuf b;
   malloc_rec(b);
