@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "cudatrace/json.h"
+#include "cudatrace/kernel_names.h"
 #include "cudatrace/summary.h"
 
 namespace cudatrace {
@@ -52,7 +53,7 @@ void append_work_text(fmt::memory_buffer& out, const StreamWork& w) {
   if (w.launches) {
     fmt::format_to(it, "{}{} launch{} (", sep, w.launches, w.launches == 1 ? "" : "es");
     for (std::size_t i = 0; i < w.kernels.size() && i < kKernelsShown; ++i) {
-      fmt::format_to(it, "{}{}", i ? ", " : "", short_kernel_name(w.kernels[i].first));
+      fmt::format_to(it, "{}{}", i ? ", " : "", kernel_base_name(w.kernels[i].first));
       if (w.kernels[i].second > 1) fmt::format_to(it, " x{}", w.kernels[i].second);
     }
     if (w.kernels.size() > kKernelsShown) fmt::format_to(it, ", +{} more", w.kernels.size() - kKernelsShown);
@@ -116,17 +117,6 @@ std::string format_bytes(std::uint64_t bytes) {
     ++unit;
   }
   return fmt::format("{:.1f} {}", v, kUnits[unit]);
-}
-
-std::string_view short_kernel_name(std::string_view name) {
-  if (name.rfind("void ", 0) == 0) name.remove_prefix(5);
-  int angle = 0;
-  for (std::size_t i = 0; i < name.size(); ++i) {
-    if (name[i] == '<') ++angle;
-    if (name[i] == '>' && angle > 0) --angle;
-    if (name[i] == '(' && angle == 0 && i > 0) return name.substr(0, i);
-  }
-  return name;
 }
 
 bool StreamWork::empty() const {
@@ -346,7 +336,7 @@ void StreamTracker::apply(Process& p, Call& c) {
     case Effect::Launch: {
       Entry e{0, Entry::Kind::Launch};
       e.kernel = c.kernel.empty() ? std::string("graph") : std::string(c.kernel);
-      const std::string label(short_kernel_name(e.kernel));
+      const std::string label(kernel_base_name(e.kernel));
       queue(p, call_stream(), std::move(e), label);
       break;
     }

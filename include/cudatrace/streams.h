@@ -32,8 +32,6 @@ const char* copy_direction_name(CopyDirection d);
 
 // "512 B", "1.5 KiB", "4.0 MiB", "2.0 GiB".
 std::string format_bytes(std::uint64_t bytes);
-// A kernel name without its parameter list and leading "void ".
-std::string_view short_kernel_name(std::string_view demangled);
 
 // The work of one stream that a synchronisation covered.
 struct StreamWork {

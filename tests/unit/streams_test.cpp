@@ -563,14 +563,6 @@ TEST(StreamFormat, Bytes) {
   EXPECT_EQ(format_bytes(std::uint64_t(5) << 40), "5.0 TiB");
 }
 
-TEST(StreamFormat, ShortKernelName) {
-  EXPECT_EQ(short_kernel_name("k1"), "k1");
-  EXPECT_EQ(short_kernel_name("scale(float const*, float*, float, int)"), "scale");
-  EXPECT_EQ(short_kernel_name("void ns::addKernel<float>(float const*, float, float*, int)"), "ns::addKernel<float>");
-  EXPECT_EQ(short_kernel_name("void f<(anonymous namespace)::T>(int)"), "f<(anonymous namespace)::T>");
-  EXPECT_EQ(short_kernel_name("?"), "?");
-}
-
 TEST(StreamFormat, KernelListIsCappedInTextButNotInJson) {
   WaitInfo w;
   w.kind = WaitInfo::Kind::Stream;
