@@ -57,8 +57,10 @@ std::string_view kernel_base_name(std::string_view s) {
       i += 2;
       continue;
     }
-    // The demangler writes a comparison in a template argument as "(a)>(b)".
-    if ((c == '<' || c == '>') && i > 0 && s[i - 1] == ')' && i + 1 < s.size() && s[i + 1] == '(') {
+    // Inside parentheses '<' and '>' are text: a comparison the demangler
+    // writes as "((a)>(b))", or a template in a parameter list, whose
+    // brackets balance anyway.
+    if ((c == '<' || c == '>') && !open.empty() && open.back() == '(') {
       ++i;
       continue;
     }

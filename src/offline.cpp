@@ -55,7 +55,8 @@ const std::string& string_of(const Json& v, const std::string& what) {
 }
 
 std::uint64_t hex_of(const Json& v, const std::string& what) {
-  const std::string& s = string_of(v, what);
+  if (!v.is_string()) bad(what + " is not a hex string \"0x...\"");
+  const std::string& s = v.get_ref<const std::string&>();
   if (s.size() < 3 || s.size() > 18 || s[0] != '0' || (s[1] != 'x' && s[1] != 'X'))
     bad(what + " is not a hex string \"0x...\"");
   std::uint64_t n = 0;
@@ -138,7 +139,7 @@ bool TraceLine::parse(std::string_view line, std::string& error) {
     j = Json::parse(line.begin(), line.end());
   } catch (const Json::parse_error& e) {
     error = "not JSON";
-    if (std::strstr(e.what(), "unexpected end of input")) error += " (the line ends early: a truncated trace?)";
+    if (e.byte >= line.size()) error += " (the line ends early: a truncated trace?)";
     return false;
   }
   try {

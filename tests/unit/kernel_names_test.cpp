@@ -348,7 +348,7 @@ TEST(KernelBaseName, CudaAndCublasStyleNames) {
 TEST(KernelBaseName, TemplateArgumentsThatLookLikeSyntax) {
   // Function pointers and expressions in template arguments, trailing qualifiers.
   EXPECT_EQ(kernel_base_name("void apply<&ns::op, void (*)(float*, int)>(float*, int)"), "apply");
-  EXPECT_EQ(kernel_base_name("void k<(4)>(2), 8>(int)"), "k");
+  EXPECT_EQ(kernel_base_name("void k<((4)>(2)), 8>(std::function<void (int)>, int)"), "k");
   EXPECT_EQ(kernel_base_name("std::enable_if<true, void>::type ns::launch<float>(float*) [clone .constprop.0]"),
             "launch");
   EXPECT_EQ(kernel_base_name("E<((1)>(2))>::type g<1, 2>()"), "g");  // c++filt's form

@@ -44,8 +44,8 @@ std::string json_line(const RecBuf& b, KernelNames* names = nullptr) {
 
 constexpr std::uint64_t kStart = 1'000'000'000;
 
-std::string text_line(const RecBuf& b, KernelNames* names = nullptr) {
-  auto out = make_text_output(kStart);
+std::string text_line(const RecBuf& b, KernelNames* names = nullptr, bool full_names = false) {
+  auto out = make_text_output(kStart, full_names);
   return render(*out, b, names);
 }
 
@@ -245,7 +245,7 @@ TEST(JsonOutput, LaunchHasKernelFields) {
             R"({"type":"call","ts_ns":1000,"pid":1234,"tid":1235,"comm":"app","layer":"runtime",)"
             R"("api":"cudaLaunchKernel","dur_ns":2500,"ret":0,"ret_name":"cudaSuccess","depth":0,)"
             R"("args":{"func":"0x401136","grid":[64,2,3],"block":[256,1,1],"args":"0x7ffd00001000","sharedMem":0,)"
-            R"J("stream":"default"},"kernel":"addOne(float*, int)","kernel_mangled":"_Z6addOnePfi"})J"
+            R"J("stream":"default"},"kernel":"addOne(float*, int)","kernel_mangled":"_Z6addOnePfi","kernel_short":"addOne"})J"
             "\n");
   const JsonValue v = parse_line(line);
   ASSERT_EQ(v.get("args")->get("grid")->kind, JsonValue::Array);
@@ -256,7 +256,7 @@ TEST(JsonOutput, LaunchOfUnknownKernelSaysQuestionMark) {
   RecBuf b;
   launch_rec(b);
   const std::string line = json_line(b);
-  EXPECT_NE(line.find(R"(},"kernel":"?","kernel_mangled":"?"})"), std::string::npos) << line;
+  EXPECT_NE(line.find(R"(},"kernel":"?","kernel_mangled":"?","kernel_short":"?"})"), std::string::npos) << line;
   parse_line(line);
 }
 
@@ -432,6 +432,10 @@ TEST(TextOutput, LaunchShowsQuotedKernelName) {
   learn_add_one(names, reg);
   launch_rec(b);
   EXPECT_EQ(text_line(b, &names),
+            kTextPrefix +
+                "cudaLaunchKernel                  2.500 0 func=0x401136 grid=(64,2,3) block=(256,1,1) "
+                "args=0x7ffd00001000 sharedMem=0 stream=default kernel=\"addOne\"\n");
+  EXPECT_EQ(text_line(b, &names, true),
             kTextPrefix +
                 "cudaLaunchKernel                  2.500 0 func=0x401136 grid=(64,2,3) block=(256,1,1) "
                 "args=0x7ffd00001000 sharedMem=0 stream=default kernel=\"addOne(float*, int)\"\n");

@@ -109,8 +109,8 @@ CUDA API summary:
 CUDA kernel launches:
 
  Launches  Shapes  Grid x Block (launches)  Name
- --------  ------  -----------------------  -------------------
-        2       1  (4,2,1)x(128,1,1) (2)    addOne(float*, int)
+ --------  ------  -----------------------  ------
+        2       1  (4,2,1)x(128,1,1) (2)    addOne
 
 CUDA transfers:
 
@@ -158,6 +158,7 @@ TEST(Report, FinalJsonIsOneValidLineWithEveryTable) {
   const JsonValue* kernels = v.get("kernels");
   ASSERT_EQ(kernels->items.size(), 1u);
   EXPECT_EQ(kernels->items[0].get("name")->text, "addOne(float*, int)");
+  EXPECT_EQ(kernels->items[0].get("short_name")->text, "addOne");
   EXPECT_EQ(kernels->items[0].get("launches")->text, "2");
   EXPECT_EQ(kernels->items[0].get("shapes")->items.size(), 1u);
   const JsonValue* transfers = v.get("transfers");

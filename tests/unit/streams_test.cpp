@@ -539,7 +539,7 @@ TEST_F(Streams, QueuedWorkNamesItsLane) {
   ASSERT_TRUE(a.queued);
   EXPECT_EQ(a.queued->stream, "s1");
   EXPECT_EQ(a.queued->lane_name, "stream s1");
-  EXPECT_EQ(a.queued->label, "ns::reduce<float>");
+  EXPECT_EQ(a.queued->label, "reduce");
   const std::uint32_t s1_lane = a.queued->lane;
   const StreamActivity& b = f.feed("cudaLaunchKernel_ptsz", {{"func", kK1}, {"stream", 0}}, 4242);
   ASSERT_TRUE(b.queued);
