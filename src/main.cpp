@@ -163,7 +163,7 @@ int report_main(int argc, char** argv) {
   CLI::App app{kDescription, "cudatrace report"};
   app.formatter(std::make_shared<HelpFormatter>(kReportUsage));
   app.footer(kReportExamples);
-  app.add_option("trace", trace, "The trace, JSON Lines written by --json; - reads standard input")->required()->type_name("TRACE.jsonl");
+  app.add_option("TRACE.jsonl", trace, "The trace, JSON Lines written by --json; - reads standard input")->required()->type_name("");
   // Selection
   app.add_option("-f,--filter", groups, "Report only these groups, comma-separated")->group(kSelection)->type_name("GROUPS");
   app.add_option("--layer", layer, "runtime, driver or all (default)")->group(kSelection)->type_name("LAYER");
