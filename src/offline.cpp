@@ -332,7 +332,7 @@ namespace {
 // The report of one trace file: Session::on_call's work without the BPF side.
 class OfflineReport {
  public:
-  OfflineReport(const Options& opts) : opts_(opts) {}
+  explicit OfflineReport(const Options& opts) : opts_(opts) {}
 
   int run(std::istream& in, const std::string& name);
 

@@ -569,7 +569,7 @@ TEST(StreamFormat, KernelListIsCappedInTextButNotInJson) {
   w.target = "s1";
   StreamWork work;
   work.stream = "s1";
-  for (int i = 1; i <= 6; ++i) work.kernels.emplace_back("k" + std::to_string(i), i == 1 ? 3 : 1);
+  for (int i = 1; i <= 6; ++i) work.kernels.push_back({"void k" + std::to_string(i) + "()", "k" + std::to_string(i), i == 1 ? 3u : 1u});
   work.launches = 8;
   w.work.push_back(work);
   fmt::memory_buffer text;
@@ -594,7 +594,7 @@ TEST(StreamFormat, WaitJsonStructure) {
   StreamWork work;
   work.stream = "s2";
   work.launches = 2;
-  work.kernels = {{"void k(int)", 2}};
+  work.kernels = {{"void k(int)", "k", 2}};
   work.copies[static_cast<int>(CopyDirection::HostToDevice)] = {1, 4096};
   work.memsets = {2, 100};
   w.work.push_back(work);
