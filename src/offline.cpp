@@ -388,15 +388,16 @@ void OfflineReport::on_call(const TraceLine& line) {
   if (!line.kernel_mangled().empty()) names_.add(rec.pid, line.kernel_handle(), line.kernel_mangled());
   if (!decode_call(rec, &names_, call_)) return;
   if (call_.api->group() == Group::Module) names_.learn(call_);
-  // The stream model annotates the call; its pageable-copy warnings are the trace's own warning lines.
+  // The stream model annotates the call; its pageable-copy warnings are the
+  // trace's own warning lines (their call sites were symbolised live).
   const StreamActivity& activity = streams_.on_call(call_);
   last_ns_ = std::max<std::uint64_t>(last_ns_, rec.ts_ns + rec.dur_ns);
+  for (const Warning& w : pending_warnings_) {
+    std::fprintf(stderr, "cudatrace: warning: %s\n", w.message.c_str());
+    out_->warning(call_, w);
+  }
   if (!opts_.display.wants(*call_.api)) return;
   if (perfetto_) perfetto_->call(call_, activity);
-  for (const Warning& w : pending_warnings_) {
-    if (!opts_.json) std::fprintf(stderr, "cudatrace: warning: %s\n", w.message.c_str());
-    if (!reporter_) out_->warning(call_, w);
-  }
   if (reporter_) {
     reporter_->on_call(call_);
     if (call_.unfinished)

@@ -265,9 +265,24 @@ TEST_F(Timeline, OfflineReportGivesTheLiveAnnotationsAndTimeline) {
   EXPECT_EQ(lines_of(offline.out).size(), lines_of(live.out).size());
   const json live_doc = json::parse(read_file(live_timeline));
   std::remove(live_timeline.c_str());
-  std::remove(trace.c_str());
   EXPECT_EQ(timeline_signature(load()), timeline_signature(live_doc));
   EXPECT_GT(timeline_signature(live_doc).size(), 50u);
+
+  // The pageable-copy warnings of the recorded run, again on stderr and as JSON lines.
+  const Result pageable = run(tracer() + " --json -o " + trace + " -- " STREAMS_APP " pageable");
+  ASSERT_EQ(pageable.status, 0) << pageable.err;
+  const auto warnings = [](const std::string& err) {
+    std::vector<std::string> out;
+    for (const std::string& line : lines_of(err))
+      if (line.find("pageable host memory") != std::string::npos) out.push_back(line);
+    return out;
+  };
+  const Result replayed = run(tracer() + " report --json " + trace);
+  ASSERT_EQ(replayed.status, 0) << replayed.err;
+  EXPECT_EQ(warnings(replayed.err), warnings(pageable.err));
+  EXPECT_EQ(warnings(pageable.err).size(), 2u) << pageable.err;
+  EXPECT_EQ(records(replayed.lines, "warning"), records(parse_lines(read_file(trace)), "warning"));
+  std::remove(trace.c_str());
 }
 
 TEST_F(Timeline, FileIsCompleteJsonAfterCtrlC) {
