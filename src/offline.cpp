@@ -141,6 +141,9 @@ bool TraceLine::parse(std::string_view line, std::string& error) {
     error = "not JSON";
     if (e.byte >= line.size()) error += " (the line ends early: a truncated trace?)";
     return false;
+  } catch (const Json::exception&) {  // a number out of range ("1e999")
+    error = "not JSON";
+    return false;
   }
   try {
     if (!j.is_object()) bad("not a JSON object");

@@ -127,6 +127,7 @@ TEST(TraceLine, BadLinesSayWhatIsWrong) {
   EXPECT_EQ(parse_error("cudatrace: 3 calls"), "not JSON");
   EXPECT_EQ(parse_error(call.substr(0, 60)), "not JSON (the line ends early: a truncated trace?)");
   EXPECT_EQ(parse_error("[1,2]"), "not a JSON object");
+  EXPECT_EQ(parse_error(R"({"type":"call","pid":27e853})"), "not JSON");  // found by tests/fuzz
   EXPECT_EQ(parse_error(R"({"api":"cudaFree"})"), "no \"type\" field");
   EXPECT_EQ(parse_error(R"({"type":"frame"})"), "unknown record type \"frame\"");
   EXPECT_EQ(parse_error(R"({"type":"summary","final":true})"),
