@@ -36,8 +36,9 @@ Selection all_groups() {
 }
 
 // A small run: two mallocs (one leaked), a copy, two launches of one kernel.
-Reporter small_run(bool json, bool hist = false) {
+Reporter small_run(bool json, bool hist = false, bool full_names = false) {
   ReportOptions o;
+  o.full_names = full_names;
   o.display = all_groups();
   o.tables = true;
   o.hist = hist;
@@ -89,6 +90,14 @@ TEST(Report, GroupDigits) {
   EXPECT_EQ(group_digits(std::uint64_t(1234567)), "1,234,567");
   EXPECT_EQ(group_tenths(1234.56), "1,234.6");
   EXPECT_EQ(group_tenths(0.04), "0.0");
+}
+
+TEST(Report, FullNamesInTheKernelTable) {
+  Reporter r = small_run(false, false, true);
+  fmt::memory_buffer out;
+  r.report(out, small_stats(), 2000000000, true);
+  EXPECT_NE(fmt::to_string(out).find("(4,2,1)x(128,1,1) (2)    addOne(float*, int)\n"), std::string::npos)
+      << fmt::to_string(out);
 }
 
 TEST(Report, FinalTextTables) {
