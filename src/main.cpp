@@ -214,12 +214,12 @@ int main(int argc, char** argv) {
   // Output
   app.add_flag("--json", opts.json, "JSON Lines output (docs/json.md)")->group(kOutput);
   app.add_option("-o,--output", opts.output_path, "Write the trace to FILE instead of standard output")->group(kOutput)->type_name("FILE");
-  app.add_option("--perfetto", opts.perfetto_path, "Also write a timeline to FILE (Chrome trace JSON for ui.perfetto.dev; docs/timeline.md)")->group(kOutput)->type_name("FILE");
-  app.add_flag("--output-follow-symlinks", opts.output_follow_symlinks, "Write through a symbolic link given as -o FILE even in a world-writable directory such as /tmp")->group(kOutput);
+  app.add_option("--perfetto", opts.perfetto_path, "Also write a timeline to FILE, for ui.perfetto.dev (docs/timeline.md)")->group(kOutput)->type_name("FILE");
+  app.add_flag("--output-follow-symlinks", opts.output_follow_symlinks, "Let -o FILE write through a symbolic link in a world-writable directory (/tmp)")->group(kOutput);
   app.add_flag("--full-names", opts.full_names, "Print kernels by their whole demangled names (default: short names; JSON has both)")->group(kOutput);
   app.add_flag("--stack", opts.stack, "Capture and symbolise the user stack of each call (and of leaked allocations)")->group(kOutput);
   // Analysis
-  app.add_flag("--summary", opts.summary_tables, "Print per-API, kernel, transfer and memory tables and insights instead of calls (docs/summary.md)")->group(kAnalysis);
+  app.add_flag("--summary", opts.summary_tables, "Print per-API, kernel, transfer, memory tables and insights, not calls (docs/summary.md)")->group(kAnalysis);
   app.add_flag("--hist", opts.hist, "Print a log2 latency histogram per API instead of calls")->group(kAnalysis);
   app.add_flag("--insights", opts.insights, "Print inferences about the host side (launch-bound, sync storms, ...)")->group(kAnalysis);
   app.add_option("-i,--interval", opts.interval_s, "With --summary/--hist/--insights: also report every N seconds")->group(kAnalysis)->type_name("N");
