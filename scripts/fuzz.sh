@@ -8,9 +8,9 @@ cd "$(dirname "$0")/.."
 seconds=${FUZZ_SECONDS:-30}
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCUDATRACE_FUZZ=ON -DCUDATRACE_STATIC=OFF >/dev/null
-ninja -C build-fuzz decode_fuzzer json_fuzzer
+ninja -C build-fuzz decode_fuzzer json_fuzzer trace_line_fuzzer
 mkdir -p build-fuzz/crashes
-for target in decode_fuzzer json_fuzzer; do
+for target in decode_fuzzer json_fuzzer trace_line_fuzzer; do
   corpus=build-fuzz/corpus/$target
   mkdir -p "$corpus"
   echo "fuzzing $target for ${seconds}s"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds everything and runs every test (unit, and as root, integration with
-# real eBPF) and the overhead guard (scripts/bench.py --guard), then the same suite built with AddressSanitizer and
+# real eBPF), the Debian package (scripts/package-check.sh) and the overhead guard (scripts/bench.py --guard),
+# then the same suite built with AddressSanitizer and
 # UndefinedBehaviorSanitizer, then the fuzzers for a bounded time
 # (scripts/fuzz.sh). Run from anywhere; dependencies: scripts/install-deps.sh.
 set -euo pipefail
@@ -8,6 +9,8 @@ cd "$(dirname "$0")/.."
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 ninja -C build
 ctest --test-dir build --output-on-failure
+# The Debian package installs, runs and has its man page.
+bash scripts/package-check.sh build
 # Overhead regression guard: cudatrace's added cost per call as a ratio to
 # empty probes on the same symbols (about 1.5 here); fails only when gross.
 python3 scripts/bench.py --build build --guard 3.0 --calls 200000 --reps 5

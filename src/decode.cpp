@@ -115,6 +115,7 @@ bool decode_call(const ct_call& rec, KernelNames* names, Call& call, const Strin
   call.args.clear();
   call.kernel = {};
   call.kernel_mangled = {};
+  call.kernel_short = {};
   call.kernel_handle = 0;
   call.waited = nullptr;
 
@@ -216,6 +217,7 @@ bool decode_call(const ct_call& rec, KernelNames* names, Call& call, const Strin
     const KernelNames::Name* n = names ? names->find(rec.pid, call.kernel_handle) : nullptr;
     call.kernel = n ? std::string_view(n->demangled) : kUnknownKernel;
     call.kernel_mangled = n ? std::string_view(n->mangled) : kUnknownKernel;
+    call.kernel_short = n ? std::string_view(n->short_name) : kUnknownKernel;
   }
   return true;
 }

@@ -3,15 +3,25 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <memory>
 #include <sstream>
 
 #include "cudatrace/api_table.h"
 #include "cudatrace/api_docs.h"
+#include "cudatrace/offline.h"
 #include "cudatrace/tracer.h"
 
 namespace {
 
 constexpr const char* kVersion = "cudatrace 0.2.0";
+
+constexpr const char* kDescription = "Trace the CUDA runtime and driver API calls of a process with eBPF uprobes.";
+
+constexpr const char* kUsage = R"(
+USAGE: cudatrace [OPTIONS] -p PID
+       cudatrace [OPTIONS] [--] COMMAND [ARGS...]
+       cudatrace report [OPTIONS] TRACE.jsonl     (cudatrace report --help)
+)";
 
 constexpr const char* kExamples = R"(
 EXAMPLES:
@@ -26,6 +36,7 @@ EXAMPLES:
   cudatrace --summary -i 5 -c 3 -p 1234   # a report every 5 s, three times, then stop
   cudatrace --hist -f stream -- ./app     # latency histograms of the stream calls
   cudatrace --summary --stack -- ./app    # ... and where each leaked allocation was made
+  cudatrace --json -o run.jsonl -- ./app && cudatrace report --summary run.jsonl
 
 GROUPS: mem, xfer, launch, stream, event, device (default: all of them), and
   module (kernel registration and lookup calls; always traced for kernel names,
@@ -34,7 +45,66 @@ GROUPS: mem, xfer, launch, stream, event, device (default: all of them), and
 EXIT STATUS: the command's own status in command mode; otherwise 0. Errors:
   2 bad usage, 3 no such process / nothing to trace / command not found,
   4 not permitted (needs root or CAP_BPF+CAP_PERFMON), 5 kernel or BPF failure,
-  6 output cannot be written.)";
+  6 output cannot be written, 7 (report) the trace cannot be read.)";
+
+constexpr const char* kReportUsage = R"(
+USAGE: cudatrace report [OPTIONS] TRACE.jsonl
+)";
+
+constexpr const char* kReportExamples = R"(
+Reads a trace recorded with --json (docs/json.md; "-" reads standard input)
+and prints what tracing live would have: the calls with stream annotations,
+or the --summary/--hist/--insights reports, and a --perfetto timeline.
+Times are relative to the trace's first call.
+
+EXAMPLES:
+  cudatrace --json -o run.jsonl -- ./app     # record once, at the lowest cost
+  cudatrace report run.jsonl                 # the calls, as text
+  cudatrace report --summary run.jsonl       # the tables and insights
+  cudatrace report --perfetto run.perfetto.json --insights run.jsonl
+
+EXIT STATUS: 0; 2 bad usage, 6 output cannot be written, 7 the trace cannot be
+  read or a line of it is not a cudatrace --json line (the message names the line).)";
+
+// --help's option groups, in this order.
+constexpr const char* kTargets = "TARGETS";
+constexpr const char* kSelection = "SELECTION";
+constexpr const char* kOutput = "OUTPUT";
+constexpr const char* kAnalysis = "ANALYSIS";
+constexpr const char* kTuning = "TUNING";
+constexpr const char* kOther = "OTHER";
+
+// One usage block (ours, not CLI11's "Usage: cudatrace [OPTIONS]"), and an
+// option's argument as a plain label: no CLI11 defaults ("{false}").
+class HelpFormatter : public CLI::Formatter {
+ public:
+  explicit HelpFormatter(const char* usage) : usage_(usage) { column_width(32); }
+  std::string make_option_name(const CLI::Option* opt, bool positional) const override {
+    if (positional) return opt->get_name(true, false);
+    std::string name = opt->get_name(false, true);
+    for (auto open = name.find('{'); open != std::string::npos; open = name.find('{'))
+      name.erase(open, name.find('}', open) - open + 1);
+    return name;
+  }
+  // The label alone: a check appends its own text after a ':'.
+  std::string make_option_opts(const CLI::Option* opt) const override {
+    return opt->get_type_size() == 0 ? std::string() : " " + opt->get_type_name().substr(0, opt->get_type_name().find(':'));
+  }
+  // Description, usage, arguments, option groups one blank line apart, footer.
+  std::string make_help(const CLI::App* app, std::string, CLI::AppFormatMode) const override {
+    std::string out = make_description(app) + usage_;
+    const auto positionals = app->get_options([](const CLI::Option* o) { return o->get_positional(); });
+    if (!positionals.empty()) out += make_group("ARGUMENTS", true, positionals);
+    for (const std::string& group : app->get_groups()) {
+      const auto opts = app->get_options([&](const CLI::Option* o) { return o->get_group() == group && o->nonpositional(); });
+      if (!opts.empty()) out += make_group(group, false, opts);
+    }
+    return out + make_footer(app);
+  }
+
+ private:
+  const char* usage_;
+};
 
 [[noreturn]] void usage_error(const std::string& msg) {
   std::fprintf(stderr, "cudatrace: %s (see --help)\n", msg.c_str());
@@ -50,72 +120,9 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return out;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// -f and --layer: which APIs are traced (opts.selection) and printed (opts.display).
+void apply_selection(cudatrace::Options& opts, const std::string& groups, const std::string& layer) {
   using namespace cudatrace;
-  Options opts;
-  std::string groups, layer = "all";
-  bool list_apis = false, version = false;
-  long long pid = 0, tid = 0;
-
-  CLI::App app{
-      "Trace the CUDA runtime and driver API calls of a process with eBPF uprobes.\n\n"
-      "USAGE: cudatrace [OPTIONS] -p PID\n"
-      "       cudatrace [OPTIONS] -- COMMAND [ARGS...]\n",
-      "cudatrace"};
-  app.footer(kExamples);
-  app.add_option("-p,--pid", pid, "Trace the running process PID");
-  app.add_option("--lib", opts.libs, "Also probe this library or executable (repeatable)");
-  app.add_option("-f,--filter", groups, "Trace only these groups, comma-separated");
-  app.add_option("--layer", layer, "runtime, driver or all (default)");
-  // The range check also refuses "-3", which would otherwise wrap to a huge unsigned value.
-  app.add_option("--min-us", opts.min_us, "Only calls that took at least this many microseconds")
-      ->check(CLI::Range(std::uint64_t(0), std::uint64_t(1000000000000)));
-  app.add_flag("--errors", opts.errors_only, "Only calls that returned an error");
-  app.add_option("--tid", tid, "Only this thread");
-  app.add_flag("--json", opts.json, "JSON Lines output (docs/json.md)");
-  app.add_option("-o,--output", opts.output_path, "Write the trace to FILE instead of standard output");
-  app.add_option("--perfetto", opts.perfetto_path,
-                 "Also write a timeline to FILE (Chrome trace JSON for ui.perfetto.dev; docs/timeline.md)");
-  app.add_flag("--output-follow-symlinks", opts.output_follow_symlinks,
-               "Write through a symbolic link given as -o FILE even in a world-writable directory such as /tmp");
-  app.add_option("--ring-mb", opts.ring_mb, "Ring buffer size in MiB, a power of two (default 16)");
-  app.add_flag("!--no-dlopen-stop", opts.stop_on_dlopen,
-               "Do not pause a process while probes attach to a library it just loaded");
-  app.add_flag("--list-apis", list_apis, "List the traced APIs and exit");
-  app.add_flag("--summary", opts.summary_tables,
-               "Print per-API, kernel, transfer and memory tables and insights instead of calls (docs/summary.md)");
-  app.add_flag("--hist", opts.hist, "Print a log2 latency histogram per API instead of calls");
-  app.add_flag("--insights", opts.insights, "Print inferences about the host side (launch-bound, sync storms, ...)");
-  app.add_option("-i,--interval", opts.interval_s, "With --summary/--hist/--insights: also report every N seconds");
-  app.add_option("-c,--count", opts.count, "With -i: stop after this many interval reports");
-  app.add_flag("--stack", opts.stack, "Capture and symbolise the user stack of each call (and of leaked allocations)");
-  app.add_flag("--nested-returns", opts.nested_returns,
-               "Also time nested calls without out-params (a runtime call's launch or copy): one more trap each");
-  app.add_flag("-v,--verbose", opts.verbose, "Say which files are probed; show libbpf messages");
-  app.add_flag("-V,--version", version, "Print the version and exit");
-  app.prefix_command(true);
-
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    std::printf("%s", app.help().c_str());
-    return 0;
-  } catch (const CLI::ParseError& e) {
-    usage_error(e.what());
-  }
-  if (version) {
-    std::printf("%s\n", kVersion);
-    return 0;
-  }
-
-  opts.command = app.remaining();
-  if (!opts.command.empty() && opts.command.front() == "--")
-    opts.command.erase(opts.command.begin());
-  else if (!opts.command.empty() && opts.command.front().rfind('-', 0) == 0)
-    usage_error("unknown option " + opts.command.front());
-
   if (layer != "all" && layer != "runtime" && layer != "driver")
     usage_error("--layer must be runtime, driver or all, not '" + layer + "'");
   opts.selection.layer[static_cast<int>(Layer::Runtime)] = layer != "driver";
@@ -133,6 +140,114 @@ int main(int argc, char** argv) {
   opts.selection = opts.display;
   // Kernel names come from registration and lookup calls: trace them whenever launches are.
   if (opts.display.group[static_cast<int>(Group::Launch)]) opts.selection.group[static_cast<int>(Group::Module)] = true;
+}
+
+// Parses argv into `app`; --help prints and exits 0, a bad option exits 2.
+void parse_or_exit(CLI::App& app, int argc, char** argv) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::printf("%s", app.help().c_str());
+    std::exit(0);
+  } catch (const CLI::ParseError& e) {
+    usage_error(e.what());
+  }
+}
+
+// cudatrace report [OPTIONS] TRACE.jsonl
+int report_main(int argc, char** argv) {
+  using namespace cudatrace;
+  Options opts;
+  std::string groups, layer = "all", trace;
+
+  CLI::App app{kDescription, "cudatrace report"};
+  app.formatter(std::make_shared<HelpFormatter>(kReportUsage));
+  app.footer(kReportExamples);
+  app.add_option("TRACE.jsonl", trace, "The trace, JSON Lines written by --json; - reads standard input")->required()->type_name("");
+  // Selection
+  app.add_option("-f,--filter", groups, "Report only these groups, comma-separated")->group(kSelection)->type_name("GROUPS");
+  app.add_option("--layer", layer, "runtime, driver or all (default)")->group(kSelection)->type_name("LAYER");
+  // Output
+  app.add_flag("--json", opts.json, "JSON Lines output (docs/json.md)")->group(kOutput);
+  app.add_option("--perfetto", opts.perfetto_path, "Also write a timeline to FILE (docs/timeline.md)")->group(kOutput)->type_name("FILE");
+  app.add_flag("--full-names", opts.full_names, "Print kernels by their whole demangled names")->group(kOutput);
+  // Analysis
+  app.add_flag("--summary", opts.summary_tables, "Print per-API, kernel, transfer and memory tables and insights instead of calls")->group(kAnalysis);
+  app.add_flag("--hist", opts.hist, "Print a log2 latency histogram per API instead of calls")->group(kAnalysis);
+  app.add_flag("--insights", opts.insights, "Print inferences about the host side")->group(kAnalysis);
+  // Other
+  app.set_help_flag("-h,--help", "Print this help and exit")->group(kOther);
+  // New report options go in the block of their group above.
+
+  parse_or_exit(app, argc, argv);
+  apply_selection(opts, groups, layer);
+  opts.summary = opts.summary_tables || opts.hist || opts.insights;
+  return run_report(opts, trace);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace cudatrace;
+  // "report" is a subcommand: a program of that name is traced with "cudatrace -- report".
+  if (argc > 1 && std::string(argv[1]) == "report") return report_main(argc - 1, argv + 1);
+
+  Options opts;
+  std::string groups, layer = "all";
+  bool list_apis = false, version = false;
+  long long pid = 0, tid = 0;
+
+  CLI::App app{kDescription, "cudatrace"};
+  app.formatter(std::make_shared<HelpFormatter>(kUsage));
+  app.footer(kExamples);
+  // One option per line, in blocks by --help group; a new option goes at the end of its block.
+  // Targets
+  app.add_option("-p,--pid", pid, "Trace the running process PID")->group(kTargets)->type_name("PID");
+  app.add_option("--lib", opts.libs, "Also probe this library or executable (repeatable)")->group(kTargets)->type_name("PATH");
+  // Selection
+  app.add_option("-f,--filter", groups, "Trace only these groups, comma-separated")->group(kSelection)->type_name("GROUPS");
+  app.add_option("--layer", layer, "runtime, driver or all (default)")->group(kSelection)->type_name("LAYER");
+  // The range check also refuses "-3", which would otherwise wrap to a huge unsigned value.
+  app.add_option("--min-us", opts.min_us, "Only calls that took at least this many microseconds")->group(kSelection)->type_name("US")->check(CLI::Range(std::uint64_t(0), std::uint64_t(1000000000000)));
+  app.add_flag("--errors", opts.errors_only, "Only calls that returned an error")->group(kSelection);
+  app.add_option("--tid", tid, "Only this thread")->group(kSelection)->type_name("TID");
+  // Output
+  app.add_flag("--json", opts.json, "JSON Lines output (docs/json.md)")->group(kOutput);
+  app.add_option("-o,--output", opts.output_path, "Write the trace to FILE instead of standard output")->group(kOutput)->type_name("FILE");
+  app.add_option("--perfetto", opts.perfetto_path, "Also write a timeline to FILE, for ui.perfetto.dev (docs/timeline.md)")->group(kOutput)->type_name("FILE");
+  app.add_flag("--output-follow-symlinks", opts.output_follow_symlinks, "Let -o FILE write through a symbolic link in a world-writable directory (/tmp)")->group(kOutput);
+  app.add_flag("--full-names", opts.full_names, "Print kernels by their whole demangled names (default: short names; JSON has both)")->group(kOutput);
+  app.add_flag("--stack", opts.stack, "Capture and symbolise the user stack of each call (and of leaked allocations)")->group(kOutput);
+  // Analysis
+  app.add_flag("--summary", opts.summary_tables, "Print per-API, kernel, transfer, memory tables and insights, not calls (docs/summary.md)")->group(kAnalysis);
+  app.add_flag("--hist", opts.hist, "Print a log2 latency histogram per API instead of calls")->group(kAnalysis);
+  app.add_flag("--insights", opts.insights, "Print inferences about the host side (launch-bound, sync storms, ...)")->group(kAnalysis);
+  app.add_option("-i,--interval", opts.interval_s, "With --summary/--hist/--insights: also report every N seconds")->group(kAnalysis)->type_name("N");
+  app.add_option("-c,--count", opts.count, "With -i: stop after this many interval reports")->group(kAnalysis)->type_name("N");
+  // Tuning
+  app.add_option("--ring-mb", opts.ring_mb, "Ring buffer size in MiB, a power of two (default 16)")->group(kTuning)->type_name("MIB");
+  app.add_flag("!--no-dlopen-stop", opts.stop_on_dlopen, "Do not pause a process while probes attach to a library it just loaded")->group(kTuning);
+  app.add_flag("--nested-returns", opts.nested_returns, "Also time nested calls without out-params (a runtime call's launch or copy): one more trap each")->group(kTuning);
+  // Other
+  app.set_help_flag("-h,--help", "Print this help and exit")->group(kOther);
+  app.add_flag("--list-apis", list_apis, "List the traced APIs and exit")->group(kOther);
+  app.add_flag("-v,--verbose", opts.verbose, "Say which files are probed; show libbpf messages")->group(kOther);
+  app.add_flag("-V,--version", version, "Print the version and exit")->group(kOther);
+  app.prefix_command(true);
+
+  parse_or_exit(app, argc, argv);
+  if (version) {
+    std::printf("%s\n", kVersion);
+    return 0;
+  }
+
+  opts.command = app.remaining();
+  if (!opts.command.empty() && opts.command.front() == "--")
+    opts.command.erase(opts.command.begin());
+  else if (!opts.command.empty() && opts.command.front().rfind('-', 0) == 0)
+    usage_error("unknown option " + opts.command.front());
+
+  apply_selection(opts, groups, layer);
 
   if (list_apis) {
     std::fputs((opts.json ? api_list_json(opts.display) : api_list_markdown(opts.display)).c_str(), stdout);

@@ -109,7 +109,7 @@ namespace {
 
 class TextOutput final : public Output {
  public:
-  explicit TextOutput(std::uint64_t start_ns) : start_ns_(start_ns) {}
+  TextOutput(std::uint64_t start_ns, bool full_names) : start_ns_(start_ns), full_names_(full_names) {}
 
   void header() override {
     fmt::format_to(std::back_inserter(buf_), "{:<12} {:<16} {:>7} {:>7} {:<28} {:>10} {} {}\n", "TIME(s)", "COMM",
@@ -189,7 +189,10 @@ class TextOutput final : public Output {
   }
 
   void args(const Call& c) {
+    // A launch of a known kernel shows its short name instead of its handle (--full-names: both).
+    const bool kernel_named = !full_names_ && !c.kernel.empty() && c.kernel != "?";
     for (const NamedValue& a : c.args) {
+      if (kernel_named && a.type == ArgType::Func) continue;
       buf_.push_back(' ');
       buf_.append(a.name);
       buf_.push_back('=');
@@ -203,7 +206,7 @@ class TextOutput final : public Output {
       if (c.kernel == "?")
         buf_.push_back('?');
       else
-        append_json_string(buf_, c.kernel);
+        append_json_string(buf_, full_names_ ? c.kernel : c.kernel_short);
     }
     if (c.waited) append_wait_text(buf_, *c.waited);
     buf_.push_back('\n');
@@ -211,6 +214,7 @@ class TextOutput final : public Output {
   }
 
   std::uint64_t start_ns_;
+  bool full_names_;
 };
 
 class JsonOutput final : public Output {
@@ -285,7 +289,11 @@ class JsonOutput final : public Output {
       append_json_string(buf_, c.kernel);
       buf_.append(std::string_view(",\"kernel_mangled\":"));
       append_json_string(buf_, c.kernel_mangled);
+      buf_.append(std::string_view(",\"kernel_short\":"));
+      append_json_string(buf_, c.kernel_short);
     }
+    // The call site, for `cudatrace report` (allocation sites, warnings).
+    if (r.caller) fmt::format_to(it, ",\"caller\":\"{:#x}\"", r.caller);
     if (!c.stack.empty()) {
       buf_.append(std::string_view(",\"stack\":"));
       append_stack_json(buf_, c.stack);
@@ -296,7 +304,9 @@ class JsonOutput final : public Output {
 
 }  // namespace
 
-std::unique_ptr<Output> make_text_output(std::uint64_t start_ns) { return std::make_unique<TextOutput>(start_ns); }
+std::unique_ptr<Output> make_text_output(std::uint64_t start_ns, bool full_names) {
+  return std::make_unique<TextOutput>(start_ns, full_names);
+}
 std::unique_ptr<Output> make_json_output() { return std::make_unique<JsonOutput>(); }
 
 bool write_all(int fd, fmt::memory_buffer& buf, std::string& error) {

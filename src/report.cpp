@@ -265,6 +265,8 @@ void Reporter::report(Buf& out, const std::vector<ct_api_stats>& run, std::uint6
         fmt::format_to(it, "{}{{\"name\":", first ? "" : ",");
         first = false;
         append_json_string(out, *name);
+        out.append(std::string_view(",\"short_name\":"));
+        append_json_string(out, k->short_name);
         fmt::format_to(it, ",\"launches\":{},\"shapes\":[", k->launches);
         bool first_shape = true;
         for (const auto& [s, n] : sorted_shapes(*k)) {
@@ -372,7 +374,7 @@ void Reporter::report(Buf& out, const std::vector<ct_api_stats>& run, std::uint6
         shapes += fmt::format("{}{} ({})", i ? ", " : "", shape_text(sorted[i].first), sorted[i].second);
       if (sorted.size() > 3) shapes += fmt::format(", +{} more", sorted.size() - 3);
       kernels.rows.push_back({group_digits(k->launches), group_digits(std::uint64_t(sorted.size())),
-                              shapes.empty() ? "-" : shapes, *name});
+                              shapes.empty() ? "-" : shapes, opts_.full_names ? *name : k->short_name});
     }
     append_section(out, "CUDA kernel launches", kernels);
 

@@ -52,8 +52,8 @@ void append_work_text(fmt::memory_buffer& out, const StreamWork& w) {
   if (w.launches) {
     fmt::format_to(it, "{}{} launch{} (", sep, w.launches, w.launches == 1 ? "" : "es");
     for (std::size_t i = 0; i < w.kernels.size() && i < kKernelsShown; ++i) {
-      fmt::format_to(it, "{}{}", i ? ", " : "", short_kernel_name(w.kernels[i].first));
-      if (w.kernels[i].second > 1) fmt::format_to(it, " x{}", w.kernels[i].second);
+      fmt::format_to(it, "{}{}", i ? ", " : "", w.kernels[i].short_name);
+      if (w.kernels[i].count > 1) fmt::format_to(it, " x{}", w.kernels[i].count);
     }
     if (w.kernels.size() > kKernelsShown) fmt::format_to(it, ", +{} more", w.kernels.size() - kKernelsShown);
     out.push_back(')');
@@ -76,8 +76,8 @@ void append_work_json(fmt::memory_buffer& out, const StreamWork& w) {
   fmt::format_to(it, "{{\"stream\":\"{}\",\"launches\":{},\"kernels\":[", w.stream, w.launches);
   for (std::size_t i = 0; i < w.kernels.size(); ++i) {
     out.append(std::string_view(i ? ",{\"kernel\":" : "{\"kernel\":"));
-    append_json_string(out, w.kernels[i].first);
-    fmt::format_to(it, ",\"count\":{}}}", w.kernels[i].second);
+    append_json_string(out, w.kernels[i].name);
+    fmt::format_to(it, ",\"count\":{}}}", w.kernels[i].count);
   }
   out.append(std::string_view("],\"copies\":{"));
   const char* sep = "";
@@ -116,17 +116,6 @@ std::string format_bytes(std::uint64_t bytes) {
     ++unit;
   }
   return fmt::format("{:.1f} {}", v, kUnits[unit]);
-}
-
-std::string_view short_kernel_name(std::string_view name) {
-  if (name.rfind("void ", 0) == 0) name.remove_prefix(5);
-  int angle = 0;
-  for (std::size_t i = 0; i < name.size(); ++i) {
-    if (name[i] == '<') ++angle;
-    if (name[i] == '>' && angle > 0) --angle;
-    if (name[i] == '(' && angle == 0 && i > 0) return name.substr(0, i);
-  }
-  return name;
 }
 
 bool StreamWork::empty() const {
@@ -295,11 +284,11 @@ void StreamTracker::gather(Stream& s, std::uint64_t until, Gathering& g) {
     StreamWork& w = g.entry(&s);
     if (e.kind == Entry::Kind::Launch) {
       ++w.launches;
-      auto k = std::find_if(w.kernels.begin(), w.kernels.end(), [&](const auto& kc) { return kc.first == e.kernel; });
+      auto k = std::find_if(w.kernels.begin(), w.kernels.end(), [&](const auto& kc) { return kc.name == e.kernel; });
       if (k == w.kernels.end())
-        w.kernels.emplace_back(e.kernel, 1);
+        w.kernels.push_back({e.kernel, e.kernel_short, 1});
       else
-        ++k->second;
+        ++k->count;
     } else {
       StreamWork::Bytes& b = e.kind == Entry::Kind::Copy ? w.copies[static_cast<int>(e.direction)] : w.memsets;
       ++b.count;
@@ -346,7 +335,8 @@ void StreamTracker::apply(Process& p, Call& c) {
     case Effect::Launch: {
       Entry e{0, Entry::Kind::Launch};
       e.kernel = c.kernel.empty() ? std::string("graph") : std::string(c.kernel);
-      const std::string label(short_kernel_name(e.kernel));
+      e.kernel_short = c.kernel.empty() ? std::string("graph") : std::string(c.kernel_short);
+      const std::string label = e.kernel_short;
       queue(p, call_stream(), std::move(e), label);
       break;
     }

@@ -33,6 +33,23 @@ double bucket_end(const ct_api_stats& s, unsigned b) {
 
 }  // namespace
 
+unsigned ct_hist_bucket(std::uint64_t ns) {
+  if (ns < CT_HIST_SUB) return static_cast<unsigned>(ns);
+  const unsigned p = 63 - static_cast<unsigned>(__builtin_clzll(ns));
+  if (p > CT_HIST_MAX_POW) return CT_HIST_BUCKETS - 1;
+  return (p - 1) * CT_HIST_SUB + static_cast<unsigned>((ns >> (p - 2)) & (CT_HIST_SUB - 1));
+}
+
+void add_call(ct_api_stats& s, std::uint64_t dur_ns, bool failed) {
+  if (!s.calls || dur_ns < s.min_ns) s.min_ns = dur_ns;
+  s.max_ns = std::max<std::uint64_t>(s.max_ns, dur_ns);
+  ++s.calls;
+  s.errors += failed;
+  s.total_ns += dur_ns;
+  set_sum_sq(s, sum_sq(s) + u128(dur_ns) * dur_ns);
+  ++s.hist[std::min<unsigned>(ct_hist_bucket(dur_ns), CT_HIST_BUCKETS - 1)];
+}
+
 void add_stats(ct_api_stats& total, const ct_api_stats& part) {
   if (!part.calls) return;
   total.min_ns = total.calls ? std::min(total.min_ns, part.min_ns) : part.min_ns;
@@ -181,6 +198,7 @@ void Activity::on_call(const Call& c, const MemoryTracker& memory) {
     else
       name = std::string(c.kernel);
     KernelStats& k = kernels[name];
+    if (k.short_name.empty()) k.short_name = c.kernel.empty() || c.kernel == "?" ? name : std::string(c.kernel_short);
     ++k.launches;
     std::vector<Dim3> dims;
     for (const NamedValue& a : c.args)

@@ -611,9 +611,10 @@ int Session::run() {
   read_string_ = [this](std::uint32_t pid, std::uint64_t addr, std::string& out) {
     return symbolizer_.string_at(static_cast<pid_t>(pid), addr, CT_MAX_PAYLOAD, out);
   };
-  out_ = opts_.json ? make_json_output() : make_text_output(start_ns_);
+  out_ = opts_.json ? make_json_output() : make_text_output(start_ns_, opts_.full_names);
   if (opts_.summary) {
-    ReportOptions report{opts_.display, opts_.summary_tables, opts_.hist, opts_.insights, opts_.json, start_ns_, {}};
+    ReportOptions report{opts_.display, opts_.summary_tables, opts_.hist, opts_.insights, opts_.json, start_ns_, {},
+                          opts_.full_names};
     reporter_ = std::make_unique<Reporter>(report, &stacks_);
     next_report_ns_ = start_ns_ + std::uint64_t(opts_.interval_s) * 1000000000ull;
   }

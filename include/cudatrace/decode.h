@@ -53,9 +53,10 @@ struct Call {
   // status of its own; its parent's status covers it.
   bool entry_only = false;
   std::vector<NamedValue> args;
-  // Launches only: the kernel name, demangled and as CUDA gives it; "?" when
-  // it cannot be known. Empty for non-launch calls.
-  std::string_view kernel, kernel_mangled;
+  // Launches only: the kernel name, demangled and as CUDA gives it, and its
+  // short form (KernelNames::short_name); "?" when it cannot be known. Empty
+  // for non-launch calls.
+  std::string_view kernel, kernel_mangled, kernel_short;
   std::uint64_t kernel_handle = 0;
   std::string string_storage;  // a string argument read by the fallback reader
   // Synchronisations and stream waits: what the call waited for, set by the

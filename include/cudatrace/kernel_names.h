@@ -12,11 +12,21 @@ namespace cudatrace {
 
 struct Call;
 
+// A kernel's own name, like Nsight Systems' "base" names: the demangled name
+// without return type, enclosing scopes, template arguments and parameter
+// list ("void at::native::reduce_kernel<512, 1, ...>(...)" -> "reduce_kernel").
+// A call operator or a lambda keeps the scope it belongs to
+// ("{lambda(float)#1}::operator()"). Plain names (C, cuBLAS's
+// "sm90_xmma_gemm_...", or a name that did not demangle) come back whole.
+// A view into `demangled`.
+std::string_view kernel_base_name(std::string_view demangled);
+
 class KernelNames {
  public:
   struct Name {
     std::string mangled;
     std::string demangled;
+    std::string short_name;  // short_name(demangled)
   };
   // Maps a host address in process `pid` to the ELF symbol covering it, or "".
   using Symbolizer = std::function<std::string(std::uint32_t pid, std::uint64_t addr)>;
@@ -27,10 +37,17 @@ class KernelNames {
   void learn(const Call& call);
   // The name of a launched function handle, or nullptr when unknown.
   const Name* find(std::uint32_t pid, std::uint64_t handle);
+  // Names a handle of process `pid` (a launch read back from a --json trace).
+  void add(std::uint32_t pid, std::uint64_t handle, std::string mangled) { remember(pid, handle, std::move(mangled)); }
   // Forgets a process (exit or exec: its handles are meaningless afterwards).
   void forget(std::uint32_t pid);
 
   static std::string demangle(const std::string& mangled);
+
+  // The name text output and summaries show: kernel_base_name(demangled),
+  // and when another kernel seen earlier in the run has the same base name,
+  // that name and "#2", "#3", ... in the order the kernels were first seen.
+  const std::string& short_name(const std::string& demangled);
 
  private:
   struct Key {
@@ -47,6 +64,8 @@ class KernelNames {
   // Negative cache of symbolization misses, so a hot unknown handle costs one lookup.
   std::unordered_map<Key, bool, KeyHash> unknown_;
   Symbolizer symbolize_;
+  std::unordered_map<std::string, std::string> short_names_;   // by demangled name
+  std::unordered_map<std::string, unsigned> base_name_uses_;   // kernels seen per base name
 };
 
 }  // namespace cudatrace

@@ -55,7 +55,8 @@ class Output {
 void append_json_value(fmt::memory_buffer& out, const Value& v);
 
 // bcc-style columns; `start_ns` is the CLOCK_MONOTONIC time shown as 0.
-std::unique_ptr<Output> make_text_output(std::uint64_t start_ns);
+// Kernels by their short names (KernelNames::short_name) unless `full_names`.
+std::unique_ptr<Output> make_text_output(std::uint64_t start_ns, bool full_names = false);
 // JSON Lines, documented in docs/json.md.
 std::unique_ptr<Output> make_json_output();
 

@@ -27,6 +27,7 @@ struct ReportOptions {
   bool json = false;
   std::uint64_t start_ns = 0;  // CLOCK_MONOTONIC time shown as 0
   InsightThresholds thresholds;
+  bool full_names = false;  // text tables: kernels by their whole demangled names
 };
 
 class Reporter {

@@ -32,8 +32,6 @@ const char* copy_direction_name(CopyDirection d);
 
 // "512 B", "1.5 KiB", "4.0 MiB", "2.0 GiB".
 std::string format_bytes(std::uint64_t bytes);
-// A kernel name without its parameter list and leading "void ".
-std::string_view short_kernel_name(std::string_view demangled);
 
 // The work of one stream that a synchronisation covered.
 struct StreamWork {
@@ -43,7 +41,12 @@ struct StreamWork {
   };
   std::string stream;  // short id
   std::uint32_t launches = 0;
-  std::vector<std::pair<std::string, std::uint32_t>> kernels;  // launches per kernel, in launch order
+  struct Kernel {
+    std::string name;        // demangled, as JSON writes it
+    std::string short_name;  // as text writes it (Call::kernel_short)
+    std::uint32_t count = 0;
+  };
+  std::vector<Kernel> kernels;  // launches per kernel, in launch order
   Bytes copies[kCopyDirections];
   Bytes memsets;
   bool empty() const;
@@ -103,7 +106,7 @@ class StreamTracker {
     enum class Kind : std::uint8_t { Launch, Copy, Memset, Wait } kind;
     CopyDirection direction = CopyDirection::Unknown;
     std::uint64_t bytes = 0;
-    std::string kernel;
+    std::string kernel, kernel_short;
     Stream* waits_on = nullptr;
     std::uint64_t waits_until = 0;
   };

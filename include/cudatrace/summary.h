@@ -24,6 +24,11 @@ class MemoryTracker;
 // Lowest latency (ns) bucket `b` holds; b == CT_HIST_BUCKETS gives the end of
 // the last regular bucket (which also holds everything longer).
 std::uint64_t ct_hist_bucket_low(unsigned b);
+// The bucket holding a latency of `ns` (what the BPF side computes).
+unsigned ct_hist_bucket(std::uint64_t ns);
+// Counts one call into `s`, as the BPF side does in summary mode: for
+// reports made from a saved trace (cudatrace report).
+void add_call(ct_api_stats& s, std::uint64_t dur_ns, bool failed);
 // Adds `part` (one CPU's or one API's statistics) into `total`.
 void add_stats(ct_api_stats& total, const ct_api_stats& part);
 // The calls counted in `now` but not in `before`, an earlier reading of the
@@ -73,6 +78,7 @@ struct TransferStats {
 };
 
 struct KernelStats {
+  std::string short_name;  // KernelNames::short_name, or the key when it is not a name
   std::uint64_t launches = 0;
   std::map<std::array<std::uint32_t, 6>, std::uint64_t> shapes;  // grid xyz, block xyz -> launches
 };

@@ -20,6 +20,7 @@ enum ExitStatus : int {
   kExitPermission = 4,  // not root, or missing CAP_BPF+CAP_PERFMON
   kExitKernel = 5,      // no BTF, BPF load or attach failure
   kExitOutput = 6,      // output cannot be written
+  kExitInput = 7,       // cudatrace report: the trace cannot be read or is not a --json trace
 };
 
 struct Options {
@@ -46,6 +47,7 @@ struct Options {
   unsigned count = 0;           // -c: stop after this many interval reports (0: no limit)
   bool stack = false;    // --stack: capture the user stack of each call
   bool nested_returns = false;  // --nested-returns: probe every return (docs/json.md, entry-only records)
+  bool full_names = false;  // --full-names: kernels by their whole demangled names in text
   bool verbose = false;
 };
 

@@ -237,6 +237,54 @@ TEST_F(Timeline, TracksFlowsAndCountersOfTheEdgesScenario) {
   EXPECT_EQ(bytes, (std::vector<long>{1 << 20, 0}));
 }
 
+// What a timeline shows, without times and ids: (phase, category, name) of
+// every event, and the device-memory counter's values.
+std::multiset<std::string> timeline_signature(const json& doc) {
+  std::multiset<std::string> out;
+  for (const json& e : doc["traceEvents"]) {
+    if (e["ph"] == "M") continue;  // names of pids and tids, which differ between runs
+    std::string s = e["ph"].get<std::string>() + " " + e.value("cat", "") + " " + e.value("name", "");
+    if (e["ph"] == "C") s += " " + e["args"].dump();
+    out.insert(s);
+  }
+  return out;
+}
+
+// cudatrace report on a --json trace: the stream annotations and the
+// timeline a live run of the same program gives.
+TEST_F(Timeline, OfflineReportGivesTheLiveAnnotationsAndTimeline) {
+  const std::string trace = temp_path("edges.jsonl"), live_timeline = temp_path("live-timeline.json");
+  const Result recorded = run(tracer() + " --json -o " + trace + " -- " STREAMS_APP " edges");
+  ASSERT_EQ(recorded.status, 0) << recorded.err;
+  const Result live = run(tracer() + " --perfetto " + live_timeline + " -- " STREAMS_APP " edges");
+  const Result offline = run(tracer() + " report --perfetto " + path + " " + trace);
+  ASSERT_EQ(live.status, 0) << live.err;
+  ASSERT_EQ(offline.status, 0) << offline.err;
+  EXPECT_EQ(annotations(live.out).size(), 7u) << live.out;
+  EXPECT_EQ(annotations(offline.out), annotations(live.out)) << offline.out;
+  EXPECT_EQ(lines_of(offline.out).size(), lines_of(live.out).size());
+  const json live_doc = json::parse(read_file(live_timeline));
+  std::remove(live_timeline.c_str());
+  EXPECT_EQ(timeline_signature(load()), timeline_signature(live_doc));
+  EXPECT_GT(timeline_signature(live_doc).size(), 50u);
+
+  // The pageable-copy warnings of the recorded run, again on stderr and as JSON lines.
+  const Result pageable = run(tracer() + " --json -o " + trace + " -- " STREAMS_APP " pageable");
+  ASSERT_EQ(pageable.status, 0) << pageable.err;
+  const auto warnings = [](const std::string& err) {
+    std::vector<std::string> out;
+    for (const std::string& line : lines_of(err))
+      if (line.find("pageable host memory") != std::string::npos) out.push_back(line);
+    return out;
+  };
+  const Result replayed = run(tracer() + " report --json " + trace);
+  ASSERT_EQ(replayed.status, 0) << replayed.err;
+  EXPECT_EQ(warnings(replayed.err), warnings(pageable.err));
+  EXPECT_EQ(warnings(pageable.err).size(), 2u) << pageable.err;
+  EXPECT_EQ(records(replayed.lines, "warning"), records(parse_lines(read_file(trace)), "warning"));
+  std::remove(trace.c_str());
+}
+
 TEST_F(Timeline, FileIsCompleteJsonAfterCtrlC) {
   const std::string ready = temp_path("ready");
   const pid_t t = fork();

@@ -81,6 +81,63 @@ TEST_F(Summary, PerApiCountsEqualAFullTraceOfTheSameProgram) {
   EXPECT_EQ(traced.at("cuMemAlloc_v2").first, 200);
 }
 
+// What two runs of a deterministic program have in common in a final
+// summary: everything but times, process ids and code addresses.
+json comparable(json s) {
+  for (json& a : s["apis"])
+    for (const char* timing : {"total_ns", "time_pct", "avg_ns", "med_ns", "min_ns", "max_ns", "stddev_ns", "p99_ns"})
+      a.erase(timing);
+  // Largest total time first: an order that varies.
+  std::sort(s["apis"].begin(), s["apis"].end(), [](const json& a, const json& b) { return a["name"] < b["name"]; });
+  for (json& t : s["transfers"]) t.erase("sync_ns"), t.erase("sync_gbps");
+  for (json& m : s["memory"]) m.erase("pid"), m.erase("peak_ts_ns");
+  for (json& l : s["leaks"]) l.erase("pid"), l.erase("ts_ns"), l.erase("age_ns"), l.erase("caller");
+  for (const char* varies : {"ts_ns", "covered_ns", "insights"}) s.erase(varies);
+  return s;
+}
+
+// A text report's section ("CUDA kernel launches:") up to the next blank line after its table.
+std::string section(const std::string& text, const std::string& title) {
+  const auto at = text.find("\n" + title + "\n\n");
+  if (at == std::string::npos) return "<no " + title + ">";
+  return text.substr(at, text.find("\n\n", at + title.size() + 3) - at);
+}
+
+// Record once with --json, report later: the tables of a live --summary of the same program.
+TEST_F(Summary, OfflineReportOfAJsonTraceGivesTheLiveTables) {
+  const std::string trace = temp_path("offline.jsonl");
+  // Single-threaded programs: the peak of memory live at once is the same in every run.
+  for (const std::string app : {FAKE_APP " basic", STREAMS_APP " edges", INSIGHTS_APP " leak",
+                                INSIGHTS_APP " copies pageable 20 4096"}) {
+    SCOPED_TRACE(app);
+    const Result recorded = run(tracer() + " --json -o " + trace + " -- " + app);
+    ASSERT_EQ(recorded.status, 0) << recorded.err;
+    const Result live = run(tracer() + " --summary --json -- " + app);
+    const Result offline = run(tracer() + " report --summary --json " + trace);
+    ASSERT_EQ(live.status, 0) << live.err;
+    ASSERT_EQ(offline.status, 0) << offline.err;
+    const json live_summary = final_summary(live), offline_summary = final_summary(offline);
+    ASSERT_FALSE(live_summary["apis"].empty());
+    EXPECT_EQ(comparable(offline_summary), comparable(live_summary));
+    EXPECT_EQ(records(offline.lines, "end")[0]["calls"], records(live.lines, "end")[0]["calls"]);
+
+    // The text tables without times: the kernel launches, the leaks' count.
+    const Result live_text = run(tracer() + " --summary -- " + app);
+    const Result offline_text = run(tracer() + " report --summary " + trace);
+    ASSERT_EQ(offline_text.status, 0) << offline_text.err;
+    EXPECT_EQ(section(live_text.out, "CUDA kernel launches:").find("<no "), std::string::npos) << live_text.out;
+    EXPECT_EQ(section(offline_text.out, "CUDA kernel launches:"), section(live_text.out, "CUDA kernel launches:"));
+    const auto leak_line = [](const std::string& text) {
+      for (const std::string& line : lines_of(text))
+        if (line.rfind("Allocations never freed: ", 0) == 0) return line;
+      return std::string("<none>");
+    };
+    EXPECT_NE(leak_line(live_text.out), "<none>") << live_text.out;
+    EXPECT_EQ(leak_line(offline_text.out), leak_line(live_text.out));
+  }
+  std::remove(trace.c_str());
+}
+
 TEST_F(Summary, LeakListedWithSizeAgeAndAllocatingStack) {
   const Result r = run(tracer() + " --summary --stack --json -- " INSIGHTS_APP " leak");
   ASSERT_EQ(r.status, 0) << r.err;

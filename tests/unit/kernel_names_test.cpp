@@ -305,4 +305,92 @@ TEST(KernelNamesDemangle, MangledAndPlainNames) {
   EXPECT_EQ(KernelNames::demangle("_Zgarbage!"), "_Zgarbage!");
 }
 
+// Kernels of a PyTorch run on the H200 (docs/gpu-check-output.txt), as CUDA names them.
+constexpr const char* kTorchReduce = "_ZN2at6native13reduce_kernelILi512ELi1ENS0_8ReduceOpIfNS0_14func_wrapper_tIfZNS0_11sum_functorIfffEclERNS_14TensorIteratorEEUlffE_EEjfLi4ELi4EEEEEvT1_";
+constexpr const char* kTorchClamp = "_ZN2at6native29vectorized_elementwise_kernelILi4EZZZNS0_49_GLOBAL__N__d2ba64fb_16_TensorCompare_cu_71e06f4e19launch_clamp_scalarERNS_18TensorIteratorBaseEN3c106ScalarES6_NS0_6detail11ClampLimitsEENKUlvE_clEvENKUlvE5_clEvEUlfE_St5arrayIPcLm2EEEEviT0_T1_";
+constexpr const char* kTorchNormal = "_ZN2at6native54_GLOBAL__N__d8ceb000_21_DistributionNormal_cu_0c5b6e8543distribution_elementwise_grid_stride_kernelIfLi4EZNS0_9templates4cuda20normal_and_transformIffPNS_17CUDAGeneratorImplEZZZNS4_13normal_kernelIS7_EEvRKNS_10TensorBaseEddT_ENKUlvE_clEvENKUlvE0_clEvEUlfE_EEvRNS_18TensorIteratorBaseET1_T2_EUlP24curandStatePhilox4_32_10E0_ZNS1_27distribution_nullary_kernelIff6float4S7_SM_SF_EEvSH_SJ_RKT3_T4_EUlifE_EEvlNS_15PhiloxCudaStateESI_SJ_";
+
+TEST(KernelBaseName, PyTorchKernels) {
+  EXPECT_EQ(kernel_base_name(KernelNames::demangle(kTorchReduce)), "reduce_kernel");
+  EXPECT_EQ(kernel_base_name(KernelNames::demangle(kTorchClamp)), "vectorized_elementwise_kernel");
+  const std::string normal = KernelNames::demangle(kTorchNormal);
+  ASSERT_GT(normal.size(), 5000u);  // the 5,263-column line of issue 17
+  EXPECT_EQ(kernel_base_name(normal), "distribution_elementwise_grid_stride_kernel");
+}
+
+TEST(KernelBaseName, CudaAndCublasStyleNames) {
+  EXPECT_EQ(kernel_base_name("k1"), "k1");
+  EXPECT_EQ(kernel_base_name("?"), "?");
+  EXPECT_EQ(kernel_base_name(""), "");
+  EXPECT_EQ(kernel_base_name("scale(float const*, float*, float, int)"), "scale");
+  EXPECT_EQ(kernel_base_name("void ns::addKernel<float>(float const*, float, float*, int)"), "addKernel");
+  EXPECT_EQ(kernel_base_name("void f<(anonymous namespace)::T>(int)"), "f");
+  EXPECT_EQ(kernel_base_name("(anonymous namespace)::helper(int)"), "helper");
+  EXPECT_EQ(kernel_base_name("void (anonymous namespace)::k<4>(int)"), "k");
+  // cuBLAS and cuDNN ship kernels with C names.
+  EXPECT_EQ(kernel_base_name("sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32_warpgroupsize1x1x1_execute_"
+                             "segment_k_off_kernel__5x_cublas"),
+            "sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32_warpgroupsize1x1x1_execute_segment_k_off_"
+            "kernel__5x_cublas");
+  EXPECT_EQ(kernel_base_name("void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_64x64_16x6_tn_align4>("
+                             "cutlass_80_tensorop_s1688gemm_64x64_16x6_tn_align4::Params)"),
+            "Kernel2");
+  EXPECT_EQ(kernel_base_name("void gemv2T_kernel_val<int, int, float, float, float, float, 128, 16, 4, 4, false, "
+                             "false, cublasGemvParamsEx<int, cublasGemvTensorStridedBatched<float const>, "
+                             "cublasGemvTensorStridedBatched<float const>, cublasGemvTensorStridedBatched<float>, "
+                             "float> >(cublasGemvParamsEx<int, cublasGemvTensorStridedBatched<float const>, "
+                             "cublasGemvTensorStridedBatched<float const>, cublasGemvTensorStridedBatched<float>, "
+                             "float>, float, float)"),
+            "gemv2T_kernel_val");
+  EXPECT_EQ(kernel_base_name("_Zgarbage!"), "_Zgarbage!");  // did not demangle: whole
+}
+
+TEST(KernelBaseName, TemplateArgumentsThatLookLikeSyntax) {
+  // Function pointers and expressions in template arguments, trailing qualifiers.
+  EXPECT_EQ(kernel_base_name("void apply<&ns::op, void (*)(float*, int)>(float*, int)"), "apply");
+  EXPECT_EQ(kernel_base_name("void k<((4)>(2)), 8>(std::function<void (int)>, int)"), "k");
+  EXPECT_EQ(kernel_base_name("std::enable_if<true, void>::type ns::launch<float>(float*) [clone .constprop.0]"),
+            "launch");
+  EXPECT_EQ(kernel_base_name("E<((1)>(2))>::type g<1, 2>()"), "g");  // c++filt's form
+  EXPECT_EQ(kernel_base_name("void k<decltype (((float*)0)->x)>(int)"), "k");
+  EXPECT_EQ(kernel_base_name("void ns::k<ns::sum_functor<float>::operator()(int)::{lambda(float, float)#1}>(int)"),
+            "k");
+}
+
+TEST(KernelBaseName, OperatorsAndLambdas) {
+  EXPECT_EQ(kernel_base_name("bool operator< <A>(A const&, A const&)"), "operator<");
+  EXPECT_EQ(kernel_base_name("ns::Functor::operator()(int) const"), "Functor::operator()");
+  EXPECT_EQ(kernel_base_name("ns::f(int)::{lambda(float)#1}::operator()(float) const"),
+            "{lambda(float)#1}::operator()");
+  EXPECT_EQ(kernel_base_name("void* operator new[](unsigned long)"), "operator new[]");
+  EXPECT_EQ(kernel_base_name("ns::S::operator<<=(int)"), "operator<<=");
+  EXPECT_EQ(kernel_base_name("ns::S::operator->() const"), "operator->");
+}
+
+TEST(KernelShortName, SameBaseNameGetsANumberInFirstSeenOrder) {
+  KernelNames names;
+  const std::string a = "void at::native::reduce_kernel<512, 1>(int)";
+  const std::string b = "void at::native::reduce_kernel<256, 2>(int)";
+  const std::string c = "void other::reduce_kernel(float)";
+  EXPECT_EQ(names.short_name(a), "reduce_kernel");
+  EXPECT_EQ(names.short_name(b), "reduce_kernel#2");
+  EXPECT_EQ(names.short_name(a), "reduce_kernel");  // stable
+  EXPECT_EQ(names.short_name(c), "reduce_kernel#3");
+  EXPECT_EQ(names.short_name("scale(float*)"), "scale");
+  EXPECT_EQ(names.short_name(b), "reduce_kernel#2");
+}
+
+TEST_F(KernelNamesTest, LaunchCarriesTheShortName) {
+  names.set_symbolizer([](std::uint32_t, std::uint64_t addr) -> std::string {
+    return addr == 0x401700 ? kTorchReduce : "";
+  });
+  RecBuf launch;
+  init_rec(launch, "cudaLaunchKernel", kPid);
+  launch.rec.args[0] = 0x401700;
+  Call c;
+  ASSERT_TRUE(decode_call(launch.rec, &names, c));
+  EXPECT_EQ(c.kernel_short, "reduce_kernel");
+  EXPECT_EQ(c.kernel, KernelNames::demangle(kTorchReduce));
+}
+
 }  // namespace

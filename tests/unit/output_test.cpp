@@ -44,8 +44,8 @@ std::string json_line(const RecBuf& b, KernelNames* names = nullptr) {
 
 constexpr std::uint64_t kStart = 1'000'000'000;
 
-std::string text_line(const RecBuf& b, KernelNames* names = nullptr) {
-  auto out = make_text_output(kStart);
+std::string text_line(const RecBuf& b, KernelNames* names = nullptr, bool full_names = false) {
+  auto out = make_text_output(kStart, full_names);
   return render(*out, b, names);
 }
 
@@ -245,7 +245,7 @@ TEST(JsonOutput, LaunchHasKernelFields) {
             R"({"type":"call","ts_ns":1000,"pid":1234,"tid":1235,"comm":"app","layer":"runtime",)"
             R"("api":"cudaLaunchKernel","dur_ns":2500,"ret":0,"ret_name":"cudaSuccess","depth":0,)"
             R"("args":{"func":"0x401136","grid":[64,2,3],"block":[256,1,1],"args":"0x7ffd00001000","sharedMem":0,)"
-            R"J("stream":"default"},"kernel":"addOne(float*, int)","kernel_mangled":"_Z6addOnePfi"})J"
+            R"J("stream":"default"},"kernel":"addOne(float*, int)","kernel_mangled":"_Z6addOnePfi","kernel_short":"addOne"})J"
             "\n");
   const JsonValue v = parse_line(line);
   ASSERT_EQ(v.get("args")->get("grid")->kind, JsonValue::Array);
@@ -256,7 +256,7 @@ TEST(JsonOutput, LaunchOfUnknownKernelSaysQuestionMark) {
   RecBuf b;
   launch_rec(b);
   const std::string line = json_line(b);
-  EXPECT_NE(line.find(R"(},"kernel":"?","kernel_mangled":"?"})"), std::string::npos) << line;
+  EXPECT_NE(line.find(R"(},"kernel":"?","kernel_mangled":"?","kernel_short":"?"})"), std::string::npos) << line;
   parse_line(line);
 }
 
@@ -464,12 +464,43 @@ TEST(TextOutput, LaunchShowsQuotedKernelName) {
   launch_rec(b);
   EXPECT_EQ(text_line(b, &names),
             kTextPrefix +
+                "cudaLaunchKernel                  2.500 0 grid=(64,2,3) block=(256,1,1) "
+                "args=0x7ffd00001000 sharedMem=0 stream=default kernel=\"addOne\"\n");
+  EXPECT_EQ(text_line(b, &names, true),
+            kTextPrefix +
                 "cudaLaunchKernel                  2.500 0 func=0x401136 grid=(64,2,3) block=(256,1,1) "
                 "args=0x7ffd00001000 sharedMem=0 stream=default kernel=\"addOne(float*, int)\"\n");
   EXPECT_EQ(text_line(b),
             kTextPrefix +
                 "cudaLaunchKernel                  2.500 0 func=0x401136 grid=(64,2,3) block=(256,1,1) "
                 "args=0x7ffd00001000 sharedMem=0 stream=default kernel=?\n");
+}
+
+// Issue 17: a PyTorch launch (a kernel of the H200 run in docs/gpu-check-output.txt
+// whose demangled name is 5,000 characters) still fits a wide terminal.
+TEST(TextOutput, PyTorchLaunchFitsAWideTerminal) {
+  KernelNames names;
+  RecBuf reg, b;
+  init_rec(reg, "__cudaRegisterFunction", 2589, "python3");
+  reg.rec.args[1] = 0x7f3a2c0a1b20;
+  set_string_payload(reg, "_ZN2at6native54_GLOBAL__N__d8ceb000_21_DistributionNormal_cu_0c5b6e8543distribution_elementwise_grid_stride_kernelIfLi4EZNS0_9templates4cuda20normal_and_transformIffPNS_17CUDAGeneratorImplEZZZNS4_13normal_kernelIS7_EEvRKNS_10TensorBaseEddT_ENKUlvE_clEvENKUlvE0_clEvEUlfE_EEvRNS_18TensorIteratorBaseET1_T2_EUlP24curandStatePhilox4_32_10E0_ZNS1_27distribution_nullary_kernelIff6float4S7_SM_SF_EEvSH_SJ_RKT3_T4_EUlifE_EEvlNS_15PhiloxCudaStateESI_SJ_");
+  Call c;
+  ASSERT_TRUE(decode_call(reg.rec, &names, c));
+  names.learn(c);
+  init_rec(b, "cudaLaunchKernel", 2589, "python3");
+  b.rec.tid = 2589;
+  b.rec.ts_ns = kStart + 12'345'678'901;
+  b.rec.dur_ns = 5'432;
+  b.rec.args[0] = 0x7f3a2c0a1b20;
+  b.rec.args[1] = 1056 | (std::uint64_t(1) << 32);
+  b.rec.args[2] = 1;
+  b.rec.args[3] = 256 | (std::uint64_t(1) << 32);
+  b.rec.args[4] = 1;
+  b.rec.args[5] = 0x7ffd4a3b2c10;
+  const std::string line = text_line(b, &names);
+  EXPECT_NE(line.find(" kernel=\"distribution_elementwise_grid_stride_kernel\"\n"), std::string::npos) << line;
+  EXPECT_LE(line.size(), 220u) << line;
+  EXPECT_GT(text_line(b, &names, true).size(), 5000u);
 }
 
 TEST(TextOutput, VoidReturnShowsDash) {

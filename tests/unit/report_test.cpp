@@ -36,8 +36,9 @@ Selection all_groups() {
 }
 
 // A small run: two mallocs (one leaked), a copy, two launches of one kernel.
-Reporter small_run(bool json, bool hist = false) {
+Reporter small_run(bool json, bool hist = false, bool full_names = false) {
   ReportOptions o;
+  o.full_names = full_names;
   o.display = all_groups();
   o.tables = true;
   o.hist = hist;
@@ -91,6 +92,14 @@ TEST(Report, GroupDigits) {
   EXPECT_EQ(group_tenths(0.04), "0.0");
 }
 
+TEST(Report, FullNamesInTheKernelTable) {
+  Reporter r = small_run(false, false, true);
+  fmt::memory_buffer out;
+  r.report(out, small_stats(), 2000000000, true);
+  EXPECT_NE(fmt::to_string(out).find("(4,2,1)x(128,1,1) (2)    addOne(float*, int)\n"), std::string::npos)
+      << fmt::to_string(out);
+}
+
 TEST(Report, FinalTextTables) {
   Reporter r = small_run(false);
   fmt::memory_buffer out;
@@ -109,8 +118,8 @@ CUDA API summary:
 CUDA kernel launches:
 
  Launches  Shapes  Grid x Block (launches)  Name
- --------  ------  -----------------------  -------------------
-        2       1  (4,2,1)x(128,1,1) (2)    addOne(float*, int)
+ --------  ------  -----------------------  ------
+        2       1  (4,2,1)x(128,1,1) (2)    addOne
 
 CUDA transfers:
 
@@ -158,6 +167,7 @@ TEST(Report, FinalJsonIsOneValidLineWithEveryTable) {
   const JsonValue* kernels = v.get("kernels");
   ASSERT_EQ(kernels->items.size(), 1u);
   EXPECT_EQ(kernels->items[0].get("name")->text, "addOne(float*, int)");
+  EXPECT_EQ(kernels->items[0].get("short_name")->text, "addOne");
   EXPECT_EQ(kernels->items[0].get("launches")->text, "2");
   EXPECT_EQ(kernels->items[0].get("shapes")->items.size(), 1u);
   const JsonValue* transfers = v.get("transfers");

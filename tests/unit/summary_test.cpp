@@ -57,6 +57,26 @@ TEST(Histogram, BucketLowInvertsTheBucketFormula) {
   EXPECT_EQ(ct_hist_bucket_low(CT_HIST_BUCKETS), std::uint64_t(1) << (CT_HIST_MAX_POW + 1));
 }
 
+TEST(Histogram, AddCallCountsLikeTheBpfSide) {
+  ct_api_stats user{}, bpf{};
+  std::mt19937_64 rng(17);
+  for (int i = 0; i < 5000; ++i) {
+    const std::uint64_t d = i % 7 == 0 ? rng() : rng() % (std::uint64_t(1) << (i % 40));
+    const bool failed = i % 5 == 0;
+    add_call(user, d, failed);
+    add_sample(bpf, d, failed);
+    ASSERT_EQ(ct_hist_bucket(d), bpf_bucket(d)) << d;
+  }
+  EXPECT_EQ(user.calls, bpf.calls);
+  EXPECT_EQ(user.errors, bpf.errors);
+  EXPECT_EQ(user.total_ns, bpf.total_ns);
+  EXPECT_EQ(user.min_ns, bpf.min_ns);
+  EXPECT_EQ(user.max_ns, bpf.max_ns);
+  EXPECT_EQ(user.sum_sq_lo, bpf.sum_sq_lo);
+  EXPECT_EQ(user.sum_sq_hi, bpf.sum_sq_hi);
+  EXPECT_TRUE(std::equal(std::begin(user.hist), std::end(user.hist), std::begin(bpf.hist)));
+}
+
 TEST(Stats, PercentilesOfKnownDataAreWithinTheirBucket) {
   std::mt19937_64 rng(42);
   std::lognormal_distribution<double> dist(std::log(20000.0), 1.0);

@@ -1,0 +1,207 @@
+// cudatrace report: --json lines read back into records (TraceLine) and
+// whole trace files (run_report).
+#include "cudatrace/offline.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <string>
+
+#include "cudatrace/decode.h"
+#include "cudatrace/kernel_names.h"
+#include "record_builder.h"
+
+namespace {
+
+using namespace cudatrace;
+using cudatrace_test::init_rec;
+using cudatrace_test::RecBuf;
+
+std::string json_of(const ct_call& rec, KernelNames* names) {
+  Call c;
+  EXPECT_TRUE(decode_call(rec, names, c));
+  auto out = make_json_output();
+  if (c.unfinished)
+    out->unfinished(c);
+  else
+    out->call(c);
+  return std::string(out->buffer().data(), out->buffer().size());
+}
+
+// JSON of `rec`, read back and written again: the same line.
+void expect_round_trip(const ct_call& rec, KernelNames* names) {
+  const std::string line = json_of(rec, names);
+  TraceLine parsed;
+  std::string error;
+  ASSERT_TRUE(parsed.parse(std::string_view(line).substr(0, line.size() - 1), error)) << error << "\n" << line;
+  ASSERT_EQ(parsed.type(), TraceLine::Type::Call);
+  KernelNames reread;
+  if (!parsed.kernel_mangled().empty())
+    reread.add(parsed.record().pid, parsed.kernel_handle(), parsed.kernel_mangled());
+  EXPECT_EQ(json_of(parsed.record(), &reread), line);
+}
+
+// Every API of the table with arbitrary argument values, succeeding, failing
+// and unfinished, with and without readable out-parameters: JSON -> record
+// -> JSON gives the line back.
+TEST(TraceLine, EveryApiRoundTrips) {
+  std::mt19937_64 rng(2026);
+  KernelNames names;
+  names.set_symbolizer([](std::uint32_t, std::uint64_t) { return std::string("_ZN2ns6kernelIfEEvPT_i"); });
+  for (const Api& api : apis()) {
+    for (int variant = 0; variant < 4; ++variant) {
+      RecBuf b;
+      init_rec(b, api.symbol, 4242, "python3");
+      for (auto& a : b.rec.args) a = variant == 3 ? rng() % 3 : rng();  // 0..2: the special streams
+      b.rec.outs[0] = variant == 2 ? cudatrace_test::float_bits(1.25f) : rng();
+      b.rec.outs[1] = rng() >> 20;
+      b.rec.ret = variant == 1 ? 2 : 0;
+      b.rec.depth = static_cast<std::uint8_t>(variant);
+      b.rec.parent_api = variant ? apis().front().id : kNoApi;
+      b.rec.caller = variant == 3 ? 0 : 0x401234;
+      if (variant == 2) b.rec.flags = CT_FLAG_OUT1_FAULT;
+      if (variant == 3) {
+        b.rec.type = CT_REC_UNFINISHED;
+        b.rec.dur_ns = 0;
+      }
+      if (api.payload_index >= 0) {
+        if (api.spec->args[api.payload_index].type == ArgType::String) {
+          cudatrace_test::set_string_payload(b, "_Z6kernelPfi \"quoted\"\t\xce\xbb");
+        } else if (variant != 1) {  // variant 1: a config that could not be read
+          std::uint8_t config[CT_LAUNCH_CONFIG_SIZE + CT_LAUNCH_ATTR_SIZE] = {};
+          for (std::size_t i = 0; i < 24; i += 4) config[i] = static_cast<std::uint8_t>(i + 1);
+          config[24] = 64;
+          config[32] = variant == 3 ? 1 : 0x50;
+          config[CT_LAUNCH_CONFIG_SIZE] = 4;  // cluster dimension
+          for (int i = 0; i < 3; ++i) config[CT_LAUNCH_CONFIG_SIZE + 8 + 4 * i] = static_cast<std::uint8_t>(2 + i);
+          cudatrace_test::set_payload(b, config, variant == 2 ? sizeof config : CT_LAUNCH_CONFIG_SIZE);
+        }
+      }
+      SCOPED_TRACE(api.symbol + " variant " + std::to_string(variant));
+      expect_round_trip(b.rec, &names);
+    }
+  }
+}
+
+TEST(TraceLine, WarningAndEndLines) {
+  TraceLine line;
+  std::string error;
+  ASSERT_TRUE(line.parse(
+      R"({"type":"warning","kind":"pageable_async_copy","ts_ns":5,"pid":2,"tid":2,"api":"cudaMemcpyAsync",)"
+      R"("host_ptr":"0x55c2594042a0","caller":"0x401000","location":"app+0x137b","message":"m"})",
+      error))
+      << error;
+  EXPECT_EQ(line.type(), TraceLine::Type::Warning);
+  EXPECT_STREQ(line.warning().kind, "pageable_async_copy");
+  EXPECT_EQ(line.warning().host_ptr, 0x55c2594042a0u);
+  EXPECT_EQ(line.warning().message, "m");
+  ASSERT_TRUE(line.parse(R"({"type":"end","calls":17,"lost":5,"unfinished":0,"lost_detail":{"ring_buffer":3,)"
+                         R"("thread_table":1,"depth_overflow":1,"control":2},"unmatched":4})",
+                         error))
+      << error;
+  EXPECT_EQ(line.type(), TraceLine::Type::End);
+  EXPECT_EQ(line.end().lost(), 5u);
+  EXPECT_EQ(line.end().lost_control, 2u);
+  EXPECT_EQ(line.end().unmatched, 4u);
+}
+
+std::string parse_error(std::string_view text) {
+  TraceLine line;
+  std::string error;
+  EXPECT_FALSE(line.parse(text, error)) << text;
+  return error;
+}
+
+TEST(TraceLine, BadLinesSayWhatIsWrong) {
+  const std::string call =
+      R"({"type":"call","ts_ns":1000,"pid":1,"tid":1,"comm":"a","layer":"runtime","api":"cudaFree","dur_ns":5,)"
+      R"("ret":0,"ret_name":"cudaSuccess","depth":0,"args":{"devPtr":"0xd000"}})";
+  TraceLine line;
+  std::string error;
+  ASSERT_TRUE(line.parse(call, error)) << error;
+  EXPECT_EQ(parse_error("cudatrace: 3 calls"), "not JSON");
+  EXPECT_EQ(parse_error(call.substr(0, 60)), "not JSON (the line ends early: a truncated trace?)");
+  EXPECT_EQ(parse_error("[1,2]"), "not a JSON object");
+  EXPECT_EQ(parse_error(R"({"type":"call","pid":27e853})"), "not JSON");  // found by tests/fuzz
+  EXPECT_EQ(parse_error(R"({"api":"cudaFree"})"), "no \"type\" field");
+  EXPECT_EQ(parse_error(R"({"type":"frame"})"), "unknown record type \"frame\"");
+  EXPECT_EQ(parse_error(R"({"type":"summary","final":true})"),
+            "a --summary report, not a trace of calls (record the trace with --json alone)");
+  std::string bad = call;
+  bad.replace(bad.find("cudaFree"), 8, "cudaFrob");
+  EXPECT_EQ(parse_error(bad), "unknown API \"cudaFrob\" (a trace from another cudatrace version?)");
+  bad = call;
+  bad.replace(bad.find("\"0xd000\""), 8, "53248");
+  EXPECT_EQ(parse_error(bad), "cudaFree argument devPtr is not a hex string \"0x...\"");
+  bad = call;
+  bad.replace(bad.find("\"devPtr\""), 8, "\"ptr\"");
+  EXPECT_EQ(parse_error(bad), "no \"devPtr\" field");
+  bad = call;
+  bad.replace(bad.find("\"pid\":1"), 7, "\"pid\":-1");
+  EXPECT_EQ(parse_error(bad), "\"pid\" is not a non-negative integer");
+  bad = call;
+  bad.replace(bad.find("\"depth\":0"), 9, "\"depth\":99");
+  EXPECT_EQ(parse_error(bad), "\"depth\" out of range");
+}
+
+// run_report on a file: its exit status and what it wrote to stderr.
+std::pair<int, std::string> report_file(const std::string& text, bool summary = false) {
+  char path[] = "/tmp/cudatrace-offline-XXXXXX";
+  const int fd = mkstemp(path);
+  EXPECT_GE(fd, 0);
+  EXPECT_EQ(write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  close(fd);
+  Options opts;
+  for (int g = 0; g < kGroupCount; ++g) opts.display.group[g] = true;
+  opts.summary = opts.summary_tables = summary;
+  testing::internal::CaptureStdout();
+  testing::internal::CaptureStderr();
+  const int rc = run_report(opts, path);
+  testing::internal::GetCapturedStdout();
+  std::string err = testing::internal::GetCapturedStderr();
+  unlink(path);
+  for (auto at = err.find(path); at != std::string::npos; at = err.find(path)) err.replace(at, std::strlen(path), "TRACE");
+  return {rc, err};
+}
+
+const std::string kCall =
+    R"({"type":"call","ts_ns":1000,"pid":1,"tid":1,"comm":"a","layer":"runtime","api":"cudaFree","dur_ns":5,)"
+    R"("ret":0,"ret_name":"cudaSuccess","depth":0,"args":{"devPtr":"0xd000"}})"
+    "\n";
+const std::string kEnd =
+    R"({"type":"end","calls":2,"lost":0,"unfinished":0,"lost_detail":{"ring_buffer":0,"thread_table":0,)"
+    R"("depth_overflow":0,"control":0},"unmatched":0})"
+    "\n";
+
+TEST(RunReport, BadInputNamesTheLine) {
+  EXPECT_EQ(report_file(kCall + kCall + kEnd), std::make_pair(0, std::string("cudatrace: 2 calls traced, 0 lost, 0 unfinished\n")));
+  EXPECT_EQ(report_file(kCall + "garbage\n" + kEnd), std::make_pair(7, std::string("cudatrace: TRACE:2: not JSON\n")));
+  EXPECT_EQ(report_file(kCall + kCall.substr(0, 50)),
+            std::make_pair(7, std::string("cudatrace: TRACE:2: not JSON (the line ends early: a truncated trace?)\n")));
+  EXPECT_EQ(report_file(kCall + kEnd + kCall), std::make_pair(7, std::string("cudatrace: TRACE:3: a line after the end line\n")));
+  EXPECT_EQ(report_file(""), std::make_pair(7, std::string("cudatrace: TRACE: not a trace: no calls and no end line in it\n")));
+  // A trace cut short still reports what it has, and says so.
+  EXPECT_EQ(report_file(kCall),
+            std::make_pair(0, std::string("cudatrace: warning: TRACE has no end line: the trace was cut short, its last "
+                                          "calls may be missing\ncudatrace: 1 calls traced, 0 lost, 0 unfinished\n")));
+  // Losses recorded at trace time are reported again.
+  std::string lossy = kEnd;
+  lossy.replace(lossy.find("\"ring_buffer\":0"), 15, "\"ring_buffer\":9");
+  EXPECT_NE(report_file(kCall + lossy).second.find("lost 9 records (ring buffer full: 9"), std::string::npos);
+  EXPECT_EQ(report_file(kEnd, true).first, 0);  // no calls: empty tables
+}
+
+TEST(RunReport, UnreadableFile) {
+  Options opts;
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(run_report(opts, "/nonexistent/trace.jsonl"), kExitInput);
+  EXPECT_EQ(testing::internal::GetCapturedStderr(),
+            "cudatrace: cannot read /nonexistent/trace.jsonl: No such file or directory\n");
+}
+
+}  // namespace
