@@ -201,7 +201,11 @@ bool TraceLine::parse(std::string_view line, std::string& error) {
     std::memcpy(rec.comm, comm.data(), std::min(comm.size(), sizeof rec.comm - 1));
     rec.caller = optional_hex(j, "caller", "\"caller\"").value_or(0);
     const bool unfinished = rec.type == CT_REC_UNFINISHED;
-    if (!unfinished) {
+    const Json* entry_only = j.find("entry_only") == j.end() ? nullptr : &j.at("entry_only");
+    if (entry_only && (!entry_only->is_boolean() || !entry_only->get<bool>())) bad("\"entry_only\" is not true");
+    if (entry_only) {
+      rec.flags |= CT_FLAG_ENTRY_ONLY;  // no latency or status of its own (docs/json.md)
+    } else if (!unfinished) {
       rec.dur_ns = unsigned_of(field(j, "dur_ns"), "\"dur_ns\"");
       if (api->spec->returns == Returns::Status) rec.ret = signed_of(field(j, "ret"), "\"ret\"");
     }
@@ -405,6 +409,8 @@ void OfflineReport::on_call(const TraceLine& line) {
     reporter_->on_call(call_);
     if (call_.unfinished)
       ++stats_.unfinished;
+    else if (call_.entry_only)
+      ++api_stats_[call_.api->id].calls;  // counted; it has no latency to add
     else
       add_call(api_stats_[call_.api->id], rec.dur_ns, call_.failed());
     return;
