@@ -2,7 +2,9 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <iterator>
 #include <sstream>
 
 #include "cudatrace/api_table.h"
@@ -27,9 +29,12 @@ EXAMPLES:
   cudatrace --hist -f stream -- ./app     # latency histograms of the stream calls
   cudatrace --summary --stack -- ./app    # ... and where each leaked allocation was made
 
-GROUPS: mem, xfer, launch, stream, event, device (default: all of them), and
+GROUPS: mem, xfer, launch, stream, event, device (default: these six),
   module (kernel registration and lookup calls; always traced for kernel names,
-  printed only when asked for).
+  printed only when asked for), query (cudaGetDevice, cudaGetLastError,
+  cuCtxGetCurrent, attribute getters...: off by default, frameworks call them
+  dozens of times per launch and each probed call costs about 1 us), and all
+  (every group). --list-apis says which API is in which group.
 
 EXIT STATUS: the command's own status in command mode; otherwise 0. Errors:
   2 bad usage, 3 no such process / nothing to trace / command not found,
@@ -67,7 +72,7 @@ int main(int argc, char** argv) {
   app.footer(kExamples);
   app.add_option("-p,--pid", pid, "Trace the running process PID");
   app.add_option("--lib", opts.libs, "Also probe this library or executable (repeatable)");
-  app.add_option("-f,--filter", groups, "Trace only these groups, comma-separated");
+  app.add_option("-f,--filter", groups, "Trace only these groups, comma-separated; 'all' for every group");
   app.add_option("--layer", layer, "runtime, driver or all (default)");
   // The range check also refuses "-3", which would otherwise wrap to a huge unsigned value.
   app.add_option("--min-us", opts.min_us, "Only calls that took at least this many microseconds")
@@ -120,12 +125,17 @@ int main(int argc, char** argv) {
   opts.selection.layer[static_cast<int>(Layer::Driver)] = layer != "runtime";
   opts.display = opts.selection;
   if (groups.empty()) {
-    for (int g = 0; g < kGroupCount; ++g) opts.display.group[g] = static_cast<Group>(g) != Group::Module;
+    for (int g = 0; g < kGroupCount; ++g) opts.display.group[g] = group_on_by_default(static_cast<Group>(g));
   } else {
     for (const std::string& name : split(groups, ',')) {
       const auto g = parse_group(name);
-      if (!g) usage_error("unknown group '" + name + "' (groups: mem, xfer, launch, stream, event, device, module)");
-      opts.display.group[static_cast<int>(*g)] = true;
+      if (name == "all")
+        std::fill(std::begin(opts.display.group), std::end(opts.display.group), true);
+      else if (g)
+        opts.display.group[static_cast<int>(*g)] = true;
+      else
+        usage_error("unknown group '" + name +
+                    "' (groups: mem, xfer, launch, stream, event, device, module, query, all)");
     }
   }
   opts.selection = opts.display;

@@ -134,7 +134,7 @@ TEST_F(Trace, LibraryLoadedWithDlopenLaterIsTracedFromItsFirstCall) {
 }
 
 TEST_F(Trace, ThreadsArePairedPerThread) {
-  const Result r = run(tracer() + " --json --layer runtime -- " FAKE_APP " threads 8 200");
+  const Result r = run(tracer() + kWithQuery + " --json --layer runtime -- " FAKE_APP " threads 8 200");
   ASSERT_EQ(r.status, 0) << r.err;
   std::map<long, std::map<std::string, int>> per_tid;
   for (const json& c : calls(r)) {
@@ -158,7 +158,7 @@ TEST_F(Trace, ThreadsArePairedPerThread) {
 }
 
 TEST_F(Trace, ForkedChildrenAreFollowedAndExitStatusIsTheCommands) {
-  Result r = run(tracer() + " --json --layer runtime -- " FAKE_APP " fork");
+  Result r = run(tracer() + kWithQuery + " --json --layer runtime -- " FAKE_APP " fork");
   ASSERT_EQ(r.status, 0) << r.err;
   std::map<long, int> per_pid;
   for (const json& c : calls(r)) ++per_pid[c["pid"].get<long>()];
@@ -168,7 +168,7 @@ TEST_F(Trace, ForkedChildrenAreFollowedAndExitStatusIsTheCommands) {
   std::sort(counts.begin(), counts.end());
   EXPECT_EQ(counts, (std::vector<int>{5, 17}));
 
-  r = run(tracer() + " --json -- " FAKE_APP " exit-code 7");
+  r = run(tracer() + kWithQuery + " --json -- " FAKE_APP " exit-code 7");
   EXPECT_EQ(r.status, 7);
   EXPECT_EQ(calls(r).size(), 3u);
 }
@@ -246,13 +246,13 @@ TEST_F(Trace, HostileCommNamesKeepOutputValid) {
   const std::string link = dir + "/q\"b\\n\t\x01\xff";
   ASSERT_EQ(symlink(FAKE_APP, link.c_str()), 0);
   setenv("HOSTILE", link.c_str(), 1);
-  Result r = run(tracer() + " --json -f device -- \"$HOSTILE\" loop 2");
+  Result r = run(tracer() + " --json -f device,query -- \"$HOSTILE\" loop 2");
   ASSERT_EQ(r.status, 0) << r.err;
   ASSERT_EQ(calls(r).size(), 2u);
   const std::string comm = calls(r)[0]["comm"];
   EXPECT_NE(comm.find('"'), std::string::npos);
   EXPECT_NE(comm.find('\\'), std::string::npos);
-  r = run(tracer() + " -f device -- \"$HOSTILE\" loop 2");
+  r = run(tracer() + " -f device,query -- \"$HOSTILE\" loop 2");
   std::remove(link.c_str());
   rmdir(dir.c_str());
   ASSERT_EQ(r.status, 0) << r.err;
@@ -291,11 +291,11 @@ void check_real_basic(const Result& r) {
 }
 
 TEST_F(Trace, RealLibcudartShared) {
-  check_real_basic(run(tracer() + " --json -- " REAL_APP_SHARED " basic"));
+  check_real_basic(run(tracer() + kWithQuery + " --json -- " REAL_APP_SHARED " basic"));
 }
 
 TEST_F(Trace, RealLibcudartStaticallyLinked) {
-  check_real_basic(run(tracer() + " --json -- " REAL_APP_STATIC " basic"));
+  check_real_basic(run(tracer() + kWithQuery + " --json -- " REAL_APP_STATIC " basic"));
 }
 
 TEST_F(Trace, RealLibcudartLaunchLoopCountsExactly) {
@@ -344,7 +344,7 @@ TEST_F(Trace, FullDiskIsAnError) {
 }
 
 TEST_F(Trace, ListApisMatchesTheDocs) {
-  const Result r = run(tracer() + " -f mem,xfer,launch,stream,event,device,module --list-apis");
+  const Result r = run(tracer() + " -f all --list-apis");
   ASSERT_EQ(r.status, 0);
   EXPECT_EQ(r.out, read_file(SOURCE_DIR "/docs/apis.md").substr(read_file(SOURCE_DIR "/docs/apis.md").find("| API |")))
       << "regenerate docs/apis.md with scripts/gen-docs.sh";
