@@ -15,38 +15,61 @@
 #include "cudatrace/record.h"
 #include "cudatrace/report.h"
 
-// The probed functions of the start-up measurement: not inlined, different
-// enough not to be merged, and called through a volatile pointer.
-extern "C" __attribute__((noinline, used)) long cudatrace_probe_cost_entry(long x) {
-  asm volatile("" : "+r"(x));
-  return x + 1;
-}
-extern "C" __attribute__((noinline, used)) long cudatrace_probe_cost_pair(long x) {
-  asm volatile("" : "+r"(x));
-  return x + 2;
-}
+// The probed functions of the start-up measurement. They begin like CUDA's
+// API functions, with push %rbp: the kernel emulates that instruction at a
+// probe, while most others are single-stepped out of line, a second trap
+// that would double the measured cost. Assembly, so no compiler changes that.
+extern "C" long cudatrace_probe_cost_entry(long x);
+extern "C" long cudatrace_probe_cost_pair(long x);
+asm(R"(
+  .text
+  .globl cudatrace_probe_cost_entry
+  .type cudatrace_probe_cost_entry, @function
+cudatrace_probe_cost_entry:
+  push %rbp
+  mov %rsp, %rbp
+  lea 1(%rdi), %rax
+  pop %rbp
+  ret
+  .size cudatrace_probe_cost_entry, .-cudatrace_probe_cost_entry
+  .globl cudatrace_probe_cost_pair
+  .type cudatrace_probe_cost_pair, @function
+cudatrace_probe_cost_pair:
+  push %rbp
+  mov %rsp, %rbp
+  lea 2(%rdi), %rax
+  pop %rbp
+  ret
+  .size cudatrace_probe_cost_pair, .-cudatrace_probe_cost_pair
+)");
 
 namespace cudatrace {
 namespace {
 
-std::uint64_t monotonic_ns() {
+std::uint64_t clock_ns(clockid_t clock) {
   timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  clock_gettime(clock, &ts);
   return std::uint64_t(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
 }
 
+struct CallNs {
+  double cpu, wall;
+};
+
 // The fastest batch of 100 calls, in ns per call, over batches run for
 // `budget_ns` (at least three): short batches are the ones no preemption hit.
-double fastest_call_ns(long (*fn)(long), std::uint64_t budget_ns) {
+// This thread's CPU time and the wall-clock time of each.
+CallNs fastest_call_ns(long (*fn)(long), std::uint64_t budget_ns) {
   constexpr int kCalls = 100;
   long (*volatile target)(long) = fn;
-  double best = 1e18;
-  const std::uint64_t start = monotonic_ns();
-  for (int batch = 0; batch < 3 || monotonic_ns() - start < budget_ns; ++batch) {
+  CallNs best{1e18, 1e18};
+  const std::uint64_t start = clock_ns(CLOCK_MONOTONIC);
+  for (int batch = 0; batch < 3 || clock_ns(CLOCK_MONOTONIC) - start < budget_ns; ++batch) {
     long x = 0;
-    const std::uint64_t batch_start = monotonic_ns();
+    const std::uint64_t cpu = clock_ns(CLOCK_THREAD_CPUTIME_ID), wall = clock_ns(CLOCK_MONOTONIC);
     for (int i = 0; i < kCalls; ++i) x = target(x);
-    best = std::min(best, double(monotonic_ns() - batch_start) / kCalls);
+    best.cpu = std::min(best.cpu, double(clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu) / kCalls);
+    best.wall = std::min(best.wall, double(clock_ns(CLOCK_MONOTONIC) - wall) / kCalls);
   }
   return best;
 }
@@ -92,16 +115,18 @@ bool measure_probe_cost(Probes& probes, int threads_fd, std::uint64_t cookie, Pr
     return false;
   }
   constexpr std::uint64_t kBudgetNs = 6000000;  // per setting
-  const double bare = fastest_call_ns(cudatrace_probe_cost_entry, kBudgetNs);
+  const CallNs bare = fastest_call_ns(cudatrace_probe_cost_entry, kBudgetNs);
   // Detaching takes tens of milliseconds: the probes stay until `probes` goes.
   const bool ok = probes.attach_function(path, pid, entry_offset, cookie, false, error) &&
                   probes.attach_function(pair_path, pid, pair_offset, cookie, true, error);
-  const double entry = ok ? fastest_call_ns(cudatrace_probe_cost_entry, kBudgetNs) : 0;
-  const double both = ok ? fastest_call_ns(cudatrace_probe_cost_pair, kBudgetNs) : 0;
+  const CallNs entry = ok ? fastest_call_ns(cudatrace_probe_cost_entry, kBudgetNs) : CallNs{};
+  const CallNs both = ok ? fastest_call_ns(cudatrace_probe_cost_pair, kBudgetNs) : CallNs{};
   bpf_map_delete_elem(threads_fd, &tid);
   if (!ok) return false;
-  out.entry_ns = std::max(0.0, entry - bare);
-  out.return_ns = std::max(0.0, both - std::max(entry, bare));
+  out.entry_ns = std::max(0.0, entry.cpu - bare.cpu);
+  out.return_ns = std::max(0.0, both.cpu - std::max(entry.cpu, bare.cpu));
+  out.entry_wall_ns = std::max(0.0, entry.wall - bare.wall);
+  out.return_wall_ns = std::max(0.0, both.wall - std::max(entry.wall, bare.wall));
   return true;
 }
 
@@ -184,7 +209,7 @@ void append_cost_text(fmt::memory_buffer& out, const CostReport& r) {
   constexpr std::size_t kShown = 5;
   for (std::size_t i = 0; i < r.processes.size() && i < kShown; ++i) {
     const ProcessCost& p = r.processes[i];
-    fmt::format_to(it, "cudatrace: added \u2248 {:.1f} ms to {} (PID {})", p.added_ns / 1e6, p.comm, p.pid);
+    fmt::format_to(it, "cudatrace: added \u2248 {:.1f} ms of CPU time to {} (PID {})", p.added_ns / 1e6, p.comm, p.pid);
     if (p.cpu_ns && *p.cpu_ns)
       fmt::format_to(it, ", {:.1f} % of its CPU time while traced", 100.0 * p.added_ns / double(*p.cpu_ns));
     fmt::format_to(it, " ({} probe hits)\n", group_digits(p.hits()));
@@ -192,15 +217,24 @@ void append_cost_text(fmt::memory_buffer& out, const CostReport& r) {
   if (r.processes.size() > kShown) {
     double rest = 0;
     for (std::size_t i = kShown; i < r.processes.size(); ++i) rest += r.processes[i].added_ns;
-    fmt::format_to(it, "cudatrace: added \u2248 {:.1f} ms to {} more processes\n", rest / 1e6,
+    fmt::format_to(it, "cudatrace: added \u2248 {:.1f} ms of CPU time to {} more processes\n", rest / 1e6,
                    r.processes.size() - kShown);
   }
+  const double cpu = r.per_hit.entry_ns + r.per_hit.return_ns;
+  const double wall = r.per_hit.entry_wall_ns + r.per_hit.return_wall_ns;
+  if (!r.processes.empty() && wall > 2 * cpu)
+    fmt::format_to(it,
+                   "cudatrace: here a probed call takes {:.1f} us longer but only {:.1f} us more CPU time (a virtual "
+                   "machine?): the slowdown can be up to {:.0f} times the CPU time added\n",
+                   wall / 1e3, cpu / 1e3, wall / std::max(cpu, 1.0));
 }
 
 void append_cost_json(fmt::memory_buffer& out, const CostReport& r) {
   auto it = std::back_inserter(out);
-  fmt::format_to(it, "{{\"entry_ns\":{:.1f},\"return_ns\":{:.1f},\"processes\":[", r.per_hit.entry_ns,
-                 r.per_hit.return_ns);
+  fmt::format_to(it,
+                 "{{\"entry_ns\":{:.1f},\"return_ns\":{:.1f},\"entry_wall_ns\":{:.1f},\"return_wall_ns\":{:.1f},"
+                 "\"processes\":[",
+                 r.per_hit.entry_ns, r.per_hit.return_ns, r.per_hit.entry_wall_ns, r.per_hit.return_wall_ns);
   for (std::size_t i = 0; i < r.processes.size(); ++i) {
     const ProcessCost& p = r.processes[i];
     fmt::format_to(it, "{}{{\"pid\":{},\"comm\":", i ? "," : "", p.pid);

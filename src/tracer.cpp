@@ -297,8 +297,11 @@ void Session::measure_cost() {
   if (!cost_measured_)
     warn_line("cannot measure what a probe costs (" + error + "); the tracing cost will not be reported");
   else if (opts_.verbose)
-    std::fprintf(stderr, "cudatrace: a probe hit costs %.2f us at entry, %.2f us at return (measured in %.1f ms)\n",
-                 probe_cost_.entry_ns / 1e3, probe_cost_.return_ns / 1e3, double(monotonic_ns() - start_ns) / 1e6);
+    std::fprintf(stderr,
+                 "cudatrace: a probe hit costs %.2f us of CPU time at entry, %.2f us at return (wall-clock: %.2f and "
+                 "%.2f us; measured in %.1f ms)\n",
+                 probe_cost_.entry_ns / 1e3, probe_cost_.return_ns / 1e3, probe_cost_.entry_wall_ns / 1e3,
+                 probe_cost_.return_wall_ns / 1e3, double(monotonic_ns() - start_ns) / 1e6);
 }
 
 std::vector<__u64> Session::read_counters() {

@@ -19,10 +19,14 @@ namespace cudatrace {
 
 class Probes;
 
-// Time one probe hit adds to the probed call, in ns.
+// Time one probe hit adds to the probed call, in ns: CPU time of the calling
+// thread, which prices the hits, and wall-clock time, which is the same on
+// bare metal but larger where a trap exits to a hypervisor that the guest's
+// CPU accounting does not see.
 struct ProbeCost {
   double entry_ns = 0;   // uprobe at the function's entry
   double return_ns = 0;  // uretprobe at its return
+  double entry_wall_ns = 0, return_wall_ns = 0;
 };
 
 // Measures ProbeCost: calls functions of cudatrace itself in batches of 100
@@ -70,8 +74,9 @@ bool read_hit_counts(int process_cost_fd, int threads_fd, std::vector<HitCount>&
 // CPU time (user + system) of a live process from /proc/PID/stat, in ns.
 std::optional<std::uint64_t> process_cpu_ns(pid_t pid);
 
-// "cudatrace: added ≈ 41.2 ms to python3 (PID 812), 1.9 % of its CPU time
-// while traced (45,012 probe hits)", one line per process (at most five).
+// "cudatrace: added ≈ 41.2 ms of CPU time to python3 (PID 812), 1.9 % of its
+// CPU time while traced (45,012 probe hits)", one line per process (at most
+// five), and a note when a hit costs much more wall-clock than CPU time.
 void append_cost_text(fmt::memory_buffer& out, const CostReport& r);
 // {"entry_ns":..,"return_ns":..,"processes":[{"pid":..,...}]}
 void append_cost_json(fmt::memory_buffer& out, const CostReport& r);

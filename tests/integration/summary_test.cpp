@@ -186,11 +186,25 @@ TEST_F(Summary, IntervalReportsThenStopAfterCount) {
   ASSERT_EQ(r.status, 0) << r.err;
   const auto reports = records(r.lines, "summary");
   ASSERT_GE(reports.size(), 2u) << r.out;
-  long interval_launches = 0;
-  for (const json& s : reports)
-    if (s["final"] == false) interval_launches += api_counts(s)["cudaLaunchKernel"].first;
+  long interval_launches = 0, interval_kernel_launches = 0;
+  auto kernel_launches = [](const json& s) {
+    long n = 0;
+    for (const json& k : s["kernels"]) n += k["launches"].get<long>();
+    return n;
+  };
+  for (const json& s : reports) {
+    if (s["final"] == true) continue;
+    interval_launches += api_counts(s)["cudaLaunchKernel"].first;
+    interval_kernel_launches += kernel_launches(s);
+    // What tracing has cost so far.
+    ASSERT_EQ(s["overhead"]["processes"].size(), 1u) << s;
+    EXPECT_GT(s["overhead"]["processes"][0]["entry_hits"].get<long>(), 0) << s;
+  }
   EXPECT_LE(interval_launches, 1000);
+  EXPECT_LE(interval_kernel_launches, 1000);
   EXPECT_EQ(api_counts(reports.back())["cudaLaunchKernel"].first, 1000);
+  // Counted in BPF, read at every report, all there at the end.
+  EXPECT_EQ(kernel_launches(reports.back()), 1000);
 
   const Result counted = run(tracer() + " --summary --json -i 1 -c 1 -- " INSIGHTS_APP " launch-loop 3000 1");
   ASSERT_EQ(counted.status, 0) << counted.err;

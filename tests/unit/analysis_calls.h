@@ -33,6 +33,7 @@ struct CallSpec {
   std::uint64_t caller = 0;
   std::vector<std::uint64_t> outs = {};
   std::vector<std::uint64_t> stack = {};
+  std::vector<std::uint8_t> payload = {};  // a string or struct read at return
 };
 
 // Builds the record, decodes it and hands the call to `use` (the record
@@ -61,6 +62,7 @@ inline void with_call(std::string_view symbol, const std::vector<Arg>& args, con
     if (cudatrace::slot_count(api->spec->args[i].type) > 2) b->rec.args[slot + 2] = a.v2;
   }
   for (std::size_t o = 0; o < spec.outs.size() && o < CT_MAX_OUTS; ++o) b->rec.outs[o] = spec.outs[o];
+  if (!spec.payload.empty()) set_payload(*b, spec.payload.data(), spec.payload.size());
   if (!spec.stack.empty()) {
     std::memcpy(b->payload + CT_ALIGN8(b->rec.payload_len), spec.stack.data(), spec.stack.size() * 8);
     b->rec.stack_len = static_cast<std::uint16_t>(spec.stack.size());
