@@ -207,7 +207,7 @@ def end_stats(mode, stderr_text, json_path):
         pct = [p for p in pct if p is not None]
         return end["lost"], max(pct) if pct else None
     m = re.search(r"cudatrace: (\d+) calls traced, (\d+) lost", stderr_text)
-    est = re.findall(r"added \S+ ([0-9.]+) ms to .*?, ([0-9.]+) % of its CPU time", stderr_text)
+    est = re.findall(r"added \S+ ([0-9.]+) ms of CPU time to .*?, ([0-9.]+) % of its CPU time", stderr_text)
     return (int(m.group(2)) if m else None), (max(float(p) for _, p in est) if est else None)
 
 

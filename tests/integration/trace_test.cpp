@@ -345,33 +345,34 @@ TEST_F(Trace, FullDiskIsAnError) {
 }
 
 TEST_F(Trace, ProbeHitsAndTheCostTheyAddedArePerProcess) {
-  const Result r = run(tracer() + " --json --layer runtime -f device,query -- " FAKE_APP " loop 1000");
+  const Result r = run(tracer() + " --json --layer runtime -f device,query -- " FAKE_APP " loop 20000");
   ASSERT_EQ(r.status, 0) << r.err;
   const json& cost = end_of(r.lines)["overhead"];
   ASSERT_EQ(cost["processes"].size(), 1u) << cost;
   const json& p = cost["processes"][0];
-  // One entry and one return hit per call: 1000 cudaGetDevice and whatever else the fixture calls first.
+  // One entry and one return hit per call: 20000 cudaGetDevice and whatever else the fixture calls first.
   EXPECT_EQ(p["entry_hits"], calls(r).size());
   EXPECT_EQ(p["return_hits"], calls(r).size());
-  EXPECT_GE(calls(r).size(), 1000u);
+  EXPECT_GE(calls(r).size(), 20000u);
   EXPECT_EQ(p["pid"], calls(r)[0]["pid"]);
   EXPECT_EQ(p["comm"], "fake_app");
-  // Plausible: a hit costs more than nothing and less than 100 us, and the
-  // estimate is part of the CPU time the process used.
+  // Plausible: a hit costs more than nothing and less than 100 us, and as
+  // the loop is mostly probe hits, the estimate is most of the CPU time the
+  // process used (an estimate: a hit's cost varies by tens of percent).
   EXPECT_GT(cost["entry_ns"].get<double>() + cost["return_ns"].get<double>(), 0) << cost;
   const double per_call = p["added_ns"].get<double>() / double(calls(r).size());
   EXPECT_GT(per_call, 0) << cost;
   EXPECT_LT(per_call, 100000) << cost;
   ASSERT_TRUE(p["added_pct"].is_number()) << cost;
-  EXPECT_GT(p["added_pct"].get<double>(), 0) << cost;
-  EXPECT_LE(p["added_pct"].get<double>(), 100) << cost;
+  EXPECT_GT(p["added_pct"].get<double>(), 20) << cost;
+  EXPECT_LT(p["added_pct"].get<double>(), 150) << cost;
 
   // Text mode says it on stderr.
-  const Result text = run(tracer() + " --layer runtime -f device,query -o /dev/null -- " FAKE_APP " loop 1000");
+  const Result text = run(tracer() + " --layer runtime -f device,query -o /dev/null -- " FAKE_APP " loop 20000");
   ASSERT_EQ(text.status, 0) << text.err;
   EXPECT_TRUE(std::regex_search(text.err, std::regex("cudatrace: added \xe2\x89\x88 [0-9.]+ ms of CPU time to "
                                                      "fake_app \\(PID [0-9]+\\), [0-9.]+ % of its CPU time "
-                                                     "while traced \\(2,0[0-9][0-9] probe hits\\)\n")))
+                                                     "while traced \\(40,0[0-9][0-9] probe hits\\)\n")))
       << text.err;
 }
 

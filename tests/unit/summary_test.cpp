@@ -344,7 +344,8 @@ TEST(ActivityInBpf, CountedCallsGiveTheTablesOfRecords) {
   MemoryTracker memory;
   Activity per_record;
   std::map<std::string, std::pair<ct_activity_key, ct_activity>> counted;
-  auto feed = [&](std::string_view api, std::vector<Arg> args, CallSpec spec) {
+  auto feed = [&](std::string_view api, std::vector<Arg> args, CallSpec spec,
+                  const std::vector<std::uint8_t>& payload = {}) {
     with_call(
         api, args, spec,
         [&](const Call& c) {
@@ -361,7 +362,7 @@ TEST(ActivityInBpf, CountedCallsGiveTheTablesOfRecords) {
           v.first_ts_ns = std::min<std::uint64_t>(v.first_ts_ns, c.rec->ts_ns);
           v.last_ts_ns = std::max<std::uint64_t>(v.last_ts_ns, c.rec->ts_ns);
         },
-        &names);
+        &names, payload);
   };
   CallSpec pinned;
   pinned.outs = {0x4000000000};
@@ -385,9 +386,9 @@ TEST(ActivityInBpf, CountedCallsGiveTheTablesOfRecords) {
     feed("cudaMemsetAsync", {{"devPtr", 0xd000 + i}, {"value", 0}, {"count", 256}, {"stream", 1}}, s);
     // A launch config: grid (8,1,1), block (32,2,1).
     const std::uint32_t dims[6] = {8, 1, 1, 32, 2, 1};
-    s.payload.assign(CT_LAUNCH_CONFIG_SIZE, 0);
-    std::memcpy(s.payload.data(), dims, sizeof dims);
-    feed("cudaLaunchKernelExC", {{"config", 0x9000 + i}, {"func", 0x3000}, {"args", 0x7000}}, s);
+    std::vector<std::uint8_t> config(CT_LAUNCH_CONFIG_SIZE, 0);
+    std::memcpy(config.data(), dims, sizeof dims);
+    feed("cudaLaunchKernelExC", {{"config", 0x9000 + i}, {"func", 0x3000}, {"args", 0x7000}}, s, config);
   }
   CallSpec failed;
   failed.ret = 98;
