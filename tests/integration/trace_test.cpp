@@ -344,6 +344,17 @@ TEST_F(Trace, FullDiskIsAnError) {
   EXPECT_NE(r.err.find("No space left on device"), std::string::npos) << r.err;
 }
 
+TEST_F(Trace, HighFrequencyQueriesAreTracedOnlyWhenAsked) {
+  for (const auto& [groups, traced] : std::vector<std::pair<std::string, std::size_t>>{
+           {"", 0}, {" -f query", 5}, {" -f all", 5}, {" -f device", 0}, {kWithQuery, 5}}) {
+    const Result r = run(tracer() + groups + " --json --layer runtime -- " FAKE_APP " loop 5");
+    ASSERT_EQ(r.status, 0) << groups << ": " << r.err;
+    EXPECT_EQ(calls(r, "cudaGetDevice").size(), traced) << groups;
+    // Not probed at all: no probe hit is counted.
+    if (!traced) EXPECT_TRUE(end_of(r.lines).at("overhead").at("processes").empty()) << groups << ": " << r.out;
+  }
+}
+
 TEST_F(Trace, ProbeHitsAndTheCostTheyAddedArePerProcess) {
   const Result r = run(tracer() + " --json --layer runtime -f device,query -- " FAKE_APP " loop 20000");
   ASSERT_EQ(r.status, 0) << r.err;
