@@ -145,6 +145,7 @@ class Session {
   ActivityReader activity_;                 // summary mode: launches and copies counted in BPF
   bool activity_in_bpf_ = false;
   std::uint64_t page_locked_changes_ = 0;   // calls that bumped the BPF page-locked generation
+  std::uint64_t records_ = 0;               // call records of traced APIs read (-v says how many)
   ProbeCost probe_cost_;
   bool cost_measured_ = false;
   std::unique_ptr<Probes> cost_probes_;  // the measurement's, attached until the end
@@ -516,6 +517,7 @@ bool Session::on_record(void* ctx, const void* data, std::size_t size) {
 
 void Session::on_call(const ct_call& rec) {
   if (!decode_call(rec, &names_, call_, &read_string_)) return;
+  ++records_;
   if (activity_in_bpf_ && !call_.unfinished && !call_.failed() && outermost(call_) &&
       activity_api(*call_.api).kind == CT_ACT_PAGE_LOCK) {
     // This call bumped the page-locked generation: the copies counted
@@ -673,6 +675,7 @@ void Session::finish() {
   if (opts_.verbose) {
     rusage self{};
     getrusage(RUSAGE_SELF, &self);
+    std::fprintf(stderr, "cudatrace: read %llu call records\n", static_cast<unsigned long long>(records_));
     std::fprintf(stderr, "cudatrace: tracer used %.2f s CPU, peak RSS %.1f MiB\n",
                  double(self.ru_utime.tv_sec + self.ru_stime.tv_sec) +
                      double(self.ru_utime.tv_usec + self.ru_stime.tv_usec) / 1e6,

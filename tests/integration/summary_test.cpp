@@ -2,6 +2,7 @@
 // root, against the fake CUDA runtime (tests/fixtures: fake_app, insights_app).
 #include <algorithm>
 #include <map>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -178,6 +179,22 @@ TEST_F(Summary, TinyTransfers) {
   ASSERT_EQ(neg.status, 0) << neg.err;
   EXPECT_TRUE(fired(final_summary(pos), "tiny-transfers")) << final_summary(pos)["insights"];
   EXPECT_FALSE(fired(final_summary(neg), "tiny-transfers")) << final_summary(neg)["insights"];
+}
+
+TEST_F(Summary, LaunchesAndCopiesAreCountedInBpfWithoutRecords) {
+  for (const std::string& args : {std::string("launch-loop 1000 1"), std::string("copies pageable 500 1024")}) {
+    const Result r = run(tracer() + " --summary --json -v -- " INSIGHTS_APP " " + args);
+    ASSERT_EQ(r.status, 0) << r.err;
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(r.err, m, std::regex("cudatrace: read ([0-9]+) call records"))) << r.err;
+    // Kernel registration, stream creation, allocations: not one record per launch or copy.
+    EXPECT_LT(std::stol(m[1]), 50) << args << ": " << r.err;
+    const json s = final_summary(r);
+    long launches = 0, copies = 0;
+    for (const json& k : s["kernels"]) launches += k["launches"].get<long>();
+    for (const json& t : s["transfers"]) copies += t["count"].get<long>();
+    EXPECT_EQ(launches + copies, 1000 * (args[0] == 'l') + 500 * (args[0] == 'c')) << s;
+  }
 }
 
 TEST_F(Summary, IntervalReportsThenStopAfterCount) {
