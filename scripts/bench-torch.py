@@ -258,6 +258,7 @@ def bench_workload(args, workload, tmpdir):
     estimates = {m: [] for m in modes}
     attach = []
     try:
+        start = time.monotonic()
         for r in range(args.rounds):
             order = modes[r % len(modes):] + modes[:r % len(modes)]
             for mode in order:
@@ -272,7 +273,9 @@ def bench_workload(args, workload, tmpdir):
                     if est is not None:
                         estimates[mode].append(est)
                     attach.append(attach_s)
-            print(f"bench-torch: {workload}: round {r + 1}/{args.rounds} done", file=sys.stderr)
+            elapsed = time.monotonic() - start
+            print(f"bench-torch: {workload}: round {r + 1}/{args.rounds} done, about "
+                  f"{elapsed / (r + 1) * (args.rounds - r - 1):.0f} s left for this workload", file=sys.stderr)
     finally:
         plain.close()
         if cupti:

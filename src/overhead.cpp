@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "cudatrace/json.h"
 #include "cudatrace/probes.h"
@@ -56,22 +57,25 @@ struct CallNs {
   double cpu, wall;
 };
 
-// The fastest batch of 100 calls, in ns per call, over batches run for
-// `budget_ns` (at least three): short batches are the ones no preemption hit.
-// This thread's CPU time and the wall-clock time of each.
-CallNs fastest_call_ns(long (*fn)(long), std::uint64_t budget_ns) {
+// Calls `fn` in batches of 100 for `budget_ns` (at least three batches).
+// Per call: the median batch in this thread's CPU time, which preemption does
+// not inflate and which keeps what a hit costs in caches disturbed by other
+// work, and the fastest batch in wall-clock time, the one no preemption hit.
+CallNs call_ns(long (*fn)(long), std::uint64_t budget_ns) {
   constexpr int kCalls = 100;
   long (*volatile target)(long) = fn;
-  CallNs best{1e18, 1e18};
+  std::vector<double> cpu_ns;
+  double wall_ns = 1e18;
   const std::uint64_t start = clock_ns(CLOCK_MONOTONIC);
-  for (int batch = 0; batch < 3 || clock_ns(CLOCK_MONOTONIC) - start < budget_ns; ++batch) {
+  while (cpu_ns.size() < 3 || clock_ns(CLOCK_MONOTONIC) - start < budget_ns) {
     long x = 0;
     const std::uint64_t cpu = clock_ns(CLOCK_THREAD_CPUTIME_ID), wall = clock_ns(CLOCK_MONOTONIC);
     for (int i = 0; i < kCalls; ++i) x = target(x);
-    best.cpu = std::min(best.cpu, double(clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu) / kCalls);
-    best.wall = std::min(best.wall, double(clock_ns(CLOCK_MONOTONIC) - wall) / kCalls);
+    cpu_ns.push_back(double(clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu) / kCalls);
+    wall_ns = std::min(wall_ns, double(clock_ns(CLOCK_MONOTONIC) - wall) / kCalls);
   }
-  return best;
+  std::nth_element(cpu_ns.begin(), cpu_ns.begin() + cpu_ns.size() / 2, cpu_ns.end());
+  return {cpu_ns[cpu_ns.size() / 2], wall_ns};
 }
 
 // The file and file offset of a function of this process, from /proc/self/maps.
@@ -115,12 +119,12 @@ bool measure_probe_cost(Probes& probes, int threads_fd, std::uint64_t cookie, Pr
     return false;
   }
   constexpr std::uint64_t kBudgetNs = 6000000;  // per setting
-  const CallNs bare = fastest_call_ns(cudatrace_probe_cost_entry, kBudgetNs);
+  const CallNs bare = call_ns(cudatrace_probe_cost_entry, kBudgetNs);
   // Detaching takes tens of milliseconds: the probes stay until `probes` goes.
   const bool ok = probes.attach_function(path, pid, entry_offset, cookie, false, error) &&
                   probes.attach_function(pair_path, pid, pair_offset, cookie, true, error);
-  const CallNs entry = ok ? fastest_call_ns(cudatrace_probe_cost_entry, kBudgetNs) : CallNs{};
-  const CallNs both = ok ? fastest_call_ns(cudatrace_probe_cost_pair, kBudgetNs) : CallNs{};
+  const CallNs entry = ok ? call_ns(cudatrace_probe_cost_entry, kBudgetNs) : CallNs{};
+  const CallNs both = ok ? call_ns(cudatrace_probe_cost_pair, kBudgetNs) : CallNs{};
   bpf_map_delete_elem(threads_fd, &tid);
   if (!ok) return false;
   out.entry_ns = std::max(0.0, entry.cpu - bare.cpu);
