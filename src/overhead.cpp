@@ -9,7 +9,6 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
-#include <vector>
 
 #include "cudatrace/json.h"
 #include "cudatrace/probes.h"
@@ -57,25 +56,22 @@ struct CallNs {
   double cpu, wall;
 };
 
-// Calls `fn` in batches of 100 for `budget_ns` (at least three batches).
-// Per call: the median batch in this thread's CPU time, which preemption does
-// not inflate and which keeps what a hit costs in caches disturbed by other
-// work, and the fastest batch in wall-clock time, the one no preemption hit.
+// Calls `fn` in batches of 100 for `budget_ns` (at least three batches) and
+// returns the fastest batch per call, in this thread's CPU time and in
+// wall-clock time: the batches no preemption, interrupt or stolen time hit.
 CallNs call_ns(long (*fn)(long), std::uint64_t budget_ns) {
   constexpr int kCalls = 100;
   long (*volatile target)(long) = fn;
-  std::vector<double> cpu_ns;
-  double wall_ns = 1e18;
+  CallNs best{1e18, 1e18};
   const std::uint64_t start = clock_ns(CLOCK_MONOTONIC);
-  while (cpu_ns.size() < 3 || clock_ns(CLOCK_MONOTONIC) - start < budget_ns) {
+  for (int batch = 0; batch < 3 || clock_ns(CLOCK_MONOTONIC) - start < budget_ns; ++batch) {
     long x = 0;
     const std::uint64_t cpu = clock_ns(CLOCK_THREAD_CPUTIME_ID), wall = clock_ns(CLOCK_MONOTONIC);
     for (int i = 0; i < kCalls; ++i) x = target(x);
-    cpu_ns.push_back(double(clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu) / kCalls);
-    wall_ns = std::min(wall_ns, double(clock_ns(CLOCK_MONOTONIC) - wall) / kCalls);
+    best.cpu = std::min(best.cpu, double(clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu) / kCalls);
+    best.wall = std::min(best.wall, double(clock_ns(CLOCK_MONOTONIC) - wall) / kCalls);
   }
-  std::nth_element(cpu_ns.begin(), cpu_ns.begin() + cpu_ns.size() / 2, cpu_ns.end());
-  return {cpu_ns[cpu_ns.size() / 2], wall_ns};
+  return best;
 }
 
 // The file and file offset of a function of this process, from /proc/self/maps.

@@ -33,7 +33,7 @@ struct ProbeCost {
 // for 6 ms each with no probe, with an entry probe and with both (the
 // tracer's own entry and return programs, attached through `probes` with
 // `cookie`; detached when `probes` is destroyed), and takes the differences
-// of the median batches in CPU time (of the fastest in wall-clock time). The programs take their usual path: user space
+// of the fastest batches (a lower bound: warm caches, no interruption). The programs take their usual path: user space
 // gives this thread a state in the "threads" map (fd) first, and the records
 // they write name no API, so the reader ignores them; the caller drains the
 // ring and clears the counters afterwards. About 20 ms plus the attaches.
