@@ -41,6 +41,7 @@ const volatile bool skip_nested_returns = false;
 /* Kernel functions of session programs (Linux 6.10 kprobes, 6.13 uprobes).
  * Weak: on older kernels ct_session is not loaded. */
 extern bool bpf_session_is_return(void) __ksym __weak;
+const volatile bool activity_in_bpf = false; /* summary mode: count launches and copies in "activity" */
 
 struct exit_scratch {
 	struct ct_call call;
@@ -94,6 +95,43 @@ struct {
 	__type(key, __u32);
 	__type(value, __u32);
 } since_wakeup SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, CT_ACTIVITY_ENTRIES);
+	__type(key, struct ct_activity_key);
+	__type(value, struct ct_activity);
+} activity SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, CT_MAX_APIS); /* resized by user space to the table's size */
+	__type(key, __u32);
+	__type(value, struct ct_activity_api);
+} activity_apis SEC(".maps");
+
+/* The page-locked generation (record.h). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} page_locked_gen SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ct_activity_key);
+} activity_key_scratch SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 65536);
+	__type(key, __u32); /* tgid */
+	__type(value, struct ct_process_cost);
+} process_cost SEC(".maps");
 
 /* Never written: a source of zeroes for new thread_state entries. */
 struct {
@@ -197,6 +235,7 @@ static __always_inline int enter_call(struct pt_regs *ctx, bool session)
 		if (!st)
 			return 1;
 	}
+	st->entry_hits++;
 	__u32 depth = st->depth;
 	if (depth >= CT_MAX_DEPTH) {
 		st->depth = depth + 1;
@@ -404,6 +443,70 @@ static __always_inline void aggregate(__u32 api, __u64 dur, bool failed)
 		st->hist[b]++;
 }
 
+/* Summary mode: counts a successful outermost launch, copy or memset in the
+ * activity map, and bumps the page-locked generation after a call that
+ * changed page-locked memory. Returns true when the call needs no record:
+ * the tables count only successful outermost calls, so the others need none
+ * either. A full map sends the record instead, which user space counts the same. */
+static __always_inline bool count_activity(__u32 api, struct ct_frame *f, __u32 depth, bool failed, __u64 dur,
+					   __u64 pid_tgid)
+{
+	if (!activity_in_bpf)
+		return false;
+	struct ct_activity_api *a = bpf_map_lookup_elem(&activity_apis, &api);
+	if (!a || a->kind == CT_ACT_NONE)
+		return false;
+	__u32 zero = 0;
+	__u64 *gen = bpf_map_lookup_elem(&page_locked_gen, &zero);
+	if (!gen)
+		return false;
+	if (a->kind == CT_ACT_PAGE_LOCK) {
+		if (!failed && depth == 0)
+			__sync_fetch_and_add(gen, 1);
+		return false;
+	}
+	if (failed || depth)
+		return true;
+	struct ct_activity_key *key = bpf_map_lookup_elem(&activity_key_scratch, &zero);
+	if (!key)
+		return false;
+	key->tgid = pid_tgid >> 32;
+	key->api = api;
+	key->pad = 0;
+	key->page_locked_gen = a->kind == CT_ACT_COPY ? *gen : 0;
+	/* Copies: the host side of a host<->device copy (page-locked or not). */
+	__u64 dir = a->copy_kind;
+	for (int i = 0; i < CT_MAX_ARGS; i++)
+		if (i + 1 == a->copy_kind_slot)
+			dir = f->args[i];
+	__u32 host_slot = dir == 1 ? a->src_slot : dir == 2 ? a->dst_slot : 0;
+	__u16 mask = a->key_args;
+	for (int i = 0; i < CT_MAX_ARGS; i++)
+		key->args[i] = (mask & (1u << i)) || i + 1 == host_slot ? f->args[i] : 0;
+	__builtin_memset(key->dims, 0, sizeof(key->dims));
+	__u32 slot = a->config_slot - 1; /* wraps to huge when there is none */
+	if (slot < CT_MAX_ARGS && bpf_probe_read_user(key->dims, sizeof(key->dims), (void *)f->args[slot]))
+		return false; /* the record says the config could not be read */
+	struct ct_activity *v = bpf_map_lookup_elem(&activity, key);
+	if (!v) {
+		struct ct_activity first = {1, dur, f->ts_ns, f->ts_ns};
+		if (!bpf_map_update_elem(&activity, key, &first, BPF_NOEXIST))
+			return true;
+		v = bpf_map_lookup_elem(&activity, key); /* another CPU added it meanwhile */
+		if (!v) {
+			count(CT_CNT_ACTIVITY_FULL);
+			return false;
+		}
+	}
+	__sync_fetch_and_add(&v->calls, 1);
+	__sync_fetch_and_add(&v->total_ns, dur);
+	if (f->ts_ns < v->first_ts_ns)
+		v->first_ts_ns = f->ts_ns;
+	if (f->ts_ns > v->last_ts_ns)
+		v->last_ts_ns = f->ts_ns;
+	return true;
+}
+
 /* Sends the record of a completed (or entry-only) call. */
 static __always_inline void emit_call(void *ctx, __u64 pid_tgid, struct ct_thread_state *st, struct ct_frame *f,
 				      __u64 dur, __s64 ret, __u64 caller, __u8 flags)
@@ -480,7 +583,10 @@ static __always_inline void exit_call(struct pt_regs *ctx)
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)pid_tgid;
 	struct ct_thread_state *st = bpf_map_lookup_elem(&threads, &tid);
-	if (!st || st->depth == 0)
+	if (!st)
+		return;
+	st->return_hits++;
+	if (st->depth == 0)
 		return;
 	__u64 now = bpf_ktime_get_ns();
 	__u64 cookie = bpf_get_attach_cookie(ctx);
@@ -519,7 +625,10 @@ static __always_inline void exit_call(struct pt_regs *ctx)
 	}
 	__u64 dur = now - f->ts_ns;
 	if (summary_mode) {
-		aggregate(api, dur, ret != 0 && ret != CUDA_NOT_READY);
+		bool failed = ret != 0 && ret != CUDA_NOT_READY;
+		aggregate(api, dur, failed);
+		if (count_activity(api, f, f->level, failed, dur, pid_tgid))
+			return;
 		if (!(cookie & CT_COOKIE_DETAIL))
 			return;
 	} else {
@@ -604,6 +713,30 @@ int BPF_PROG(ct_exec, struct task_struct *task)
 	return 0;
 }
 
+/* Adds an exiting thread's probe hits to its process's; at the exit of the
+ * last thread, also the process's CPU time. */
+static __always_inline void fold_cost(struct task_struct *task, __u32 tgid, struct ct_thread_state *st)
+{
+	bool last = BPF_CORE_READ(task, signal, live.counter) == 0;
+	struct ct_process_cost *c = bpf_map_lookup_elem(&process_cost, &tgid);
+	if (!c) {
+		if (!st)
+			return;
+		struct ct_process_cost first = {};
+		__builtin_memcpy(first.comm, st->comm, sizeof(first.comm));
+		bpf_map_update_elem(&process_cost, &tgid, &first, BPF_NOEXIST);
+		c = bpf_map_lookup_elem(&process_cost, &tgid);
+		if (!c)
+			return;
+	}
+	if (st) {
+		__sync_fetch_and_add(&c->entry_hits, st->entry_hits);
+		__sync_fetch_and_add(&c->return_hits, st->return_hits);
+	}
+	if (last)
+		c->cpu_ns = BPF_CORE_READ(task, signal, sum_sched_runtime) + BPF_CORE_READ(task, se.sum_exec_runtime);
+}
+
 /* A thread that exits inside a probed call never returns from it: report its
  * open frames as unfinished and free its state. */
 SEC("tp_btf/sched_process_exit")
@@ -612,6 +745,7 @@ int BPF_PROG(ct_thread_exit, struct task_struct *task)
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)pid_tgid;
 	struct ct_thread_state *st = bpf_map_lookup_elem(&threads, &tid);
+	fold_cost(task, pid_tgid >> 32, st);
 	if (st) {
 		__u32 depth = st->depth;
 		for (__u32 i = 0; i < CT_MAX_DEPTH; i++) {

@@ -30,6 +30,9 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# cudaGetDevice is in the query group, off by default: select every group so
+# the micro-benchmarks keep probing it.
+CT_ALL = ["-f", "all"]
 
 
 def die(msg):
@@ -115,8 +118,8 @@ def overhead_configs(t, workload):
     configs = {
         "untraced": app,
         "floor": [t.probe_bench, "floor"] + libs + ["--"] + app,
-        "cudatrace": [t.cudatrace, "-o", "/dev/null", "--"] + app,
-        "cudatrace --summary": [t.cudatrace, "--summary", "-o", "/dev/null", "--"] + app,
+        "cudatrace": [t.cudatrace, *CT_ALL, "-o", "/dev/null", "--"] + app,
+        "cudatrace --summary": [t.cudatrace, *CT_ALL, "--summary", "-o", "/dev/null", "--"] + app,
         "naive": [t.probe_bench, "naive"] + libs + ["--"] + app,
     }
     if t.bpftrace:
@@ -190,7 +193,7 @@ def bench_threads(t, total_calls):
         per_thread = total_calls // threads
         app = [t.app, "threads", str(threads), str(per_thread)]
         plain, _ = run(app)
-        text, _ = run([t.cudatrace, "-o", "/dev/null", "--"] + app)
+        text, _ = run([t.cudatrace, *CT_ALL, "-o", "/dev/null", "--"] + app)
         elapsed = field(text, "elapsed_s")
         traced, lost = traced_counts(text)
         rate = traced / elapsed if traced and elapsed else 0
@@ -206,7 +209,7 @@ def bench_attach(t, reps):
         return
     times, probes = [], None
     for _ in range(reps):
-        cmd = [t.cudatrace, "-v", "-o", "/dev/null"]
+        cmd = [t.cudatrace, *CT_ALL, "-v", "-o", "/dev/null"]
         for lib in libs:
             cmd += ["--lib", lib]
         text, _ = run(cmd + ["--", "/bin/true"])
@@ -223,7 +226,7 @@ def bench_resources(t, calls):
     print("\n### Tracer resources (cudatrace default, cudaGetDevice loop, output to /dev/null)\n")
     print("| calls | tracer peak RSS (MiB) | tracer CPU user+sys (s) | workload loop (s) |")
     print("| --- | --- | --- | --- |")
-    text, _ = run([t.cudatrace, "-v", "-o", "/dev/null", "--", t.app, "getdevice", str(calls)])
+    text, _ = run([t.cudatrace, *CT_ALL, "-v", "-o", "/dev/null", "--", t.app, "getdevice", str(calls)])
     m = re.search(r"tracer used ([0-9.]+) s CPU, peak RSS ([0-9.]+) MiB", text)
     if not m:
         die(f"no resource line in:\n{text[-2000:]}")

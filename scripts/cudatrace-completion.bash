@@ -9,7 +9,7 @@ _cudatrace() {
     --output-follow-symlinks --full-names --stack --summary --hist --insights --interval --count --ring-mb
     --no-dlopen-stop --nested-returns --help --list-apis --verbose --version"
   local report_opts="--filter --layer --json --perfetto --full-names --summary --hist --insights --help"
-  local groups="mem xfer launch stream event device module"
+  local groups="mem xfer launch stream event device module query all"
 
   # After "--" the words belong to the traced command.
   local i

@@ -54,6 +54,15 @@ std::string api_list_markdown(const Selection& selection) {
   fmt::format_to(it,
                  "\nEvery API is also probed in its `_ptsz` and `_ptds` (per-thread default stream) forms where a "
                  "library exports them, except the module group.\n");
+  fmt::format_to(it,
+                 "\n| group | traced by default | what, and why |\n"
+                 "| --- | --- | --- |\n");
+  for (int g = 0; g < kGroupCount; ++g) {  // every group, listed or not: the table says how to get the others
+    const auto group = static_cast<Group>(g);
+    fmt::format_to(it, "| {} | {} | {} |\n", group_name(group), group_on_by_default(group) ? "yes" : "no",
+                   group_description(group));
+  }
+  fmt::format_to(it, "\n`-f all` selects every group.\n");
   return fmt::to_string(out);
 }
 

@@ -13,7 +13,7 @@ using E = Effect;
 constexpr Layer RT = Layer::Runtime;
 constexpr Layer DRV = Layer::Driver;
 constexpr Group MEM = Group::Mem, XFER = Group::Xfer, LAUNCH = Group::Launch, STREAM = Group::Stream,
-                EVENT = Group::Event, DEVICE = Group::Device, MODULE = Group::Module;
+                EVENT = Group::Event, DEVICE = Group::Device, MODULE = Group::Module, QUERY = Group::Query;
 
 // clang-format off
 // name, layer, group, effect, {arguments in order as {CUDA parameter name, type}}[, returns]
@@ -63,10 +63,21 @@ const std::vector<ApiSpec> kRows = {
   {"cudaEventDestroy", RT, EVENT, E::EventDestroy, {{"event", A::Event}}},
   // ---- Runtime: device
   {"cudaSetDevice", RT, DEVICE, E::SetDevice, {{"device", A::Int}}},
-  {"cudaGetDevice", RT, DEVICE, E::None, {{"device", A::OutInt}}},
   {"cudaGetDeviceCount", RT, DEVICE, E::None, {{"count", A::OutInt}}},
   {"cudaDeviceSynchronize", RT, DEVICE, E::DeviceSync, {}},
   {"cudaDeviceReset", RT, DEVICE, E::None, {}},
+  // ---- Runtime: high-frequency queries (off by default: PyTorch calls
+  // cudaGetDevice ~30 times per launch, and each probe hit costs ~1 us)
+  {"cudaGetDevice", RT, QUERY, E::None, {{"device", A::OutInt}}},
+  {"cudaGetLastError", RT, QUERY, E::None, {}},
+  {"cudaPeekAtLastError", RT, QUERY, E::None, {}},
+  {"cudaStreamIsCapturing", RT, QUERY, E::None, {{"stream", A::Stream}, {"pCaptureStatus", A::OutInt}}},
+  // The last four out-pointers are not read: a row reads at most two.
+  {"cudaStreamGetCaptureInfo", RT, QUERY, E::None, {{"stream", A::Stream}, {"captureStatus_out", A::OutInt}, {"id_out", A::OutSize},
+      {"graph_out", A::Ptr}, {"dependencies_out", A::Ptr}, {"edgeData_out", A::Ptr}, {"numDependencies_out", A::Ptr}}},
+  {"cudaDeviceGetAttribute", RT, QUERY, E::None, {{"value", A::OutInt}, {"attr", A::Int}, {"device", A::Int}}},
+  {"cudaFuncGetAttributes", RT, QUERY, E::None, {{"attr", A::Ptr}, {"func", A::Func}}},
+  {"cudaPointerGetAttributes", RT, QUERY, E::None, {{"attributes", A::Ptr}, {"ptr", A::Ptr}}},
   // ---- Runtime: kernel registration, for kernel names
   {"__cudaRegisterFunction", RT, MODULE, E::None, {{"fatCubinHandle", A::Handle}, {"hostFun", A::Func}, {"deviceFun", A::String}}, Returns::Void},
   {"__cudaGetKernel", RT, MODULE, E::None, {{"kernel", A::OutFunc}, {"hostFun", A::Func}}},
@@ -129,6 +140,19 @@ const std::vector<ApiSpec> kRows = {
   {"cuCtxSynchronize_v2", DRV, DEVICE, E::DeviceSync, {}},  // what CUDA 13 runtimes call
   {"cuCtxSetCurrent", DRV, DEVICE, E::None, {{"ctx", A::Handle}}},
   {"cuDevicePrimaryCtxRetain", DRV, DEVICE, E::None, {{"pctx", A::OutHandle}, {"dev", A::Int}}},
+  // ---- Driver: high-frequency queries (off by default)
+  {"cuCtxGetCurrent", DRV, QUERY, E::None, {{"pctx", A::OutHandle}}},
+  {"cuCtxGetDevice", DRV, QUERY, E::None, {{"device", A::OutInt}}},
+  {"cuCtxGetDevice_v2", DRV, QUERY, E::None, {{"device", A::OutInt}, {"ctx", A::Handle}}},
+  {"cuStreamIsCapturing", DRV, QUERY, E::None, {{"hStream", A::Stream}, {"captureStatus", A::OutInt}}},
+  // What cuStreamGetCaptureInfo means with CUDA 13 headers; the last four out-pointers are not read.
+  {"cuStreamGetCaptureInfo_v3", DRV, QUERY, E::None, {{"hStream", A::Stream}, {"captureStatus_out", A::OutInt}, {"id_out", A::OutSize},
+      {"graph_out", A::Ptr}, {"dependencies_out", A::Ptr}, {"edgeData_out", A::Ptr}, {"numDependencies_out", A::Ptr}}},
+  {"cuDeviceGetAttribute", DRV, QUERY, E::None, {{"pi", A::OutInt}, {"attrib", A::Int}, {"dev", A::Int}}},
+  {"cuFuncGetAttribute", DRV, QUERY, E::None, {{"pi", A::OutInt}, {"attrib", A::Int}, {"hfunc", A::Func}}},
+  {"cuKernelGetAttribute", DRV, QUERY, E::None, {{"pi", A::OutInt}, {"attrib", A::Int}, {"kernel", A::Func}, {"dev", A::Int}}},
+  {"cuPointerGetAttribute", DRV, QUERY, E::None, {{"data", A::Ptr}, {"attribute", A::Int}, {"ptr", A::Ptr}}},
+  {"cuPointerGetAttributes", DRV, QUERY, E::None, {{"numAttributes", A::UInt}, {"attributes", A::Ptr}, {"data", A::Ptr}, {"ptr", A::Ptr}}},
   // ---- Driver: kernel lookups, for kernel names
   {"cuModuleGetFunction", DRV, MODULE, E::None, {{"hfunc", A::OutFunc}, {"hmod", A::Handle}, {"name", A::String}}},
   {"cuLibraryGetKernel", DRV, MODULE, E::None, {{"pKernel", A::OutFunc}, {"library", A::Handle}, {"name", A::String}}},
@@ -257,8 +281,30 @@ int slot_count(ArgType t) {
 }
 
 const char* group_name(Group g) {
-  static const char* const kNames[kGroupCount] = {"mem", "xfer", "launch", "stream", "event", "device", "module"};
+  static const char* const kNames[kGroupCount] = {"mem",   "xfer",   "launch", "stream",
+                                                  "event", "device", "module", "query"};
   return kNames[static_cast<int>(g)];
+}
+
+bool group_on_by_default(Group g) { return g != MODULE && g != QUERY; }
+
+const char* group_description(Group g) {
+  switch (g) {
+    case MEM: return "allocations and frees, page-locked host memory";
+    case XFER: return "copies and memsets";
+    case LAUNCH: return "kernel and graph launches";
+    case STREAM: return "stream creation, synchronisation, waits";
+    case EVENT: return "events";
+    case DEVICE: return "device selection and synchronisation, initialisation";
+    case MODULE:
+      return "kernel registration and lookups: always traced with launches for kernel names, printed only when "
+             "asked for";
+    case QUERY:
+      return "cheap getters (current device and context, last error, capture state, attributes): off by default "
+             "because frameworks call them dozens of times per launch (PyTorch: ~30 cudaGetDevice per kernel) and "
+             "each probe hit costs about 1 us, more than the call itself";
+  }
+  return "";
 }
 
 std::optional<Group> parse_group(std::string_view name) {

@@ -2,8 +2,10 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <iterator>
 #include <sstream>
 
 #include "cudatrace/api_table.h"
@@ -38,9 +40,12 @@ EXAMPLES:
   cudatrace --summary --stack -- ./app    # ... and where each leaked allocation was made
   cudatrace --json -o run.jsonl -- ./app && cudatrace report --summary run.jsonl
 
-GROUPS: mem, xfer, launch, stream, event, device (default: all of them), and
+GROUPS: mem, xfer, launch, stream, event, device (default: these six),
   module (kernel registration and lookup calls; always traced for kernel names,
-  printed only when asked for).
+  printed only when asked for), query (cudaGetDevice, cudaGetLastError,
+  cuCtxGetCurrent, attribute getters...: off by default, frameworks call them
+  dozens of times per launch and each probed call costs about 1 us), and all
+  (every group). --list-apis says which API is in which group.
 
 EXIT STATUS: the command's own status in command mode; otherwise 0. Errors:
   2 bad usage, 3 no such process / nothing to trace / command not found,
@@ -129,12 +134,17 @@ void apply_selection(cudatrace::Options& opts, const std::string& groups, const 
   opts.selection.layer[static_cast<int>(Layer::Driver)] = layer != "runtime";
   opts.display = opts.selection;
   if (groups.empty()) {
-    for (int g = 0; g < kGroupCount; ++g) opts.display.group[g] = static_cast<Group>(g) != Group::Module;
+    for (int g = 0; g < kGroupCount; ++g) opts.display.group[g] = group_on_by_default(static_cast<Group>(g));
   } else {
     for (const std::string& name : split(groups, ',')) {
       const auto g = parse_group(name);
-      if (!g) usage_error("unknown group '" + name + "' (groups: mem, xfer, launch, stream, event, device, module)");
-      opts.display.group[static_cast<int>(*g)] = true;
+      if (name == "all")
+        std::fill(std::begin(opts.display.group), std::end(opts.display.group), true);
+      else if (g)
+        opts.display.group[static_cast<int>(*g)] = true;
+      else
+        usage_error("unknown group '" + name +
+                    "' (groups: mem, xfer, launch, stream, event, device, module, query, all)");
     }
   }
   opts.selection = opts.display;
@@ -165,7 +175,7 @@ int report_main(int argc, char** argv) {
   app.footer(kReportExamples);
   app.add_option("TRACE.jsonl", trace, "The trace, JSON Lines written by --json; - reads standard input")->required()->type_name("");
   // Selection
-  app.add_option("-f,--filter", groups, "Report only these groups, comma-separated")->group(kSelection)->type_name("GROUPS");
+  app.add_option("-f,--filter", groups, "Report only these groups, comma-separated; all: every group")->group(kSelection)->type_name("GROUPS");
   app.add_option("--layer", layer, "runtime, driver or all (default)")->group(kSelection)->type_name("LAYER");
   // Output
   app.add_flag("--json", opts.json, "JSON Lines output (docs/json.md)")->group(kOutput);
@@ -205,7 +215,7 @@ int main(int argc, char** argv) {
   app.add_option("-p,--pid", pid, "Trace the running process PID")->group(kTargets)->type_name("PID");
   app.add_option("--lib", opts.libs, "Also probe this library or executable (repeatable)")->group(kTargets)->type_name("PATH");
   // Selection
-  app.add_option("-f,--filter", groups, "Trace only these groups, comma-separated")->group(kSelection)->type_name("GROUPS");
+  app.add_option("-f,--filter", groups, "Trace only these groups, comma-separated; all: every group")->group(kSelection)->type_name("GROUPS");
   app.add_option("--layer", layer, "runtime, driver or all (default)")->group(kSelection)->type_name("LAYER");
   // The range check also refuses "-3", which would otherwise wrap to a huge unsigned value.
   app.add_option("--min-us", opts.min_us, "Only calls that took at least this many microseconds")->group(kSelection)->type_name("US")->check(CLI::Range(std::uint64_t(0), std::uint64_t(1000000000000)));

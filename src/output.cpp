@@ -154,6 +154,7 @@ class TextOutput final : public Output {
     if (s.lost_control)
       fmt::format_to(std::back_inserter(summary),
                      "cudatrace: lost {} loader or thread-exit notifications (ring buffer full)\n", s.lost_control);
+    if (s.cost) append_cost_text(summary, *s.cost);
   }
 
  private:
@@ -236,9 +237,14 @@ class JsonOutput final : public Output {
   void end(const EndStats& s, Buf&) override {
     fmt::format_to(std::back_inserter(buf_),
                    "{{\"type\":\"end\",\"calls\":{},\"lost\":{},\"unfinished\":{},\"lost_detail\":{{\"ring_buffer\":{},"
-                   "\"thread_table\":{},\"depth_overflow\":{},\"control\":{}}},\"unmatched\":{}}}\n",
+                   "\"thread_table\":{},\"depth_overflow\":{},\"control\":{}}},\"unmatched\":{}",
                    s.calls, s.lost(), s.unfinished, s.lost_ringbuf, s.lost_threads, s.depth_overflow, s.lost_control,
                    s.unmatched);
+    if (s.cost) {
+      buf_.append(std::string_view(",\"overhead\":"));
+      append_cost_json(buf_, *s.cost);
+    }
+    buf_.append(std::string_view("}\n"));
   }
 
  private:

@@ -231,4 +231,10 @@ bool Probes::attach_loader(const std::string& path, pid_t pid, std::string& erro
   return true;
 }
 
+bool Probes::attach_function(const std::string& path, pid_t pid, std::uint64_t offset, std::uint64_t cookie,
+                             bool with_return, std::string& error) {
+  return (!with_return || attach_multi(exit_, path, pid, {offset}, {cookie}, MultiLink::Return, error)) &&
+         attach_multi(enter_, path, pid, {offset}, {cookie}, MultiLink::Entry, error);
+}
+
 }  // namespace cudatrace

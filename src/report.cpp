@@ -4,8 +4,11 @@
 #include <bpf/libbpf.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <iterator>
+#include <string_view>
 
 #include "cudatrace/json.h"
 #include "cudatrace/stacks.h"
@@ -37,6 +40,33 @@ bool read_api_stats(int map_fd, std::size_t apis, std::vector<ct_api_stats>& out
     for (const ct_api_stats& s : per_cpu) add_stats(out[id], s);
   }
   return true;
+}
+
+std::size_t ActivityReader::KeyHash::operator()(const ct_activity_key& k) const {
+  return std::hash<std::string_view>()(std::string_view(reinterpret_cast<const char*>(&k), sizeof k));
+}
+
+bool ActivityReader::KeyEq::operator()(const ct_activity_key& a, const ct_activity_key& b) const {
+  return std::memcmp(&a, &b, sizeof a) == 0;
+}
+
+bool ActivityReader::read(int map_fd, std::uint64_t below_gen, const Sink& sink) {
+  ct_activity_key key{}, next{};
+  const ct_activity_key* prev = nullptr;
+  ct_activity now{};
+  while (bpf_map_get_next_key(map_fd, prev, &next) == 0) {
+    key = next;
+    prev = &key;
+    if (key.page_locked_gen >= below_gen || bpf_map_lookup_elem(map_fd, &key, &now) != 0) continue;
+    ct_activity& seen = seen_[key];
+    if (now.calls <= seen.calls) continue;
+    // The first new call started no earlier than the last one seen before.
+    const ct_activity added{now.calls - seen.calls, now.total_ns - seen.total_ns,
+                            seen.calls ? seen.last_ts_ns : now.first_ts_ns, now.last_ts_ns};
+    seen = now;
+    sink(key, added);
+  }
+  return errno == ENOENT;
 }
 
 namespace {
@@ -175,6 +205,11 @@ void Reporter::on_call(const Call& c) {
   window_.on_call(c, memory_);
 }
 
+void Reporter::on_activity(const Call& c, const ct_activity& counted) {
+  run_.on_calls(c, memory_, counted);
+  window_.on_calls(c, memory_, counted);
+}
+
 std::uint64_t Reporter::calls(const std::vector<ct_api_stats>& run) const {
   std::uint64_t n = 0;
   for (const ApiRow& r : api_rows(run, opts_.display)) n += r.stats.calls;
@@ -207,7 +242,8 @@ InsightInput Reporter::insight_input(const std::vector<ct_api_stats>& run, std::
   return in;
 }
 
-void Reporter::report(Buf& out, const std::vector<ct_api_stats>& run, std::uint64_t now_ns, bool final) {
+void Reporter::report(Buf& out, const std::vector<ct_api_stats>& run, std::uint64_t now_ns, bool final,
+                      const CostReport* cost) {
   if (previous_.empty()) {
     previous_.assign(run.size(), ct_api_stats{});
     previous_ns_ = opts_.start_ns;
@@ -345,6 +381,10 @@ void Reporter::report(Buf& out, const std::vector<ct_api_stats>& run, std::uint6
       }
       out.push_back(']');
     }
+    if (cost) {
+      out.append(std::string_view(",\"overhead\":"));
+      append_cost_json(out, *cost);
+    }
     out.append(std::string_view("}\n"));
     return;
   }
@@ -438,6 +478,10 @@ void Reporter::report(Buf& out, const std::vector<ct_api_stats>& run, std::uint6
   if (opts_.hist) {
     out.append(std::string_view("\nLatency histograms:\n"));
     for (const ApiRow& r : rows) append_histogram_text(out, r);
+  }
+  if (cost && !cost->processes.empty()) {
+    out.append(std::string_view("\nTracing cost so far:\n\n"));
+    append_cost_text(out, *cost);
   }
 }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "cudatrace/memory.h"
 
@@ -185,11 +186,21 @@ std::uint64_t transfer_bytes(const Call& c) {
 
 void Activity::on_call(const Call& c, const MemoryTracker& memory) {
   if (c.unfinished || c.failed() || !outermost(c)) return;
+  count(c, memory, {1, c.rec->dur_ns, c.rec->ts_ns, c.rec->ts_ns});
+}
+
+void Activity::on_calls(const Call& c, const MemoryTracker& memory, const ct_activity& counted) {
+  if (counted.calls) count(c, memory, counted);
+}
+
+void Activity::count(const Call& c, const MemoryTracker& memory, const ct_activity& counted) {
+  const std::uint64_t n = counted.calls;
   const Effect effect = c.api->effect();
   if (effect == Effect::Launch) {
-    ++launches;
-    if (!first_launch_ns) first_launch_ns = c.rec->ts_ns;
-    last_launch_ns = c.rec->ts_ns;
+    launches += n;
+    first_launch_ns =
+        first_launch_ns ? std::min<std::uint64_t>(first_launch_ns, counted.first_ts_ns) : counted.first_ts_ns;
+    last_launch_ns = std::max<std::uint64_t>(last_launch_ns, counted.last_ts_ns);
     std::string name;
     if (c.kernel.empty())
       name = fmt::format("graph {:#x}", arg_value(c, ArgType::Handle).value_or(0));
@@ -199,11 +210,11 @@ void Activity::on_call(const Call& c, const MemoryTracker& memory) {
       name = std::string(c.kernel);
     KernelStats& k = kernels[name];
     if (k.short_name.empty()) k.short_name = c.kernel.empty() || c.kernel == "?" ? name : std::string(c.kernel_short);
-    ++k.launches;
+    k.launches += n;
     std::vector<Dim3> dims;
     for (const NamedValue& a : c.args)
       if (const auto* d = std::get_if<Dim3>(&a.value)) dims.push_back(*d);
-    if (dims.size() >= 2) ++k.shapes[{dims[0].x, dims[0].y, dims[0].z, dims[1].x, dims[1].y, dims[1].z}];
+    if (dims.size() >= 2) k.shapes[{dims[0].x, dims[0].y, dims[0].z, dims[1].x, dims[1].y, dims[1].z}] += n;
     return;
   }
   if (effect != Effect::Copy && effect != Effect::Memset) return;
@@ -211,25 +222,80 @@ void Activity::on_call(const Call& c, const MemoryTracker& memory) {
   const std::uint64_t bytes = transfer_bytes(c);
   const bool sync = arg_of_type(c, ArgType::Stream) == nullptr;
   TransferStats& t = transfers[static_cast<int>(dir)];
-  ++t.count;
-  t.bytes += bytes;
+  t.count += n;
+  t.bytes += n * bytes;
   if (sync) {
-    ++t.sync_count;
-    t.sync_bytes += bytes;
-    t.sync_ns += c.rec->dur_ns;
+    t.sync_count += n;
+    t.sync_bytes += n * bytes;
+    t.sync_ns += counted.total_ns;
   }
   if (dir != Direction::HtoD && dir != Direction::DtoH) return;
   std::vector<std::uint64_t> ptrs;  // dst, src
   for (const NamedValue& a : c.args)
     if (a.type == ArgType::Ptr) ptrs.push_back(std::get<Hex>(a.value).v);
   if (ptrs.size() >= 2 && !memory.pinned(c.rec->pid, ptrs[dir == Direction::HtoD ? 1 : 0], bytes)) {
-    ++t.pageable;
-    t.pageable_bytes += bytes;
-    t.pageable_async += !sync;
+    t.pageable += n;
+    t.pageable_bytes += n * bytes;
+    t.pageable_async += sync ? 0 : n;
   }
   if (bytes < kTinyTransferBytes) {
-    ++t.tiny;
-    t.tiny_bytes += bytes;
+    t.tiny += n;
+    t.tiny_bytes += n * bytes;
+  }
+}
+
+ct_activity_api activity_api(const Api& api) {
+  ct_activity_api a{};
+  const Effect effect = api.effect();
+  if (effect == Effect::AllocHost || effect == Effect::AllocManaged || effect == Effect::RegisterHost ||
+      effect == Effect::UnregisterHost || effect == Effect::FreeHost || effect == Effect::Free) {
+    a.kind = CT_ACT_PAGE_LOCK;  // cudaFree may free managed memory
+    return a;
+  }
+  if (effect != Effect::Launch && effect != Effect::Copy && effect != Effect::Memset) return a;
+  a.kind = effect == Effect::Copy ? CT_ACT_COPY : CT_ACT_COUNT;
+  int ptrs = 0;
+  for (std::size_t i = 0; i < api.spec->args.size(); ++i) {
+    const ArgType t = api.spec->args[i].type;
+    const int slot = api.slots[i];
+    auto key = [&](int slots) {
+      for (int s = 0; s < slots; ++s) a.key_args |= 1u << (slot + s);
+    };
+    if (effect == Effect::Launch) {
+      if (t == ArgType::Func || t == ArgType::Handle) key(1);
+      if (t == ArgType::Dim3 || t == ArgType::Dim3Split) key(slot_count(t));
+      if (t == ArgType::LaunchConfig) a.config_slot = static_cast<std::uint8_t>(slot + 1);
+      continue;
+    }
+    if (t == ArgType::Size || t == ArgType::MemcpyKind) key(1);
+    if (t == ArgType::MemcpyKind) a.copy_kind_slot = static_cast<std::uint8_t>(slot + 1);
+    // The first two pointers are the destination and the source (summary.cpp: Activity).
+    if (t == ArgType::Ptr && effect == Effect::Copy && ptrs < 2)
+      (ptrs++ == 0 ? a.dst_slot : a.src_slot) = static_cast<std::uint8_t>(slot + 1);
+  }
+  // Without a cudaMemcpyKind argument the name gives the direction.
+  const std::string_view name = api.spec->name;
+  if (name.find("HtoD") != std::string_view::npos) a.copy_kind = static_cast<std::uint8_t>(Direction::HtoD);
+  if (name.find("DtoH") != std::string_view::npos) a.copy_kind = static_cast<std::uint8_t>(Direction::DtoH);
+  return a;
+}
+
+void activity_record(const ct_activity_key& key, const ct_activity& counted, ActivityRecord& out) {
+  std::memset(out.bytes, 0, sizeof out.bytes);
+  auto& rec = *reinterpret_cast<ct_call*>(out.bytes);
+  rec.type = CT_REC_CALL;
+  rec.api = key.api;
+  rec.parent_api = kNoApi;
+  rec.pid = key.tgid;
+  rec.tid = key.tgid;
+  rec.ts_ns = counted.first_ts_ns;
+  rec.dur_ns = counted.total_ns;
+  std::memcpy(rec.args, key.args, sizeof rec.args);
+  const Api* api = api_by_id(key.api);
+  if (api && api->payload_index >= 0 && api->spec->args[api->payload_index].type == ArgType::LaunchConfig) {
+    // CUlaunchConfig / cudaLaunchConfig_t: grid x, y, z and block x, y, z first; no attributes.
+    std::memcpy(out.bytes + sizeof(ct_call), key.dims, sizeof key.dims);
+    rec.payload_len = CT_LAUNCH_CONFIG_SIZE;
   }
 }
 

@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -27,6 +28,7 @@
 #include "cudatrace/elf_file.h"
 #include "cudatrace/kernel_names.h"
 #include "cudatrace/output.h"
+#include "cudatrace/overhead.h"
 #include "cudatrace/perfetto.h"
 #include "cudatrace/process.h"
 #include "cudatrace/report.h"
@@ -79,11 +81,17 @@ bool is_loader(const std::string& path) {
 
 int pidfd_open(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
 
+// The API id of the start-up measurement's probe: no table row, so its
+// records are ignored.
+constexpr std::uint16_t kProbeCostApi = 0xfffe;
+static_assert(CT_MAX_APIS < kProbeCostApi, "the probe-cost API id must not be a table row");
+
 class Session {
  public:
   explicit Session(const Options& opts) : opts_(opts) {}
   ~Session() {
     probes_.reset();  // detach before the programs go away
+    cost_probes_.reset();
     for (bpf_link* l : tp_links_) bpf_link__destroy(l);
     cudatrace_bpf__destroy(skel_);
     if (release_fd_ >= 0) close(release_fd_);
@@ -112,6 +120,11 @@ class Session {
   void warn_pageable_copy(std::uint64_t host_ptr);
   void on_map_change(const ct_map_change& m);
   void summary_report(bool final);
+  void measure_cost();
+  void clear_counters();
+  std::vector<__u64> read_counters();
+  CostReport cost_so_far();
+  void read_activity(std::uint64_t below_gen);
 
   const Options& opts_;
   int out_fd_ = STDOUT_FILENO;
@@ -130,6 +143,14 @@ class Session {
   bool count_reached_ = false;          // -c reports made: stop tracing, leave the command running
   std::unique_ptr<PerfettoWriter> perfetto_;
   StringReader read_string_;
+  ActivityReader activity_;                 // summary mode: launches and copies counted in BPF
+  bool activity_in_bpf_ = false;
+  std::uint64_t page_locked_changes_ = 0;   // calls that bumped the BPF page-locked generation
+  std::uint64_t records_ = 0;               // call records of traced APIs read (-v says how many)
+  ProbeCost probe_cost_;
+  bool cost_measured_ = false;
+  std::unique_ptr<Probes> cost_probes_;  // the measurement's, attached until the end
+  std::map<std::uint32_t, std::uint64_t> cpu_at_start_;  // -p: the target's CPU time when tracing began
   Call call_;
   EndStats stats_;
   std::uint64_t start_ns_ = 0;
@@ -220,7 +241,11 @@ int Session::load() {
   const AttachMode mode = no_sessions && std::strcmp(no_sessions, "0") != 0 ? AttachMode::MultiPair
                                                                              : Probes::detect_mode();
   ro->skip_nested_returns = mode == AttachMode::MultiSession && !opts_.nested_returns;
+  // A timeline needs every call's record.
+  activity_in_bpf_ = opts_.summary && opts_.perfetto_path.empty();
+  ro->activity_in_bpf = activity_in_bpf_;
   bpf_map__set_max_entries(skel_->maps.api_stats, static_cast<__u32>(apis().size()));
+  bpf_map__set_max_entries(skel_->maps.activity_apis, static_cast<__u32>(apis().size()));
   const std::uint64_t ring_bytes = std::uint64_t(opts_.ring_mb) << 20;
   // Each CPU wakes the reader every wakeup_every records, so at most an
   // eighth of the ring waits unannounced; otherwise the reader polls.
@@ -229,11 +254,11 @@ int Session::load() {
       static_cast<__u32>(std::clamp<std::uint64_t>(ring_bytes / 8 / (cpus * sizeof(ct_call)), 16, 4096));
   bpf_map__set_max_entries(skel_->maps.events, static_cast<__u32>(ring_bytes));
   for (bpf_program* p : {skel_->progs.ct_enter, skel_->progs.ct_exit, skel_->progs.ct_map_change}) Probes::prepare(p);
-  // Only the programs the attach mode uses are loaded.
+  // The session program only where the kernel has sessions. ct_enter/ct_exit
+  // are loaded in every mode: measure_cost() probes cudatrace's own functions
+  // with them (an entry-only and a paired probe).
   if (mode == AttachMode::MultiSession) {
     Probes::prepare_session(skel_->progs.ct_session);
-    bpf_program__set_autoload(skel_->progs.ct_enter, false);
-    bpf_program__set_autoload(skel_->progs.ct_exit, false);
   } else {
     bpf_program__set_autoload(skel_->progs.ct_session, false);
   }
@@ -243,6 +268,14 @@ int Session::load() {
     else
       error_line(std::string("cannot load the BPF programs: ") + std::strerror(-err) + " (run with -v for details)");
     return err == -EPERM || err == -EACCES ? kExitPermission : kExitKernel;
+  }
+  for (const Api& a : apis()) {
+    const __u32 id = a.id;
+    const ct_activity_api meta = activity_api(a);
+    if (bpf_map__update_elem(skel_->maps.activity_apis, &id, sizeof id, &meta, sizeof meta, BPF_ANY) != 0) {
+      error_line(std::string("cannot fill the activity table: ") + std::strerror(errno));
+      return kExitKernel;
+    }
   }
   for (bpf_program* p : {skel_->progs.ct_fork, skel_->progs.ct_exec, skel_->progs.ct_thread_exit}) {
     bpf_link* l = bpf_program__attach(p);
@@ -258,10 +291,72 @@ int Session::load() {
     error_line("cannot open the ring buffer: " + ring_error);
     return kExitKernel;
   }
+  measure_cost();
   probes_ = std::make_unique<Probes>(skel_->progs.ct_enter, skel_->progs.ct_exit, skel_->progs.ct_map_change,
                                      opts_.selection, warn_line);
   if (mode == AttachMode::MultiSession) probes_->use_session(skel_->progs.ct_session);
   return kExitOk;
+}
+
+// Measures what one probe hit costs here (overhead.h), before anything is
+// traced: the ring then holds only the measurement's records, which name no
+// API, and the counters only what it caused.
+void Session::measure_cost() {
+  const Api* launch = api_by_symbol("cudaLaunchKernel");
+  const std::uint64_t cookie = (launch->cookie & ~std::uint64_t(0xffff)) | kProbeCostApi;
+  std::string error;
+  const std::uint64_t start_ns = monotonic_ns();
+  cost_probes_ = std::make_unique<Probes>(skel_->progs.ct_enter, skel_->progs.ct_exit, skel_->progs.ct_map_change,
+                                         Selection{}, warn_line);
+  cost_measured_ = measure_probe_cost(*cost_probes_, bpf_map__fd(skel_->maps.threads), cookie, probe_cost_, error);
+  ring_->drain();
+  clear_counters();
+  if (!cost_measured_)
+    warn_line("cannot measure what a probe costs (" + error + "); the tracing cost will not be reported");
+  else if (opts_.verbose)
+    std::fprintf(stderr,
+                 "cudatrace: a probe hit costs %.2f us of CPU time at entry, %.2f us at return (wall-clock: %.2f and "
+                 "%.2f us; measured in %.1f ms)\n",
+                 probe_cost_.entry_ns / 1e3, probe_cost_.return_ns / 1e3, probe_cost_.entry_wall_ns / 1e3,
+                 probe_cost_.return_wall_ns / 1e3, double(monotonic_ns() - start_ns) / 1e6);
+}
+
+std::vector<__u64> Session::read_counters() {
+  const int fd = bpf_map__fd(skel_->maps.counters);
+  const int ncpu = libbpf_num_possible_cpus();
+  std::vector<__u64> per_cpu(ncpu > 0 ? ncpu : 1), totals(CT_CNT_NR);
+  for (__u32 i = 0; i < CT_CNT_NR; ++i) {
+    if (bpf_map_lookup_elem(fd, &i, per_cpu.data()) != 0) continue;
+    for (__u64 v : per_cpu) totals[i] += v;
+  }
+  return totals;
+}
+
+void Session::clear_counters() {
+  const int fd = bpf_map__fd(skel_->maps.counters);
+  const int ncpu = libbpf_num_possible_cpus();
+  const std::vector<__u64> zeroes(ncpu > 0 ? ncpu : 1);
+  for (__u32 i = 0; i < CT_CNT_NR; ++i) bpf_map_update_elem(fd, &i, zeroes.data(), BPF_ANY);
+}
+
+CostReport Session::cost_so_far() {
+  std::vector<HitCount> counts;
+  read_hit_counts(bpf_map__fd(skel_->maps.process_cost), bpf_map__fd(skel_->maps.threads), counts);
+  return price_hits(counts, probe_cost_, cpu_at_start_, [](std::uint32_t pid) { return process_cpu_ns(pid); });
+}
+
+// Passes what BPF counted in the activity map to the reporter, as calls
+// rebuilt from the keys (summary.h: activity_record).
+void Session::read_activity(std::uint64_t below_gen) {
+  if (!activity_in_bpf_) return;
+  auto add = [&](const ct_activity_key& key, const ct_activity& n) {
+    ActivityRecord rec;
+    activity_record(key, n, rec);
+    if (!decode_call(rec.call(), &names_, call_, &read_string_) || !opts_.display.wants(*call_.api)) return;
+    reporter_->on_activity(call_, n);
+  };
+  const bool ok = activity_.read(bpf_map__fd(skel_->maps.activity), below_gen, add);
+  if (!ok) warn_line(std::string("cannot read the activity map: ") + std::strerror(errno));
 }
 
 // Attaches to every CUDA-bearing file `pid` maps that was not seen before,
@@ -313,6 +408,7 @@ int Session::attach_pid_target() {
     return kExitTarget;
   }
   target_fd_ = pidfd_open(opts_.pid);
+  if (const auto cpu = process_cpu_ns(opts_.pid)) cpu_at_start_[static_cast<std::uint32_t>(opts_.pid)] = *cpu;
   if (int rc = attach_libs(opts_.pid)) return rc;
   attach_mappings(opts_.pid);
   if (probes_->probe_count() <= 1 && opts_.libs.empty()) {
@@ -437,6 +533,14 @@ bool Session::on_record(void* ctx, const void* data, std::size_t size) {
 
 void Session::on_call(const ct_call& rec) {
   if (!decode_call(rec, &names_, call_, &read_string_)) return;
+  ++records_;
+  if (activity_in_bpf_ && !call_.unfinished && !call_.failed() && outermost(call_) &&
+      activity_api(*call_.api).kind == CT_ACT_PAGE_LOCK) {
+    // This call bumped the page-locked generation: the copies counted
+    // before it are judged by the page-locked memory before it.
+    read_activity(++page_locked_changes_);
+    decode_call(rec, &names_, call_, &read_string_);  // read_activity reused call_
+  }
   if (call_.api->group() == Group::Module) names_.learn(call_);
   const StreamActivity& activity = streams_.on_call(call_);
   if (activity.pageable_host_ptr) warn_pageable_copy(*activity.pageable_host_ptr);
@@ -555,17 +659,19 @@ void Session::finish() {
   // Detach first, then read the ring to its end: every record written is
   // seen, and a process stopped at a library load is continued.
   probes_.reset();
+  cost_probes_.reset();
   for (bpf_link* l : tp_links_) bpf_link__destroy(l);
   tp_links_.clear();
   ring_->drain();
   report_open_calls();
-  const int fd = bpf_map__fd(skel_->maps.counters);
-  const int ncpu = libbpf_num_possible_cpus();
-  std::vector<__u64> per_cpu(ncpu > 0 ? ncpu : 1);
-  __u64 totals[CT_CNT_NR] = {};
-  for (__u32 i = 0; i < CT_CNT_NR; ++i) {
-    if (bpf_map_lookup_elem(fd, &i, per_cpu.data()) != 0) continue;
-    for (__u64 v : per_cpu) totals[i] += v;
+  const std::vector<__u64> totals = read_counters();
+  if (totals[CT_CNT_ACTIVITY_FULL])
+    warn_line(std::to_string(totals[CT_CNT_ACTIVITY_FULL]) + " launches and copies were sent as records: the BPF "
+              "activity table (" + std::to_string(CT_ACTIVITY_ENTRIES) + " entries) was full; nothing is lost");
+  CostReport cost;
+  if (cost_measured_) {
+    cost = cost_so_far();
+    stats_.cost = &cost;
   }
   stats_.lost_ringbuf = totals[CT_CNT_LOST_RINGBUF];
   stats_.lost_threads = totals[CT_CNT_LOST_THREADS];
@@ -579,11 +685,13 @@ void Session::finish() {
   if (reporter_) summary_report(true);
   fmt::memory_buffer summary;
   out_->end(stats_, summary);
+  stats_.cost = nullptr;
   flush();
   if (summary.size()) std::fwrite(summary.data(), 1, summary.size(), stderr);
   if (opts_.verbose) {
     rusage self{};
     getrusage(RUSAGE_SELF, &self);
+    std::fprintf(stderr, "cudatrace: read %llu call records\n", static_cast<unsigned long long>(records_));
     std::fprintf(stderr, "cudatrace: tracer used %.2f s CPU, peak RSS %.1f MiB\n",
                  double(self.ru_utime.tv_sec + self.ru_stime.tv_sec) +
                      double(self.ru_utime.tv_usec + self.ru_stime.tv_usec) / 1e6,
@@ -600,7 +708,11 @@ void Session::summary_report(bool final) {
     return;
   }
   if (final) stats_.calls = reporter_->calls(run);
-  reporter_->report(out_->buffer(), run, monotonic_ns(), final);
+  // Copies of generations whose page-locked change is still unread wait for it.
+  read_activity(final ? ~std::uint64_t(0) : page_locked_changes_ + 1);
+  CostReport cost;
+  if (!final && cost_measured_) cost = cost_so_far();
+  reporter_->report(out_->buffer(), run, monotonic_ns(), final, !final && cost_measured_ ? &cost : nullptr);
   next_report_ns_ += std::uint64_t(opts_.interval_s) * 1000000000ull;
 }
 

@@ -13,10 +13,16 @@
 
 namespace cudatrace {
 
-enum class Group : std::uint8_t { Mem, Xfer, Launch, Stream, Event, Device, Module };
-inline constexpr int kGroupCount = 7;
+enum class Group : std::uint8_t { Mem, Xfer, Launch, Stream, Event, Device, Module, Query };
+inline constexpr int kGroupCount = 8;
 
 const char* group_name(Group g);
+// Whether -f without a list (the default) prints the group's calls, and why
+// (for --list-apis and docs/apis.md). Off: module (registration, traced for
+// kernel names anyway) and query (cheap getters that PyTorch calls dozens of
+// times per launch: probing them would cost more than all the rest).
+bool group_on_by_default(Group g);
+const char* group_description(Group g);
 std::optional<Group> parse_group(std::string_view name);
 const char* layer_name(Layer l);
 

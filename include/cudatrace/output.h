@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "cudatrace/decode.h"
+#include "cudatrace/overhead.h"
 
 namespace cudatrace {
 
@@ -22,6 +23,7 @@ struct EndStats {
   std::uint64_t depth_overflow = 0;  // calls not tracked: nesting too deep
   std::uint64_t unmatched = 0;       // frames skipped by longjmp/exceptions
   std::uint64_t lost_control = 0;    // loader/exit notifications dropped
+  const CostReport* cost = nullptr;  // what tracing cost, if it was measured
   std::uint64_t lost() const { return lost_ringbuf + lost_threads + depth_overflow; }
 };
 

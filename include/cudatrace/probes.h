@@ -52,6 +52,11 @@ class Probes {
   bool attach_file(const std::string& path, pid_t pid, FileResult& result, std::string& error);
   // Attaches the map-change program to the dynamic loader's _dl_debug_state.
   bool attach_loader(const std::string& path, pid_t pid, std::string& error);
+  // Attaches the entry program (and the return program if `with_return`) to
+  // the function at file `offset` of `path` with `cookie`: for measuring
+  // what a probe hit costs (overhead.h).
+  bool attach_function(const std::string& path, pid_t pid, std::uint64_t offset, std::uint64_t cookie,
+                       bool with_return, std::string& error);
 
   std::size_t probe_count() const { return probes_; }
   // Must be called on the programs before the BPF object is loaded.

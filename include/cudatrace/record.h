@@ -144,6 +144,10 @@ struct ct_frame {
 struct ct_thread_state {
 	__u32 depth; /* may exceed CT_MAX_DEPTH: frames beyond it are not recorded */
 	__u32 tgid;
+	/* Probe hits of this thread (what tracing cost it): folded into
+	 * process_cost when it exits. */
+	__u64 entry_hits;
+	__u64 return_hits;
 	char comm[CT_COMM_LEN]; /* at the thread's first traced call, and after exec */
 	struct ct_frame frames[CT_MAX_DEPTH];
 };
@@ -172,6 +176,65 @@ struct ct_api_stats {
 	__u64 hist[CT_HIST_BUCKETS];
 };
 
+/*
+ * Summary mode: successful outermost launches, copies and memsets are counted
+ * in the "activity" hash by the arguments the kernel and transfer tables need,
+ * instead of sent as records. User space fills "activity_apis" (indexed by API
+ * id) and rebuilds a call from each key to decode it like a record.
+ * Copies also carry the page-locked generation: the number of successful
+ * outermost calls that changed page-locked or managed memory (allocations,
+ * frees, registrations) before them, so user space can tell whether a copy's
+ * host side was page-locked when it ran.
+ */
+#define CT_ACTIVITY_ENTRIES 16384
+
+enum ct_activity_kind {
+	CT_ACT_NONE = 0,
+	CT_ACT_COUNT = 1,     /* a launch or memset: counted in "activity" */
+	CT_ACT_COPY = 2,      /* a copy: counted, keyed by the page-locked generation too */
+	CT_ACT_PAGE_LOCK = 3, /* changes page-locked memory: bumps the generation, sends its record */
+};
+
+struct ct_activity_api {
+	__u16 key_args;    /* bit i: argument slot i is part of the key */
+	__u8 kind;         /* enum ct_activity_kind */
+	__u8 config_slot;  /* argument slot + 1 of a launch config whose grid and block
+			    * (its first 24 bytes) are part of the key; 0: none */
+	/* Copies: the host side of a host-to-device copy (the source) or a
+	 * device-to-host copy (the destination) is part of the key, to tell
+	 * page-locked from pageable memory. The direction is the cudaMemcpyKind
+	 * argument's value (1 HtoD, 2 DtoH) or, without one, copy_kind. */
+	__u8 copy_kind_slot; /* argument slot + 1; 0: none */
+	__u8 copy_kind;
+	__u8 dst_slot;       /* argument slot + 1 of the destination and the source */
+	__u8 src_slot;
+};
+
+struct ct_activity_key {
+	__u32 tgid;
+	__u16 api;
+	__u16 pad;
+	__u64 page_locked_gen;   /* copies only */
+	__u64 args[CT_MAX_ARGS]; /* the slots in key_args; the others 0 */
+	__u32 dims[6];           /* from the launch config: grid x, y, z, block x, y, z */
+};
+
+struct ct_activity {
+	__u64 calls;
+	__u64 total_ns;
+	__u64 first_ts_ns; /* entry of the earliest and latest call counted */
+	__u64 last_ts_ns;
+};
+
+/* What tracing cost each process ("process_cost" hash, by tgid): the probe
+ * hits of its threads that exited; live threads keep theirs in their state. */
+struct ct_process_cost {
+	__u64 entry_hits;
+	__u64 return_hits;
+	__u64 cpu_ns; /* its CPU time when its last thread exited; 0 while it runs */
+	char comm[CT_COMM_LEN];
+};
+
 /* Counters in the per-CPU "counters" array. */
 enum ct_counter {
 	CT_CNT_LOST_RINGBUF = 0, /* ring buffer full: call record dropped */
@@ -179,6 +242,7 @@ enum ct_counter {
 	CT_CNT_DEPTH_OVERFLOW,   /* nesting deeper than CT_MAX_DEPTH: call not tracked */
 	CT_CNT_UNMATCHED,        /* frames discarded because a return skipped them */
 	CT_CNT_LOST_CONTROL,     /* ring full: map-change or unfinished record dropped */
+	CT_CNT_ACTIVITY_FULL,    /* activity map full: the call was sent as a record instead */
 	CT_CNT_NR,
 };
 

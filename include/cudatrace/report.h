@@ -7,10 +7,14 @@
 #include <fmt/format.h>
 
 #include <cstdint>
+#include <functional>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "cudatrace/insights.h"
 #include "cudatrace/memory.h"
+#include "cudatrace/overhead.h"
 #include "cudatrace/probes.h"
 #include "cudatrace/record.h"
 #include "cudatrace/summary.h"
@@ -36,11 +40,15 @@ class Reporter {
   Reporter(ReportOptions opts, StackSymbolizer* stacks) : opts_(std::move(opts)), stacks_(stacks) {}
 
   void on_call(const Call& c);
+  // Launches and copies BPF counted (summary.h: Activity::on_calls).
+  void on_activity(const Call& c, const ct_activity& counted);
   // Appends a report. `run` is api_stats summed over CPUs, indexed by API id,
   // as read now. An interval report covers the calls since the previous one
   // (memory and insights: the whole run so far); the final one covers the
-  // whole run and lists the allocations never freed.
-  void report(fmt::memory_buffer& out, const std::vector<ct_api_stats>& run, std::uint64_t now_ns, bool final);
+  // whole run and lists the allocations never freed. `cost`: what tracing
+  // has cost so far, if known.
+  void report(fmt::memory_buffer& out, const std::vector<ct_api_stats>& run, std::uint64_t now_ns, bool final,
+              const CostReport* cost = nullptr);
   // Completed calls of displayed APIs in `run`.
   std::uint64_t calls(const std::vector<ct_api_stats>& run) const;
 
@@ -60,6 +68,28 @@ class Reporter {
 
 // Reads the per-CPU "api_stats" map (fd) and sums each API over CPUs.
 bool read_api_stats(int map_fd, std::size_t apis, std::vector<ct_api_stats>& out);
+
+// Reads the BPF "activity" map (record.h: ct_activity_key) incrementally:
+// BPF never deletes an entry, and each read passes on what an entry counted
+// since the previous read.
+class ActivityReader {
+ public:
+  using Sink = std::function<void(const ct_activity_key&, const ct_activity&)>;
+  // Calls `sink` for every entry that counted calls since the last read,
+  // with those calls, except copies of page-locked generation `below_gen`
+  // or later, which stay for a later read. Returns false if the map cannot
+  // be read.
+  bool read(int map_fd, std::uint64_t below_gen, const Sink& sink);
+
+ private:
+  struct KeyHash {
+    std::size_t operator()(const ct_activity_key& k) const;
+  };
+  struct KeyEq {
+    bool operator()(const ct_activity_key& a, const ct_activity_key& b) const;
+  };
+  std::unordered_map<ct_activity_key, ct_activity, KeyHash, KeyEq> seen_;
+};
 
 // "1,234,567" and (one decimal) "1,234.5", as nsys prints numbers.
 std::string group_digits(std::uint64_t v);

@@ -88,10 +88,34 @@ struct KernelStats {
 class Activity {
  public:
   void on_call(const Call& c, const MemoryTracker& memory);
+  // `counted.calls` successful outermost calls like `c` that BPF counted in
+  // its activity map (c is rebuilt from their key by activity_record); the
+  // durations and entry times are theirs.
+  void on_calls(const Call& c, const MemoryTracker& memory, const ct_activity& counted);
 
   std::map<std::string, KernelStats> kernels;  // by demangled name
   std::array<TransferStats, kDirections> transfers{};
   std::uint64_t launches = 0, first_launch_ns = 0, last_launch_ns = 0;
+
+ private:
+  void count(const Call& c, const MemoryTracker& memory, const ct_activity& counted);
 };
+
+// ---- Launches and copies counted in BPF (record.h: ct_activity_key) --------
+
+// How BPF counts calls of `api` in summary mode: by the arguments Activity
+// reads (the kernel, grid and block of launches; sizes and direction of
+// copies and memsets, and the host side of host<->device copies); allocations
+// and frees of page-locked memory bump the page-locked generation.
+ct_activity_api activity_api(const Api& api);
+
+// A call record rebuilt from an activity key: the key's process, API and
+// arguments, a launch config holding the key's grid and block, the counted
+// calls' total duration and first entry time. Decodes like a record.
+struct ActivityRecord {
+  alignas(8) unsigned char bytes[sizeof(ct_call) + CT_LAUNCH_CONFIG_SIZE];
+  const ct_call& call() const { return *reinterpret_cast<const ct_call*>(bytes); }
+};
+void activity_record(const ct_activity_key& key, const ct_activity& counted, ActivityRecord& out);
 
 }  // namespace cudatrace

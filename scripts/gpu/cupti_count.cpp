@@ -3,7 +3,8 @@
 //
 // Load with CUDA_INJECTION64_PATH=/path/libcupti_count.so; the driver calls
 // InitializeInjection() from inside the process's first cuInit().
-// Output: file named by CUPTI_COUNT_OUT, or stderr.
+// Output: file named by CUPTI_COUNT_OUT, or stderr. CUPTI_COUNT_CALLBACKS_ONLY=1
+// leaves out the kernel activity records (scripts/bench-torch.py's reference).
 
 #include <cupti.h>
 #include <fcntl.h>
@@ -198,8 +199,10 @@ void write_json() {
 
 bool g_at_exit_done = false;
 
+bool g_activity = true;  // kernel activity records enabled
+
 void at_exit() {
-  CUptiResult r = cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  CUptiResult r = g_activity ? cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) : CUPTI_SUCCESS;
   if (r != CUPTI_SUCCESS) set_error("cuptiActivityFlushAll", r);
   write_json();
   g_at_exit_done = true;
@@ -240,6 +243,12 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
     set_error("cuptiEnableDomain(runtime)", r);
   if ((r = cuptiEnableDomain(1, sub, CUPTI_CB_DOMAIN_DRIVER_API)) != CUPTI_SUCCESS)
     set_error("cuptiEnableDomain(driver)", r);
+  // CUPTI_COUNT_CALLBACKS_ONLY=1: API callbacks alone (an overhead reference), no kernel records.
+  const char *callbacks_only = getenv("CUPTI_COUNT_CALLBACKS_ONLY");
+  if (callbacks_only && strcmp(callbacks_only, "1") == 0) {
+    g_activity = false;
+    return g_error[0] ? 0 : 1;
+  }
   if ((r = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed)) != CUPTI_SUCCESS)
     set_error("cuptiActivityRegisterCallbacks", r);
   else if (cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != CUPTI_SUCCESS &&

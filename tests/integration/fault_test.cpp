@@ -137,7 +137,7 @@ class Faults : public NeedsRoot {};
 TEST_F(Faults, TargetKilledInsideACallWithPidAttach) {
   Child app = Child::start({FAULT_APP, "calls-then-block", "5"});
   ASSERT_EQ(app.read_line().rfind("ready", 0), 0u);
-  Tracer t({"--json", "-p", std::to_string(app.pid)});
+  Tracer t({"--json", "-f", "mem,xfer,launch,stream,event,device,query", "-p", std::to_string(app.pid)});
   ASSERT_TRUE(t.attached()) << read_file(t.err);
   app.go();
   ASSERT_EQ(app.read_line(), "blocking\n");
@@ -155,7 +155,7 @@ TEST_F(Faults, TargetKilledInsideACallWithPidAttach) {
 }
 
 TEST_F(Faults, TargetSegfaultingInsideACall) {
-  const Result r = run(tracer() + " --json -- " FAULT_APP " calls-then-segv 3");
+  const Result r = run(tracer() + kWithQuery + " --json -- " FAULT_APP " calls-then-segv 3");
   EXPECT_EQ(r.status, 128 + SIGSEGV) << r.err;
   const auto lines = parse_lines(r.out);
   EXPECT_EQ(records(lines, "call", "cudaGetDevice").size(), 3u);
@@ -171,7 +171,7 @@ TEST_F(Faults, TargetSegfaultingInsideACall) {
 TEST_F(Faults, RecordsStillInTheRingWhenTheTargetExitsArePrinted) {
   Child app = Child::start({FAULT_APP, "wait-then-calls", "20000"});
   ASSERT_EQ(app.read_line().rfind("ready", 0), 0u);
-  Tracer t({"--json", "--ring-mb", "64", "-f", "device", "-p", std::to_string(app.pid)});
+  Tracer t({"--json", "--ring-mb", "64", "-f", "device,query", "-p", std::to_string(app.pid)});
   ASSERT_TRUE(t.attached()) << read_file(t.err);
   app.go();
   EXPECT_EQ(app.wait(), 0);
@@ -181,7 +181,7 @@ TEST_F(Faults, RecordsStillInTheRingWhenTheTargetExitsArePrinted) {
   EXPECT_EQ(end_of(lines)["calls"], 20000);
   EXPECT_EQ(end_of(lines)["lost"], 0);
 
-  Tracer command({"--json", "--ring-mb", "64", "-f", "device", "--", FAULT_APP, "wait-then-calls", "20000"});
+  Tracer command({"--json", "--ring-mb", "64", "-f", "device,query", "--", FAULT_APP, "wait-then-calls", "20000"});
   command.proc.go();
   EXPECT_EQ(command.proc.wait(), 0) << read_file(command.err);
   EXPECT_EQ(records(command.lines(), "call").size(), 20000u);
@@ -194,7 +194,7 @@ TEST_F(Faults, SigintAndSigtermFlushEverythingAndWriteTheEndLine) {
     SCOPED_TRACE(strsignal(sig));
     Child app = Child::start({FAULT_APP, "calls-then-block", "5"});
     ASSERT_EQ(app.read_line().rfind("ready", 0), 0u);
-    Tracer t({"--json", "-p", std::to_string(app.pid)});
+    Tracer t({"--json", "-f", "mem,xfer,launch,stream,event,device,query", "-p", std::to_string(app.pid)});
     ASSERT_TRUE(t.attached()) << read_file(t.err);
     app.go();
     ASSERT_EQ(app.read_line(), "blocking\n");
@@ -215,7 +215,7 @@ TEST_F(Faults, SigintAndSigtermFlushEverythingAndWriteTheEndLine) {
 // SIGTERM to cudatrace in command mode goes on to the command (Ctrl-C
 // reaches it from the terminal anyway); cudatrace reports its death.
 TEST_F(Faults, SigtermInCommandModeEndsTheCommandToo) {
-  Tracer t({"--json", "--", FAULT_APP, "calls-then-block", "4"});
+  Tracer t({"--json", "-f", "mem,xfer,launch,stream,event,device,query", "--", FAULT_APP, "calls-then-block", "4"});
   t.proc.go();  // the command reads cudatrace's stdin
   ASSERT_TRUE(wait_until([&] { return read_file(t.out).find("cudaGetDevice") != std::string::npos; }));
   std::this_thread::sleep_for(300ms);  // let it reach the blocking call
@@ -230,7 +230,7 @@ TEST_F(Faults, SigtermInCommandModeEndsTheCommandToo) {
 TEST_F(Faults, SigkillOfTheTracerLeavesNoProbeAndTheTargetRunsOn) {
   Child app = Child::start({FAULT_APP, "calls-for", "4000"});
   ASSERT_EQ(app.read_line().rfind("ready", 0), 0u);
-  Tracer t({"--json", "-p", std::to_string(app.pid)});
+  Tracer t({"--json", "-f", "mem,xfer,launch,stream,event,device,query", "-p", std::to_string(app.pid)});
   ASSERT_TRUE(t.attached()) << read_file(t.err);
   ASSERT_TRUE(wait_until([&] { return read_file(t.out).find("cudaGetDevice") != std::string::npos; }));
   const auto links = bpf_ids(t.proc.pid, "link_id");
@@ -253,7 +253,8 @@ TEST_F(Faults, SigkillOfTheTracerLeavesNoProbeAndTheTargetRunsOn) {
 TEST_F(Faults, SigkillOfTheTracerWhileTheTargetWaitsAtALibraryLoad) {
   Child app = Child::start({FAULT_APP_DLOPEN, "wait-then-dlopen", "3"});
   ASSERT_EQ(app.read_line().rfind("ready", 0), 0u);
-  Tracer t({"--json", "--lib", FAKE_CUDART_LIB, "-p", std::to_string(app.pid)});
+  Tracer t({"--json", "-f", "mem,xfer,launch,stream,event,device,query", "--lib", FAKE_CUDART_LIB, "-p",
+            std::to_string(app.pid)});
   ASSERT_TRUE(t.attached()) << read_file(t.err);
   ASSERT_EQ(kill(t.proc.pid, SIGSTOP), 0);  // cudatrace cannot continue it now
   app.go();
@@ -266,7 +267,7 @@ TEST_F(Faults, SigkillOfTheTracerWhileTheTargetWaitsAtALibraryLoad) {
 // ---- 3. Process shapes -----------------------------------------------------------
 
 TEST_F(Faults, HundredThreadsCallingAtOnceArePairedPerThread) {
-  const Result r = run(tracer() + " --json --layer runtime -- " FAKE_APP " threads 100 50");
+  const Result r = run(tracer() + kWithQuery + " --json --layer runtime -- " FAKE_APP " threads 100 50");
   ASSERT_EQ(r.status, 0) << r.err;
   const auto lines = parse_lines(r.out);
   std::map<long, std::map<std::string, int>> per_tid;
@@ -296,7 +297,7 @@ TEST_F(Faults, HundredThreadsCallingAtOnceArePairedPerThread) {
 }
 
 TEST_F(Faults, ExecOfAnotherCudaProgramIsFollowed) {
-  const Result r = run(tracer() + " --json --layer runtime -- " FAULT_APP " exec-after 2 " FAKE_APP_DLOPEN
+  const Result r = run(tracer() + kWithQuery + " --json --layer runtime -- " FAULT_APP " exec-after 2 " FAKE_APP_DLOPEN
                        " dlopen-basic");
   ASSERT_EQ(r.status, 0) << r.err;
   const auto calls = records(parse_lines(r.out), "call");
@@ -311,7 +312,8 @@ TEST_F(Faults, ExecOfAnotherCudaProgramIsFollowed) {
 
 #ifdef REAL_APP_STATIC
 TEST_F(Faults, ExecOfAProgramWithTheRealStaticRuntimeIsFollowed) {
-  const Result r = run(tracer() + " --json -f device,mem -- " FAULT_APP " exec-after 2 " REAL_APP_STATIC " basic");
+  const Result r =
+      run(tracer() + " --json -f device,mem,query -- " FAULT_APP " exec-after 2 " REAL_APP_STATIC " basic");
   ASSERT_EQ(r.status, 0) << r.err;
   std::vector<std::string> apis;
   for (const json& c : records(parse_lines(r.out), "call")) apis.push_back(c["api"]);
@@ -321,7 +323,7 @@ TEST_F(Faults, ExecOfAProgramWithTheRealStaticRuntimeIsFollowed) {
 #endif
 
 TEST_F(Faults, LibraryDlopenedDlclosedAndDlopenedAgain) {
-  const Result r = run(tracer() + " --json --layer runtime -- " FAULT_APP_DLOPEN " dlopen-cycle");
+  const Result r = run(tracer() + kWithQuery + " --json --layer runtime -- " FAULT_APP_DLOPEN " dlopen-cycle");
   ASSERT_EQ(r.status, 0) << r.err;
   std::vector<std::string> apis;
   for (const json& c : records(parse_lines(r.out), "call")) apis.push_back(c["api"]);
@@ -352,7 +354,8 @@ TEST_F(Faults, LibraryReachableOnlyThroughProcPidRoot) {
   const std::string ready = app.read_line();
   ASSERT_EQ(ready.rfind("ready", 0), 0u) << "could not set up the namespace";
   ASSERT_FALSE(fs::exists(dir + "/fakecudart/libcudart.so.13"));  // not from here
-  Tracer t({"--json", "--layer", "runtime", "-p", std::to_string(app.pid)});
+  Tracer t({"--json", "-f", "mem,xfer,launch,stream,event,device,query", "--layer", "runtime", "-p",
+            std::to_string(app.pid)});
   const bool attached = t.attached();
   app.go();
   EXPECT_EQ(app.wait(), 0);
@@ -417,7 +420,7 @@ TEST_F(Faults, BadInputGetsOneClearLineAndNonZeroExit) {
 // (A stripped program with the toolkit's real runtime is traced: its code is
 // recognised, see Trace.RealLibcudartStaticallyLinkedAndStripped.)
 TEST_F(Faults, StrippedProgramWithStaticRuntime) {
-  Tracer traced({"--json", "-f", "device", "--", FAULT_APP_STATIC, "wait-then-calls", "3"});
+  Tracer traced({"--json", "-f", "device,query", "--", FAULT_APP_STATIC, "wait-then-calls", "3"});
   traced.proc.go();
   ASSERT_EQ(traced.proc.wait(), 0) << read_file(traced.err);
   EXPECT_EQ(records(traced.lines(), "call", "cudaGetDevice").size(), 3u);
@@ -495,7 +498,7 @@ TEST_F(Faults, HostileArgumentsKeepJsonValidAndTextOneLinePerCall) {
 }
 
 TEST_F(Faults, CommWithNewlineAndInvalidUtf8OnEveryThread) {
-  const Result r = run(tracer() + " --json -f device -- " FAULT_APP " hostile-comm 3");
+  const Result r = run(tracer() + " --json -f device,query -- " FAULT_APP " hostile-comm 3");
   ASSERT_EQ(r.status, 0) << r.err;
   const auto c = records(parse_lines(r.out), "call");
   ASSERT_EQ(c.size(), 6u) << r.out;
@@ -505,7 +508,7 @@ TEST_F(Faults, CommWithNewlineAndInvalidUtf8OnEveryThread) {
     tids.insert(j["tid"].get<long>());
   }
   EXPECT_EQ(tids.size(), 2u);
-  const Result text = run(tracer() + " -f device -- " FAULT_APP " hostile-comm 3");
+  const Result text = run(tracer() + " -f device,query -- " FAULT_APP " hostile-comm 3");
   ASSERT_EQ(text.status, 0) << text.err;
   EXPECT_EQ(std::count(text.out.begin(), text.out.end(), '\n'), 1 + 6) << text.out;
 }
@@ -519,7 +522,7 @@ TEST_F(Faults, OutputSymlinkInAWorldWritableDirectoryIsRefused) {
   std::ofstream(victim) << "precious\n";
   const std::string link = dir + "/trace.json";
   ASSERT_EQ(symlink(victim.c_str(), link.c_str()), 0);
-  const std::string traced = " --json -f device -- " FAKE_APP " loop 2";
+  const std::string traced = " --json -f device,query -- " FAKE_APP " loop 2";
 
   expect_one_clear_error(run(tracer() + " -o " + link + traced), 6,
                          "refusing to write " + link + ": it is a symbolic link in the world-writable directory", "");
@@ -555,7 +558,7 @@ TEST_F(Faults, OutputIsPrivateWhenRootTracesAnotherUsersProcess) {
     Child app = Child::start({"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", FAULT_APP,
                               "wait-then-calls", "2"});
     ASSERT_EQ(app.read_line().rfind("ready", 0), 0u);
-    Tracer t({"--json", "-p", std::to_string(app.pid)}, out);
+    Tracer t({"--json", "-f", "mem,xfer,launch,stream,event,device,query", "-p", std::to_string(app.pid)}, out);
     ASSERT_TRUE(t.attached()) << read_file(t.err);
     EXPECT_EQ(file_mode(out), 0600u) << out;
     app.go();
@@ -567,7 +570,7 @@ TEST_F(Faults, OutputIsPrivateWhenRootTracesAnotherUsersProcess) {
   // Root's own process: an ordinary file.
   Child app = Child::start({FAULT_APP, "wait-then-calls", "0"});
   ASSERT_EQ(app.read_line().rfind("ready", 0), 0u);
-  Tracer t({"-p", std::to_string(app.pid)}, own);
+  Tracer t({"-f", "mem,xfer,launch,stream,event,device,query", "-p", std::to_string(app.pid)}, own);
   ASSERT_TRUE(t.attached()) << read_file(t.err);
   EXPECT_EQ(file_mode(own), 0644u);
   app.go();

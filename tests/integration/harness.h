@@ -30,6 +30,8 @@ struct Result {
 };
 
 inline std::string tracer() { return CUDATRACE_BIN; }
+// The default groups plus query, whose cudaGetDevice many fixtures call.
+inline constexpr const char* kWithQuery = " -f mem,xfer,launch,stream,event,device,query";
 
 inline std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -2,6 +2,7 @@
 // root, against the fake CUDA runtime (tests/fixtures: fake_app, insights_app).
 #include <algorithm>
 #include <map>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -237,17 +238,47 @@ TEST_F(Summary, TinyTransfers) {
   EXPECT_FALSE(fired(final_summary(neg), "tiny-transfers")) << final_summary(neg)["insights"];
 }
 
+TEST_F(Summary, LaunchesAndCopiesAreCountedInBpfWithoutRecords) {
+  for (const std::string& args : {std::string("launch-loop 1000 1"), std::string("copies pageable 500 1024")}) {
+    const Result r = run(tracer() + " --summary --json -v -- " INSIGHTS_APP " " + args);
+    ASSERT_EQ(r.status, 0) << r.err;
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(r.err, m, std::regex("cudatrace: read ([0-9]+) call records"))) << r.err;
+    // Kernel registration, stream creation, allocations: not one record per launch or copy.
+    EXPECT_LT(std::stol(m[1]), 50) << args << ": " << r.err;
+    const json s = final_summary(r);
+    long launches = 0, copies = 0;
+    for (const json& k : s["kernels"]) launches += k["launches"].get<long>();
+    for (const json& t : s["transfers"]) copies += t["count"].get<long>();
+    EXPECT_EQ(launches + copies, 1000 * (args[0] == 'l') + 500 * (args[0] == 'c')) << s;
+  }
+}
+
 TEST_F(Summary, IntervalReportsThenStopAfterCount) {
   // About 2 s: 1000 synchronisations of 2 ms.
   const Result r = run(tracer() + " --summary --json -i 1 -- " INSIGHTS_APP " launch-loop 1000 1");
   ASSERT_EQ(r.status, 0) << r.err;
   const auto reports = records(r.lines, "summary");
   ASSERT_GE(reports.size(), 2u) << r.out;
-  long interval_launches = 0;
-  for (const json& s : reports)
-    if (s["final"] == false) interval_launches += api_counts(s)["cudaLaunchKernel"].first;
+  long interval_launches = 0, interval_kernel_launches = 0;
+  auto kernel_launches = [](const json& s) {
+    long n = 0;
+    for (const json& k : s["kernels"]) n += k["launches"].get<long>();
+    return n;
+  };
+  for (const json& s : reports) {
+    if (s["final"] == true) continue;
+    interval_launches += api_counts(s)["cudaLaunchKernel"].first;
+    interval_kernel_launches += kernel_launches(s);
+    // What tracing has cost so far.
+    ASSERT_EQ(s["overhead"]["processes"].size(), 1u) << s;
+    EXPECT_GT(s["overhead"]["processes"][0]["entry_hits"].get<long>(), 0) << s;
+  }
   EXPECT_LE(interval_launches, 1000);
+  EXPECT_LE(interval_kernel_launches, 1000);
   EXPECT_EQ(api_counts(reports.back())["cudaLaunchKernel"].first, 1000);
+  // Counted in BPF, read at every report, all there at the end.
+  EXPECT_EQ(kernel_launches(reports.back()), 1000);
 
   const Result counted = run(tracer() + " --summary --json -i 1 -c 1 -- " INSIGHTS_APP " launch-loop 3000 1");
   ASSERT_EQ(counted.status, 0) << counted.err;

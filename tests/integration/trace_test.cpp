@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -210,7 +211,7 @@ TEST_F(Trace, LibraryLoadedWithDlopenLaterIsTracedFromItsFirstCall) {
 }
 
 TEST_F(Trace, ThreadsArePairedPerThread) {
-  const Result r = run(tracer() + " --json --layer runtime -- " FAKE_APP " threads 8 200");
+  const Result r = run(tracer() + kWithQuery + " --json --layer runtime -- " FAKE_APP " threads 8 200");
   ASSERT_EQ(r.status, 0) << r.err;
   std::map<long, std::map<std::string, int>> per_tid;
   for (const json& c : calls(r)) {
@@ -234,7 +235,7 @@ TEST_F(Trace, ThreadsArePairedPerThread) {
 }
 
 TEST_F(Trace, ForkedChildrenAreFollowedAndExitStatusIsTheCommands) {
-  Result r = run(tracer() + " --json --layer runtime -- " FAKE_APP " fork");
+  Result r = run(tracer() + kWithQuery + " --json --layer runtime -- " FAKE_APP " fork");
   ASSERT_EQ(r.status, 0) << r.err;
   std::map<long, int> per_pid;
   for (const json& c : calls(r)) ++per_pid[c["pid"].get<long>()];
@@ -244,7 +245,7 @@ TEST_F(Trace, ForkedChildrenAreFollowedAndExitStatusIsTheCommands) {
   std::sort(counts.begin(), counts.end());
   EXPECT_EQ(counts, (std::vector<int>{5, 17}));
 
-  r = run(tracer() + " --json -- " FAKE_APP " exit-code 7");
+  r = run(tracer() + kWithQuery + " --json -- " FAKE_APP " exit-code 7");
   EXPECT_EQ(r.status, 7);
   EXPECT_EQ(calls(r).size(), 3u);
 }
@@ -322,13 +323,13 @@ TEST_F(Trace, HostileCommNamesKeepOutputValid) {
   const std::string link = dir + "/q\"b\\n\t\x01\xff";
   ASSERT_EQ(symlink(FAKE_APP, link.c_str()), 0);
   setenv("HOSTILE", link.c_str(), 1);
-  Result r = run(tracer() + " --json -f device -- \"$HOSTILE\" loop 2");
+  Result r = run(tracer() + " --json -f device,query -- \"$HOSTILE\" loop 2");
   ASSERT_EQ(r.status, 0) << r.err;
   ASSERT_EQ(calls(r).size(), 2u);
   const std::string comm = calls(r)[0]["comm"];
   EXPECT_NE(comm.find('"'), std::string::npos);
   EXPECT_NE(comm.find('\\'), std::string::npos);
-  r = run(tracer() + " -f device -- \"$HOSTILE\" loop 2");
+  r = run(tracer() + " -f device,query -- \"$HOSTILE\" loop 2");
   std::remove(link.c_str());
   rmdir(dir.c_str());
   ASSERT_EQ(r.status, 0) << r.err;
@@ -367,11 +368,11 @@ void check_real_basic(const Result& r) {
 }
 
 TEST_F(Trace, RealLibcudartShared) {
-  check_real_basic(run(tracer() + " --json -- " REAL_APP_SHARED " basic"));
+  check_real_basic(run(tracer() + kWithQuery + " --json -- " REAL_APP_SHARED " basic"));
 }
 
 TEST_F(Trace, RealLibcudartStaticallyLinked) {
-  check_real_basic(run(tracer() + " --json -- " REAL_APP_STATIC " basic"));
+  check_real_basic(run(tracer() + kWithQuery + " --json -- " REAL_APP_STATIC " basic"));
 }
 
 TEST_F(Trace, RealLibcudartLaunchLoopCountsExactly) {
@@ -385,7 +386,7 @@ TEST_F(Trace, RealLibcudartLaunchLoopCountsExactly) {
 // the fingerprints of libcudart_static.a (docs/static-runtime.md), kernel
 // names included (__cudaRegisterFunction is one of them).
 TEST_F(Trace, RealLibcudartStaticallyLinkedAndStripped) {
-  check_real_basic(run(tracer() + " --json -- " REAL_APP_STRIPPED " basic"));
+  check_real_basic(run(tracer() + kWithQuery + " --json -- " REAL_APP_STRIPPED " basic"));
 }
 #endif
 
@@ -443,8 +444,51 @@ TEST_F(Trace, FullDiskIsAnError) {
   EXPECT_NE(r.err.find("No space left on device"), std::string::npos) << r.err;
 }
 
+TEST_F(Trace, HighFrequencyQueriesAreTracedOnlyWhenAsked) {
+  for (const auto& [groups, traced] : std::vector<std::pair<std::string, std::size_t>>{
+           {"", 0}, {" -f query", 5}, {" -f all", 5}, {" -f device", 0}, {kWithQuery, 5}}) {
+    const Result r = run(tracer() + groups + " --json --layer runtime -- " FAKE_APP " loop 5");
+    ASSERT_EQ(r.status, 0) << groups << ": " << r.err;
+    EXPECT_EQ(calls(r, "cudaGetDevice").size(), traced) << groups;
+    // Not probed at all: no probe hit is counted.
+    if (!traced) EXPECT_TRUE(end_of(r.lines).at("overhead").at("processes").empty()) << groups << ": " << r.out;
+  }
+}
+
+TEST_F(Trace, ProbeHitsAndTheCostTheyAddedArePerProcess) {
+  const Result r = run(tracer() + " --json --layer runtime -f device,query -- " FAKE_APP " loop 20000");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json& cost = end_of(r.lines)["overhead"];
+  ASSERT_EQ(cost["processes"].size(), 1u) << cost;
+  const json& p = cost["processes"][0];
+  // One entry and one return hit per call: 20000 cudaGetDevice and whatever else the fixture calls first.
+  EXPECT_EQ(p["entry_hits"], calls(r).size());
+  EXPECT_EQ(p["return_hits"], calls(r).size());
+  EXPECT_GE(calls(r).size(), 20000u);
+  EXPECT_EQ(p["pid"], calls(r)[0]["pid"]);
+  EXPECT_EQ(p["comm"], "fake_app");
+  // Plausible: a hit costs more than nothing and less than 100 us, and as
+  // the loop is mostly probe hits, the estimate is most of the CPU time the
+  // process used (an estimate: a hit's cost varies by tens of percent).
+  EXPECT_GT(cost["entry_ns"].get<double>() + cost["return_ns"].get<double>(), 0) << cost;
+  const double per_call = p["added_ns"].get<double>() / double(calls(r).size());
+  EXPECT_GT(per_call, 0) << cost;
+  EXPECT_LT(per_call, 100000) << cost;
+  ASSERT_TRUE(p["added_pct"].is_number()) << cost;
+  EXPECT_GT(p["added_pct"].get<double>(), 20) << cost;
+  EXPECT_LT(p["added_pct"].get<double>(), 150) << cost;
+
+  // Text mode says it on stderr.
+  const Result text = run(tracer() + " --layer runtime -f device,query -o /dev/null -- " FAKE_APP " loop 20000");
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_TRUE(std::regex_search(text.err, std::regex("cudatrace: added \xe2\x89\x88 [0-9.]+ ms of CPU time to "
+                                                     "fake_app \\(PID [0-9]+\\), [0-9.]+ % of its CPU time "
+                                                     "while traced \\(40,0[0-9][0-9] probe hits\\)\n")))
+      << text.err;
+}
+
 TEST_F(Trace, ListApisMatchesTheDocs) {
-  const Result r = run(tracer() + " -f mem,xfer,launch,stream,event,device,module --list-apis");
+  const Result r = run(tracer() + " -f all --list-apis");
   ASSERT_EQ(r.status, 0);
   EXPECT_EQ(r.out, read_file(SOURCE_DIR "/docs/apis.md").substr(read_file(SOURCE_DIR "/docs/apis.md").find("| API |")))
       << "regenerate docs/apis.md with scripts/gen-docs.sh";

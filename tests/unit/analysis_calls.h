@@ -12,6 +12,9 @@
 #include "record_builder.h"
 
 namespace cudatrace_test {
+// stream_feed.h has another CallSpec: an inline namespace gives this one its
+// own linker name, so the two never share an inline member function.
+inline namespace analysis_calls {
 
 // An argument by CUDA parameter name; v1 and v2 fill the extra slots of
 // dim3 arguments (Dim3: v0 = x | y << 32, v1 = z; Dim3Split: x, y, z).
@@ -36,10 +39,10 @@ struct CallSpec {
 };
 
 // Builds the record, decodes it and hands the call to `use` (the record
-// lives only as long as that).
+// lives only as long as that). `payload`: a string or struct read at return.
 inline void with_call(std::string_view symbol, const std::vector<Arg>& args, const CallSpec& spec,
                       const std::function<void(const cudatrace::Call&)>& use,
-                      cudatrace::KernelNames* names = nullptr) {
+                      cudatrace::KernelNames* names = nullptr, const std::vector<std::uint8_t>& payload = {}) {
   auto b = std::make_unique<RecBuf>();
   init_rec(*b, symbol, spec.pid);
   b->rec.tid = spec.tid;
@@ -61,6 +64,7 @@ inline void with_call(std::string_view symbol, const std::vector<Arg>& args, con
     if (cudatrace::slot_count(api->spec->args[i].type) > 2) b->rec.args[slot + 2] = a.v2;
   }
   for (std::size_t o = 0; o < spec.outs.size() && o < CT_MAX_OUTS; ++o) b->rec.outs[o] = spec.outs[o];
+  if (!payload.empty()) set_payload(*b, payload.data(), payload.size());
   if (!spec.stack.empty()) {
     std::memcpy(b->payload + CT_ALIGN8(b->rec.payload_len), spec.stack.data(), spec.stack.size() * 8);
     b->rec.stack_len = static_cast<std::uint16_t>(spec.stack.size());
@@ -70,4 +74,5 @@ inline void with_call(std::string_view symbol, const std::vector<Arg>& args, con
   use(call);
 }
 
+}  // namespace analysis_calls
 }  // namespace cudatrace_test

@@ -65,6 +65,16 @@ TEST(ApiListJson, SelectionFiltersByGroupAndLayer) {
   EXPECT_EQ(api_list_json(Selection{}), "");  // no groups: nothing
 }
 
+TEST(ApiListMarkdown, SaysWhichGroupsAreTracedByDefaultAndWhy) {
+  Selection s;
+  s.group[static_cast<int>(Group::Mem)] = true;
+  const std::string md = api_list_markdown(s);
+  EXPECT_NE(md.find("\n| group | traced by default | what, and why |\n"), std::string::npos);
+  EXPECT_NE(md.find("\n| mem | yes | allocations"), std::string::npos);
+  EXPECT_NE(md.find("\n| query | no | cheap getters"), std::string::npos) << "every group, listed or not";
+  EXPECT_NE(md.find("\n`-f all` selects every group.\n"), std::string::npos);
+}
+
 TEST(ApiListMarkdown, RowsForBaseSymbolsOnly) {
   const std::string md = api_list_markdown(all_groups());
   const auto lines = lines_of(md);

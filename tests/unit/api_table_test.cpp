@@ -301,6 +301,30 @@ TEST(Groups, NamesAreExact) {
   EXPECT_STREQ(group_name(Group::Event), "event");
   EXPECT_STREQ(group_name(Group::Device), "device");
   EXPECT_STREQ(group_name(Group::Module), "module");
+  EXPECT_STREQ(group_name(Group::Query), "query");
+}
+
+TEST(Groups, HighFrequencyQueriesAreOffByDefault) {
+  for (int i = 0; i < kGroupCount; ++i) {
+    const Group g = static_cast<Group>(i);
+    EXPECT_EQ(group_on_by_default(g), g != Group::Module && g != Group::Query) << group_name(g);
+    EXPECT_STRNE(group_description(g), "") << group_name(g);
+  }
+  for (const char* name : {"cudaGetDevice", "cudaGetLastError", "cudaPeekAtLastError", "cuCtxGetCurrent",
+                           "cuCtxGetDevice", "cudaStreamGetCaptureInfo", "cudaStreamIsCapturing",
+                           "cuStreamGetCaptureInfo_v3", "cudaDeviceGetAttribute", "cuDeviceGetAttribute",
+                           "cuFuncGetAttribute", "cudaPointerGetAttributes"}) {
+    const Api* a = api_by_symbol(name);
+    ASSERT_NE(a, nullptr) << name;
+    EXPECT_EQ(a->group(), Group::Query) << name;
+  }
+  // Seven arguments: one on the stack; the first two out-pointers are read.
+  const Api& info = *api_by_symbol("cudaStreamGetCaptureInfo");
+  EXPECT_EQ(CT_COOKIE_STACK_WORDS(info.cookie), 1u);
+  EXPECT_EQ(CT_COOKIE_OUT_SLOT(info.cookie, 0), 2u);
+  EXPECT_EQ(CT_COOKIE_OUT_SIZE(info.cookie, 0), 4u);
+  EXPECT_EQ(CT_COOKIE_OUT_SLOT(info.cookie, 1), 3u);
+  EXPECT_EQ(CT_COOKIE_OUT_SIZE(info.cookie, 1), 8u);
 }
 
 TEST(Groups, ParseGroupRoundTrips) {

@@ -4,9 +4,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <map>
 #include <random>
+#include <string>
 
 #include "analysis_calls.h"
+#include "cudatrace/kernel_names.h"
 #include "cudatrace/memory.h"
 
 namespace {
@@ -284,6 +288,149 @@ TEST(Activity, KernelsWithDistinctShapes) {
   ASSERT_EQ(k.shapes.size(), 2u);
   EXPECT_EQ(k.shapes.at({4, 1, 1, 128, 1, 1}), 2u);
   EXPECT_EQ(a.kernels.at("? 0x2000").launches, 1u);
+}
+
+// ---- Launches and copies counted in BPF ------------------------------------
+
+// The key bpf/cudatrace.bpf.c (count_activity) builds for a call.
+ct_activity_key bpf_key(const Call& c) {
+  const ct_activity_api a = activity_api(*c.api);
+  const ct_call& r = *c.rec;
+  ct_activity_key k{};
+  k.tgid = r.pid;
+  k.api = r.api;
+  std::uint64_t dir = a.copy_kind;
+  for (int i = 0; i < CT_MAX_ARGS; ++i)
+    if (i + 1 == a.copy_kind_slot) dir = r.args[i];
+  const unsigned host_slot = dir == 1 ? a.src_slot : dir == 2 ? a.dst_slot : 0;
+  for (unsigned i = 0; i < CT_MAX_ARGS; ++i)
+    k.args[i] = (a.key_args >> i & 1) || i + 1 == host_slot ? r.args[i] : 0;
+  if (a.config_slot) std::memcpy(k.dims, reinterpret_cast<const unsigned char*>(&r) + sizeof(ct_call), sizeof k.dims);
+  return k;
+}
+
+std::string key_bytes(const ct_activity_key& k) { return std::string(reinterpret_cast<const char*>(&k), sizeof k); }
+
+void expect_same_activity(const Activity& a, const Activity& b) {
+  EXPECT_EQ(a.launches, b.launches);
+  EXPECT_EQ(a.first_launch_ns, b.first_launch_ns);
+  EXPECT_EQ(a.last_launch_ns, b.last_launch_ns);
+  ASSERT_EQ(a.kernels.size(), b.kernels.size());
+  for (const auto& [name, k] : a.kernels) {
+    ASSERT_TRUE(b.kernels.count(name)) << name;
+    EXPECT_EQ(k.launches, b.kernels.at(name).launches) << name;
+    EXPECT_EQ(k.shapes, b.kernels.at(name).shapes) << name;
+  }
+  for (int d = 0; d < kDirections; ++d) {
+    const TransferStats &x = a.transfers[d], &y = b.transfers[d];
+    const auto fields = [](const TransferStats& t) {
+      return std::vector<std::uint64_t>{t.count,          t.bytes,    t.sync_count,     t.sync_bytes, t.sync_ns,
+                                        t.pageable,       t.pageable_bytes, t.pageable_async, t.tiny, t.tiny_bytes};
+    };
+    EXPECT_EQ(fields(x), fields(y)) << direction_name(static_cast<Direction>(d));
+  }
+}
+
+TEST(ActivityInBpf, WhatIsCountedAndByWhichArguments) {
+  const auto meta = [](std::string_view symbol) { return activity_api(*api_by_symbol(symbol)); };
+  const ct_activity_api copy = meta("cudaMemcpyAsync");  // dst, src, count, kind, stream
+  EXPECT_EQ(copy.kind, CT_ACT_COPY);
+  EXPECT_EQ(copy.key_args, 0b1100) << "count and kind; a pointer only for the host side";
+  EXPECT_EQ(copy.copy_kind_slot, 4);
+  EXPECT_EQ(copy.dst_slot, 1);
+  EXPECT_EQ(copy.src_slot, 2);
+  EXPECT_EQ(meta("cuMemcpyDtoH_v2").copy_kind, 2);
+  EXPECT_EQ(meta("cuMemcpyDtoH_v2").copy_kind_slot, 0);
+  const ct_activity_api launch = meta("cudaLaunchKernel");  // func, grid (2 slots), block (2), args, shared, stream
+  EXPECT_EQ(launch.kind, CT_ACT_COUNT);
+  EXPECT_EQ(launch.key_args, 0b11111);
+  EXPECT_EQ(meta("cuLaunchKernel").key_args, 0b1111111);
+  EXPECT_EQ(meta("cudaLaunchKernelExC").config_slot, 1);
+  EXPECT_EQ(meta("cudaLaunchKernelExC").key_args, 0b10);
+  EXPECT_EQ(meta("cudaMemsetAsync").key_args, 0b100) << "only the size";
+  EXPECT_EQ(meta("cudaMallocHost").kind, CT_ACT_PAGE_LOCK);
+  EXPECT_EQ(meta("cudaFree").kind, CT_ACT_PAGE_LOCK) << "it may free managed memory";
+  EXPECT_EQ(meta("cudaMalloc").kind, CT_ACT_NONE);
+  EXPECT_EQ(meta("cudaGetDevice").kind, CT_ACT_NONE);
+}
+
+// Counting by key in BPF and rebuilding one call per key gives the tables
+// that one record per call gives.
+TEST(ActivityInBpf, CountedCallsGiveTheTablesOfRecords) {
+  KernelNames names;
+  names.set_symbolizer([](std::uint32_t, std::uint64_t addr) {
+    return addr == 0x1000 ? std::string("_Z6addOnePfi") : addr == 0x3000 ? std::string("_Z4tailv") : std::string();
+  });
+  MemoryTracker memory;
+  Activity per_record;
+  std::map<std::string, std::pair<ct_activity_key, ct_activity>> counted;
+  auto feed = [&](std::string_view api, std::vector<Arg> args, CallSpec spec,
+                  const std::vector<std::uint8_t>& payload = {}) {
+    with_call(
+        api, args, spec,
+        [&](const Call& c) {
+          memory.on_call(c);
+          per_record.on_call(c, memory);
+          if (c.failed() || c.rec->depth || activity_api(*c.api).kind == CT_ACT_PAGE_LOCK ||
+              activity_api(*c.api).kind == CT_ACT_NONE)
+            return;
+          const ct_activity_key k = bpf_key(c);
+          auto [it, fresh] = counted.try_emplace(key_bytes(k), k, ct_activity{0, 0, c.rec->ts_ns, c.rec->ts_ns});
+          ct_activity& v = it->second.second;
+          ++v.calls;
+          v.total_ns += c.rec->dur_ns;
+          v.first_ts_ns = std::min<std::uint64_t>(v.first_ts_ns, c.rec->ts_ns);
+          v.last_ts_ns = std::max<std::uint64_t>(v.last_ts_ns, c.rec->ts_ns);
+        },
+        &names, payload);
+  };
+  CallSpec pinned;
+  pinned.outs = {0x4000000000};
+  feed("cudaMallocHost", {{"size", 1 << 20}}, pinned);
+  for (std::uint64_t i = 0; i < 5; ++i) {
+    CallSpec s;
+    s.ts_ns = 100 + i;
+    s.dur_ns = 1000 + i;
+    feed("cudaLaunchKernel", {{"func", 0x1000}, dim3_arg("grid", 4, 1, 1), dim3_arg("block", 128 + 128 * (i % 2), 1, 1),
+                              {"args", 0x7000 + i}, {"stream", 0x5010}},
+         s);
+    feed("cuLaunchKernel", {{"f", 0x2000}, {"grid", 2, 3, 4}, {"block", 64, 1, 1}, {"hStream", i}}, s);
+    feed("cudaMemcpy", {{"dst", 0xd000 + i}, {"src", 0x4000000000}, {"count", 1 << 20}, {"kind", 1}}, s);
+    feed("cudaMemcpy", {{"dst", 0xd000}, {"src", 0x7f0000 + i % 2}, {"count", 100}, {"kind", 1}}, s);
+    feed("cudaMemcpyAsync", {{"dst", 0x7f1000}, {"src", 0xd000 + i}, {"count", 4096}, {"kind", 2}, {"stream", 1}}, s);
+    feed("cudaMemcpyAsync", {{"dst", 0xe000 + i}, {"src", 0xd000 + i}, {"count", 8}, {"kind", 3}, {"stream", 1}}, s);
+    feed("cuMemcpyHtoD_v2", {{"dstDevice", 0xd000 + i}, {"srcHost", 0x4000000000}, {"ByteCount", 64}}, s);
+    feed("cudaMemcpy2D", {{"dst", 0xd000}, {"dpitch", 512}, {"src", 0x7f0000}, {"spitch", 512}, {"width", 256},
+                          {"height", 4 + i}, {"kind", 1}},
+         s);
+    feed("cudaMemsetAsync", {{"devPtr", 0xd000 + i}, {"value", 0}, {"count", 256}, {"stream", 1}}, s);
+    // A launch config: grid (8,1,1), block (32,2,1).
+    const std::uint32_t dims[6] = {8, 1, 1, 32, 2, 1};
+    std::vector<std::uint8_t> config(CT_LAUNCH_CONFIG_SIZE, 0);
+    std::memcpy(config.data(), dims, sizeof dims);
+    feed("cudaLaunchKernelExC", {{"config", 0x9000 + i}, {"func", 0x3000}, {"args", 0x7000}}, s, config);
+  }
+  CallSpec failed;
+  failed.ret = 98;
+  feed("cudaLaunchKernel", {{"func", 0x1000}, dim3_arg("grid", 1, 1, 1), dim3_arg("block", 1, 1, 1)}, failed);
+  CallSpec nested;
+  nested.depth = 1;
+  feed("cuMemcpy", {{"dst", 0xd000}, {"src", 0x4000000000}, {"ByteCount", 64}}, nested);
+
+  Activity from_bpf;
+  for (const auto& [bytes, entry] : counted) {
+    ActivityRecord rec;
+    activity_record(entry.first, entry.second, rec);
+    Call c;
+    ASSERT_TRUE(decode_call(rec.call(), &names, c));
+    from_bpf.on_calls(c, memory, entry.second);
+  }
+  // Launches of two shapes, copies whose device pointers vary: fewer keys than calls.
+  EXPECT_LT(counted.size(), 30u);
+  EXPECT_EQ(per_record.launches, 15u);
+  EXPECT_GT(per_record.transfers[static_cast<int>(Direction::HtoD)].pageable, 0u);
+  EXPECT_GT(per_record.transfers[static_cast<int>(Direction::DtoH)].pageable, 0u);
+  expect_same_activity(per_record, from_bpf);
 }
 
 }  // namespace

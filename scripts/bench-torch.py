@@ -1,0 +1,370 @@
+#!/usr/bin/env python3
+"""What cudatrace costs real PyTorch work (issue 11): steps/s of three
+workloads untraced, under cudatrace in several modes, and under a CUPTI
+callback subscriber on every runtime and driver API (nsys's mechanism) as the
+reference. Prints a markdown table for docs/benchmarks.md. Needs root, a GPU,
+PyTorch, and cudatrace (default build/cudatrace-static).
+
+Workloads (--workloads, comma-separated):
+  inference  6-layer nn.TransformerEncoder (d_model 512, nhead 8, batch 1,
+             seq 32) under no_grad: many small launches, launch-bound
+  graph      the same forward pass captured once and replayed as a CUDA graph
+  mlp        MLP training step: 2 x Linear(4096, 4096), batch 8192, bf16
+             autocast, SGD: GPU-bound
+
+Modes (--modes, comma-separated; all by default):
+  untraced   no tracer
+  text       cudatrace -o /dev/null          (the default trace)
+  json       cudatrace --json -o FILE
+  summary    cudatrace --summary -o /dev/null
+  all        cudatrace -f all -o /dev/null   (every API, both layers)
+  cupti      a second workload process with libcupti_count.so injected
+             (CUDA_INJECTION64_PATH; built by scripts/gpu/build.sh) with
+             CUPTI_COUNT_CALLBACKS_ONLY=1: callbacks on every API, no activity
+
+Method, designed for little GPU time: one long-lived workload process per
+workload (and one more with CUPTI injected) that measures steps/s over a
+window when asked. cudatrace attaches to it with -p for one window and
+detaches (SIGINT) after it, so no process start-up, import or warm-up is paid
+per run. Modes are interleaved round-robin (the starting mode rotates each
+round), --rounds rounds; a window starts --settle seconds after cudatrace says
+it is tracing. The workloads run pinned to --cpus (taskset), cudatrace to
+--tracer-cpus. The table gives the median steps/s with min-max per mode, the
+loss against untraced in %, the lost-record check from cudatrace's end line,
+and the cost cudatrace estimated itself (its "added ... % of its CPU time"
+line) next to the measured loss.
+
+  scripts/bench-torch.py                       # everything, ~6 minutes
+  scripts/bench-torch.py --workloads inference --rounds 9 --modes untraced,summary
+  scripts/bench-torch.py --fake LIBCUDART      # no GPU: checks the method on a
+      # fake workload that calls LIBCUDART (tests/fixtures fake runtime) from Python
+"""
+import argparse
+import json
+import os
+import re
+import select
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MODES = ["untraced", "text", "json", "summary", "all", "cupti"]
+WORKLOADS = ["inference", "graph", "mlp"]
+# Window lengths (s): the GPU-bound and graph workloads are steady, so a
+# shorter window keeps the whole run within about six minutes.
+DEFAULT_WINDOW = {"inference": 1.5, "graph": 1.0, "mlp": 1.0, "fake": 0.5}
+TRACER_ARGS = {
+    "text": ["-o", "/dev/null"],
+    "json": ["--json", "-o", "{json}"],
+    "summary": ["--summary", "-o", "/dev/null"],
+    "all": ["-f", "all", "-o", "/dev/null"],
+}
+
+
+def die(msg):
+    print(f"bench-torch: {msg}", file=sys.stderr)
+    sys.exit(2)
+
+
+# ---- The workload process ---------------------------------------------------
+
+def make_step(workload, fake_lib):
+    """Returns (step, sync): one step of the workload, and a wait for the GPU."""
+    if workload == "fake":
+        import ctypes
+        lib = ctypes.CDLL(fake_lib)
+        dev = ctypes.c_int()
+
+        def fake_step():
+            # Shaped like the launch-bound model: mostly getters, a few "launches".
+            for _ in range(30):
+                lib.cudaGetDevice(ctypes.byref(dev))
+            lib.cudaDeviceSynchronize()
+        return fake_step, lambda: None
+
+    import torch
+    torch.backends.cuda.matmul.allow_tf32 = True
+    if workload in ("inference", "graph"):
+        layer = torch.nn.TransformerEncoderLayer(d_model=512, nhead=8, batch_first=True)
+        model = torch.nn.TransformerEncoder(layer, num_layers=6).cuda().eval()
+        x = torch.randn(1, 32, 512, device="cuda")
+        if workload == "inference":
+            def infer():
+                with torch.no_grad():
+                    model(x)
+            return infer, torch.cuda.synchronize
+        static_x = x.clone()
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.no_grad(), torch.cuda.stream(stream):
+            for _ in range(3):  # warm-up before capture, on a side stream
+                model(static_x)
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.no_grad(), torch.cuda.graph(graph):
+            model(static_x)
+        return graph.replay, torch.cuda.synchronize
+    if workload == "mlp":
+        model = torch.nn.Sequential(torch.nn.Linear(4096, 4096), torch.nn.ReLU(),
+                                    torch.nn.Linear(4096, 4096)).cuda()
+        opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+        x = torch.randn(8192, 4096, device="cuda")
+        y = torch.randn(8192, 4096, device="cuda")
+
+        def train():
+            opt.zero_grad(set_to_none=True)
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                loss = torch.nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            opt.step()
+        return train, torch.cuda.synchronize
+    die(f"unknown workload {workload}")
+
+
+def worker(workload, fake_lib):
+    """Serves "measure WARM SECONDS" on stdin with "result STEPS ELAPSED"."""
+    step, sync = make_step(workload, fake_lib)
+    for _ in range(20):
+        step()
+    sync()
+    print(f"ready {os.getpid()}", flush=True)
+    for line in sys.stdin:
+        words = line.split()
+        if not words or words[0] == "quit":
+            break
+        warm, seconds = float(words[1]), float(words[2])
+        end = time.monotonic() + warm
+        while time.monotonic() < end:
+            step()
+        sync()
+        # A step ends when the GPU is done with it, as for inference that reads its result.
+        steps, start = 0, time.monotonic()
+        while time.monotonic() - start < seconds:
+            step()
+            sync()
+            steps += 1
+        print(f"result {steps} {time.monotonic() - start:.6f}", flush=True)
+
+
+# ---- The controller -----------------------------------------------------------
+
+class Workload:
+    """A worker process and its line protocol."""
+
+    def __init__(self, args, workload, env_extra=None):
+        env = dict(os.environ, **(env_extra or {}))
+        cmd = ["taskset", "-c", args.cpus, sys.executable, os.path.abspath(__file__), "--worker", workload]
+        if args.fake:
+            cmd += ["--fake", args.fake]
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True)
+        line = self.readline(args.start_timeout)
+        if not line.startswith("ready "):
+            self.close()
+            die(f"{workload}: worker did not start (got {line!r})")
+        self.pid = int(line.split()[1])
+
+    def readline(self, timeout):
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        if not ready:
+            return ""
+        return self.proc.stdout.readline().strip()
+
+    def measure(self, warm, seconds):
+        self.proc.stdin.write(f"measure {warm} {seconds}\n")
+        self.proc.stdin.flush()
+        line = self.readline(seconds + warm + 120)
+        m = re.match(r"result (\d+) ([0-9.]+)$", line)
+        if not m:
+            die(f"worker {self.pid}: no result (got {line!r})")
+        return int(m.group(1)) / float(m.group(2))
+
+    def close(self):
+        try:
+            self.proc.stdin.write("quit\n")
+            self.proc.stdin.flush()
+            self.proc.wait(timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            self.proc.kill()
+            self.proc.wait()
+
+
+def end_stats(mode, stderr_text, json_path):
+    """(lost records, cudatrace's own cost estimate in % or None) from its end line."""
+    if mode == "json":
+        with open(json_path) as f:
+            lines = [json.loads(l) for l in f if l.startswith('{"type":"end"')]
+        if not lines:
+            return None, None
+        end = lines[-1]
+        pct = [p.get("added_pct") for p in end.get("overhead", {}).get("processes", [])]
+        pct = [p for p in pct if p is not None]
+        return end["lost"], max(pct) if pct else None
+    m = re.search(r"cudatrace: (\d+) calls traced, (\d+) lost", stderr_text)
+    est = re.findall(r"added \S+ ([0-9.]+) ms of CPU time to .*?, ([0-9.]+) % of its CPU time", stderr_text)
+    return (int(m.group(2)) if m else None), (max(float(p) for _, p in est) if est else None)
+
+
+def traced_window(args, work, mode, window, tmpdir):
+    """Attaches cudatrace to the worker, measures one window, detaches."""
+    json_path = os.path.join(tmpdir, "trace.json")
+    tracer_args = [a.replace("{json}", json_path) for a in TRACER_ARGS[mode]]
+    cmd = ["taskset", "-c", args.tracer_cpus, args.cudatrace] + tracer_args + ["-p", str(work.pid)]
+    err_path = os.path.join(tmpdir, "stderr")
+    with open(err_path, "w") as err:
+        tracer = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
+    attach_start = time.monotonic()
+    while True:  # "cudatrace: tracing process PID (N probes); Ctrl-C to stop"
+        with open(err_path) as f:
+            if "tracing process" in f.read():
+                break
+        if tracer.poll() is not None or time.monotonic() - attach_start > args.start_timeout:
+            tracer.kill()
+            with open(err_path) as f:
+                die(f"{mode}: cudatrace did not attach: {' '.join(cmd)}\n{f.read()[-2000:]}")
+        time.sleep(0.02)
+    attach_s = time.monotonic() - attach_start
+    rate = work.measure(args.settle, window)
+    tracer.send_signal(signal.SIGINT)
+    try:
+        tracer.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        tracer.kill()
+        die(f"{mode}: cudatrace did not stop after SIGINT")
+    with open(err_path) as f:
+        text = f.read()
+    lost, estimate = end_stats(mode, text, json_path)
+    if lost is None:
+        die(f"{mode}: no end line from cudatrace:\n{text[-2000:]}")
+    return rate, lost, estimate, attach_s
+
+
+def bench_workload(args, workload, tmpdir):
+    window = args.window or DEFAULT_WINDOW[workload]
+    modes = args.modes
+    plain = Workload(args, workload)
+    cupti = None
+    if "cupti" in modes:
+        cupti = Workload(args, workload, {"CUDA_INJECTION64_PATH": args.cupti, "CUPTI_COUNT_CALLBACKS_ONLY": "1",
+                                          "CUPTI_COUNT_OUT": os.path.join(tmpdir, "cupti.json")})
+    results = {m: [] for m in modes}
+    lost = {m: [] for m in modes}
+    estimates = {m: [] for m in modes}
+    attach = []
+    try:
+        start = time.monotonic()
+        for r in range(args.rounds):
+            order = modes[r % len(modes):] + modes[:r % len(modes)]
+            for mode in order:
+                if mode == "untraced":
+                    results[mode].append(plain.measure(args.settle, window))
+                elif mode == "cupti":
+                    results[mode].append(cupti.measure(args.settle, window))
+                else:
+                    rate, n_lost, est, attach_s = traced_window(args, plain, mode, window, tmpdir)
+                    results[mode].append(rate)
+                    lost[mode].append(n_lost)
+                    if est is not None:
+                        estimates[mode].append(est)
+                    attach.append(attach_s)
+            elapsed = time.monotonic() - start
+            print(f"bench-torch: {workload}: round {r + 1}/{args.rounds} done, about "
+                  f"{elapsed / (r + 1) * (args.rounds - r - 1):.0f} s left for this workload", file=sys.stderr)
+    finally:
+        plain.close()
+        if cupti:
+            cupti.close()
+    return results, lost, estimates, attach
+
+
+def fmt_rate(v):
+    return f"{v:,.1f}" if v < 100 else f"{v:,.0f}"
+
+
+def print_table(workload, results, lost, estimates, attach):
+    base = statistics.median(results["untraced"]) if results.get("untraced") else None
+    print(f"\n### {workload}\n")
+    print("| mode | steps/s median | min–max | loss vs untraced | lost records | cudatrace's own estimate |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for mode, runs in results.items():
+        med = statistics.median(runs)
+        loss = f"{100 * (base - med) / base:+.1f} %" if base and mode != "untraced" else "–"
+        lost_s = "–" if mode in ("untraced", "cupti") else (
+            "0" if not any(lost[mode]) else ", ".join(str(x) for x in lost[mode]))
+        est = f"{statistics.median(estimates[mode]):.1f} %" if estimates[mode] else "–"
+        print(f"| {mode} | {fmt_rate(med)} | {fmt_rate(min(runs))}–{fmt_rate(max(runs))} | {loss} | {lost_s} | {est} |")
+    if attach:
+        print(f"\ncudatrace attach time: median {statistics.median(attach):.2f} s "
+              f"({min(attach):.2f}–{max(attach):.2f} s); windows start {ARGS.settle} s after attach.")
+
+
+def host_line():
+    gpu = "no GPU"
+    try:
+        gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20).stdout.strip() or gpu
+    except (OSError, subprocess.TimeoutExpired):
+        pass
+    return f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.uname().nodename}, {gpu}, {os.cpu_count()} CPUs"
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--workloads", default=",".join(WORKLOADS), help="comma-separated (default: all three)")
+    ap.add_argument("--modes", default=",".join(MODES), help="comma-separated (default: all)")
+    ap.add_argument("--rounds", type=int, default=9, help="interleaved rounds (default 9)")
+    ap.add_argument("--window", type=float, default=0, help="seconds per measurement (default: per workload)")
+    ap.add_argument("--settle", type=float, default=0.3, help="seconds between attach and window (default 0.3)")
+    ap.add_argument("--cudatrace", default=os.path.join(ROOT, "build", "cudatrace-static"))
+    ap.add_argument("--cupti", default="/tmp/gpucheck/libcupti_count.so",
+                    help="CUPTI injection library (scripts/gpu/build.sh)")
+    ap.add_argument("--cpus", default="2-5", help="CPUs of the workloads (taskset list, default 2-5)")
+    ap.add_argument("--tracer-cpus", default="8-9", help="CPUs of cudatrace (default 8-9)")
+    ap.add_argument("--start-timeout", type=float, default=120, help="seconds to wait for a start or attach")
+    ap.add_argument("--fake", metavar="LIBCUDART", help="no GPU: a Python loop over this (fake) runtime")
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    args.workloads = ["fake"] if args.fake and not args.worker else args.workloads.split(",")
+    args.modes = args.modes.split(",")
+    for m in args.modes:
+        if m not in MODES:
+            ap.error(f"unknown mode {m} (modes: {', '.join(MODES)})")
+    for w in args.workloads:
+        if w not in WORKLOADS + ["fake"]:
+            ap.error(f"unknown workload {w} (workloads: {', '.join(WORKLOADS)})")
+    if args.fake and "cupti" in args.modes:
+        args.modes.remove("cupti")  # no CUPTI without a GPU
+    if "untraced" not in args.modes:
+        args.modes.insert(0, "untraced")
+    if args.rounds < 1:
+        ap.error("--rounds must be at least 1")
+    return args
+
+
+ARGS = None
+
+
+def main(argv):
+    global ARGS
+    args = ARGS = parse_args(argv)
+    if args.worker:
+        worker(args.worker, args.fake)
+        return
+    if os.geteuid() != 0:
+        die("needs root (cudatrace attaches BPF programs)")
+    if not os.access(args.cudatrace, os.X_OK):
+        die(f"no cudatrace at {args.cudatrace} (--cudatrace)")
+    if "cupti" in args.modes and not os.path.exists(args.cupti):
+        die(f"no CUPTI library at {args.cupti}: build it with scripts/gpu/build.sh, or leave out mode cupti")
+    print(f"## PyTorch workloads under cudatrace\n\n{host_line()}; {args.rounds} interleaved rounds; "
+          f"workloads on CPUs {args.cpus}, cudatrace on {args.tracer_cpus}.")
+    with tempfile.TemporaryDirectory(prefix="bench-torch.") as tmpdir:
+        for workload in args.workloads:
+            print_table(workload, *bench_workload(args, workload, tmpdir))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

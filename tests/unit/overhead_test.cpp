@@ -1,0 +1,88 @@
+#include "cudatrace/overhead.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "json_checker.h"
+
+namespace {
+
+using namespace cudatrace;
+
+TEST(ProbeCost, HitsOfThreadsAndExitedProcessesArePricedPerProcess) {
+  const ProbeCost per_hit{500, 300, 500, 300};
+  // Process 10: two live threads and its exited ones; process 20 exited;
+  // process 30 was attached with -p after 1 s of CPU time; 40 made no call.
+  const std::vector<HitCount> counts = {
+      {10, "python3", 100, 100, {}}, {10, "python3", 50, 40, {}},       {10, "python3", 1000, 1000, {}},
+      {20, "worker", 10, 10, 2000000}, {30, "app", 1000, 0, {}},        {40, "idle", 0, 0, {}}};
+  const std::map<std::uint32_t, std::uint64_t> cpu_at_start = {{30, 1000000000}};
+  const auto cpu_now = [](std::uint32_t pid) -> std::optional<std::uint64_t> {
+    if (pid == 10) return 100000000;   // 100 ms
+    if (pid == 30) return 1001000000;  // 1 ms while traced
+    return std::nullopt;
+  };
+  const CostReport r = price_hits(counts, per_hit, cpu_at_start, cpu_now);
+  ASSERT_EQ(r.processes.size(), 3u);
+  const ProcessCost& python = r.processes[0];  // most time added first
+  EXPECT_EQ(python.pid, 10u);
+  EXPECT_EQ(python.entry_hits, 1150u);
+  EXPECT_EQ(python.return_hits, 1140u);
+  EXPECT_DOUBLE_EQ(python.added_ns, 1150 * 500.0 + 1140 * 300.0);
+  EXPECT_EQ(python.cpu_ns, 100000000u);
+  EXPECT_EQ(r.processes[1].pid, 30u);
+  EXPECT_EQ(r.processes[1].cpu_ns, 1000000u) << "only the CPU time while traced";
+  EXPECT_EQ(r.processes[2].pid, 20u);
+  EXPECT_EQ(r.processes[2].cpu_ns, 2000000u) << "from the kernel at its exit";
+  EXPECT_DOUBLE_EQ(r.processes[2].added_ns, 8000.0);
+}
+
+TEST(ProbeCost, TextAndJson) {
+  CostReport r{{500, 300, 500, 300}, {}};
+  ProcessCost p;
+  p.pid = 812;
+  p.comm = "python3";
+  p.entry_hits = 45012;
+  p.return_hits = 45012;
+  p.added_ns = 41.2e6;
+  p.cpu_ns = 2168421052;
+  r.processes.push_back(p);
+  ProcessCost gone = p;
+  gone.pid = 9;
+  gone.comm = "a\"b";
+  gone.added_ns = 1e6;
+  gone.cpu_ns.reset();
+  r.processes.push_back(gone);
+  fmt::memory_buffer text;
+  append_cost_text(text, r);
+  EXPECT_EQ(fmt::to_string(text),
+            "cudatrace: added \u2248 41.2 ms of CPU time to python3 (PID 812), 1.9 % of its CPU time while traced "
+            "(90,024 probe hits)\n"
+            "cudatrace: added \u2248 1.0 ms of CPU time to a\"b (PID 9) (90,024 probe hits)\n");
+  fmt::memory_buffer json;
+  append_cost_json(json, r);
+  const std::string s = fmt::to_string(json);
+  cudatrace_test::JsonValue v;
+  std::string err;
+  ASSERT_TRUE(cudatrace_test::JsonParser::parse(s, v, err)) << err << "\n" << s;
+  EXPECT_EQ(s,
+            R"({"entry_ns":500.0,"return_ns":300.0,"entry_wall_ns":500.0,"return_wall_ns":300.0,"processes":[)"
+            R"({"pid":812,"comm":"python3","entry_hits":45012,"return_hits":45012,"added_ns":41200000,)"
+            R"("cpu_ns":2168421052,"added_pct":1.900},)"
+            R"({"pid":9,"comm":"a\"b","entry_hits":45012,"return_hits":45012,"added_ns":1000000,"cpu_ns":null,)"
+            R"("added_pct":null}]})");
+}
+
+TEST(ProbeCost, CpuTimeOfALiveProcessAndNoneOfAMissingOne) {
+  // Burn a little CPU so the tick-based counters move.
+  volatile unsigned long x = 0;
+  for (unsigned long i = 0; i < 50000000ul; ++i) x += i;
+  const auto self = process_cpu_ns(getpid());
+  ASSERT_TRUE(self.has_value());
+  EXPECT_GT(*self, 0u);
+  EXPECT_FALSE(process_cpu_ns(0x7ffffff0).has_value());
+}
+
+}  // namespace
