@@ -37,46 +37,55 @@ std::size_t utf8_sequence(std::string_view s, std::size_t i) {
 
 void append_json_string(fmt::memory_buffer& out, std::string_view s) {
   out.push_back('"');
+  // Bytes that need no escaping are appended in runs: this runs for every
+  // process name, argument string and kernel name of the trace.
+  std::size_t run = 0;
+  const auto flush_run = [&](std::size_t end) { out.append(s.data() + run, s.data() + end); };
   for (std::size_t i = 0; i < s.size();) {
     const auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
+      ++i;
+      continue;
+    }
+    std::string_view escape;
     switch (c) {
       case '"':
-        out.append(std::string_view("\\\""));
-        ++i;
-        continue;
+        escape = "\\\"";
+        break;
       case '\\':
-        out.append(std::string_view("\\\\"));
-        ++i;
-        continue;
+        escape = "\\\\";
+        break;
       case '\n':
-        out.append(std::string_view("\\n"));
-        ++i;
-        continue;
+        escape = "\\n";
+        break;
       case '\r':
-        out.append(std::string_view("\\r"));
-        ++i;
-        continue;
+        escape = "\\r";
+        break;
       case '\t':
-        out.append(std::string_view("\\t"));
-        ++i;
-        continue;
+        escape = "\\t";
+        break;
       default:
         break;
     }
-    if (c < 0x20 || c == 0x7f) {
-      fmt::format_to(std::back_inserter(out), "\\u{:04x}", c);
-      ++i;
-      continue;
+    if (escape.empty() && c >= 0x80) {
+      const std::size_t len = utf8_sequence(s, i);
+      if (len != 0) {  // valid UTF-8 stays as it is
+        i += len;
+        continue;
+      }
+      escape = "\\ufffd";
     }
-    const std::size_t len = utf8_sequence(s, i);
-    if (len == 0) {
-      out.append(std::string_view("\\ufffd"));
-      ++i;
-      continue;
+    flush_run(i);
+    if (!escape.empty()) {
+      out.append(escape);
+    } else {  // other control bytes and DEL
+      static const char kHex[] = "0123456789abcdef";
+      const char unicode[] = {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 15]};
+      out.append(unicode, unicode + sizeof unicode);
     }
-    out.append(s.substr(i, len));
-    i += len;
+    run = ++i;
   }
+  flush_run(s.size());
   out.push_back('"');
 }
 

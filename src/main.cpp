@@ -31,10 +31,18 @@ GROUPS: mem, xfer, launch, stream, event, device (default: all of them), and
   module (kernel registration and lookup calls; always traced for kernel names,
   printed only when asked for).
 
+OUTPUT: the trace goes to standard output (or -o FILE). In command mode without
+  -o, the command's own standard output goes to cudatrace's standard error, so
+  that standard output carries the trace alone (`| jq` sees only JSON). With -p
+  the process keeps its own standard output. Output its consumer has not read
+  yet waits in memory, up to --buffer-mb; beyond that, records are dropped and
+  counted as lost ("output" in the end line's lost_detail).
+
 EXIT STATUS: the command's own status in command mode; otherwise 0. Errors:
   2 bad usage, 3 no such process / nothing to trace / command not found,
   4 not permitted (needs root or CAP_BPF+CAP_PERFMON), 5 kernel or BPF failure,
-  6 output cannot be written.)";
+  6 output cannot be written. 141 (128 + SIGPIPE): the reader of the trace went
+  away (`| head`); cudatrace stops quietly, the command runs on untraced.)";
 
 [[noreturn]] void usage_error(const std::string& msg) {
   std::fprintf(stderr, "cudatrace: %s (see --help)\n", msg.c_str());
@@ -81,6 +89,9 @@ int main(int argc, char** argv) {
   app.add_flag("--output-follow-symlinks", opts.output_follow_symlinks,
                "Write through a symbolic link given as -o FILE even in a world-writable directory such as /tmp");
   app.add_option("--ring-mb", opts.ring_mb, "Ring buffer size in MiB, a power of two (default 16)");
+  app.add_option("--buffer-mb", opts.buffer_mb,
+                 "Output not yet read by its consumer kept in memory, at most N MiB (default 128)")
+      ->check(CLI::Range(1u, 65536u));
   app.add_flag("!--no-dlopen-stop", opts.stop_on_dlopen,
                "Do not pause a process while probes attach to a library it just loaded");
   app.add_flag("--list-apis", list_apis, "List the traced APIs and exit");
