@@ -1,5 +1,8 @@
 #include "cudatrace/json.h"
 
+#include <cstdint>
+#include <cstring>
+
 namespace cudatrace {
 namespace {
 
@@ -33,6 +36,17 @@ std::size_t utf8_sequence(std::string_view s, std::size_t i) {
   return len;
 }
 
+// True when one of the 8 bytes of `w` needs a look of its own: a control
+// byte, DEL, '"', '\\' or a byte of a multi-byte UTF-8 sequence. (Each test
+// is exact about whether such a byte exists, which is all that is asked.)
+bool needs_care(std::uint64_t w) {
+  constexpr std::uint64_t kOnes = 0x0101010101010101ull, kHighs = 0x8080808080808080ull;
+  const auto has_zero = [](std::uint64_t v) { return (v - kOnes) & ~v & kHighs; };
+  const std::uint64_t below_space = (w - kOnes * 0x20) & ~w & kHighs;
+  return (below_space | (w & kHighs) | has_zero(w ^ (kOnes * 0x7f)) | has_zero(w ^ (kOnes * '"')) |
+          has_zero(w ^ (kOnes * '\\'))) != 0;
+}
+
 }  // namespace
 
 void append_json_string(fmt::memory_buffer& out, std::string_view s) {
@@ -42,6 +56,14 @@ void append_json_string(fmt::memory_buffer& out, std::string_view s) {
   std::size_t run = 0;
   const auto flush_run = [&](std::size_t end) { out.append(s.data() + run, s.data() + end); };
   for (std::size_t i = 0; i < s.size();) {
+    if (i + 8 <= s.size()) {  // eight plain bytes at a time (kernel names are long)
+      std::uint64_t word;
+      std::memcpy(&word, s.data() + i, sizeof word);
+      if (!needs_care(word)) {
+        i += 8;
+        continue;
+      }
+    }
     const auto c = static_cast<unsigned char>(s[i]);
     if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
       ++i;
