@@ -43,11 +43,11 @@ namespace {
 static_assert(sizeof(ct_call) == 176, "ct_call layout changed: check bpf/ and include/cudatrace/record.h agree");
 
 volatile sig_atomic_t g_stop = 0;  // the signal that asked us to stop
+void on_signal(int sig) { g_stop = sig; }
 
 // At exit, how long the output may make no progress (its consumer reads
 // nothing) before cudatrace stops waiting for it.
 constexpr std::chrono::seconds kOutputStall{5};
-void on_signal(int sig) { g_stop = sig; }
 
 bool g_verbose = false;
 int libbpf_log(enum libbpf_print_level level, const char* fmt, va_list args) {
