@@ -7,4 +7,4 @@ apt-get install -y -qq --no-install-recommends \
   build-essential cmake ninja-build pkg-config clang llvm \
   libbpf-dev bpftool libelf-dev zlib1g-dev libzstd-dev \
   libcli11-dev libfmt-dev libgtest-dev nlohmann-json3-dev \
-  python3 libclang-rt-14-dev man-db >/dev/null  # python3: scripts/bench.py, render-timeline.py; libFuzzer and the sanitizer runtimes for clang (scripts/fuzz.sh); man-db: scripts/package-check.sh
+  python3 libclang-rt-14-dev man-db jq >/dev/null  # python3: scripts/bench.py, render-timeline.py; libFuzzer and the sanitizer runtimes for clang (scripts/fuzz.sh); man-db: scripts/package-check.sh; jq: the output tests

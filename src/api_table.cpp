@@ -138,7 +138,8 @@ const std::vector<ApiSpec> kRows = {
   {"cuInit", DRV, DEVICE, E::None, {{"Flags", A::Flags}}},
   {"cuCtxSynchronize", DRV, DEVICE, E::DeviceSync, {}},
   {"cuCtxSynchronize_v2", DRV, DEVICE, E::DeviceSync, {}},  // what CUDA 13 runtimes call
-  {"cuCtxSetCurrent", DRV, DEVICE, E::None, {{"ctx", A::Handle}}},
+  // A setter, but XLA calls it ~60 times per step (docs/apis.md): a query by cost.
+  {"cuCtxSetCurrent", DRV, QUERY, E::None, {{"ctx", A::Handle}}},
   {"cuDevicePrimaryCtxRetain", DRV, DEVICE, E::None, {{"pctx", A::OutHandle}, {"dev", A::Int}}},
   // ---- Driver: high-frequency queries (off by default)
   {"cuCtxGetCurrent", DRV, QUERY, E::None, {{"pctx", A::OutHandle}}},

@@ -1,5 +1,8 @@
 #include "cudatrace/json.h"
 
+#include <cstdint>
+#include <cstring>
+
 namespace cudatrace {
 namespace {
 
@@ -33,50 +36,78 @@ std::size_t utf8_sequence(std::string_view s, std::size_t i) {
   return len;
 }
 
+// True when one of the 8 bytes of `w` needs a look of its own: a control
+// byte, DEL, '"', '\\' or a byte of a multi-byte UTF-8 sequence. (Each test
+// is exact about whether such a byte exists, which is all that is asked.)
+bool needs_care(std::uint64_t w) {
+  constexpr std::uint64_t kOnes = 0x0101010101010101ull, kHighs = 0x8080808080808080ull;
+  const auto has_zero = [](std::uint64_t v) { return (v - kOnes) & ~v & kHighs; };
+  const std::uint64_t below_space = (w - kOnes * 0x20) & ~w & kHighs;
+  return (below_space | (w & kHighs) | has_zero(w ^ (kOnes * 0x7f)) | has_zero(w ^ (kOnes * '"')) |
+          has_zero(w ^ (kOnes * '\\'))) != 0;
+}
+
 }  // namespace
 
 void append_json_string(fmt::memory_buffer& out, std::string_view s) {
   out.push_back('"');
+  // Bytes that need no escaping are appended in runs: this runs for every
+  // process name, argument string and kernel name of the trace.
+  std::size_t run = 0;
+  const auto flush_run = [&](std::size_t end) { out.append(s.data() + run, s.data() + end); };
   for (std::size_t i = 0; i < s.size();) {
+    if (i + 8 <= s.size()) {  // eight plain bytes at a time (kernel names are long)
+      std::uint64_t word;
+      std::memcpy(&word, s.data() + i, sizeof word);
+      if (!needs_care(word)) {
+        i += 8;
+        continue;
+      }
+    }
     const auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
+      ++i;
+      continue;
+    }
+    std::string_view escape;
     switch (c) {
       case '"':
-        out.append(std::string_view("\\\""));
-        ++i;
-        continue;
+        escape = "\\\"";
+        break;
       case '\\':
-        out.append(std::string_view("\\\\"));
-        ++i;
-        continue;
+        escape = "\\\\";
+        break;
       case '\n':
-        out.append(std::string_view("\\n"));
-        ++i;
-        continue;
+        escape = "\\n";
+        break;
       case '\r':
-        out.append(std::string_view("\\r"));
-        ++i;
-        continue;
+        escape = "\\r";
+        break;
       case '\t':
-        out.append(std::string_view("\\t"));
-        ++i;
-        continue;
+        escape = "\\t";
+        break;
       default:
         break;
     }
-    if (c < 0x20 || c == 0x7f) {
-      fmt::format_to(std::back_inserter(out), "\\u{:04x}", c);
-      ++i;
-      continue;
+    if (escape.empty() && c >= 0x80) {
+      const std::size_t len = utf8_sequence(s, i);
+      if (len != 0) {  // valid UTF-8 stays as it is
+        i += len;
+        continue;
+      }
+      escape = "\\ufffd";
     }
-    const std::size_t len = utf8_sequence(s, i);
-    if (len == 0) {
-      out.append(std::string_view("\\ufffd"));
-      ++i;
-      continue;
+    flush_run(i);
+    if (!escape.empty()) {
+      out.append(escape);
+    } else {  // other control bytes and DEL
+      static const char kHex[] = "0123456789abcdef";
+      const char unicode[] = {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 15]};
+      out.append(unicode, unicode + sizeof unicode);
     }
-    out.append(s.substr(i, len));
-    i += len;
+    run = ++i;
   }
+  flush_run(s.size());
   out.push_back('"');
 }
 

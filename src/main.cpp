@@ -47,10 +47,19 @@ GROUPS: mem, xfer, launch, stream, event, device (default: these six),
   dozens of times per launch and each probed call costs about 1 us), and all
   (every group). --list-apis says which API is in which group.
 
+OUTPUT: the trace goes to standard output (or -o FILE). In command mode without
+  -o, the command's own standard output goes to cudatrace's standard error, so
+  that standard output carries the trace alone (`| jq` sees only JSON). With -p
+  the process keeps its own standard output. Output its consumer has not read
+  yet waits in memory, up to --buffer-mb; beyond that, records are dropped and
+  counted as lost ("output" in the end line's lost_detail).
+
 EXIT STATUS: the command's own status in command mode; otherwise 0. Errors:
   2 bad usage, 3 no such process / nothing to trace / command not found,
   4 not permitted (needs root or CAP_BPF+CAP_PERFMON), 5 kernel or BPF failure,
-  6 output cannot be written, 7 (report) the trace cannot be read.)";
+  6 output cannot be written, 7 (report) the trace cannot be read. 141 (128 + SIGPIPE):
+  the reader of the trace went away (`| head`); cudatrace stops quietly, the command
+  runs on untraced.)";
 
 constexpr const char* kReportUsage = R"(
 USAGE: cudatrace report [OPTIONS] TRACE.jsonl
@@ -236,6 +245,7 @@ int main(int argc, char** argv) {
   app.add_option("-c,--count", opts.count, "With -i: stop after this many interval reports")->group(kAnalysis)->type_name("N");
   // Tuning
   app.add_option("--ring-mb", opts.ring_mb, "Ring buffer size in MiB, a power of two (default 16)")->group(kTuning)->type_name("MIB");
+  app.add_option("--buffer-mb", opts.buffer_mb, "Output not yet read by its consumer kept in memory, at most N MiB (default 128)")->group(kTuning)->type_name("MIB")->check(CLI::Range(1u, 65536u));
   app.add_flag("!--no-dlopen-stop", opts.stop_on_dlopen, "Do not pause a process while probes attach to a library it just loaded")->group(kTuning);
   app.add_flag("--nested-returns", opts.nested_returns, "Also time nested calls without out-params (a runtime call's launch or copy): one more trap each")->group(kTuning);
   // Other

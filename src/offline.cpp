@@ -365,12 +365,20 @@ class OfflineReport {
 
 bool OfflineReport::flush() {
   if (output_failed_) return false;
-  std::string error;
-  if (!write_all(STDOUT_FILENO, out_->buffer(), error)) {
-    std::fprintf(stderr, "cudatrace: writing standard output: %s\n", error.c_str());
-    output_failed_ = true;
+  const auto& buf = out_->buffer();
+  for (std::size_t done = 0; done < buf.size();) {
+    const ssize_t n = ::write(STDOUT_FILENO, buf.data() + done, buf.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      // A reader that went away (| head) is not an error worth a line.
+      if (errno != EPIPE) std::fprintf(stderr, "cudatrace: writing standard output: %s\n", std::strerror(errno));
+      output_failed_ = true;
+      return false;
+    }
+    done += static_cast<std::size_t>(n);
   }
-  return !output_failed_;
+  out_->buffer().clear();
+  return true;
 }
 
 bool OfflineReport::start(std::uint64_t start_ns, std::string& error) {

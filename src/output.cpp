@@ -1,8 +1,5 @@
 #include "cudatrace/output.h"
 
-#include <unistd.h>
-
-#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <iterator>
@@ -14,6 +11,41 @@ namespace cudatrace {
 namespace {
 
 using Buf = fmt::memory_buffer;
+
+void append_uint(Buf& out, std::uint64_t v) {
+  const fmt::format_int text(v);
+  out.append(text.data(), text.data() + text.size());
+}
+
+void append_int(Buf& out, std::int64_t v) {
+  const fmt::format_int text(v);
+  out.append(text.data(), text.data() + text.size());
+}
+
+// As fmt's "{:#x}": 0x, lower case, no leading zeros.
+void append_hex(Buf& out, std::uint64_t v) {
+  static const char kHex[] = "0123456789abcdef";
+  char text[18];
+  char* const end = text + sizeof text;
+  char* p = end;
+  do {
+    *--p = kHex[v & 15];
+    v >>= 4;
+  } while (v);
+  *--p = 'x';
+  *--p = '0';
+  out.append(p, end);
+}
+
+void append_dim3(Buf& out, const Dim3& d, char open, char close) {
+  out.push_back(open);
+  append_uint(out, d.x);
+  out.push_back(',');
+  append_uint(out, d.y);
+  out.push_back(',');
+  append_uint(out, d.z);
+  out.push_back(close);
+}
 
 void pad_to(Buf& out, std::size_t size) {
   while (out.size() < size) out.push_back(' ');
@@ -47,26 +79,29 @@ void append_fixed(Buf& out, std::uint64_t value, int decimals, std::size_t width
 }
 
 void append_text_value(Buf& out, const Value& v) {
-  auto it = std::back_inserter(out);
   std::visit(
       [&](const auto& x) {
         using T = std::decay_t<decltype(x)>;
         if constexpr (std::is_same_v<T, std::monostate>) {
           out.push_back('?');
         } else if constexpr (std::is_same_v<T, Hex>) {
-          fmt::format_to(it, "{:#x}", x.v);
+          append_hex(out, x.v);
         } else if constexpr (std::is_same_v<T, Dim3>) {
-          fmt::format_to(it, "({},{},{})", x.x, x.y, x.z);
+          append_dim3(out, x, '(', ')');
         } else if constexpr (std::is_same_v<T, Named>) {
           if (x.name)
             out.append(std::string_view(x.name));
           else
-            fmt::format_to(it, "{}", x.raw);
+            append_int(out, x.raw);
         } else if constexpr (std::is_same_v<T, std::string_view>) {
           // Keep one line per call: quote and escape like JSON.
           append_json_string(out, x);
+        } else if constexpr (std::is_same_v<T, double>) {
+          fmt::format_to(std::back_inserter(out), "{}", x);
+        } else if constexpr (std::is_same_v<T, std::uint64_t>) {
+          append_uint(out, x);
         } else {
-          fmt::format_to(it, "{}", x);
+          append_int(out, x);
         }
       },
       v);
@@ -75,34 +110,57 @@ void append_text_value(Buf& out, const Value& v) {
 }  // namespace
 
 void append_json_value(Buf& out, const Value& v) {
-  auto it = std::back_inserter(out);
   std::visit(
       [&](const auto& x) {
         using T = std::decay_t<decltype(x)>;
         if constexpr (std::is_same_v<T, std::monostate>) {
           out.append(std::string_view("null"));
         } else if constexpr (std::is_same_v<T, Hex>) {
-          fmt::format_to(it, "\"{:#x}\"", x.v);
+          out.push_back('"');
+          append_hex(out, x.v);
+          out.push_back('"');
         } else if constexpr (std::is_same_v<T, Dim3>) {
-          fmt::format_to(it, "[{},{},{}]", x.x, x.y, x.z);
+          append_dim3(out, x, '[', ']');
         } else if constexpr (std::is_same_v<T, Named>) {
-          if (x.name)
-            fmt::format_to(it, "\"{}\"", x.name);
-          else
-            fmt::format_to(it, "{}", x.raw);
+          if (x.name) {  // a CUDA enum name: nothing to escape
+            out.push_back('"');
+            out.append(std::string_view(x.name));
+            out.push_back('"');
+          } else {
+            append_int(out, x.raw);
+          }
         } else if constexpr (std::is_same_v<T, std::string_view>) {
           append_json_string(out, x);
         } else if constexpr (std::is_same_v<T, double>) {
           // JSON has no NaN or infinity: an event timing that is not a number is null.
           if (std::isfinite(x))
-            fmt::format_to(it, "{}", x);
+            fmt::format_to(std::back_inserter(out), "{}", x);
           else
             out.append(std::string_view("null"));
+        } else if constexpr (std::is_same_v<T, std::uint64_t>) {
+          append_uint(out, x);
         } else {
-          fmt::format_to(it, "{}", x);
+          append_int(out, x);
         }
       },
       v);
+}
+
+void append_end_summary(const EndStats& s, Buf& out) {
+  auto it = std::back_inserter(out);
+  fmt::format_to(it, "cudatrace: {} calls traced, {} lost, {} unfinished\n", s.calls, s.lost(), s.unfinished);
+  if (const std::uint64_t in_bpf = s.lost() - s.lost_output)
+    fmt::format_to(it,
+                   "cudatrace: lost {} records (ring buffer full: {}, thread table full: {}, nesting deeper than "
+                   "{}: {}); try a larger --ring-mb or fewer groups with -f\n",
+                   in_bpf, s.lost_ringbuf, s.lost_threads, CT_MAX_DEPTH, s.depth_overflow);
+  if (s.lost_output)
+    fmt::format_to(it,
+                   "cudatrace: lost {} records the output's consumer did not read in time (output buffer full); "
+                   "try a larger --buffer-mb, or -o FILE\n",
+                   s.lost_output);
+  if (s.lost_control)
+    fmt::format_to(it, "cudatrace: lost {} loader or thread-exit notifications (ring buffer full)\n", s.lost_control);
 }
 
 namespace {
@@ -133,7 +191,7 @@ class TextOutput final : public Output {
     else if (const char* name = c.ret_name())
       buf_.append(std::string_view(name));
     else
-      fmt::format_to(std::back_inserter(buf_), "{}", c.rec->ret);
+      append_int(buf_, c.rec->ret);
     args(c);
   }
 
@@ -144,16 +202,7 @@ class TextOutput final : public Output {
   }
 
   void end(const EndStats& s, Buf& summary) override {
-    fmt::format_to(std::back_inserter(summary), "cudatrace: {} calls traced, {} lost, {} unfinished\n", s.calls,
-                   s.lost(), s.unfinished);
-    if (s.lost())
-      fmt::format_to(std::back_inserter(summary),
-                     "cudatrace: lost {} records (ring buffer full: {}, thread table full: {}, nesting deeper than "
-                     "{}: {}); try a larger --ring-mb or fewer groups with -f\n",
-                     s.lost(), s.lost_ringbuf, s.lost_threads, CT_MAX_DEPTH, s.depth_overflow);
-    if (s.lost_control)
-      fmt::format_to(std::back_inserter(summary),
-                     "cudatrace: lost {} loader or thread-exit notifications (ring buffer full)\n", s.lost_control);
+    append_end_summary(s, summary);
     if (s.cost) append_cost_text(summary, *s.cost);
   }
 
@@ -235,11 +284,13 @@ class JsonOutput final : public Output {
   }
 
   void end(const EndStats& s, Buf&) override {
-    fmt::format_to(std::back_inserter(buf_),
-                   "{{\"type\":\"end\",\"calls\":{},\"lost\":{},\"unfinished\":{},\"lost_detail\":{{\"ring_buffer\":{},"
-                   "\"thread_table\":{},\"depth_overflow\":{},\"control\":{}}},\"unmatched\":{}",
-                   s.calls, s.lost(), s.unfinished, s.lost_ringbuf, s.lost_threads, s.depth_overflow, s.lost_control,
-                   s.unmatched);
+    auto it = std::back_inserter(buf_);
+    fmt::format_to(it, "{{\"type\":\"end\",\"calls\":{},\"lost\":{},\"unfinished\":{}", s.calls, s.lost(),
+                   s.unfinished);
+    fmt::format_to(it, ",\"lost_detail\":{{\"ring_buffer\":{},\"thread_table\":{},\"depth_overflow\":{},\"output\":{}",
+                   s.lost_ringbuf, s.lost_threads, s.depth_overflow, s.lost_output);
+    fmt::format_to(it, ",\"control\":{}}}", s.lost_control);
+    fmt::format_to(it, ",\"unmatched\":{}", s.unmatched);
     if (s.cost) {
       buf_.append(std::string_view(",\"overhead\":"));
       append_cost_json(buf_, *s.cost);
@@ -248,27 +299,50 @@ class JsonOutput final : public Output {
   }
 
  private:
-  void object(const Call& c, const char* type) {
+  // Hand-formatted like the text output (fmt's format-string parsing
+  // dominated the reader's time); the layout is docs/json.md.
+  void object(const Call& c, std::string_view type) {
     const auto& r = *c.rec;
-    auto it = std::back_inserter(buf_);
-    fmt::format_to(it, "{{\"type\":\"{}\",\"ts_ns\":{},\"pid\":{},\"tid\":{},\"comm\":", type, r.ts_ns, r.pid, r.tid);
+    buf_.append(std::string_view("{\"type\":\""));
+    buf_.append(type);
+    buf_.append(std::string_view("\",\"ts_ns\":"));
+    append_uint(buf_, r.ts_ns);
+    buf_.append(std::string_view(",\"pid\":"));
+    append_uint(buf_, r.pid);
+    buf_.append(std::string_view(",\"tid\":"));
+    append_uint(buf_, r.tid);
+    buf_.append(std::string_view(",\"comm\":"));
     append_json_string(buf_, c.comm());
-    fmt::format_to(it, ",\"layer\":\"{}\",\"api\":\"{}\"", layer_name(c.api->layer()), c.api->symbol);
+    buf_.append(std::string_view(",\"layer\":\""));
+    buf_.append(std::string_view(layer_name(c.api->layer())));
+    buf_.append(std::string_view("\",\"api\":\""));
+    buf_.append(c.api->symbol);
+    buf_.push_back('"');
     if (c.entry_only) {
       buf_.append(std::string_view(",\"entry_only\":true"));
     } else if (!c.unfinished) {
-      fmt::format_to(it, ",\"dur_ns\":{}", r.dur_ns);
+      buf_.append(std::string_view(",\"dur_ns\":"));
+      append_uint(buf_, r.dur_ns);
       if (c.api->spec->returns == Returns::Status) {
-        const char* name = c.ret_name();
-        fmt::format_to(it, ",\"ret\":{},\"ret_name\":", static_cast<std::int32_t>(r.ret));
-        if (name)
-          fmt::format_to(it, "\"{}\"", name);
-        else
+        buf_.append(std::string_view(",\"ret\":"));
+        append_int(buf_, static_cast<std::int32_t>(r.ret));
+        buf_.append(std::string_view(",\"ret_name\":"));
+        if (const char* name = c.ret_name()) {
+          buf_.push_back('"');
+          buf_.append(std::string_view(name));
+          buf_.push_back('"');
+        } else {
           buf_.append(std::string_view("null"));
+        }
       }
     }
-    fmt::format_to(it, ",\"depth\":{}", r.depth);
-    if (c.parent) fmt::format_to(it, ",\"parent_api\":\"{}\"", c.parent->symbol);
+    buf_.append(std::string_view(",\"depth\":"));
+    append_uint(buf_, r.depth);
+    if (c.parent) {
+      buf_.append(std::string_view(",\"parent_api\":\""));
+      buf_.append(c.parent->symbol);
+      buf_.push_back('"');
+    }
     buf_.append(std::string_view(",\"args\":{"));
     bool first = true;
     for (const NamedValue& a : c.args) {
@@ -299,7 +373,11 @@ class JsonOutput final : public Output {
       append_json_string(buf_, c.kernel_short);
     }
     // The call site, for `cudatrace report` (allocation sites, warnings).
-    if (r.caller) fmt::format_to(it, ",\"caller\":\"{:#x}\"", r.caller);
+    if (r.caller) {
+      buf_.append(std::string_view(",\"caller\":\""));
+      append_hex(buf_, r.caller);
+      buf_.push_back('"');
+    }
     if (!c.stack.empty()) {
       buf_.append(std::string_view(",\"stack\":"));
       append_stack_json(buf_, c.stack);
@@ -314,23 +392,5 @@ std::unique_ptr<Output> make_text_output(std::uint64_t start_ns, bool full_names
   return std::make_unique<TextOutput>(start_ns, full_names);
 }
 std::unique_ptr<Output> make_json_output() { return std::make_unique<JsonOutput>(); }
-
-bool write_all(int fd, fmt::memory_buffer& buf, std::string& error) {
-  const char* p = buf.data();
-  std::size_t left = buf.size();
-  while (left > 0) {
-    const ssize_t n = ::write(fd, p, left);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      error = std::strerror(errno);
-      buf.clear();
-      return false;
-    }
-    p += n;
-    left -= static_cast<std::size_t>(n);
-  }
-  buf.clear();
-  return true;
-}
 
 }  // namespace cudatrace

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -29,6 +30,7 @@
 #include "cudatrace/kernel_names.h"
 #include "cudatrace/output.h"
 #include "cudatrace/overhead.h"
+#include "cudatrace/output_writer.h"
 #include "cudatrace/perfetto.h"
 #include "cudatrace/process.h"
 #include "cudatrace/report.h"
@@ -45,6 +47,10 @@ static_assert(sizeof(ct_call) == 176, "ct_call layout changed: check bpf/ and in
 
 volatile sig_atomic_t g_stop = 0;  // the signal that asked us to stop
 void on_signal(int sig) { g_stop = sig; }
+
+// At exit, how long the output may make no progress (its consumer reads
+// nothing) before cudatrace stops waiting for it.
+constexpr std::chrono::seconds kOutputStall{5};
 
 bool g_verbose = false;
 int libbpf_log(enum libbpf_print_level level, const char* fmt, va_list args) {
@@ -90,6 +96,7 @@ class Session {
  public:
   explicit Session(const Options& opts) : opts_(opts) {}
   ~Session() {
+    writer_.reset();  // stop writing before the output is closed
     probes_.reset();  // detach before the programs go away
     cost_probes_.reset();
     for (bpf_link* l : tp_links_) bpf_link__destroy(l);
@@ -114,6 +121,9 @@ class Session {
   void report_open_calls();
   void finish();
   bool flush();
+  void hand_over_output();
+  bool output_ok();
+  void count_unwritten(const RecordCount& n);
 
   static bool on_record(void* ctx, const void* data, std::size_t size);
   void on_call(const ct_call& rec);
@@ -129,6 +139,8 @@ class Session {
   const Options& opts_;
   int out_fd_ = STDOUT_FILENO;
   std::unique_ptr<Output> out_;
+  std::unique_ptr<OutputWriter> writer_;
+  Chunk chunk_;  // where the records in out_'s buffer end; its bytes while handed over
   cudatrace_bpf* skel_ = nullptr;
   std::unique_ptr<RingReader> ring_;
   std::unique_ptr<Probes> probes_;
@@ -159,7 +171,8 @@ class Session {
   bool child_reaped_ = false;
   int release_fd_ = -1;  // the command waits for a byte on this pipe before exec
   int target_fd_ = -1;   // pidfd of the -p target
-  bool output_failed_ = false;
+  bool output_failed_ = false;  // writing the output failed (said on stderr)
+  bool output_closed_ = false;  // the output's reader went away (| head): end quietly
   std::set<std::tuple<pid_t, std::uint64_t, std::uint64_t>> seen_mappings_;  // pid, inode, start
 };
 
@@ -452,6 +465,13 @@ int Session::start_command() {
   }
   if (child_ == 0) {
     close(pipefd[1]);
+    // A trace on standard output stays the trace alone (a JSON stream for
+    // jq, say): the command's own standard output goes to cudatrace's
+    // standard error, as strace and ltrace keep theirs apart.
+    if (opts_.output_path.empty() && dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
+      const int null_fd = open("/dev/null", O_WRONLY);
+      if (null_fd >= 0) dup2(null_fd, STDOUT_FILENO);
+    }
     char go = 0;
     // EOF instead of a byte: the tracer gave up; do not run untraced.
     if (read(pipefd[0], &go, 1) != 1) _exit(127);
@@ -560,6 +580,9 @@ void Session::on_call(const ct_call& rec) {
     ++stats_.calls;
     out_->call(call_);
   }
+  const std::size_t formatted = out_->buffer().size();
+  chunk_.record_ends.push_back(Chunk::record_end(formatted, call_.unfinished));
+  if (formatted >= OutputWriter::kChunkBytes) hand_over_output();
 }
 
 void Session::warn_pageable_copy(std::uint64_t host_ptr) {
@@ -585,16 +608,48 @@ void Session::on_map_change(const ct_map_change& m) {
   if (m.stopped) kill(static_cast<pid_t>(m.pid), SIGCONT);
 }
 
+// Hands what was formatted to the writer thread; false once the output has
+// failed or its reader has gone.
 bool Session::flush() {
-  if (output_failed_) return false;
-  std::string error;
-  if (!write_all(out_fd_, out_->buffer(), error)) {
-    error_line("writing " + (opts_.output_path.empty() ? std::string("standard output") : opts_.output_path) + ": " +
-               error);
-    output_failed_ = true;
+  hand_over_output();
+  return output_ok();
+}
+
+// When the writer's queue is full (the output's consumer has fallen behind
+// by more than --buffer-mb), the chunk is dropped and its records are lost.
+void Session::hand_over_output() {
+  fmt::memory_buffer& formatted = out_->buffer();
+  if (formatted.size() == 0) return;
+  chunk_.bytes = std::move(formatted);
+  if (!writer_->push(chunk_)) {
+    const RecordCount dropped = records_after(chunk_, 0);
+    count_unwritten(dropped);
+    if (dropped.total() == 0 && !writer_->error() && reporter_)
+      warn_line("a report was dropped: the output is not being read (output buffer full, see --buffer-mb)");
+    chunk_.bytes.clear();
+    chunk_.record_ends.clear();
+  }
+  formatted = std::move(chunk_.bytes);
+}
+
+bool Session::output_ok() {
+  if (output_failed_ || output_closed_) return false;
+  const int error = writer_->error();
+  if (error == 0) return true;
+  if (error == EPIPE) {
+    output_closed_ = true;  // `| head`: what was wanted has been read; no error
     return false;
   }
-  return true;
+  error_line("writing " + (opts_.output_path.empty() ? std::string("standard output") : opts_.output_path) + ": " +
+             std::strerror(error));
+  output_failed_ = true;
+  return false;
+}
+
+void Session::count_unwritten(const RecordCount& n) {
+  stats_.calls -= n.calls;
+  stats_.unfinished -= n.unfinished;
+  stats_.lost_output += n.total();
 }
 
 void Session::drain_loop() {
@@ -683,10 +738,30 @@ void Session::finish() {
     if (!perfetto_->finish(error)) error_line(opts_.perfetto_path + ": " + error);
   }
   if (reporter_) summary_report(true);
+  // Everything formatted is written before the end line, which counts what
+  // was not: the consumer may take its time, as long as it reads.
+  hand_over_output();
+  const OutputWriter::Drained drained = writer_->drain(kOutputStall);
+  count_unwritten(drained.unwritten);
+  output_ok();
+  if (output_closed_) return;
+  if (!drained.complete && !output_failed_)
+    warn_line(fmt::format("{} was not read for {} s: gave up writing it ({} records not written)",
+                          opts_.output_path.empty() ? std::string("standard output") : opts_.output_path,
+                          kOutputStall.count(), drained.unwritten.total()));
   fmt::memory_buffer summary;
   out_->end(stats_, summary);
-  stats_.cost = nullptr;
-  flush();
+  stats_.cost = nullptr;  // `cost` is a local: formatted above, not needed after
+  bool end_written = false;
+  if (drained.complete) {
+    hand_over_output();
+    end_written = writer_->drain(kOutputStall).complete;
+  }
+  out_->buffer().clear();
+  output_ok();
+  if (output_closed_) return;
+  // The JSON end line did not get out: its counts go to stderr instead.
+  if (opts_.json && !end_written && !output_failed_) append_end_summary(stats_, summary);
   if (summary.size()) std::fwrite(summary.data(), 1, summary.size(), stderr);
   if (opts_.verbose) {
     rusage self{};
@@ -697,7 +772,7 @@ void Session::finish() {
                      double(self.ru_utime.tv_usec + self.ru_stime.tv_usec) / 1e6,
                  double(self.ru_maxrss) / 1024);
   }
-  if (opts_.json && stats_.lost())
+  if (opts_.json && end_written && stats_.lost())
     warn_line(std::to_string(stats_.lost()) + " call records lost; see the end line's lost_detail");
 }
 
@@ -761,8 +836,14 @@ int Session::run() {
   if (opts_.pid > 0)
     std::fprintf(stderr, "cudatrace: tracing process %d (%zu probes); Ctrl-C to stop\n", opts_.pid,
                  probes_->probe_count());
+  writer_ = std::make_unique<OutputWriter>(out_fd_, std::size_t(opts_.buffer_mb) << 20);
+  out_->buffer().reserve(OutputWriter::kChunkCapacity);
   if (!reporter_) out_->header();
-  if (!flush()) return kExitOutput;
+  // Written before the command starts: an output that cannot be written
+  // (-o /dev/full) is found before anything runs.
+  hand_over_output();
+  writer_->wait_written(kOutputStall);
+  if (!output_ok()) return output_closed_ ? kExitBrokenPipe : kExitOutput;
   if (release_fd_ >= 0) {
     const char go = 1;
     if (write(release_fd_, &go, 1) != 1) {
@@ -774,6 +855,7 @@ int Session::run() {
   }
   drain_loop();
   finish();
+  if (output_closed_) return kExitBrokenPipe;
   if (output_failed_) return kExitOutput;
   if (child_ > 0) {
     if (!child_reaped_) return count_reached_ ? kExitOk : 128 + (g_stop ? g_stop : SIGINT);

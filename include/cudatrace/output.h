@@ -1,6 +1,7 @@
 // Output formats. Each takes decoded calls and appends to an in-memory
-// buffer that the session flushes after every batch it drains, so pipes see
-// whole lines promptly without a write per call.
+// buffer that the session hands to its writer thread (output_writer.h) after
+// every batch it drains, so pipes see whole lines promptly without a write
+// per call.
 #pragma once
 
 #include <fmt/format.h>
@@ -24,7 +25,8 @@ struct EndStats {
   std::uint64_t unmatched = 0;       // frames skipped by longjmp/exceptions
   std::uint64_t lost_control = 0;    // loader/exit notifications dropped
   const CostReport* cost = nullptr;  // what tracing cost, if it was measured
-  std::uint64_t lost() const { return lost_ringbuf + lost_threads + depth_overflow; }
+  std::uint64_t lost_output = 0;     // records formatted but not written: the output's consumer fell behind
+  std::uint64_t lost() const { return lost_ringbuf + lost_threads + depth_overflow + lost_output; }
 };
 
 // A problem the analyses found in the traced program. The session prints
@@ -56,14 +58,13 @@ class Output {
 // A value as the JSON output writes it (docs/json.md).
 void append_json_value(fmt::memory_buffer& out, const Value& v);
 
+// The closing summary as text (what text mode prints on stderr).
+void append_end_summary(const EndStats& s, fmt::memory_buffer& out);
+
 // bcc-style columns; `start_ns` is the CLOCK_MONOTONIC time shown as 0.
 // Kernels by their short names (KernelNames::short_name) unless `full_names`.
 std::unique_ptr<Output> make_text_output(std::uint64_t start_ns, bool full_names = false);
 // JSON Lines, documented in docs/json.md.
 std::unique_ptr<Output> make_json_output();
-
-// Writes all of `buf` to `fd` and clears it. On failure returns false and
-// sets `error` to a one-line reason.
-bool write_all(int fd, fmt::memory_buffer& buf, std::string& error);
 
 }  // namespace cudatrace

@@ -21,6 +21,7 @@ enum ExitStatus : int {
   kExitKernel = 5,      // no BTF, BPF load or attach failure
   kExitOutput = 6,      // output cannot be written
   kExitInput = 7,       // cudatrace report: the trace cannot be read or is not a --json trace
+  kExitBrokenPipe = 141,  // the output's reader went away (| head): 128 + SIGPIPE, as a shell shows a program it ended
 };
 
 struct Options {
@@ -37,6 +38,7 @@ struct Options {
   std::string perfetto_path;         // --perfetto: timeline file (docs/timeline.md); empty: none
   bool output_follow_symlinks = false;  // follow a symlink -o even in a world-writable directory
   unsigned ring_mb = 16;
+  unsigned buffer_mb = 128;          // --buffer-mb: output waiting for its consumer, at most
   bool stop_on_dlopen = true;
   bool summary = false;  // summary mode: aggregate in BPF, print reports instead of calls
                          // (set by --summary, --hist and --insights)

@@ -2,13 +2,18 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <string>
 #include <thread>
 
 #include "cudatrace/kernel_names.h"
+#include "cudatrace/output_writer.h"
 #include "json_checker.h"
 #include "record_builder.h"
 #include "stream_feed.h"
@@ -148,17 +153,20 @@ TEST(JsonOutput, EndLine) {
   s.depth_overflow = 4;
   s.unmatched = 5;
   s.lost_control = 6;
+  s.lost_output = 7;
   fmt::memory_buffer summary;
   out->end(s, summary);
   const std::string line = str(out->buffer());
   EXPECT_EQ(line,
-            R"({"type":"end","calls":10,"lost":9,"unfinished":1,)"
-            R"("lost_detail":{"ring_buffer":2,"thread_table":3,"depth_overflow":4,"control":6},"unmatched":5})"
+            R"({"type":"end","calls":10,"lost":16,"unfinished":1,)"
+            R"("lost_detail":{"ring_buffer":2,"thread_table":3,"depth_overflow":4,"output":7,"control":6},)"
+            R"("unmatched":5})"
             "\n");
   EXPECT_EQ(summary.size(), 0u);  // JSON mode: the end record is in the trace
   const JsonValue v = parse_line(line);
-  EXPECT_EQ(v.get("lost")->text, "9");
+  EXPECT_EQ(v.get("lost")->text, "16");
   EXPECT_EQ(v.get("lost_detail")->get("control")->text, "6");
+  EXPECT_EQ(v.get("lost_detail")->get("output")->text, "7");
 }
 
 TEST(JsonOutput, EndLineAllZero) {
@@ -167,7 +175,8 @@ TEST(JsonOutput, EndLineAllZero) {
   out->end(EndStats{}, summary);
   EXPECT_EQ(str(out->buffer()),
             R"({"type":"end","calls":0,"lost":0,"unfinished":0,)"
-            R"("lost_detail":{"ring_buffer":0,"thread_table":0,"depth_overflow":0,"control":0},"unmatched":0})"
+            R"("lost_detail":{"ring_buffer":0,"thread_table":0,"depth_overflow":0,"output":0,"control":0},)"
+            R"("unmatched":0})"
             "\n");
 }
 
@@ -593,6 +602,25 @@ TEST(TextOutput, EndSummaryGoesToSummaryBuffer) {
             "cudatrace: lost 6 loader or thread-exit notifications (ring buffer full)\n");
 }
 
+TEST(TextOutput, EndSummarySaysWhatTheOutputsConsumerDidNotRead) {
+  auto out = make_text_output(kStart);
+  EndStats s;
+  s.calls = 10;
+  s.lost_ringbuf = 1;
+  s.lost_output = 20;
+  fmt::memory_buffer summary;
+  out->end(s, summary);
+  EXPECT_EQ(str(summary),
+            "cudatrace: 10 calls traced, 21 lost, 0 unfinished\n"
+            "cudatrace: lost 1 records (ring buffer full: 1, thread table full: 0, nesting deeper than 8: 0); "
+            "try a larger --ring-mb or fewer groups with -f\n"
+            "cudatrace: lost 20 records the output's consumer did not read in time (output buffer full); "
+            "try a larger --buffer-mb, or -o FILE\n");
+  fmt::memory_buffer same;
+  append_end_summary(s, same);  // what JSON mode prints when its end line cannot be written
+  EXPECT_EQ(str(same), str(summary));
+}
+
 TEST(TextOutput, EndSummaryWithNothingLost) {
   auto out = make_text_output(kStart);
   EndStats s;
@@ -610,75 +638,129 @@ TEST(EndStats, LostIsTheSumOfDroppedCalls) {
   s.depth_overflow = 100;
   s.unmatched = 1000;
   s.lost_control = 10000;
-  EXPECT_EQ(s.lost(), 111u);
+  s.lost_output = 100000;
+  EXPECT_EQ(s.lost(), 100111u);
 }
 
-// ---- write_all ---------------------------------------------------------------
+// ---- OutputWriter ------------------------------------------------------------
 
-TEST(WriteAll, WritesEverythingToAPipeAndClears) {
-  int fds[2];
-  ASSERT_EQ(pipe(fds), 0);
-  fmt::memory_buffer buf;
-  buf.append(std::string_view("line one\nline two\n"));
-  std::string error;
-  EXPECT_TRUE(write_all(fds[1], buf, error));
-  EXPECT_EQ(buf.size(), 0u);
-  EXPECT_TRUE(error.empty());
-  close(fds[1]);
-  char got[64] = {};
-  const ssize_t n = read(fds[0], got, sizeof got);
-  close(fds[0]);
-  EXPECT_EQ(std::string(got, n > 0 ? n : 0), "line one\nline two\n");
+// A chunk of `records` lines "record N\n" (each an unfinished call when `unfinished`).
+Chunk lines_chunk(int first, int records, bool unfinished = false) {
+  Chunk c;
+  for (int i = first; i < first + records; ++i) {
+    fmt::format_to(std::back_inserter(c.bytes), "record {}\n", i);
+    c.record_ends.push_back(Chunk::record_end(c.bytes.size(), unfinished));
+  }
+  return c;
 }
 
-TEST(WriteAll, LargeBufferThroughAPipeWithPartialWrites) {
-  int fds[2];
-  ASSERT_EQ(pipe(fds), 0);
-  std::string expected(1 << 20, '\0');
-  for (std::size_t i = 0; i < expected.size(); ++i) expected[i] = static_cast<char>('a' + i % 26);
+std::string read_all(int fd) {
   std::string got;
-  std::thread reader([&] {
-    char chunk[4096];
-    ssize_t n;
-    while ((n = read(fds[0], chunk, sizeof chunk)) > 0) got.append(chunk, n);
-  });
-  fmt::memory_buffer buf;
-  buf.append(expected);
-  std::string error;
-  const bool ok = write_all(fds[1], buf, error);
+  char buf[65536];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof buf)) > 0) got.append(buf, n);
+  return got;
+}
+
+TEST(OutputWriter, WritesChunksInOrderAndHandsBackEmptyStorage) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  std::string got;
+  std::thread reader([&] { got = read_all(fds[0]); });
+  std::string expected;
+  {
+    OutputWriter writer(fds[1], 64 << 20);
+    for (int i = 0; i < 100; ++i) {
+      Chunk c = lines_chunk(i * 1000, 1000);
+      expected.append(c.bytes.data(), c.bytes.size());
+      ASSERT_TRUE(writer.push(c));
+      EXPECT_EQ(c.bytes.size(), 0u);
+      EXPECT_TRUE(c.record_ends.empty());
+      EXPECT_GE(c.bytes.capacity(), OutputWriter::kChunkCapacity);  // ready for the next chunk
+    }
+    const OutputWriter::Drained d = writer.drain(std::chrono::seconds(10));
+    EXPECT_TRUE(d.complete);
+    EXPECT_EQ(d.unwritten.total(), 0u);
+    EXPECT_EQ(writer.error(), 0);
+  }
   close(fds[1]);
   reader.join();
   close(fds[0]);
-  EXPECT_TRUE(ok) << error;
-  EXPECT_EQ(buf.size(), 0u);
-  EXPECT_TRUE(got == expected) << "got " << got.size() << " bytes";
+  EXPECT_TRUE(got == expected) << got.size() << " bytes of " << expected.size();
 }
 
-TEST(WriteAll, DevFullFailsWithNoSpace) {
+TEST(OutputWriter, FullQueueRefusesTheChunkAndLeavesItToBeCounted) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);  // nobody reads: 64 KiB fit in the pipe, then writes wait
+  OutputWriter writer(fds[1], 1 << 20);
+  std::uint64_t queued = 0, dropped = 0;
+  for (int i = 0; i < 200; ++i) {
+    Chunk c = lines_chunk(i * 2000, 2000);  // ~28 KB each
+    if (writer.push(c)) {
+      queued += 2000;
+    } else {
+      EXPECT_EQ(c.record_ends.size(), 2000u);  // left as it was
+      EXPECT_EQ(records_after(c, 0).calls, 2000u);
+      dropped += 2000;
+    }
+  }
+  EXPECT_GT(dropped, 0u);
+  EXPECT_LT(queued * 14, std::uint64_t(1 << 20) + (64 << 10) + 28 * 2000) << "more queued than the cap holds";
+  // The consumer never reads: drain gives up after the stall time, interrupting the blocked write.
+  const auto start = std::chrono::steady_clock::now();
+  const OutputWriter::Drained d = writer.drain(std::chrono::milliseconds(300));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_FALSE(d.complete);
+  // What is in the pipe plus what was not written is everything queued, record for record.
+  close(fds[1]);
+  const std::string in_pipe = read_all(fds[0]);
+  close(fds[0]);
+  const auto whole_lines = static_cast<std::uint64_t>(std::count(in_pipe.begin(), in_pipe.end(), '\n'));
+  EXPECT_EQ(whole_lines + d.unwritten.calls, queued);
+  // Stopped: nothing more is taken.
+  Chunk late = lines_chunk(0, 1);
+  EXPECT_FALSE(writer.push(late));
+  EXPECT_EQ(writer.drain(std::chrono::milliseconds(10)).unwritten.total(), 0u);  // counted once
+}
+
+TEST(OutputWriter, ClosedPipeIsEpipeAndCountsWhatWasNotWritten) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  close(fds[0]);
+  signal(SIGPIPE, SIG_IGN);
+  OutputWriter writer(fds[1], 64 << 20);
+  Chunk a = lines_chunk(0, 10), b = lines_chunk(10, 5, /*unfinished=*/true);
+  EXPECT_TRUE(writer.push(a));
+  writer.wait_written(std::chrono::seconds(10));
+  EXPECT_EQ(writer.error(), EPIPE);
+  EXPECT_FALSE(writer.push(b));
+  const OutputWriter::Drained d = writer.drain(std::chrono::seconds(10));
+  EXPECT_FALSE(d.complete);
+  EXPECT_EQ(d.unwritten.calls, 10u);
+  EXPECT_EQ(records_after(b, 0).unfinished, 5u);
+  close(fds[1]);
+}
+
+TEST(OutputWriter, DevFullFailsWithNoSpace) {
   const int fd = open("/dev/full", O_WRONLY | O_CLOEXEC);
   if (fd < 0) GTEST_SKIP() << "/dev/full not available";
-  fmt::memory_buffer buf;
-  buf.append(std::string_view("data\n"));
-  std::string error;
-  EXPECT_FALSE(write_all(fd, buf, error));
+  OutputWriter writer(fd, 1 << 20);
+  Chunk c = lines_chunk(0, 3);
+  EXPECT_TRUE(writer.push(c));
+  writer.wait_written(std::chrono::seconds(10));
+  EXPECT_EQ(writer.error(), ENOSPC);
+  EXPECT_EQ(writer.drain(std::chrono::seconds(1)).unwritten.calls, 3u);
   close(fd);
-  EXPECT_EQ(error, "No space left on device");
-  EXPECT_EQ(buf.size(), 0u);  // dropped, not retried forever
 }
 
-TEST(WriteAll, BadDescriptorFails) {
-  fmt::memory_buffer buf;
-  buf.append(std::string_view("x"));
-  std::string error;
-  EXPECT_FALSE(write_all(-1, buf, error));
-  EXPECT_EQ(error, "Bad file descriptor");
-}
-
-TEST(WriteAll, EmptyBufferWritesNothing) {
-  fmt::memory_buffer buf;
-  std::string error;
-  EXPECT_TRUE(write_all(-1, buf, error));  // no write() at all
-  EXPECT_TRUE(error.empty());
+TEST(OutputWriter, RecordsAfterCountsRecordsNotWrittenWhole) {
+  Chunk c = lines_chunk(0, 3);                      // "record 0\n" is 9 bytes: ends 9, 18, 27
+  c.record_ends.back() |= Chunk::kUnfinished;
+  EXPECT_EQ(records_after(c, 0).total(), 3u);
+  EXPECT_EQ(records_after(c, 9).total(), 2u);       // the first is whole
+  EXPECT_EQ(records_after(c, 17).calls, 1u);        // the second is cut
+  EXPECT_EQ(records_after(c, 17).unfinished, 1u);
+  EXPECT_EQ(records_after(c, 27).total(), 0u);
 }
 
 }  // namespace
