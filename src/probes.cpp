@@ -1,11 +1,13 @@
 #include "cudatrace/probes.h"
 
 #include <bpf/libbpf.h>
+#include <link.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 #include <unordered_set>
 
@@ -166,7 +168,12 @@ bool Probes::attach_loader(const std::string& path, pid_t pid, std::string& erro
     error = path + ": no _dl_debug_state symbol; libraries loaded later will not be traced";
     return false;
   }
-  if (!attach_multi(map_change_, path, pid, {offset}, {0}, false, error)) return false;
+  // The map-change program reads the loader's state (r_state) at this
+  // distance from the probed address; 0 when the loader exports no _r_debug.
+  std::uint64_t to_r_state = 0;
+  if (const std::uint64_t debug = elf->exported_object("_r_debug"))
+    to_r_state = debug + offsetof(struct r_debug, r_state) - found.begin()->second;
+  if (!attach_multi(map_change_, path, pid, {offset}, {to_r_state}, false, error)) return false;
   loaders_.insert(key);
   return true;
 }
