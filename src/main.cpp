@@ -81,8 +81,12 @@ int main(int argc, char** argv) {
   app.add_flag("--output-follow-symlinks", opts.output_follow_symlinks,
                "Write through a symbolic link given as -o FILE even in a world-writable directory such as /tmp");
   app.add_option("--ring-mb", opts.ring_mb, "Ring buffer size in MiB, a power of two (default 16)");
-  app.add_flag("!--no-dlopen-stop", opts.stop_on_dlopen,
-               "Do not pause a process while probes attach to a library it just loaded");
+  std::string dlopen_stop;
+  bool no_dlopen_stop = false;
+  app.add_option("--dlopen-stop", dlopen_stop,
+                 "Pause a process while probes attach to a library it just loaded: auto (default: always, but "
+                 "not a -p target that is a job of an interactive shell), always, never");
+  app.add_flag("--no-dlopen-stop", no_dlopen_stop, "Same as --dlopen-stop=never");
   app.add_flag("--list-apis", list_apis, "List the traced APIs and exit");
   app.add_flag("--summary", opts.summary_tables,
                "Print per-API, kernel, transfer and memory tables and insights instead of calls (docs/summary.md)");
@@ -147,6 +151,14 @@ int main(int argc, char** argv) {
   if (opts.count && !opts.interval_s) usage_error("-c needs -i");
   if (opts.summary && (opts.min_us || opts.errors_only))
     usage_error("--min-us and --errors select calls to print; they do not combine with --summary, --hist or --insights");
+  if (no_dlopen_stop && !dlopen_stop.empty() && dlopen_stop != "never")
+    usage_error("--no-dlopen-stop contradicts --dlopen-stop=" + dlopen_stop);
+  if (no_dlopen_stop || dlopen_stop == "never")
+    opts.dlopen_stop = Options::DlopenStop::Never;
+  else if (dlopen_stop == "always")
+    opts.dlopen_stop = Options::DlopenStop::Always;
+  else if (!dlopen_stop.empty() && dlopen_stop != "auto")
+    usage_error("--dlopen-stop must be auto, always or never, not '" + dlopen_stop + "'");
   if (opts.ring_mb == 0 || opts.ring_mb > 1024 || (opts.ring_mb & (opts.ring_mb - 1)))
     usage_error("--ring-mb must be a power of two between 1 and 1024");
   return run_tracer(opts);

@@ -18,6 +18,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <string>
@@ -108,6 +109,10 @@ struct Tracer {
   }
   bool attached() {
     return wait_until([&] { return read_file(err).find("cudatrace: tracing process") != std::string::npos; });
+  }
+  // -p on a process without a CUDA library yet.
+  bool waiting() {
+    return wait_until([&] { return read_file(err).find("waiting for it to load one") != std::string::npos; });
   }
   std::vector<json> lines() const { return parse_lines(read_file(out)); }
 };
@@ -263,6 +268,116 @@ TEST_F(Faults, SigkillOfTheTracerWhileTheTargetWaitsAtALibraryLoad) {
   EXPECT_EQ(app.wait(5s), 0) << "left stopped: state " << process_state(app.pid);
 }
 
+// One copy of the fake runtime per thread, each its own file, so that every
+// dlopen maps a library and every dlclose unmaps it (a library already
+// loaded by another thread would only be reference-counted).
+struct RuntimeCopies {
+  std::string dir = temp_path("runtimes");
+  std::vector<std::string> paths;
+  explicit RuntimeCopies(int n) {
+    const fs::path runtime(FAKE_CUDART_LIB);
+    fs::create_directories(dir);
+    // The runtime finds the fake driver at $ORIGIN/../fakecuda.
+    fs::create_directory_symlink(runtime.parent_path().parent_path() / "fakecuda", dir + "/fakecuda");
+    for (int i = 0; i < n; ++i) {
+      const std::string copy_dir = dir + "/copy" + std::to_string(i);
+      fs::create_directories(copy_dir);
+      paths.push_back(copy_dir + "/" + runtime.filename().string());
+      fs::copy_file(runtime, paths.back());
+    }
+  }
+  ~RuntimeCopies() {
+    std::error_code ignored;
+    fs::remove_all(dir, ignored);
+  }
+};
+
+// Waits up to `limit` for a process to end; a process still there then
+// fails the test, and is continued and killed (a hang is a failure, never a
+// wait). Returns its status as Child::wait does, -1 on a timeout.
+int wait_or_fail(Child& c, std::chrono::milliseconds limit, const std::string& what) {
+  const int status = c.wait(limit);
+  if (status == -1) {
+    ADD_FAILURE() << what << " did not end within " << limit.count() << " ms; state " << process_state(c.pid);
+    kill(c.pid, SIGCONT);
+  }
+  return status;
+}
+
+// 8 threads x 150 rounds of dlopen, one call, dlclose: 2,400 library load
+// and unload events, each load stopping the process until probes are
+// attached. No hang, and every call into each freshly loaded copy is traced.
+void load_and_unload_from_eight_threads(bool attach_by_pid) {
+  constexpr int kThreads = 8, kRounds = 150;
+  RuntimeCopies copies(kThreads);
+  std::vector<std::string> app_args = {DLOPEN_APP, "stress", std::to_string(kThreads), std::to_string(kRounds)};
+  app_args.insert(app_args.end(), copies.paths.begin(), copies.paths.end());
+  const std::vector<std::string> filter = {"--json", "-f", "device", "--layer", "runtime"};
+  std::string app_said;
+  std::unique_ptr<Tracer> t;
+  if (attach_by_pid) {
+    Child app = Child::start(app_args);
+    ASSERT_EQ(app.read_line().rfind("ready", 0), 0u);
+    std::vector<std::string> args = filter;
+    args.insert(args.end(), {"-p", std::to_string(app.pid)});
+    t = std::make_unique<Tracer>(args);
+    ASSERT_TRUE(t->waiting()) << read_file(t->err);
+    app.go();
+    EXPECT_EQ(wait_or_fail(app, 60s, "the -p target"), 0);
+    app_said = app.read_line();
+    EXPECT_EQ(wait_or_fail(t->proc, 20s, "cudatrace"), 0) << read_file(t->err);
+  } else {
+    std::vector<std::string> args = filter;
+    args.push_back("--");
+    args.insert(args.end(), app_args.begin(), app_args.end());
+    t = std::make_unique<Tracer>(args);
+    ASSERT_EQ(t->proc.read_line().rfind("ready", 0), 0u) << read_file(t->err);
+    t->proc.go();
+    if (wait_or_fail(t->proc, 60s, "cudatrace and its command") == -1) {
+      if (const pid_t app = first_child(t->proc.pid)) {
+        ADD_FAILURE() << "the command's state: " << process_state(app);
+        kill(app, SIGCONT);
+        kill(app, SIGKILL);
+      }
+      return;
+    }
+    app_said = t->proc.read_line();
+  }
+  EXPECT_EQ(app_said, "calls " + std::to_string(kThreads * kRounds) + "\n");
+  const auto lines = t->lines();
+  std::map<long, int> per_thread;
+  for (const json& c : records(lines, "call", "cudaGetDevice")) ++per_thread[c["tid"]];
+  EXPECT_EQ(per_thread.size(), std::size_t(kThreads));
+  for (const auto& [tid, n] : per_thread) EXPECT_EQ(n, kRounds) << "thread " << tid;
+  EXPECT_EQ(end_of(lines)["lost"], 0);
+}
+
+TEST_F(Faults, LibraryLoadsFromEightThreadsNeverHangAndAreTracedCommandMode) {
+  load_and_unload_from_eight_threads(false);
+}
+
+TEST_F(Faults, LibraryLoadsFromEightThreadsNeverHangAndAreTracedWithPid) {
+  load_and_unload_from_eight_threads(true);
+}
+
+// -p on a process that loads the runtime 1.5 s later: cudatrace says it is
+// waiting, and traces every call once the library is there.
+TEST_F(Faults, AttachBeforeTheProcessLoadsCuda) {
+  Child app = Child::start({DLOPEN_APP, "late", "1500", "5", FAKE_CUDART_LIB});
+  ASSERT_EQ(app.read_line().rfind("ready", 0), 0u);
+  Tracer t({"--json", "-p", std::to_string(app.pid)});
+  ASSERT_TRUE(t.waiting()) << read_file(t.err);
+  EXPECT_EQ(read_file(t.err), "cudatrace: process " + std::to_string(app.pid) +
+                                  " has no CUDA library loaded yet; waiting for it to load one (Ctrl-C to stop)\n");
+  app.go();
+  EXPECT_EQ(wait_or_fail(app, 20s, "the -p target"), 0);
+  EXPECT_EQ(app.read_line(), "calls 5\n");
+  EXPECT_EQ(wait_or_fail(t.proc, 20s, "cudatrace"), 0) << read_file(t.err);
+  const auto lines = t.lines();
+  EXPECT_EQ(records(lines, "call", "cudaGetDevice").size(), 5u);
+  EXPECT_EQ(end_of(lines)["lost"], 0);
+}
+
 // ---- 3. Process shapes -----------------------------------------------------------
 
 TEST_F(Faults, HundredThreadsCallingAtOnceArePairedPerThread) {
@@ -414,6 +529,8 @@ TEST_F(Faults, BadInputGetsOneClearLineAndNonZeroExit) {
 
 // Without .symtab a program with the runtime linked in has no symbol to
 // probe; with it, the same program is traced (so the failure is the strip).
+// -p waits for a CUDA library the (dynamically linked) program might load
+// later, and ends with it, having traced nothing.
 TEST_F(Faults, StrippedProgramWithStaticRuntime) {
   Tracer traced({"--json", "-f", "device", "--", FAULT_APP_STATIC, "wait-then-calls", "3"});
   traced.proc.go();
@@ -422,8 +539,21 @@ TEST_F(Faults, StrippedProgramWithStaticRuntime) {
 
   Child app = Child::start({FAULT_APP_STRIPPED, "wait-then-calls", "3"});
   ASSERT_EQ(app.read_line().rfind("ready", 0), 0u);
+  Tracer stripped({"--json", "-p", std::to_string(app.pid)});
+  ASSERT_TRUE(stripped.waiting()) << read_file(stripped.err);
+  app.go();
+  EXPECT_EQ(app.wait(), 0);
+  EXPECT_EQ(stripped.proc.wait(), 0) << read_file(stripped.err);
+  EXPECT_EQ(records(stripped.lines(), "call").size(), 0u);
+}
+
+// A process that cannot load a library later (no dynamic loader) and has no
+// CUDA API in it: one line and status 3, as before.
+TEST_F(Faults, PidWithoutCudaOrADynamicLoaderIsAnError) {
+  Child app = Child::start({STATIC_APP});
+  ASSERT_EQ(app.read_line().rfind("ready", 0), 0u);
   expect_one_clear_error(run(tracer() + " -p " + std::to_string(app.pid)), 3,
-                         "no CUDA runtime or driver API found in process " + std::to_string(app.pid), "-p stripped");
+                         "no CUDA runtime or driver API found in process " + std::to_string(app.pid), "-p static");
   app.go();
   EXPECT_EQ(app.wait(), 0);
 }
