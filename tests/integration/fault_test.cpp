@@ -360,6 +360,33 @@ TEST_F(Faults, LibraryLoadsFromEightThreadsNeverHangAndAreTracedWithPid) {
   load_and_unload_from_eight_threads(true);
 }
 
+// The output breaks (its reader goes away) while the command loads
+// libraries: cudatrace stops writing, but still reads every loader record
+// and continues the command, which runs to its end untraced.
+TEST_F(Faults, OutputFailureWhileLibrariesLoadLeavesNothingStopped) {
+  RuntimeCopies copies(2);
+  const std::string fifo = temp_path("fifo"), app_out = temp_path("app-out");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  std::string cmdline = "( " + tracer() + " --json -o " + fifo + " -- " DLOPEN_APP " stress 2 300";
+  for (const std::string& p : copies.paths) cmdline += " " + p;
+  cmdline += " </dev/null >" + app_out + " )";
+  std::thread reader([&] {
+    std::ifstream in(fifo);  // opens once cudatrace opens it for writing
+    std::string header;
+    std::getline(in, header);  // then goes away: cudatrace's next write fails
+  });
+  run(cmdline);  // its exit status for a broken output is docs/reliability.md's business, not this test's
+  reader.join();
+  if (!wait_until([&] { return read_file(app_out).find("calls 600") != std::string::npos; }, 60s)) {
+    const std::string said = read_file(app_out);  // "ready <pid>"
+    const pid_t app = said.rfind("ready ", 0) == 0 ? std::atoi(said.c_str() + 6) : 0;
+    ADD_FAILURE() << "the command did not run to its end; state " << (app ? process_state(app) : '?');
+    if (app) kill(app, SIGCONT), kill(app, SIGKILL);
+  }
+  std::remove(fifo.c_str());
+  std::remove(app_out.c_str());
+}
+
 // -p on a process that loads the runtime 1.5 s later: cudatrace says it is
 // waiting, and traces every call once the library is there.
 TEST_F(Faults, AttachBeforeTheProcessLoadsCuda) {
