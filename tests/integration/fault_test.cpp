@@ -387,6 +387,37 @@ TEST_F(Faults, OutputFailureWhileLibrariesLoadLeavesNothingStopped) {
   std::remove(app_out.c_str());
 }
 
+// A -p target that is a job of an interactive shell (bash with job control
+// on a terminal, made by script(1)): a SIGSTOP would make the shell report
+// it stopped, which --dlopen-stop=auto avoids (one warning line says so);
+// with =always the shell's `wait` sees the job stop (status 128+SIGSTOP).
+TEST_F(Faults, ShellJobIsNotStoppedByDefault) {
+  if (run("script -qec true /dev/null").status != 0) GTEST_SKIP() << "no script(1) to run a shell on a terminal";
+  const std::string fifo = temp_path("job-fifo"), job = temp_path("job.sh"), err = temp_path("job-err");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  // The job waits for a line on the FIFO, sent once cudatrace is attached,
+  // then loads the runtime 100 ms later and calls it.
+  std::ofstream(job) << "set -m\n"
+                     << "exec 3<>" << fifo << "\n"
+                     << DLOPEN_APP " late 100 3 " FAKE_CUDART_LIB " <&3 >/dev/null &\n"
+                     << "app=$!\n"
+                     << tracer() << " --json -o /dev/null $MODE -p $app 2>" << err << " &\n"
+                     << "until grep -q waiting " << err << "; do sleep 0.05; done\n"
+                     << "echo go >&3\n"
+                     << "wait $app; echo \"job status $?\"\n"
+                     << "wait $!; kill -CONT $app 2>/dev/null; wait $app\n";
+  const auto run_job = [&](const std::string& mode) {
+    return run("MODE=" + mode + " timeout 60 script -qec 'bash --norc -i " + job + "' /dev/null");
+  };
+  const Result by_default = run_job("");
+  EXPECT_NE(by_default.out.find("job status 0"), std::string::npos) << by_default.out;
+  EXPECT_NE(read_file(err).find("is a job of an interactive shell"), std::string::npos) << read_file(err);
+  const Result always = run_job("--dlopen-stop=always");
+  EXPECT_NE(always.out.find("job status " + std::to_string(128 + SIGSTOP)), std::string::npos) << always.out;
+  EXPECT_EQ(read_file(err).find("is a job of an interactive shell"), std::string::npos) << read_file(err);
+  for (const std::string& f : {fifo, job, err}) std::remove(f.c_str());
+}
+
 // -p on a process that loads the runtime 1.5 s later: cudatrace says it is
 // waiting, and traces every call once the library is there.
 TEST_F(Faults, AttachBeforeTheProcessLoadsCuda) {
@@ -546,6 +577,8 @@ TEST_F(Faults, BadInputGetsOneClearLineAndNonZeroExit) {
       {"--tid -5 -p 1", 2, "invalid TID"},
       {"--min-us=-3 -- true", 2, "--min-us: Value -3 not in range"},
       {"--tid=abc -- true", 2, "--tid"},
+      {"--dlopen-stop sometimes -- true", 2, "--dlopen-stop must be auto, always or never"},
+      {"--no-dlopen-stop --dlopen-stop=always -- true", 2, "--no-dlopen-stop contradicts"},
       {"-o /tmp -- true", 6, "cannot write /tmp: Is a directory"},
       {"-o " + out_file + " -p 4194000", 3, "no such process"},
   };
