@@ -389,8 +389,10 @@ TEST_F(Faults, OutputFailureWhileLibrariesLoadLeavesNothingStopped) {
 
 // A -p target that is a job of an interactive shell (bash with job control
 // on a terminal, made by script(1)): a SIGSTOP would make the shell report
-// it stopped, which --dlopen-stop=auto avoids (one warning line says so);
-// with =always the shell's `wait` sees the job stop (status 128+SIGSTOP).
+// it stopped, which --dlopen-stop=auto avoids (one warning line says so).
+// With =always it is stopped; whether the shell's `wait` then returns
+// 128+SIGSTOP depends on whether it looks before the SIGCONT, so only the
+// absence of the warning is checked there.
 TEST_F(Faults, ShellJobIsNotStoppedByDefault) {
   if (run("script -qec true /dev/null").status != 0) GTEST_SKIP() << "no script(1) to run a shell on a terminal";
   const std::string fifo = temp_path("job-fifo"), job = temp_path("job.sh"), err = temp_path("job-err");
@@ -412,8 +414,8 @@ TEST_F(Faults, ShellJobIsNotStoppedByDefault) {
   const Result by_default = run_job("");
   EXPECT_NE(by_default.out.find("job status 0"), std::string::npos) << by_default.out;
   EXPECT_NE(read_file(err).find("is a job of an interactive shell"), std::string::npos) << read_file(err);
-  const Result always = run_job("--dlopen-stop=always");
-  EXPECT_NE(always.out.find("job status " + std::to_string(128 + SIGSTOP)), std::string::npos) << always.out;
+  run_job("--dlopen-stop=always");
+  EXPECT_NE(read_file(err).find("waiting for it to load one"), std::string::npos) << read_file(err);
   EXPECT_EQ(read_file(err).find("is a job of an interactive shell"), std::string::npos) << read_file(err);
   for (const std::string& f : {fifo, job, err}) std::remove(f.c_str());
 }
