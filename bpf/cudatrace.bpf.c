@@ -459,6 +459,7 @@ int ct_exit(struct pt_regs *ctx)
  * flushes pending stop signals) or already taken (it wakes the stopped
  * group). Sending first and publishing second closes the race where the
  * reader's SIGCONT came before the SIGSTOP and the process stayed stopped.
+ * (Kernels that defer the signal to an irq_work: docs/reliability.md, 9.)
  */
 SEC("uprobe")
 int ct_map_change(struct pt_regs *ctx)
