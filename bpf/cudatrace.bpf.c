@@ -661,16 +661,49 @@ int ct_session(struct pt_regs *ctx)
 	return enter_call(ctx, true);
 }
 
-/* The dynamic loader calls _dl_debug_state() after each change to the link
- * map (start-up, dlopen, dlclose). Tell user space, and stop the process so
- * that it cannot call into a just-mapped library before probes are attached
- * there; user space sends SIGCONT once it has attached. */
+/* r_state in the loader's struct r_debug (<link.h>): RT_ADD or RT_DELETE
+ * while it maps or unmaps objects, RT_CONSISTENT once the link map is whole. */
+#define RT_CONSISTENT 0
+
+/*
+ * The dynamic loader calls _dl_debug_state() around each change to the link
+ * map: with r_state RT_ADD (or RT_DELETE) before it maps (unmaps) objects,
+ * RT_CONSISTENT after, before any code of a new object runs. Only the call
+ * in the consistent state can find new code: tell user space then, and stop
+ * the process so that it cannot call into a just-mapped library before
+ * probes are attached there; user space sends SIGCONT once it has attached.
+ *
+ * The cookie is the distance from _dl_debug_state to _r_debug.r_state in the
+ * loader (0 when unknown: then every call is reported and stops).
+ *
+ * Invariant: every SIGCONT that a record makes user space (or the watchdog)
+ * send follows the SIGSTOP it answers, so the last word for a process is
+ * always a continue, however many threads load libraries at once. Hence the
+ * order: reserve the record (a full ring means no record, so no stop), send
+ * the signal, and only then publish the record. From a uprobe the helper
+ * runs in task context with interrupts on and a zero preempt count, so it
+ * queues the SIGSTOP synchronously (group_send_sig_info) before returning;
+ * a SIGCONT sent after that cancels it whether it is still pending (SIGCONT
+ * flushes pending stop signals) or already taken (it wakes the stopped
+ * group). Sending first and publishing second closes the race where the
+ * reader's SIGCONT came before the SIGSTOP and the process stayed stopped.
+ * (Kernels that defer the signal to an irq_work: docs/reliability.md, 9.)
+ */
 SEC("uprobe")
 int ct_map_change(struct pt_regs *ctx)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	if (!tgid_traced(pid_tgid >> 32))
 		return 0;
+	__s64 to_r_state = (__s64)bpf_get_attach_cookie(ctx);
+	__u64 probe_ip = bpf_get_func_ip(ctx);
+	if (to_r_state && probe_ip) {
+		__s32 r_state = RT_CONSISTENT;
+		/* An unreadable state is taken as consistent: act on it. */
+		bpf_probe_read_user(&r_state, sizeof(r_state), (void *)(probe_ip + to_r_state));
+		if (r_state != RT_CONSISTENT)
+			return 0;
+	}
 	struct ct_map_change *m = bpf_ringbuf_reserve(&events, sizeof(*m), 0);
 	if (!m) {
 		count(CT_CNT_LOST_CONTROL);
@@ -679,10 +712,8 @@ int ct_map_change(struct pt_regs *ctx)
 	m->type = CT_REC_MAP_CHANGE;
 	m->pid = pid_tgid >> 32;
 	m->tid = (__u32)pid_tgid;
-	m->stopped = stop_on_map_change;
+	m->stopped = stop_on_map_change && bpf_send_signal(SIGSTOP) == 0;
 	bpf_ringbuf_submit(m, BPF_RB_FORCE_WAKEUP);
-	if (stop_on_map_change)
-		bpf_send_signal(SIGSTOP);
 	return 0;
 }
 

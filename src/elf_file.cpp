@@ -103,6 +103,19 @@ std::unordered_map<std::string, std::uint64_t> ElfFile::find_functions(
   return found;
 }
 
+std::uint64_t ElfFile::exported_object(std::string_view name) const {
+  if (!dynsym_) return 0;
+  const auto* syms = static_cast<const Elf64_Sym*>(dynsym_->syms);
+  for (std::size_t i = 0; i < dynsym_->count; ++i) {
+    const Elf64_Sym& s = syms[i];
+    if (ELF64_ST_TYPE(s.st_info) != STT_OBJECT || s.st_shndx == SHN_UNDEF || s.st_name >= dynsym_->strings_size)
+      continue;
+    const char* sym_name = dynsym_->strings + s.st_name;
+    if (std::string_view(sym_name, strnlen(sym_name, dynsym_->strings_size - s.st_name)) == name) return s.st_value;
+  }
+  return 0;
+}
+
 std::vector<FunctionSymbol> ElfFile::functions() const {
   std::vector<FunctionSymbol> out;
   for (const Table* t : {dynsym_.get(), symtab_.get()}) {

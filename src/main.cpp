@@ -212,7 +212,8 @@ int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "report") return report_main(argc - 1, argv + 1);
 
   Options opts;
-  std::string groups, layer = "all";
+  std::string groups, layer = "all", dlopen_stop;
+  bool no_dlopen_stop = false;
   bool list_apis = false, version = false;
   long long pid = 0, tid = 0;
 
@@ -246,7 +247,8 @@ int main(int argc, char** argv) {
   // Tuning
   app.add_option("--ring-mb", opts.ring_mb, "Ring buffer size in MiB, a power of two (default 16)")->group(kTuning)->type_name("MIB");
   app.add_option("--buffer-mb", opts.buffer_mb, "Output not yet read by its consumer kept in memory, at most N MiB (default 128)")->group(kTuning)->type_name("MIB")->check(CLI::Range(1u, 65536u));
-  app.add_flag("!--no-dlopen-stop", opts.stop_on_dlopen, "Do not pause a process while probes attach to a library it just loaded")->group(kTuning);
+  app.add_option("--dlopen-stop", dlopen_stop, "Pause a process while probes attach to a library it just loaded: auto (default: always, but not a -p target that is a job of an interactive shell), always, never")->group(kTuning)->type_name("WHEN");
+  app.add_flag("--no-dlopen-stop", no_dlopen_stop, "Same as --dlopen-stop=never")->group(kTuning);
   app.add_flag("--nested-returns", opts.nested_returns, "Also time nested calls without out-params (a runtime call's launch or copy): one more trap each")->group(kTuning);
   // Other
   app.set_help_flag("-h,--help", "Print this help and exit")->group(kOther);
@@ -284,6 +286,14 @@ int main(int argc, char** argv) {
   if (opts.count && !opts.interval_s) usage_error("-c needs -i");
   if (opts.summary && (opts.min_us || opts.errors_only))
     usage_error("--min-us and --errors select calls to print; they do not combine with --summary, --hist or --insights");
+  if (no_dlopen_stop && !dlopen_stop.empty() && dlopen_stop != "never")
+    usage_error("--no-dlopen-stop contradicts --dlopen-stop=" + dlopen_stop);
+  if (no_dlopen_stop || dlopen_stop == "never")
+    opts.dlopen_stop = Options::DlopenStop::Never;
+  else if (dlopen_stop == "always")
+    opts.dlopen_stop = Options::DlopenStop::Always;
+  else if (!dlopen_stop.empty() && dlopen_stop != "auto")
+    usage_error("--dlopen-stop must be auto, always or never, not '" + dlopen_stop + "'");
   if (opts.ring_mb == 0 || opts.ring_mb > 1024 || (opts.ring_mb & (opts.ring_mb - 1)))
     usage_error("--ring-mb must be a power of two between 1 and 1024");
   return run_tracer(opts);

@@ -3,12 +3,14 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <sys/mman.h>
+#include <link.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 #include <unordered_set>
 
@@ -226,7 +228,12 @@ bool Probes::attach_loader(const std::string& path, pid_t pid, std::string& erro
     error = path + ": no _dl_debug_state symbol; libraries loaded later will not be traced";
     return false;
   }
-  if (!attach_multi(map_change_, path, pid, {offset}, {0}, MultiLink::Entry, error)) return false;
+  // The map-change program reads the loader's state (r_state) at this
+  // distance from the probed address; 0 when the loader exports no _r_debug.
+  std::uint64_t to_r_state = 0;
+  if (const std::uint64_t debug = elf->exported_object("_r_debug"))
+    to_r_state = debug + offsetof(struct r_debug, r_state) - found.begin()->second;
+  if (!attach_multi(map_change_, path, pid, {offset}, {to_r_state}, MultiLink::Entry, error)) return false;
   loaders_.insert(key);
   return true;
 }

@@ -113,6 +113,7 @@ class Session {
   int load();
   int attach_libs(pid_t pid);
   int attach_pid_target();
+  void decide_dlopen_stop();
   void start_stop_watchdog();
   int start_command();
   void attach_mappings(pid_t pid);
@@ -173,6 +174,9 @@ class Session {
   int target_fd_ = -1;   // pidfd of the -p target
   bool output_failed_ = false;  // writing the output failed (said on stderr)
   bool output_closed_ = false;  // the output's reader went away (| head): end quietly
+  bool stop_at_loads_ = true;      // the loader probe stops processes (--dlopen-stop)
+  bool loader_probed_ = false;     // a dynamic loader's _dl_debug_state is probed
+  bool waiting_for_cuda_ = false;  // -p target without a CUDA library yet
   std::set<std::tuple<pid_t, std::uint64_t, std::uint64_t>> seen_mappings_;  // pid, inode, start
 };
 
@@ -199,6 +203,33 @@ bool trace_is_private(pid_t pid) {
     return false;
   }
   return true;  // unknown owner: assume another user
+}
+
+// The fields of /proc/PID/stat that say where a process sits in job control.
+struct JobControl {
+  pid_t ppid = 0, pgrp = 0, session = 0;
+  int tty = 0;  // controlling terminal (0: none)
+};
+
+bool read_job_control(pid_t pid, JobControl& jc) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  std::getline(in, text);
+  const auto paren = text.rfind(')');  // the command name may hold anything
+  if (paren == std::string::npos) return false;
+  std::istringstream fields(text.substr(paren + 1));
+  char state = 0;
+  return static_cast<bool>(fields >> state >> jc.ppid >> jc.pgrp >> jc.session >> jc.tty);
+}
+
+// A job of a job-control shell: its own process group, on the terminal of
+// its parent. The shell waits for it with WUNTRACED, so a SIGSTOP makes it
+// report the job "Stopped" and take the terminal back; after the SIGCONT the
+// job runs on in the background.
+bool is_shell_job(pid_t pid) {
+  JobControl self, parent;
+  if (!read_job_control(pid, self) || self.tty == 0 || !read_job_control(self.ppid, parent)) return false;
+  return parent.tty == self.tty && parent.session == self.session && parent.pgrp != self.pgrp;
 }
 
 int Session::open_output() {
@@ -245,7 +276,7 @@ int Session::load() {
   ro->filter_tid = static_cast<__u32>(opts_.tid);
   ro->min_dur_ns = opts_.min_us * 1000;
   ro->errors_only = opts_.errors_only;
-  ro->stop_on_map_change = opts_.stop_on_dlopen;
+  ro->stop_on_map_change = stop_at_loads_;
   ro->summary_mode = opts_.summary;
   ro->capture_stack = opts_.stack;
   // CUDATRACE_NO_UPROBE_SESSIONS=1 forces pairs, as on kernels before 6.13
@@ -386,7 +417,10 @@ void Session::attach_mappings(pid_t pid) {
     const std::string path = host_path(pid, m);
     std::string error;
     if (is_loader(m.path)) {
-      if (!probes_->attach_loader(path, probe_pid, error)) warn_line(error);
+      if (probes_->attach_loader(path, probe_pid, error))
+        loader_probed_ = true;
+      else
+        warn_line(error);
       continue;
     }
     Probes::FileResult r;
@@ -424,8 +458,15 @@ int Session::attach_pid_target() {
   if (const auto cpu = process_cpu_ns(opts_.pid)) cpu_at_start_[static_cast<std::uint32_t>(opts_.pid)] = *cpu;
   if (int rc = attach_libs(opts_.pid)) return rc;
   attach_mappings(opts_.pid);
-  if (probes_->probe_count() <= 1 && opts_.libs.empty()) {
-    // Only the loader probe (or nothing) was attached.
+  const std::size_t api_probes = probes_->probe_count() - (loader_probed_ ? 1 : 0);
+  if (api_probes == 0 && opts_.libs.empty() && loader_probed_) {
+    // Like a command that dlopens its CUDA library later: the loader probe
+    // reports the load, and probes are attached then.
+    waiting_for_cuda_ = true;
+    return kExitOk;
+  }
+  if (api_probes == 0 && opts_.libs.empty()) {
+    // Nothing to probe, and no dynamic loader that could map it later.
     std::vector<Mapping> maps;
     read_maps(opts_.pid, maps);
     std::set<std::string> files;
@@ -437,7 +478,8 @@ int Session::attach_pid_target() {
       if (n++ < 3) examples += (examples.empty() ? "" : ", ") + f;
     error_line("no CUDA runtime or driver API found in process " + std::to_string(opts_.pid) + ": looked in the " +
                std::to_string(files.size()) + " executable files it maps (" + examples + (n > 3 ? ", ..." : "") +
-               ") via /proc/" + std::to_string(opts_.pid) + "/maps; name the library with --lib PATH");
+               ") via /proc/" + std::to_string(opts_.pid) +
+               "/maps, and it has no dynamic loader to load one later; name the library with --lib PATH");
     return kExitTarget;
   }
   return kExitOk;
@@ -523,8 +565,18 @@ bool Session::target_gone() {
   return !process_exists(opts_.pid);
 }
 
+void Session::decide_dlopen_stop() {
+  using Mode = Options::DlopenStop;
+  stop_at_loads_ = opts_.dlopen_stop == Mode::Always ||
+                   (opts_.dlopen_stop == Mode::Auto && !(opts_.pid > 0 && is_shell_job(opts_.pid)));
+  if (opts_.dlopen_stop == Mode::Auto && !stop_at_loads_)
+    warn_line("process " + std::to_string(opts_.pid) +
+              " is a job of an interactive shell, which would report it Stopped: not pausing it at library loads, "
+              "so its first calls into a library it loads from now on can be missed (--dlopen-stop=always pauses it)");
+}
+
 void Session::start_stop_watchdog() {
-  if (opts_.stop_on_dlopen && start_watchdog(bpf_map__fd(skel_->maps.events)) < 0)
+  if (stop_at_loads_ && start_watchdog(bpf_map__fd(skel_->maps.events)) < 0)
     warn_line(std::string("cannot start the watchdog process: ") + std::strerror(errno) +
               "; if cudatrace is killed while a process waits at a library load, send it SIGCONT");
 }
@@ -814,6 +866,7 @@ int Session::run() {
     }
   }
   const std::uint64_t load_start_ns = monotonic_ns();
+  decide_dlopen_stop();
   if (int rc = load()) return rc;
   // -p: before the loader probe can stop the target. Command mode: after
   // the command is forked (it waits to be released), so it is the first child.
@@ -833,7 +886,11 @@ int Session::run() {
   sigaction(SIGTERM, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
-  if (opts_.pid > 0)
+  if (waiting_for_cuda_)
+    std::fprintf(stderr,
+                 "cudatrace: process %d has no CUDA library loaded yet; waiting for it to load one (Ctrl-C to stop)\n",
+                 opts_.pid);
+  else if (opts_.pid > 0)
     std::fprintf(stderr, "cudatrace: tracing process %d (%zu probes); Ctrl-C to stop\n", opts_.pid,
                  probes_->probe_count());
   writer_ = std::make_unique<OutputWriter>(out_fd_, std::size_t(opts_.buffer_mb) << 20);

@@ -41,7 +41,9 @@ bool continue_stopped(void*, const void* data, std::size_t size) {
   prctl(PR_SET_PDEATHSIG, SIGUSR1);
   if (getppid() == parent) sigwaitinfo(&death, nullptr);
   // The parent is gone and its descriptors with it: its links are
-  // detached, so nothing is stopped any more; continue what was.
+  // detached, and detaching waited for programs in flight, so every loader
+  // record is complete (each one published after its SIGSTOP was queued)
+  // and nothing is stopped any more; continue what was.
   std::string error;
   if (auto ring = RingReader::open(keep, continue_stopped, nullptr, error)) ring->drain();
   _exit(0);

@@ -33,6 +33,10 @@ class ElfFile {
   std::unordered_map<std::string, std::uint64_t> find_functions(
       const std::unordered_set<std::string_view>& wanted) const;
 
+  // Link-time address of a data object the file exports in .dynsym (such as
+  // the loader's _r_debug); 0 if it exports none of that name.
+  std::uint64_t exported_object(std::string_view name) const;
+
   // Every defined function, sorted by address (for symbolising addresses).
   std::vector<FunctionSymbol> functions() const;
 

@@ -39,7 +39,11 @@ struct Options {
   bool output_follow_symlinks = false;  // follow a symlink -o even in a world-writable directory
   unsigned ring_mb = 16;
   unsigned buffer_mb = 128;          // --buffer-mb: output waiting for its consumer, at most
-  bool stop_on_dlopen = true;
+  // --dlopen-stop: whether a process is paused (SIGSTOP) at each library
+  // load until probes are attached there. Auto: always, except for a -p
+  // target that is a job of an interactive shell (the shell would report
+  // it "Stopped" and take the terminal back).
+  enum class DlopenStop { Auto, Always, Never } dlopen_stop = DlopenStop::Auto;
   bool summary = false;  // summary mode: aggregate in BPF, print reports instead of calls
                          // (set by --summary, --hist and --insights)
   bool summary_tables = false;  // --summary: the tables (docs/summary.md)
