@@ -116,7 +116,15 @@ void PageLockedMemory::on_call(const Call& c) {
     case Effect::RegisterHost: {
       const auto ptr = c.api->effect() == Effect::RegisterHost ? arg_value(c, ArgType::Ptr) : arg_value(c, ArgType::OutPtr);
       const auto bytes = arg_value(c, ArgType::Size);
-      if (ptr && *ptr && bytes && *bytes) ranges_[{pid, *ptr}] = *ptr + *bytes;
+      if (!ptr || !*ptr || !bytes || !*bytes) break;
+      ranges_[{pid, *ptr}] = *ptr + *bytes;
+      if (ranges_.size() > kMaxRanges) {
+        auto oldest = ranges_.lower_bound({pid, 0});
+        if (oldest->first == std::make_pair(pid, *ptr)) ++oldest;
+        if (oldest == ranges_.end() || oldest->first.first != pid) oldest = ranges_.begin();
+        ranges_.erase(oldest);
+        ++evicted_;
+      }
       break;
     }
     case Effect::FreeHost:
@@ -134,6 +142,10 @@ bool PageLockedMemory::contains(std::uint32_t pid, std::uint64_t addr, std::uint
   if (it == ranges_.begin()) return false;
   --it;
   return it->first.first == pid && addr >= it->first.second && addr + bytes <= it->second;
+}
+
+void PageLockedMemory::forget(std::uint32_t pid) {
+  ranges_.erase(ranges_.lower_bound({pid, 0}), ranges_.upper_bound({pid, ~std::uint64_t(0)}));
 }
 
 std::vector<const Allocation*> MemoryTracker::outstanding() const {

@@ -34,9 +34,15 @@ class PageLockedMemory {
   void on_call(const Call& c);
   // Whether [addr, addr + bytes) lies in one such range of `pid`.
   bool contains(std::uint32_t pid, std::uint64_t addr, std::uint64_t bytes) const;
+  void forget(std::uint32_t pid);
+  // At most kMaxRanges are kept; over it the lowest-addressed range of the
+  // process goes (a copy from it may then be reported as pageable).
+  static constexpr std::size_t kMaxRanges = 65536;
+  std::uint64_t evicted() const { return evicted_; }
 
  private:
   std::map<std::pair<std::uint32_t, std::uint64_t>, std::uint64_t> ranges_;  // pid, start -> end
+  std::uint64_t evicted_ = 0;
 };
 
 struct Allocation {
