@@ -156,7 +156,7 @@ class StreamTracker {
 
  public:
   static constexpr std::size_t kMaxSegments = 256;
-  static constexpr std::size_t kMaxHandles = 65536;
+  static constexpr std::size_t kMaxHandles = 16384;
   static constexpr std::size_t kMaxWarnedSites = 4096;
   struct Forgotten {
     std::uint64_t streams = 0, events = 0;  // over kMaxHandles: a later use gets a new id
