@@ -303,11 +303,9 @@ void StreamTracker::limit_handles(Process& p) {
 
 StreamTracker::Event* StreamTracker::event_for(Process& p, std::uint64_t handle, bool assign, bool created) {
   auto it = p.events.find(handle);
-  if (it != p.events.end() && !(created && it->second.destroyed)) return &it->second;
+  if (it != p.events.end()) return &it->second;  // (a driver create inside a runtime create: the same event)
   if (!assign && !created) return nullptr;
   Event& e = p.events[handle];
-  if (e.number) p.event_order.erase(e.number);
-  e = Event{};
   e.number = p.next_event++;
   e.id = fmt::format("e{}", e.number);
   p.event_order.emplace(e.number, handle);
@@ -532,7 +530,10 @@ void StreamTracker::apply(Process& p, Call& c) {
       break;
     }
     case Effect::EventDestroy:
-      if (Event* e = call_event()) e->destroyed = true;
+      if (const auto handle = arg_value(c, ArgType::Event); handle && p.events.count(*handle)) {
+        p.event_order.erase(p.events[*handle].number);
+        p.events.erase(*handle);  // a later create of the handle is a new event
+      }
       break;
     default:
       break;

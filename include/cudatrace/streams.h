@@ -133,7 +133,6 @@ class StreamTracker {
   struct Event {
     std::string id;
     std::uint32_t number = 0;  // creation order
-    bool destroyed = false;
     bool recorded = false;
     std::uint32_t lane = 0;     // of the last record
     std::string recorded_on;    // that stream's id
