@@ -52,6 +52,7 @@ std::vector<Sample> trace_and_sample(const std::vector<std::string>& app_args, i
     argv.push_back(a);
   argv.insert(argv.end(), {"--", INSIGHTS_APP});
   argv.insert(argv.end(), app_args.begin(), app_args.end());
+  std::fflush(stdout);  // or the child's copy of what is buffered is printed again
   const pid_t pid = fork();
   if (pid == 0) {
     setenv("FAKE_CUDA_SYNC_US", "0", 1);
