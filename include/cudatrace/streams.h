@@ -8,8 +8,8 @@
 // Memory stays bounded whatever the program does: queued work is kept as
 // summaries (launches per kernel name, bytes per direction) between the points
 // an event record can refer to, at most kMaxSegments per stream; each process
-// keeps at most kMaxHandles streams and as many events it never destroyed,
-// forgetting the oldest idle ones (counted: forgotten()).
+// keeps at most kMaxHandles streams and as many events that it never
+// destroyed, forgetting the oldest (counted: forgotten()).
 #pragma once
 
 #include <fmt/format.h>
@@ -110,6 +110,22 @@ class StreamTracker {
   // The result and the annotations stay valid until the next call.
   const StreamActivity& on_call(Call& call);
 
+  static constexpr std::size_t kMaxSegments = 256;
+  static constexpr std::size_t kMaxHandles = 16384;
+  static constexpr std::size_t kMaxWarnedSites = 4096;
+  struct Forgotten {
+    std::uint64_t streams = 0, events = 0;  // over kMaxHandles: a later use gets a new id
+    std::uint64_t merged_segments = 0;      // over kMaxSegments
+  };
+  const Forgotten& forgotten() const { return forgotten_; }
+  // Forgets what is kept for a process that exited, or for one of its
+  // threads (its per-thread stream, once nothing is queued on it).
+  void forget_process(std::uint32_t pid);
+  void forget_thread(std::uint32_t pid, std::uint32_t tid);
+  // The processes that have state, for the caller to check which exited.
+  std::vector<std::uint32_t> processes() const;
+  std::vector<std::uint32_t> threads(std::uint32_t pid) const;
+
  private:
   // Queued work between two points an event record or a wait can refer to,
   // summarised; or a wait for another stream's work up to a point.
@@ -153,24 +169,6 @@ class StreamTracker {
   };
   struct Gathering;
 
- public:
-  static constexpr std::size_t kMaxSegments = 256;
-  static constexpr std::size_t kMaxHandles = 16384;
-  static constexpr std::size_t kMaxWarnedSites = 4096;
-  struct Forgotten {
-    std::uint64_t streams = 0, events = 0;  // over kMaxHandles: a later use gets a new id
-    std::uint64_t merged_segments = 0;      // over kMaxSegments
-  };
-  const Forgotten& forgotten() const { return forgotten_; }
-  // Forgets what is kept for a process that exited, or for one of its
-  // threads (its per-thread stream, once nothing is queued on it).
-  void forget_process(std::uint32_t pid);
-  void forget_thread(std::uint32_t pid, std::uint32_t tid);
-  // The processes that have state, for the caller to check which exited.
-  std::vector<std::uint32_t> processes() const;
-  std::vector<std::uint32_t> threads(std::uint32_t pid) const;
-
- private:
   Stream& new_stream(Process& p, std::string id);
   Stream* lane(Process& p, std::uint32_t lane);
   Stream* stream_for(Process& p, const Call& c, std::uint64_t handle, bool assign);
