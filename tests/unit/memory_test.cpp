@@ -219,4 +219,14 @@ TEST(Memory, LiveAllocationsBeyondTheCapDropTheOldestAndCountIt) {
   EXPECT_EQ(m.outstanding().size(), MemoryTracker::kMaxLive - 1);
 }
 
+TEST(Memory, ChurnSitesBeyondTheCapAreCounted) {
+  MemoryTracker m;
+  for (std::uint64_t i = 0; i < MemoryTracker::kMaxChurnSites + 2; ++i) {
+    feed(m, "cudaMalloc", {{"size", 256 + i}}, at(1000 + 2 * i, {0xd000000000}));
+    feed(m, "cudaFree", {{"devPtr", 0xd000000000}}, at(1001 + 2 * i));
+  }
+  EXPECT_EQ(m.churn().size(), MemoryTracker::kMaxChurnSites);
+  EXPECT_EQ(m.untracked().churn_pairs, 2u);
+}
+
 }  // namespace
