@@ -85,7 +85,7 @@ void ElfFile::for_each_function(const Table& t, Fn&& fn) const {
     if (s.st_name >= t.strings_size) continue;
     const char* name = t.strings + s.st_name;
     const std::size_t len = strnlen(name, t.strings_size - s.st_name);
-    fn(std::string_view(name, len), s);
+    fn(std::string_view(name, len), s, static_cast<std::uint32_t>(i));
   }
 }
 
@@ -94,7 +94,7 @@ std::unordered_map<std::string, std::uint64_t> ElfFile::find_functions(
   std::unordered_map<std::string, std::uint64_t> found;
   for (const Table* t : {dynsym_.get(), symtab_.get()}) {
     if (!t) continue;
-    for_each_function(*t, [&](std::string_view name, const Elf64_Sym& s) {
+    for_each_function(*t, [&](std::string_view name, const Elf64_Sym& s, std::uint32_t) {
       // .dynsym names carry no version; .symtab ones may ("cudaMalloc@@libcudart.so.13").
       const std::string_view base = name.substr(0, name.find('@'));
       if (wanted.count(base)) found.emplace(std::string(base), s.st_value);
@@ -116,20 +116,41 @@ std::uint64_t ElfFile::exported_object(std::string_view name) const {
   return 0;
 }
 
+FunctionSymbol ElfFile::symbol(std::uint32_t ref) const {
+  const Table& t = ref & kSymtabBit ? *symtab_ : *dynsym_;
+  const Elf64_Sym& s = static_cast<const Elf64_Sym*>(t.syms)[ref & ~kSymtabBit];
+  const char* name = t.strings + s.st_name;
+  const std::string_view full(name, strnlen(name, t.strings_size - s.st_name));
+  return {full.substr(0, full.find('@')), s.st_value, s.st_size};
+}
+
+const std::vector<std::uint32_t>& ElfFile::by_address() const {
+  if (indexed_) return by_address_;
+  indexed_ = true;
+  for (const Table* t : {dynsym_.get(), symtab_.get()}) {
+    if (!t || t->count >= kSymtabBit) continue;
+    const std::uint32_t tag = t == symtab_.get() ? kSymtabBit : 0;
+    for_each_function(*t, [&](std::string_view, const Elf64_Sym&, std::uint32_t i) { by_address_.push_back(tag | i); });
+  }
+  // Sorting compares names only between aliases: few, so cheap.
+  const auto address = [this](std::uint32_t ref) {
+    const Table& t = ref & kSymtabBit ? *symtab_ : *dynsym_;
+    return static_cast<const Elf64_Sym*>(t.syms)[ref & ~kSymtabBit].st_value;
+  };
+  std::sort(by_address_.begin(), by_address_.end(), [&](std::uint32_t x, std::uint32_t y) {
+    const std::uint64_t a = address(x), b = address(y);
+    return a < b || (a == b && symbol(x).name < symbol(y).name);
+  });
+  by_address_.erase(std::unique(by_address_.begin(), by_address_.end(),
+                                [&](std::uint32_t x, std::uint32_t y) { return address(x) == address(y); }),
+                    by_address_.end());
+  by_address_.shrink_to_fit();
+  return by_address_;
+}
+
 std::vector<FunctionSymbol> ElfFile::functions() const {
   std::vector<FunctionSymbol> out;
-  for (const Table* t : {dynsym_.get(), symtab_.get()}) {
-    if (!t) continue;
-    for_each_function(*t, [&](std::string_view name, const Elf64_Sym& s) {
-      out.push_back({name.substr(0, name.find('@')), s.st_value, s.st_size});
-    });
-  }
-  std::sort(out.begin(), out.end(), [](const FunctionSymbol& a, const FunctionSymbol& b) {
-    return a.address < b.address || (a.address == b.address && a.name < b.name);
-  });
-  out.erase(std::unique(out.begin(), out.end(),
-                        [](const FunctionSymbol& a, const FunctionSymbol& b) { return a.address == b.address; }),
-            out.end());
+  for (std::uint32_t ref : by_address()) out.push_back(symbol(ref));
   return out;
 }
 
@@ -148,6 +169,26 @@ std::optional<ElfFile::Section> ElfFile::section(std::string_view name) const {
     return Section{sh[i].sh_addr, sh[i].sh_offset, sh[i].sh_size};
   }
   return std::nullopt;
+}
+
+bool ElfFile::function_at(std::uint64_t vaddr, FunctionSymbol& out) const {
+  const auto& index = by_address();
+  auto it = std::lower_bound(index.begin(), index.end(), vaddr,
+                             [this](std::uint32_t ref, std::uint64_t v) { return symbol(ref).address < v; });
+  if (it == index.end() || symbol(*it).address != vaddr) return false;
+  out = symbol(*it);
+  return true;
+}
+
+bool ElfFile::function_containing(std::uint64_t vaddr, FunctionSymbol& out) const {
+  const auto& index = by_address();
+  auto it = std::upper_bound(index.begin(), index.end(), vaddr,
+                             [this](std::uint64_t v, std::uint32_t ref) { return v < symbol(ref).address; });
+  if (it == index.begin()) return false;
+  const FunctionSymbol f = symbol(*--it);
+  if (vaddr >= f.address + f.size) return false;
+  out = f;
+  return true;
 }
 
 bool ElfFile::vaddr_to_offset(std::uint64_t vaddr, std::uint64_t& offset) const {

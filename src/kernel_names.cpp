@@ -126,29 +126,57 @@ std::string KernelNames::demangle(const std::string& mangled) {
   return status == 0 && out ? std::string(out.get()) : mangled;
 }
 
-const KernelNames::Name* KernelNames::remember(std::uint32_t pid, std::uint64_t handle, std::string mangled) {
+const KernelNames::Name* KernelNames::named(const Pooled& mangled) {
+  auto it = demangled_of_.find(&mangled);
+  if (it != demangled_of_.end()) {
+    demangled_.splice(demangled_.begin(), demangled_, it->second);
+  } else {
+    demangled_.emplace_front(&mangled, demangle(mangled.first));
+    demangled_of_.emplace(&mangled, demangled_.begin());
+    if (demangled_.size() > kMaxDemangled) {
+      demangled_of_.erase(demangled_.back().first);
+      demangled_.pop_back();
+    }
+  }
+  const std::string& demangled = demangled_.front().second;
+  current_ = Name{mangled.first, demangled, short_name(demangled)};
+  return &current_;
+}
+
+void KernelNames::release(Pooled* mangled) {
+  if (--mangled->second) return;
+  if (auto it = demangled_of_.find(mangled); it != demangled_of_.end()) {
+    demangled_.erase(it->second);
+    demangled_of_.erase(it);
+  }
+  pool_.erase(mangled->first);
+}
+
+const KernelNames::Name* KernelNames::remember(std::uint32_t pid, std::uint64_t handle, std::string_view mangled) {
   if (!handle || mangled.empty()) return nullptr;
   const Key key{pid, handle};
   unknown_.erase(key);
-  Name& n = names_[key];
-  if (n.mangled != mangled) {
-    n.demangled = demangle(mangled);
-    n.short_name = short_name(n.demangled);
-    n.mangled = std::move(mangled);
+  Pooled* pooled = &*pool_.try_emplace(std::string(mangled), 0).first;
+  ++pooled->second;
+  auto [it, inserted] = names_.try_emplace(key, pooled);
+  if (!inserted) {
+    release(it->second);  // after the new reference: the same name stays pooled
+    it->second = pooled;
   }
-  return &n;
+  return named(*pooled);
 }
 
 const KernelNames::Name* KernelNames::find(std::uint32_t pid, std::uint64_t handle) {
   const Key key{pid, handle};
-  if (auto it = names_.find(key); it != names_.end()) return &it->second;
+  if (auto it = names_.find(key); it != names_.end()) return named(*it->second);
   if (!symbolize_ || !handle || unknown_.count(key)) return nullptr;
   std::string sym = symbolize_(pid, handle);
   if (sym.empty()) {
+    if (unknown_.size() >= kMaxUnknown) unknown_.clear();  // a cache: at worst a handle is looked up again
     unknown_.emplace(key, true);
     return nullptr;
   }
-  return remember(pid, handle, std::move(sym));
+  return remember(pid, handle, sym);
 }
 
 void KernelNames::learn(const Call& call) {
@@ -162,14 +190,14 @@ void KernelNames::learn(const Call& call) {
   const auto* name = str ? std::get_if<std::string_view>(&str->value) : nullptr;
   if (registration) {
     // __cudaRegisterFunction(handle, hostFun, deviceFun): the host stub's kernel.
-    if (name) remember(pid, func, std::string(*name));
+    if (name) remember(pid, func, *name);
   } else if (name) {
     // cuModuleGetFunction / cuLibraryGetKernel / cudaLibraryGetKernel: looked up by name.
-    remember(pid, out, std::string(*name));
+    remember(pid, out, *name);
   } else if (const Name* known = find(pid, func)) {
     // __cudaGetKernel / cudaGetKernel / cuKernelGetFunction: a new handle for a known one.
-    std::string mangled = known->mangled;
-    remember(pid, out, std::move(mangled));
+    // (The view points into the pool, which keeps the name while `func` uses it.)
+    remember(pid, out, known->mangled);
   }
 }
 
@@ -179,7 +207,14 @@ static void erase_pid(Map& m, std::uint32_t pid) {
 }
 
 void KernelNames::forget(std::uint32_t pid) {
-  erase_pid(names_, pid);
+  for (auto it = names_.begin(); it != names_.end();) {
+    if (it->first.pid != pid) {
+      ++it;
+      continue;
+    }
+    release(it->second);
+    it = names_.erase(it);
+  }
   erase_pid(unknown_, pid);
 }
 

@@ -35,9 +35,14 @@ int MemoryTracker::current_device(std::uint32_t tid) const {
 void MemoryTracker::on_call(const Call& c) {
   if (c.unfinished || c.failed() || !outermost(c)) return;
   switch (c.api->effect()) {
-    case Effect::SetDevice:
-      thread_device_[c.rec->tid] = static_cast<int>(arg_value(c, ArgType::Int).value_or(0));
+    case Effect::SetDevice: {
+      const int device = static_cast<int>(arg_value(c, ArgType::Int).value_or(0));
+      if (device)
+        thread_device_[c.rec->tid] = device;
+      else
+        thread_device_.erase(c.rec->tid);  // the default: threads that exited leave nothing behind
       break;
+    }
     case Effect::AllocDevice:
       allocate(c, false);
       break;
@@ -68,6 +73,7 @@ void MemoryTracker::allocate(const Call& c, bool managed) {
   a.call_ns = c.rec->dur_ns;
   a.caller = c.rec->caller;
   a.api = c.api;
+  a.order = next_order_++;
   a.stack = record_stack(*c.rec);
   DeviceMemory& d = devices_[{a.pid, a.device}];
   ++d.allocs;
@@ -82,12 +88,23 @@ void MemoryTracker::allocate(const Call& c, bool managed) {
     }
   }
   // The same address again without a free seen: the old block is gone.
+  const std::uint64_t order = a.order;
   auto [it, inserted] = live_.try_emplace({a.pid, ptr}, a);
   if (!inserted) {
     const Allocation& old = it->second;
     DeviceMemory& od = devices_[{old.pid, old.device}];
     (old.managed ? od.managed_live_bytes : od.live_bytes) -= old.bytes;
+    by_age_.erase(old.order);
     it->second = std::move(a);
+  }
+  by_age_.emplace(order, it->first);
+  if (live_.size() > kMaxLive) {
+    auto oldest = by_age_.begin();
+    auto dropped = live_.find(oldest->second);
+    ++untracked_.allocations;
+    untracked_.bytes += dropped->second.bytes;
+    live_.erase(dropped);
+    by_age_.erase(oldest);
   }
 }
 
@@ -100,11 +117,18 @@ void MemoryTracker::free(const Call& c) {
   DeviceMemory& d = devices_[{a.pid, a.device}];
   ++d.frees;
   (a.managed ? d.managed_live_bytes : d.live_bytes) -= a.bytes;
-  ChurnSite& site = churn_[{a.pid, a.caller, a.bytes}];
-  site.api = a.api;
-  ++site.pairs;
-  site.lifetime_ns += c.rec->ts_ns - std::min<std::uint64_t>(c.rec->ts_ns, a.ts_ns);
-  site.calls_ns += a.call_ns + c.rec->dur_ns;
+  const ChurnKey key{a.pid, a.caller, a.bytes};
+  auto site = churn_.find(key);
+  if (site == churn_.end() && churn_.size() < kMaxChurnSites) site = churn_.emplace(key, ChurnSite{}).first;
+  if (site != churn_.end()) {
+    site->second.api = a.api;
+    ++site->second.pairs;
+    site->second.lifetime_ns += c.rec->ts_ns - std::min<std::uint64_t>(c.rec->ts_ns, a.ts_ns);
+    site->second.calls_ns += a.call_ns + c.rec->dur_ns;
+  } else {
+    ++untracked_.churn_pairs;
+  }
+  by_age_.erase(a.order);
   live_.erase(it);
 }
 
@@ -116,7 +140,15 @@ void PageLockedMemory::on_call(const Call& c) {
     case Effect::RegisterHost: {
       const auto ptr = c.api->effect() == Effect::RegisterHost ? arg_value(c, ArgType::Ptr) : arg_value(c, ArgType::OutPtr);
       const auto bytes = arg_value(c, ArgType::Size);
-      if (ptr && *ptr && bytes && *bytes) ranges_[{pid, *ptr}] = *ptr + *bytes;
+      if (!ptr || !*ptr || !bytes || !*bytes) break;
+      ranges_[{pid, *ptr}] = *ptr + *bytes;
+      if (ranges_.size() > kMaxRanges) {
+        auto oldest = ranges_.lower_bound({pid, 0});
+        if (oldest->first == std::make_pair(pid, *ptr)) ++oldest;
+        if (oldest == ranges_.end() || oldest->first.first != pid) oldest = ranges_.begin();
+        ranges_.erase(oldest);
+        ++evicted_;
+      }
       break;
     }
     case Effect::FreeHost:
@@ -134,6 +166,10 @@ bool PageLockedMemory::contains(std::uint32_t pid, std::uint64_t addr, std::uint
   if (it == ranges_.begin()) return false;
   --it;
   return it->first.first == pid && addr >= it->first.second && addr + bytes <= it->second;
+}
+
+void PageLockedMemory::forget(std::uint32_t pid) {
+  ranges_.erase(ranges_.lower_bound({pid, 0}), ranges_.upper_bound({pid, ~std::uint64_t(0)}));
 }
 
 std::vector<const Allocation*> MemoryTracker::outstanding() const {

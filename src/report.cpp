@@ -357,6 +357,10 @@ void Reporter::report(Buf& out, const std::vector<ct_api_stats>& run, std::uint6
           out.push_back('}');
         }
         out.push_back(']');
+        if (const MemoryTracker::Untracked& u = memory_.untracked(); u.allocations)
+          fmt::format_to(it, ",\"leaks_not_listed\":{{\"count\":{},\"bytes\":{}}}", u.allocations, u.bytes);
+        if (const std::uint64_t pairs = memory_.untracked().churn_pairs)
+          fmt::format_to(it, ",\"churn_pairs_not_followed\":{}", pairs);
       }
     }
     if (with_insights) {
@@ -449,6 +453,14 @@ void Reporter::report(Buf& out, const std::vector<ct_api_stats>& run, std::uint6
       std::uint64_t leaked = 0;
       for (const Allocation* a : leaks) leaked += a->bytes;
       fmt::format_to(it, "\nAllocations never freed: {} ({} bytes)\n", leaks.size(), group_digits(leaked));
+      if (const MemoryTracker::Untracked& u = memory_.untracked(); u.allocations)
+        fmt::format_to(it,
+                       "  and {} older allocations ({} bytes) not listed: over {} tracked at once; if freed, the "
+                       "live counts above still hold them\n",
+                       group_digits(u.allocations), group_digits(u.bytes), MemoryTracker::kMaxLive);
+      if (const std::uint64_t pairs = memory_.untracked().churn_pairs)
+        fmt::format_to(it, "  {} allocate/free pairs of call sites beyond the {} followed are not in the churn insight\n",
+                       group_digits(pairs), MemoryTracker::kMaxChurnSites);
     }
     if (final && !leaks.empty()) {
       out.push_back('\n');

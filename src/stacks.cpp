@@ -30,6 +30,7 @@ StackFrame StackSymbolizer::frame(pid_t pid, std::uint64_t return_address) {
     f.function = KernelNames::demangle(loc.function);
     f.function_offset = loc.function_offset + 1;
   }
+  if (cache_.size() >= kMaxCached) cache_.clear();  // only a cache: names are looked up again
   return cache_.emplace(key, std::move(f)).first->second;
 }
 

@@ -56,6 +56,8 @@ void append_work_text(fmt::memory_buffer& out, const StreamWork& w) {
       if (w.kernels[i].count > 1) fmt::format_to(it, " x{}", w.kernels[i].count);
     }
     if (w.kernels.size() > kKernelsShown) fmt::format_to(it, ", +{} more", w.kernels.size() - kKernelsShown);
+    if (w.unlisted_launches)
+      fmt::format_to(it, ", +{} launch{} of other kernels", w.unlisted_launches, w.unlisted_launches == 1 ? "" : "es");
     out.push_back(')');
     sep = ", ";
   }
@@ -79,7 +81,9 @@ void append_work_json(fmt::memory_buffer& out, const StreamWork& w) {
     append_json_string(out, w.kernels[i].name);
     fmt::format_to(it, ",\"count\":{}}}", w.kernels[i].count);
   }
-  out.append(std::string_view("],\"copies\":{"));
+  out.push_back(']');
+  if (w.unlisted_launches) fmt::format_to(it, ",\"unlisted_launches\":{}", w.unlisted_launches);
+  out.append(std::string_view(",\"copies\":{"));
   const char* sep = "";
   for (int d = 0; d < kCopyDirections; ++d) {
     const StreamWork::Bytes& b = w.copies[d];
@@ -118,6 +122,29 @@ std::string format_bytes(std::uint64_t bytes) {
   return fmt::format("{:.1f} {}", v, kUnits[unit]);
 }
 
+void StreamWork::add_launch(std::string_view kernel, std::string_view short_name, std::uint32_t count) {
+  launches += count;
+  auto k = std::find_if(kernels.begin(), kernels.end(), [&](const Kernel& kc) { return kc.name == kernel; });
+  if (k != kernels.end())
+    k->count += count;
+  else if (kernels.size() < kMaxKernels)
+    kernels.push_back({std::string(kernel), std::string(short_name), count});
+  else
+    unlisted_launches += count;
+}
+
+void StreamWork::add(const StreamWork& other) {
+  for (const Kernel& k : other.kernels) add_launch(k.name, k.short_name, k.count);
+  launches += other.unlisted_launches;
+  unlisted_launches += other.unlisted_launches;
+  for (int d = 0; d < kCopyDirections; ++d) {
+    copies[d].count += other.copies[d].count;
+    copies[d].bytes += other.copies[d].bytes;
+  }
+  memsets.count += other.memsets.count;
+  memsets.bytes += other.memsets.bytes;
+}
+
 bool StreamWork::empty() const {
   if (launches || memsets.count) return false;
   for (const Bytes& b : copies)
@@ -131,7 +158,7 @@ void append_wait_text(fmt::memory_buffer& out, const WaitInfo& w) {
     case WaitInfo::Kind::Device:
       out.append(std::string_view(" waited: "));
       append_work_list_text(out, w.work);
-      return;
+      break;
     case WaitInfo::Kind::Event:
     case WaitInfo::Kind::StreamWaitEvent:
       out.append(std::string_view(w.kind == WaitInfo::Kind::Event ? " waited: " : " waits: "));
@@ -143,6 +170,7 @@ void append_wait_text(fmt::memory_buffer& out, const WaitInfo& w) {
       fmt::format_to(std::back_inserter(out), " (recorded on {}) for ", w.recorded_on);
       append_work_list_text(out, w.work);
   }
+  if (w.approximate) out.append(std::string_view(" (approximate: older queued work summarised together)"));
 }
 
 void append_wait_json(fmt::memory_buffer& out, const WaitInfo& w) {
@@ -163,6 +191,7 @@ void append_wait_json(fmt::memory_buffer& out, const WaitInfo& w) {
       else
         fmt::format_to(it, "\"{}\"", w.recorded_on);
   }
+  if (w.approximate) out.append(std::string_view(",\"approximate\":true"));
   out.append(std::string_view(",\"work\":["));
   for (std::size_t i = 0; i < w.work.size(); ++i) {
     if (i) out.push_back(',');
@@ -176,6 +205,7 @@ void append_wait_json(fmt::memory_buffer& out, const WaitInfo& w) {
 struct StreamTracker::Gathering {
   std::vector<std::pair<Stream*, StreamWork>> work;   // in the order streams were reached
   std::unordered_map<Stream*, std::uint64_t> upto;    // each stream's work is gathered up to this seq
+  bool approximate = false;
 
   StreamWork& entry(Stream* s) {
     for (auto& w : work)
@@ -186,60 +216,89 @@ struct StreamTracker::Gathering {
   }
 };
 
-std::unique_ptr<StreamTracker::Stream> StreamTracker::new_stream(Process& p, std::string id) {
+StreamTracker::Stream& StreamTracker::new_stream(Process& p, std::string id) {
   auto s = std::make_unique<Stream>();
   s->id = std::move(id);
   s->lane = p.next_lane++;
-  p.order.push_back(s.get());
-  return s;
+  Stream& ref = *s;
+  p.lanes.emplace(ref.lane, std::move(s));
+  return ref;
+}
+
+StreamTracker::Stream* StreamTracker::lane(Process& p, std::uint32_t lane) {
+  auto it = p.lanes.find(lane);
+  return it == p.lanes.end() ? nullptr : it->second.get();
 }
 
 StreamTracker::Stream* StreamTracker::stream_for(Process& p, const Call& c, std::uint64_t handle, bool assign) {
   const bool per_thread = handle == kPerThreadStream || (handle == 0 && c.api->variant);
   if (per_thread) {
-    auto& s = p.per_thread[c.rec->tid];
-    if (!s) {
-      s = new_stream(p, "per-thread");
-      s->lane_name = fmt::format("stream per-thread (tid {})", c.rec->tid);
-    }
-    return s.get();
+    const std::uint32_t tid = c.rec->tid;
+    if (auto it = p.per_thread.find(tid); it != p.per_thread.end()) return lane(p, it->second);
+    Stream& s = new_stream(p, "per-thread");
+    s.tid = tid;
+    p.per_thread.emplace(tid, s.lane);
+    return &s;
   }
   if (handle == 0 || handle == kLegacyStream) {
-    if (!p.legacy) {
-      p.legacy = new_stream(p, "default");
-      p.legacy->lane_name = "stream default";
-    }
-    return p.legacy.get();
+    if (!p.legacy) p.legacy = new_stream(p, "default").lane + 1;
+    return lane(p, p.legacy - 1);
   }
-  auto it = p.streams.find(handle);
-  if (it != p.streams.end()) return it->second.get();
+  if (auto it = p.streams.find(handle); it != p.streams.end()) return lane(p, it->second);
   if (!assign) return nullptr;
   return created_stream(p, handle);
 }
 
 StreamTracker::Stream* StreamTracker::created_stream(Process& p, std::uint64_t handle) {
-  auto& s = p.streams[handle];
-  if (s && !s->destroyed) return s.get();
-  const std::string id = fmt::format("s{}", p.next_stream++);
-  if (s) {  // the handle of a destroyed stream, reused for a new one
-    s->id = id;
-    s->lane = p.next_lane++;
-    s->destroyed = false;
-    s->pending.clear();
-  } else {
-    s = new_stream(p, id);
+  if (auto it = p.streams.find(handle); it != p.streams.end()) {
+    Stream* old = lane(p, it->second);
+    if (!old->destroyed) return old;
+    old->handle = 0;  // the handle of a destroyed stream, reused for a new one; the old one's work may be queued still
+    p.streams.erase(it);
   }
-  s->lane_name = "stream " + id;
-  return s.get();
+  Stream& s = new_stream(p, fmt::format("s{}", p.next_stream++));
+  s.handle = handle;
+  p.streams.emplace(handle, s.lane);
+  limit_handles(p);
+  return &s;
+}
+
+void StreamTracker::drop_stream_if_done(Process& p, Stream& s) {
+  if (!s.destroyed || !s.pending.empty()) return;
+  if (s.handle) p.streams.erase(s.handle);
+  p.lanes.erase(s.lane);
+}
+
+void StreamTracker::limit_handles(Process& p) {
+  // The oldest created streams and events go first: a program that never
+  // destroys what it creates mostly uses its recent ones.
+  for (auto it = p.lanes.begin(); p.streams.size() > kMaxHandles && it != p.lanes.end();) {
+    Stream& s = *it->second;
+    if (!s.handle) {
+      ++it;
+      continue;
+    }
+    p.streams.erase(s.handle);
+    it = p.lanes.erase(it);
+    ++forgotten_.streams;
+  }
+  while (p.events.size() > kMaxHandles) {
+    auto oldest = p.event_order.begin();
+    p.events.erase(oldest->second);
+    p.event_order.erase(oldest);
+    ++forgotten_.events;
+  }
 }
 
 StreamTracker::Event* StreamTracker::event_for(Process& p, std::uint64_t handle, bool assign, bool created) {
   auto it = p.events.find(handle);
-  if (it != p.events.end() && !(created && it->second.destroyed)) return &it->second;
+  if (it != p.events.end()) return &it->second;  // (a driver create inside a runtime create: the same event)
   if (!assign && !created) return nullptr;
   Event& e = p.events[handle];
-  e = Event{};
-  e.id = fmt::format("e{}", p.next_event++);
+  e.number = p.next_event++;
+  e.id = fmt::format("e{}", e.number);
+  p.event_order.emplace(e.number, handle);
+  limit_handles(p);
   return &e;
 }
 
@@ -269,54 +328,80 @@ void StreamTracker::annotate(Process& p, Call& c, bool outermost) {
   }
 }
 
-void StreamTracker::gather(Stream& s, std::uint64_t until, Gathering& g) {
+void StreamTracker::gather(Process& p, Stream& s, std::uint64_t until, Gathering& g) {
   std::uint64_t& upto = g.upto[&s];
   const std::uint64_t from = upto;
   if (until <= from) return;
   upto = until;
-  for (const Entry& e : s.pending) {
-    if (e.seq <= from) continue;
-    if (e.seq > until) break;
-    if (e.kind == Entry::Kind::Wait) {
-      gather(*e.waits_on, e.waits_until, g);
+  for (const Segment& seg : s.pending) {
+    if (seg.last_seq <= from) continue;
+    if (seg.first_seq > until) break;
+    if (seg.last_seq > until) {
+      // Only a merged segment straddles a point: take all of it, and say so.
+      g.approximate = true;
+      upto = seg.last_seq;
+    }
+    if (seg.is_wait) {
+      if (Stream* other = lane(p, seg.waits_on)) gather(p, *other, seg.waits_until, g);
       continue;
     }
-    StreamWork& w = g.entry(&s);
-    if (e.kind == Entry::Kind::Launch) {
-      ++w.launches;
-      auto k = std::find_if(w.kernels.begin(), w.kernels.end(), [&](const auto& kc) { return kc.name == e.kernel; });
-      if (k == w.kernels.end())
-        w.kernels.push_back({e.kernel, e.kernel_short, 1});
-      else
-        ++k->count;
-    } else {
-      StreamWork::Bytes& b = e.kind == Entry::Kind::Copy ? w.copies[static_cast<int>(e.direction)] : w.memsets;
-      ++b.count;
-      b.bytes += e.bytes;
-    }
+    g.entry(&s).add(seg.work);
   }
 }
 
-void StreamTracker::settle(Gathering& g) {
-  for (auto& [s, until] : g.upto)
-    while (!s->pending.empty() && s->pending.front().seq <= until) s->pending.pop_front();
+void StreamTracker::settle(Process& p, Gathering& g) {
+  for (auto& [s, until] : g.upto) {
+    auto done = s->pending.begin();
+    while (done != s->pending.end() && done->last_seq <= until) ++done;
+    s->pending.erase(s->pending.begin(), done);
+    drop_stream_if_done(p, *s);
+  }
 }
 
-void StreamTracker::finish_wait(Gathering& g, WaitInfo::Kind kind, std::string target, std::string recorded_on,
-                                bool erase) {
-  if (erase) settle(g);
+void StreamTracker::finish_wait(Process& p, Gathering& g, WaitInfo::Kind kind, std::string target,
+                                std::string recorded_on, bool erase) {
   wait_.kind = kind;
   wait_.target = std::move(target);
   wait_.recorded_on = std::move(recorded_on);
+  wait_.approximate = g.approximate;
   wait_.work.clear();
   for (auto& [s, w] : g.work)
     if (!w.empty()) wait_.work.push_back(std::move(w));
+  if (erase) settle(p, g);
 }
 
-void StreamTracker::queue(Process& p, Stream& s, Entry e, std::string label) {
-  e.seq = ++p.seq;
-  s.pending.push_back(std::move(e));
-  activity_.queued = StreamActivity::Queued{s.id, s.lane, s.lane_name, std::move(label)};
+StreamTracker::Segment& StreamTracker::open_segment(Process& p, Stream& s, bool wait) {
+  if (!wait && !s.sealed && !s.pending.empty() && !s.pending.back().is_wait) return s.pending.back();
+  if (s.pending.size() >= kMaxSegments) {
+    // Merge the oldest two neighbouring work segments (or, with none, drop
+    // the oldest wait): bounded memory, at the price of exact split points.
+    auto& q = s.pending;
+    std::size_t i = 0;
+    while (i + 1 < q.size() && (q[i].is_wait || q[i + 1].is_wait)) ++i;
+    if (i + 1 < q.size()) {
+      q[i].work.add(q[i + 1].work);
+      q[i].last_seq = q[i + 1].last_seq;
+      q[i].merged = true;
+      q.erase(q.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+    } else {
+      q.erase(std::find_if(q.begin(), q.end(), [](const Segment& seg) { return seg.is_wait; }));
+    }
+    ++forgotten_.merged_segments;
+  }
+  s.pending.emplace_back();
+  Segment& seg = s.pending.back();
+  seg.is_wait = wait;
+  seg.first_seq = p.seq + 1;
+  s.sealed = wait;
+  return seg;
+}
+
+void StreamTracker::queue(Stream& s, std::string label) {
+  if (s.tid)
+    lane_name_ = fmt::format("stream per-thread (tid {})", s.tid);
+  else
+    lane_name_ = "stream " + s.id;
+  activity_.queued = StreamActivity::Queued{s.id, s.lane, lane_name_, std::move(label)};
 }
 
 void StreamTracker::apply(Process& p, Call& c) {
@@ -333,45 +418,55 @@ void StreamTracker::apply(Process& p, Call& c) {
   };
   switch (c.api->effect()) {
     case Effect::Launch: {
-      Entry e{0, Entry::Kind::Launch};
-      e.kernel = c.kernel.empty() ? std::string("graph") : std::string(c.kernel);
-      e.kernel_short = c.kernel.empty() ? std::string("graph") : std::string(c.kernel_short);
-      const std::string label = e.kernel_short;
-      queue(p, call_stream(), std::move(e), label);
+      const std::string_view kernel = c.kernel.empty() ? std::string_view("graph") : c.kernel;
+      const std::string_view short_name = c.kernel.empty() ? std::string_view("graph") : c.kernel_short;
+      Stream& s = call_stream();
+      Segment& seg = open_segment(p, s, false);
+      seg.work.add_launch(kernel, short_name);
+      seg.last_seq = ++p.seq;
+      queue(s, std::string(short_name));
       break;
     }
     case Effect::Copy:
     case Effect::Memset: {
       const bool copy = c.api->effect() == Effect::Copy;
-      Entry e{0, copy ? Entry::Kind::Copy : Entry::Kind::Memset};
-      e.direction = copy ? queued_copy_direction(c) : CopyDirection::Unknown;
-      e.bytes = transfer_bytes(c);
-      const std::string label = copy ? fmt::format("copy {} {}", copy_direction_name(e.direction), format_bytes(e.bytes))
-                                     : fmt::format("memset {}", format_bytes(e.bytes));
+      const CopyDirection dir = copy ? queued_copy_direction(c) : CopyDirection::Unknown;
+      const std::uint64_t bytes = transfer_bytes(c);
       Stream& s = call_stream();
-      const CopyDirection dir = e.direction;
-      queue(p, s, std::move(e), label);
-      if (copy && !stream_arg) {
-        // A synchronous copy returns once it (and all earlier work on its stream) is done.
-        Gathering g;
-        gather(s, kAll, g);
-        settle(g);
-      }
+      Segment& seg = open_segment(p, s, false);
+      StreamWork::Bytes& b = copy ? seg.work.copies[static_cast<int>(dir)] : seg.work.memsets;
+      ++b.count;
+      b.bytes += bytes;
+      seg.last_seq = ++p.seq;
+      queue(s, copy ? fmt::format("copy {} {}", copy_direction_name(dir), format_bytes(bytes))
+                    : fmt::format("memset {}", format_bytes(bytes)));
       if (copy && stream_arg && (dir == CopyDirection::HostToDevice || dir == CopyDirection::DeviceToHost)) {
         // cudaMemcpyAsync(dst, src, ...): the host side is src for H2D, dst for D2H.
         const auto host = arg_value(c, ArgType::Ptr, dir == CopyDirection::HostToDevice ? 1 : 0);
-        if (host && *host && !page_locked_.contains(c.rec->pid, *host, 1) && p.warned_sites.emplace(c.api->id, c.rec->caller).second)
-          activity_.pageable_host_ptr = *host;
+        if (host && *host && !page_locked_.contains(c.rec->pid, *host, 1)) {
+          if (p.warned_sites.size() >= kMaxWarnedSites) p.warned_sites.clear();  // a site may warn again
+          if (p.warned_sites.emplace(c.api->id, c.rec->caller).second) activity_.pageable_host_ptr = *host;
+        }
+      }
+      if (copy && !stream_arg) {
+        // A synchronous copy returns once it (and all earlier work on its stream) is done.
+        Gathering g;
+        gather(p, s, kAll, g);
+        settle(p, g);
       }
       break;
     }
     case Effect::EventRecord:
       if (Event* e = call_event()) {
-        e->stream = &call_stream();
+        Stream& s = call_stream();
+        e->recorded = true;
+        e->lane = s.lane;
+        e->recorded_on = s.id;
         e->seq = p.seq;
         e->tid = c.rec->tid;
         e->ts_ns = c.rec->ts_ns;
         e->dur_ns = c.rec->dur_ns;
+        s.sealed = true;  // later work is not part of what the record captured
       }
       break;
     case Effect::StreamWaitEvent:
@@ -382,21 +477,22 @@ void StreamTracker::apply(Process& p, Call& c) {
       const bool host_waits = c.api->effect() != Effect::StreamWaitEvent;
       const auto kind = host_waits ? WaitInfo::Kind::Event : WaitInfo::Kind::StreamWaitEvent;
       Gathering g;
-      if (e->stream) {
-        g.entry(e->stream);  // listed first
-        gather(*e->stream, e->seq, g);
+      if (e->recorded) {
+        if (Stream* recorded = lane(p, e->lane)) {
+          g.entry(recorded);  // listed first
+          gather(p, *recorded, e->seq, g);
+        }
         if (!host_waits) {
-          Entry w{0, Entry::Kind::Wait};
-          w.waits_on = e->stream;
+          Segment& w = open_segment(p, call_stream(), true);
+          w.waits_on = e->lane;
           w.waits_until = e->seq;
-          w.seq = ++p.seq;
-          call_stream().pending.push_back(std::move(w));
+          w.last_seq = ++p.seq;
         }
       }
-      finish_wait(g, kind, e->id, e->stream ? e->stream->id : std::string(), host_waits);
+      finish_wait(p, g, kind, e->id, e->recorded ? e->recorded_on : std::string(), host_waits);
       // A query that returned success only tells that the work is done.
       if (c.api->effect() == Effect::EventQuery) break;
-      if (e->stream) consumed(*e);
+      if (e->recorded) consumed(*e);
       c.waited = &wait_;
       break;
     }
@@ -405,23 +501,29 @@ void StreamTracker::apply(Process& p, Call& c) {
       Stream& s = call_stream();
       Gathering g;
       g.entry(&s);
-      gather(s, kAll, g);
-      finish_wait(g, WaitInfo::Kind::Stream, s.id, {}, true);
+      gather(p, s, kAll, g);
+      finish_wait(p, g, WaitInfo::Kind::Stream, s.id, {}, true);
       if (c.api->effect() == Effect::StreamSync) c.waited = &wait_;
       break;
     }
     case Effect::DeviceSync: {
       Gathering g;
-      for (Stream* s : p.order) gather(*s, kAll, g);
-      finish_wait(g, WaitInfo::Kind::Device, {}, {}, true);
+      for (auto& [lane_number, s] : p.lanes) gather(p, *s, kAll, g);
+      finish_wait(p, g, WaitInfo::Kind::Device, {}, {}, true);
       c.waited = &wait_;
       break;
     }
-    case Effect::StreamDestroy:
-      call_stream().destroyed = true;
+    case Effect::StreamDestroy: {
+      Stream& s = call_stream();
+      s.destroyed = true;
+      drop_stream_if_done(p, s);
       break;
+    }
     case Effect::EventDestroy:
-      if (Event* e = call_event()) e->destroyed = true;
+      if (const auto handle = arg_value(c, ArgType::Event); handle && p.events.count(*handle)) {
+        p.event_order.erase(p.events[*handle].number);
+        p.events.erase(*handle);  // a later create of the handle is a new event
+      }
       break;
     default:
       break;
@@ -436,6 +538,35 @@ const StreamActivity& StreamTracker::on_call(Call& c) {
   annotate(p, c, outermost);
   if (outermost && succeeded(c)) apply(p, c);
   return activity_;
+}
+
+void StreamTracker::forget_process(std::uint32_t pid) {
+  procs_.erase(pid);
+  page_locked_.forget(pid);
+}
+
+void StreamTracker::forget_thread(std::uint32_t pid, std::uint32_t tid) {
+  auto p = procs_.find(pid);
+  if (p == procs_.end()) return;
+  auto it = p->second.per_thread.find(tid);
+  if (it == p->second.per_thread.end()) return;
+  Stream* s = lane(p->second, it->second);
+  if (s && !s->pending.empty()) return;  // a device synchronisation still waits for it
+  p->second.lanes.erase(it->second);
+  p->second.per_thread.erase(it);
+}
+
+std::vector<std::uint32_t> StreamTracker::processes() const {
+  std::vector<std::uint32_t> out;
+  for (const auto& [pid, p] : procs_) out.push_back(pid);
+  return out;
+}
+
+std::vector<std::uint32_t> StreamTracker::threads(std::uint32_t pid) const {
+  std::vector<std::uint32_t> out;
+  if (auto p = procs_.find(pid); p != procs_.end())
+    for (const auto& [tid, lane_number] : p->second.per_thread) out.push_back(tid);
+  return out;
 }
 
 }  // namespace cudatrace

@@ -9,24 +9,53 @@
 namespace cudatrace {
 
 void Symbolizer::capture(pid_t pid, std::vector<Mapping> maps) {
-  std::vector<const File*> files;
+  std::vector<const ElfFile*> files;
+  std::vector<FileKey> keys;
   for (const Mapping& m : maps) {
     if (m.path.empty()) {
       files.push_back(nullptr);
       continue;
     }
-    auto it = files_.find({m.inode, m.path});
+    FileKey key{m.inode, m.path};
+    auto it = files_.find(key);
     if (it == files_.end()) {
       std::string error;
       File f;
       f.elf = ElfFile::open(host_path(pid, m), error);
-      if (f.elf) f.functions = f.elf->functions();
-      it = files_.emplace(std::make_pair(m.inode, m.path), std::move(f)).first;
+      it = files_.emplace(key, std::move(f)).first;
     }
-    files.push_back(it->second.elf ? &it->second : nullptr);
+    if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
+      ++it->second.users;
+      keys.push_back(std::move(key));
+    }
+    files.push_back(it->second.elf.get());
   }
+  release(pid);  // after the new references: files still mapped stay open
   maps_[pid] = std::move(maps);
   files_of_[pid] = std::move(files);
+  keys_of_[pid] = std::move(keys);
+}
+
+void Symbolizer::release(pid_t pid) {
+  auto keys = keys_of_.find(pid);
+  if (keys == keys_of_.end()) return;
+  for (const FileKey& key : keys->second) {
+    auto it = files_.find(key);
+    if (it != files_.end() && --it->second.users == 0) files_.erase(it);
+  }
+  keys_of_.erase(keys);
+}
+
+void Symbolizer::forget(pid_t pid) {
+  release(pid);
+  maps_.erase(pid);
+  files_of_.erase(pid);
+}
+
+std::vector<pid_t> Symbolizer::processes() const {
+  std::vector<pid_t> out;
+  for (const auto& [pid, maps] : maps_) out.push_back(pid);
+  return out;
 }
 
 const Mapping* Symbolizer::mapping_at(pid_t pid, std::uint64_t addr) {
@@ -43,12 +72,11 @@ const Mapping* Symbolizer::mapping_at(pid_t pid, std::uint64_t addr) {
 std::string Symbolizer::function_at(pid_t pid, std::uint64_t addr) {
   const Mapping* m = mapping_at(pid, addr);
   if (!m || !m->exec) return {};
-  const File* f = files_of_[pid][m - maps_[pid].data()];
+  const ElfFile* f = files_of_[pid][m - maps_[pid].data()];
   std::uint64_t vaddr = 0;
-  if (!f || !f->elf->offset_to_vaddr(addr - m->start + m->offset, vaddr)) return {};
-  auto it = std::lower_bound(f->functions.begin(), f->functions.end(), vaddr,
-                             [](const FunctionSymbol& s, std::uint64_t v) { return s.address < v; });
-  return it != f->functions.end() && it->address == vaddr ? std::string(it->name) : std::string();
+  FunctionSymbol sym;
+  if (!f || !f->offset_to_vaddr(addr - m->start + m->offset, vaddr) || !f->function_at(vaddr, sym)) return {};
+  return std::string(sym.name);
 }
 
 Symbolizer::Location Symbolizer::locate(pid_t pid, std::uint64_t addr) {
@@ -57,17 +85,12 @@ Symbolizer::Location Symbolizer::locate(pid_t pid, std::uint64_t addr) {
   if (!m || m->path.empty()) return loc;
   loc.module = m->path;
   loc.module_offset = addr - m->start + m->offset;
-  const File* f = files_of_[pid][m - maps_[pid].data()];
+  const ElfFile* f = files_of_[pid][m - maps_[pid].data()];
   std::uint64_t vaddr = 0;
-  if (!m->exec || !f || !f->elf->offset_to_vaddr(loc.module_offset, vaddr)) return loc;
-  auto it = std::upper_bound(f->functions.begin(), f->functions.end(), vaddr,
-                             [](std::uint64_t v, const FunctionSymbol& s) { return v < s.address; });
-  if (it == f->functions.begin()) return loc;
-  --it;
-  if (vaddr < it->address + it->size) {
-    loc.function = std::string(it->name);
-    loc.function_offset = vaddr - it->address;
-  }
+  FunctionSymbol sym;
+  if (!m->exec || !f || !f->offset_to_vaddr(loc.module_offset, vaddr) || !f->function_containing(vaddr, sym)) return loc;
+  loc.function = std::string(sym.name);
+  loc.function_offset = vaddr - sym.address;
   return loc;
 }
 
@@ -75,9 +98,9 @@ bool Symbolizer::string_at(pid_t pid, std::uint64_t addr, std::size_t max, std::
   if (read_process_string(pid, addr, max, out)) return true;
   const Mapping* m = mapping_at(pid, addr);
   if (!m) return false;
-  const File* f = files_of_[pid][m - maps_[pid].data()];
+  const ElfFile* f = files_of_[pid][m - maps_[pid].data()];
   if (!f) return false;
-  const std::string_view bytes = f->elf->contents();
+  const std::string_view bytes = f->contents();
   const std::uint64_t offset = addr - m->start + m->offset;
   if (offset >= bytes.size()) return false;
   const std::string_view rest = bytes.substr(offset, max);

@@ -130,6 +130,7 @@ class Session {
   void on_call(const ct_call& rec);
   void warn_pageable_copy(std::uint64_t host_ptr);
   void on_map_change(const ct_map_change& m);
+  void forget_exited();
   void summary_report(bool final);
   void measure_cost();
   void clear_counters();
@@ -178,6 +179,9 @@ class Session {
   bool loader_probed_ = false;     // a dynamic loader's _dl_debug_state is probed
   bool waiting_for_cuda_ = false;  // -p target without a CUDA library yet
   std::set<std::tuple<pid_t, std::uint64_t, std::uint64_t>> seen_mappings_;  // pid, inode, start
+  std::vector<pid_t> exited_;  // found gone at the last look; forgotten at the next
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> exited_threads_;  // pid, tid: the same
+  std::uint64_t next_exit_check_ns_ = 0;
 };
 
 // The directory holding `path` when anyone may write there (/tmp): another
@@ -660,6 +664,37 @@ void Session::on_map_change(const ct_map_change& m) {
   if (m.stopped) kill(static_cast<pid_t>(m.pid), SIGCONT);
 }
 
+// What is kept per process and per thread goes when they exit. A process
+// found gone is forgotten one look later (a second on), after the ring has
+// been read past every record it wrote.
+void Session::forget_exited() {
+  const std::uint64_t now = monotonic_ns();
+  if (now < next_exit_check_ns_) return;
+  next_exit_check_ns_ = now + 1000000000ull;
+  for (pid_t pid : exited_) {
+    symbolizer_.forget(pid);
+    streams_.forget_process(static_cast<std::uint32_t>(pid));
+    names_.forget(static_cast<std::uint32_t>(pid));
+    stacks_.forget(pid);
+    seen_mappings_.erase(seen_mappings_.lower_bound({pid, 0, 0}), seen_mappings_.lower_bound({pid + 1, 0, 0}));
+  }
+  for (auto [pid, tid] : exited_threads_) streams_.forget_thread(pid, tid);
+  exited_.clear();
+  exited_threads_.clear();
+  std::set<pid_t> known;
+  for (pid_t pid : symbolizer_.processes()) known.insert(pid);
+  for (std::uint32_t pid : streams_.processes()) known.insert(static_cast<pid_t>(pid));
+  for (pid_t pid : known) {
+    if (!process_exists(pid)) {
+      exited_.push_back(pid);
+      continue;
+    }
+    for (std::uint32_t tid : streams_.threads(static_cast<std::uint32_t>(pid)))
+      if (access(fmt::format("/proc/{}/task/{}", pid, tid).c_str(), F_OK) != 0)
+        exited_threads_.emplace_back(static_cast<std::uint32_t>(pid), tid);
+  }
+}
+
 // Hands what was formatted to the writer thread; false once the output has
 // failed or its reader has gone.
 bool Session::flush() {
@@ -715,6 +750,7 @@ void Session::drain_loop() {
       break;
     }
     if (!flush()) break;
+    forget_exited();
     if (reporter_ && opts_.interval_s && monotonic_ns() >= next_report_ns_) {
       summary_report(false);
       if (!flush()) break;
@@ -824,6 +860,14 @@ void Session::finish() {
                      double(self.ru_utime.tv_usec + self.ru_stime.tv_usec) / 1e6,
                  double(self.ru_maxrss) / 1024);
   }
+  const StreamTracker::Forgotten& forgotten = streams_.forgotten();
+  if (forgotten.streams || forgotten.events)
+    warn_line(fmt::format("{} streams and {} events never destroyed were forgotten (over {} per process); a later use "
+                          "of one got a new id",
+                          forgotten.streams, forgotten.events, StreamTracker::kMaxHandles));
+  if (forgotten.merged_segments)
+    warn_line(fmt::format("{} times a stream held over {} pieces of queued work; waits on them say \"approximate\"",
+                          forgotten.merged_segments, StreamTracker::kMaxSegments));
   if (opts_.json && end_written && stats_.lost())
     warn_line(std::to_string(stats_.lost()) + " call records lost; see the end line's lost_detail");
 }

@@ -37,8 +37,12 @@ class ElfFile {
   // the loader's _r_debug); 0 if it exports none of that name.
   std::uint64_t exported_object(std::string_view name) const;
 
-  // Every defined function, sorted by address (for symbolising addresses).
+  // Every defined function, sorted by address, one per address.
   std::vector<FunctionSymbol> functions() const;
+  // The function starting exactly at `vaddr`, or the one whose
+  // [address, address + size) holds it.
+  bool function_at(std::uint64_t vaddr, FunctionSymbol& out) const;
+  bool function_containing(std::uint64_t vaddr, FunctionSymbol& out) const;
 
   // File offset of a virtual address inside a PT_LOAD segment; what uprobes
   // are attached by. Returns false if no segment holds it.
@@ -68,11 +72,17 @@ class ElfFile {
   };
   template <typename Fn>
   void for_each_function(const Table& t, Fn&& fn) const;
+  // Symbol references: index into .dynsym, or with kSymtabBit into .symtab.
+  static constexpr std::uint32_t kSymtabBit = 1u << 31;
+  FunctionSymbol symbol(std::uint32_t ref) const;
+  const std::vector<std::uint32_t>& by_address() const;
 
   std::string path_;
   const std::uint8_t* data_ = nullptr;
   std::size_t size_ = 0;
   std::unique_ptr<Table> dynsym_, symtab_;
+  mutable std::vector<std::uint32_t> by_address_;  // built on first use
+  mutable bool indexed_ = false;
 };
 
 }  // namespace cudatrace

@@ -1,12 +1,20 @@
 // Kernel names per process, learnt from the calls that register or look up
 // kernels (the "module" group), with ELF symbols of host stubs as the fallback.
+//
+// A program can register tens of thousands of kernels (PyTorch does), with
+// long template names: each mangled name is stored once however many
+// processes or handles use it, demangled names only for the kMaxDemangled
+// most recently used, and unknown handles are remembered up to
+// kMaxUnknown at a time.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <list>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 
 namespace cudatrace {
 
@@ -23,11 +31,14 @@ std::string_view kernel_base_name(std::string_view demangled);
 
 class KernelNames {
  public:
+  // Valid until the next call of find() or learn().
   struct Name {
-    std::string mangled;
-    std::string demangled;
-    std::string short_name;  // short_name(demangled)
+    std::string_view mangled;
+    std::string_view demangled;
+    std::string_view short_name;  // short_name(demangled)
   };
+  static constexpr std::size_t kMaxDemangled = 4096;
+  static constexpr std::size_t kMaxUnknown = 65536;
   // Maps a host address in process `pid` to the ELF symbol covering it, or "".
   using Symbolizer = std::function<std::string(std::uint32_t pid, std::uint64_t addr)>;
 
@@ -58,11 +69,18 @@ class KernelNames {
   struct KeyHash {
     std::size_t operator()(const Key& k) const { return std::hash<std::uint64_t>()(k.handle * 31 + k.pid); }
   };
-  const Name* remember(std::uint32_t pid, std::uint64_t handle, std::string mangled);
+  using Pooled = std::pair<const std::string, std::uint32_t>;  // mangled name, handles using it
+  const Name* remember(std::uint32_t pid, std::uint64_t handle, std::string_view mangled);
+  const Name* named(const Pooled& mangled);
+  void release(Pooled* mangled);
 
-  std::unordered_map<Key, Name, KeyHash> names_;
+  std::unordered_map<std::string, std::uint32_t> pool_;
+  std::unordered_map<Key, Pooled*, KeyHash> names_;
   // Negative cache of symbolization misses, so a hot unknown handle costs one lookup.
   std::unordered_map<Key, bool, KeyHash> unknown_;
+  std::list<std::pair<const Pooled*, std::string>> demangled_;  // most recently used first
+  std::unordered_map<const Pooled*, decltype(demangled_)::iterator> demangled_of_;
+  Name current_;
   Symbolizer symbolize_;
   std::unordered_map<std::string, std::string> short_names_;   // by demangled name
   std::unordered_map<std::string, unsigned> base_name_uses_;   // kernels seen per base name

@@ -2,6 +2,11 @@
 // process and device, allocations never freed, page-locked host ranges, and
 // allocation sites that allocate and free the same size over and over.
 //
+// Memory stays bounded: at most kMaxLive allocations are tracked one by one
+// (over it the oldest is dropped, counted in untracked(): its bytes stay in
+// the live count, since its free can no longer be matched), at most
+// kMaxChurnSites churn sites, and threads on device 0 are not stored.
+//
 // An operation counts once, at the outermost probed call: cudaMalloc nests
 // cuMemAlloc_v2, and only cudaMalloc counts. With only the driver layer
 // traced, the driver call is the outermost one.
@@ -34,9 +39,15 @@ class PageLockedMemory {
   void on_call(const Call& c);
   // Whether [addr, addr + bytes) lies in one such range of `pid`.
   bool contains(std::uint32_t pid, std::uint64_t addr, std::uint64_t bytes) const;
+  void forget(std::uint32_t pid);
+  // At most kMaxRanges are kept; over it the lowest-addressed range of the
+  // process goes (a copy from it may then be reported as pageable).
+  static constexpr std::size_t kMaxRanges = 65536;
+  std::uint64_t evicted() const { return evicted_; }
 
  private:
   std::map<std::pair<std::uint32_t, std::uint64_t>, std::uint64_t> ranges_;  // pid, start -> end
+  std::uint64_t evicted_ = 0;
 };
 
 struct Allocation {
@@ -47,6 +58,7 @@ struct Allocation {
   std::uint64_t ts_ns = 0;    // when the allocating call started
   std::uint64_t call_ns = 0;  // how long it took
   std::uint64_t caller = 0;   // its return address
+  std::uint64_t order = 0;    // allocation order, for dropping the oldest
   const Api* api = nullptr;
   std::vector<std::uint64_t> stack;  // with --stack
 };
@@ -83,6 +95,14 @@ class MemoryTracker {
   std::vector<const Allocation*> outstanding() const;
   const std::map<ChurnKey, ChurnSite>& churn() const { return churn_; }
 
+  static constexpr std::size_t kMaxLive = 16384;
+  static constexpr std::size_t kMaxChurnSites = 4096;
+  struct Untracked {
+    std::uint64_t allocations = 0, bytes = 0;  // dropped from the table of live allocations
+    std::uint64_t churn_pairs = 0;             // allocate/free pairs of sites beyond kMaxChurnSites
+  };
+  const Untracked& untracked() const { return untracked_; }
+
  private:
   int current_device(std::uint32_t tid) const;
   void allocate(const Call& c, bool managed);
@@ -90,6 +110,9 @@ class MemoryTracker {
 
   std::unordered_map<std::uint32_t, int> thread_device_;  // by tid; CUDA's default is 0
   std::map<std::pair<std::uint32_t, std::uint64_t>, Allocation> live_;  // by pid, pointer
+  std::map<std::uint64_t, std::pair<std::uint32_t, std::uint64_t>> by_age_;  // order -> key in live_
+  std::uint64_t next_order_ = 0;
+  Untracked untracked_;
   std::map<DeviceKey, DeviceMemory> devices_;
   PageLockedMemory page_locked_;
   std::map<ChurnKey, ChurnSite> churn_;

@@ -29,8 +29,9 @@ struct StackFrame {
 // The frames stored after a record's payload (record.h), innermost first.
 std::vector<std::uint64_t> record_stack(const ct_call& rec);
 
-// Names stack addresses, caching per process; forget() a process whose
-// mappings changed.
+// Names stack addresses, caching per process (at most kMaxCached frames:
+// over it the cache starts afresh); forget() a process whose mappings
+// changed.
 class StackSymbolizer {
  public:
   explicit StackSymbolizer(Symbolizer& symbolizer) : symbolizer_(symbolizer) {}
@@ -39,6 +40,7 @@ class StackSymbolizer {
   StackFrame frame(pid_t pid, std::uint64_t return_address);
   std::vector<StackFrame> frames(pid_t pid, const std::vector<std::uint64_t>& return_addresses);
   void forget(pid_t pid);
+  static constexpr std::size_t kMaxCached = 65536;
 
  private:
   Symbolizer& symbolizer_;

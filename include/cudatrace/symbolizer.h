@@ -1,7 +1,9 @@
 // Maps addresses in a traced process to ELF function symbols and reads
 // strings it holds, through the process's mappings. The mappings and the
 // files behind them are captured while the process lives (at attach and at
-// every loader notification), so records are decodable after it exits.
+// every loader notification), so records are decodable after it exits;
+// forget() a process once its last records are decoded. The files stay
+// mapped (page cache, not the tracer's own memory) while a process maps them.
 #pragma once
 
 #include <sys/types.h>
@@ -37,17 +39,22 @@ class Symbolizer {
   bool string_at(pid_t pid, std::uint64_t addr, std::size_t max, std::string& out);
   // Records the process's current mappings and opens the files behind them.
   void capture(pid_t pid, std::vector<Mapping> maps);
+  void forget(pid_t pid);
+  std::vector<pid_t> processes() const;
 
  private:
+  using FileKey = std::pair<std::uint64_t, std::string>;  // inode, path
   struct File {
-    std::unique_ptr<ElfFile> elf;
-    std::vector<FunctionSymbol> functions;
+    std::unique_ptr<ElfFile> elf;  // null: not an ELF file
+    std::uint32_t users = 0;       // processes whose captured mappings hold it
   };
   const Mapping* mapping_at(pid_t pid, std::uint64_t addr);
+  void release(pid_t pid);
 
   std::unordered_map<pid_t, std::vector<Mapping>> maps_;
-  std::unordered_map<pid_t, std::vector<const File*>> files_of_;  // parallel to maps_[pid]
-  std::map<std::pair<std::uint64_t, std::string>, File> files_;   // by inode and path
+  std::unordered_map<pid_t, std::vector<const ElfFile*>> files_of_;  // parallel to maps_[pid]
+  std::unordered_map<pid_t, std::vector<FileKey>> keys_of_;          // the files each process holds
+  std::map<FileKey, File> files_;
 };
 
 // Reads a NUL-terminated string of at most `max` bytes at `addr` in `pid`.

@@ -69,11 +69,11 @@ class KernelNamesTest : public ::testing::Test {
 
   std::string mangled(std::uint32_t pid, std::uint64_t handle) {
     const KernelNames::Name* n = names.find(pid, handle);
-    return n ? n->mangled : "<unknown>";
+    return n ? std::string(n->mangled) : "<unknown>";
   }
   std::string demangled(std::uint32_t pid, std::uint64_t handle) {
     const KernelNames::Name* n = names.find(pid, handle);
-    return n ? n->demangled : "<unknown>";
+    return n ? std::string(n->demangled) : "<unknown>";
   }
 
   RecBuf& next() {
@@ -391,6 +391,34 @@ TEST_F(KernelNamesTest, LaunchCarriesTheShortName) {
   ASSERT_TRUE(decode_call(launch.rec, &names, c));
   EXPECT_EQ(c.kernel_short, "reduce_kernel");
   EXPECT_EQ(c.kernel, KernelNames::demangle(kTorchReduce));
+}
+
+TEST(KernelNamesBounds, ManyKernelsStayNamedAndProcessesShareNames) {
+  KernelNames names;
+  int lookups = 0;
+  // Handle h names "_Z<len>k<h>v" in every process: kernel k<h>().
+  names.set_symbolizer([&](std::uint32_t, std::uint64_t h) {
+    ++lookups;
+    const std::string base = "k" + std::to_string(h);
+    return "_Z" + std::to_string(base.size()) + base + "v";
+  });
+  const std::uint64_t n = KernelNames::kMaxDemangled + 100;
+  for (std::uint32_t pid : {1u, 2u})
+    for (std::uint64_t h = 1; h <= n; ++h) ASSERT_NE(names.find(pid, h), nullptr);
+  EXPECT_EQ(lookups, int(2 * n));
+  // Each name still right, demangled again when it had left the cache.
+  for (std::uint64_t h : {std::uint64_t(1), n / 2, n}) {
+    const KernelNames::Name* name = names.find(1, h);
+    ASSERT_NE(name, nullptr);
+    EXPECT_EQ(std::string(name->demangled), "k" + std::to_string(h) + "()");
+  }
+  EXPECT_EQ(lookups, int(2 * n)) << "known handles are not looked up again";
+  names.forget(1);
+  const KernelNames::Name* still = names.find(2, 7);
+  ASSERT_NE(still, nullptr) << "process 2 keeps the names process 1 shared";
+  EXPECT_EQ(std::string(still->mangled), "_Z2k7v");
+  ASSERT_NE(names.find(1, 7), nullptr);
+  EXPECT_EQ(lookups, int(2 * n) + 1) << "process 1 forgotten: looked up afresh";
 }
 
 }  // namespace

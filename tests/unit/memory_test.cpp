@@ -203,4 +203,30 @@ TEST(Memory, ChurnCountsFreedAllocationsPerSiteAndSize) {
   EXPECT_EQ(site.api->symbol, "cudaMalloc");
 }
 
+TEST(Memory, LiveAllocationsBeyondTheCapDropTheOldestAndCountIt) {
+  MemoryTracker m;
+  const std::size_t n = MemoryTracker::kMaxLive + 5;
+  for (std::size_t i = 0; i < n; ++i)
+    feed(m, "cudaMalloc", {{"size", 256}}, at(1000 + i, {0xd000000000 + 256 * i}));
+  EXPECT_EQ(m.untracked().allocations, 5u);
+  EXPECT_EQ(m.untracked().bytes, 5u * 256);
+  EXPECT_EQ(m.outstanding().size(), MemoryTracker::kMaxLive);
+  EXPECT_EQ(device(m, 1234, 0).live_bytes, n * 256) << "dropped allocations still count as live";
+  feed(m, "cudaFree", {{"devPtr", 0xd000000000}}, at(900000));  // the oldest: dropped, not matched
+  EXPECT_EQ(device(m, 1234, 0).frees, 0u);
+  feed(m, "cudaFree", {{"devPtr", 0xd000000000 + 256 * (n - 1)}}, at(900001));
+  EXPECT_EQ(device(m, 1234, 0).frees, 1u);
+  EXPECT_EQ(m.outstanding().size(), MemoryTracker::kMaxLive - 1);
+}
+
+TEST(Memory, ChurnSitesBeyondTheCapAreCounted) {
+  MemoryTracker m;
+  for (std::uint64_t i = 0; i < MemoryTracker::kMaxChurnSites + 2; ++i) {
+    feed(m, "cudaMalloc", {{"size", 256 + i}}, at(1000 + 2 * i, {0xd000000000}));
+    feed(m, "cudaFree", {{"devPtr", 0xd000000000}}, at(1001 + 2 * i));
+  }
+  EXPECT_EQ(m.churn().size(), MemoryTracker::kMaxChurnSites);
+  EXPECT_EQ(m.untracked().churn_pairs, 2u);
+}
+
 }  // namespace

@@ -81,6 +81,7 @@ class StreamFeed {
   }
 
   cudatrace::Call& call() { return call_; }
+  cudatrace::StreamTracker& tracker() { return tracker_; }
   cudatrace_test::RecBuf& record() { return buf_; }
 
   // The short id given to argument `name` of the last call, "" if none.

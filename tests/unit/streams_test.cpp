@@ -531,6 +531,117 @@ TEST_F(Streams, DriverAsyncCopyFromPageableMemoryIsReported) {
   EXPECT_EQ(*a.pageable_host_ptr, 0x7000u);
 }
 
+// ---- Bounded memory ------------------------------------------------------------
+
+TEST_F(Streams, WorkQueuedBetweenSyncsIsSummarised) {
+  create_stream(kS1);
+  for (int i = 0; i < 5000; ++i) {
+    launch(kK1, kS1);
+    launch(kK2, kS1);
+  }
+  EXPECT_EQ(sync_stream(kS1), "waited: s1: 10000 launches (k1 x5000, k2 x5000)");
+  EXPECT_EQ(sync_stream(kS1), "waited: nothing");
+}
+
+TEST_F(Streams, EventRecordsBeyondTheSegmentCapMakeWaitsApproximate) {
+  create_stream(kS1);
+  create_event(kE1);
+  create_event(kE2);
+  launch(kK1, kS1);
+  f.feed("cudaEventRecord", {{"event", kE1}, {"stream", kS1}});
+  f.feed("cudaEventSynchronize", {{"event", kE1}});
+  EXPECT_EQ(f.waited_text(), "waited: e1 (recorded on s1) for s1: 1 launch (k1)");
+  // e1 recorded after the first of many launches, each followed by a record of e2.
+  launch(kK1, kS1);
+  f.feed("cudaEventRecord", {{"event", kE1}, {"stream", kS1}});
+  for (std::size_t i = 0; i < StreamTracker::kMaxSegments + 10; ++i) {
+    launch(kK2, kS1);
+    f.feed("cudaEventRecord", {{"event", kE2}, {"stream", kS1}});
+  }
+  EXPECT_GT(f.tracker().forgotten().merged_segments, 0u);
+  f.feed("cudaEventSynchronize", {{"event", kE1}});
+  const std::string text = f.waited_text();
+  EXPECT_EQ(text.rfind("waited: e1 (recorded on s1) for s1: ", 0), 0u) << text;
+  EXPECT_NE(text.find("(approximate: older queued work summarised together)"), std::string::npos) << text;
+  ASSERT_TRUE(f.call().waited->approximate);
+  // Every launch is still counted once, whatever was merged.
+  f.feed("cudaEventSynchronize", {{"event", kE2}});
+  std::uint32_t launches = f.call().waited->work.empty() ? 0 : f.call().waited->work[0].launches;
+  for (const StreamWork& w : f.call().waited->work) EXPECT_EQ(w.stream, "s1");
+  sync_stream(kS1);
+  EXPECT_EQ(f.waited_text(), "waited: nothing");
+  EXPECT_LE(launches, StreamTracker::kMaxSegments + 10);
+}
+
+TEST_F(Streams, StreamsAndEventsBeyondTheCapAreForgottenOldestFirst) {
+  const std::size_t n = StreamTracker::kMaxHandles + 3;
+  for (std::size_t i = 0; i < n; ++i) {
+    create_stream(0x100000 + 16 * i);
+    create_event(0x900000 + 16 * i);
+  }
+  EXPECT_EQ(f.tracker().forgotten().streams, 3u);
+  EXPECT_EQ(f.tracker().forgotten().events, 3u);
+  launch(kK1, 0x100000 + 16 * (n - 1));
+  EXPECT_EQ(f.id_of("stream"), "s" + std::to_string(n)) << "the newest stream is kept";
+  launch(kK1, 0x100000);
+  EXPECT_EQ(f.id_of("stream"), "s" + std::to_string(n + 1)) << "the oldest was forgotten: a new id";
+}
+
+TEST_F(Streams, DestroyedStreamsAreDroppedOnceTheirWorkIsDone) {
+  create_stream(kS1);
+  launch(kK1, kS1);
+  f.feed("cudaStreamDestroy", {{"stream", kS1}});
+  EXPECT_EQ(sync_device(), "waited: s1: 1 launch (k1)") << "destroyed with work queued: the device still waits";
+  EXPECT_EQ(sync_device(), "waited: nothing");
+  create_stream(kS1);
+  EXPECT_EQ(f.id_of("pStream"), "s2");
+}
+
+TEST_F(Streams, ExitedProcessesAndThreadsAreForgotten) {
+  f.feed("cudaLaunchKernel_ptsz", {{"func", kK1}, {"stream", 0}}, 4242);
+  ASSERT_EQ(f.tracker().threads(100), std::vector<std::uint32_t>{4242});
+  f.tracker().forget_thread(100, 4242);
+  EXPECT_EQ(f.tracker().threads(100).size(), 1u) << "kept while work is queued on it";
+  sync_device();
+  f.tracker().forget_thread(100, 4242);
+  EXPECT_TRUE(f.tracker().threads(100).empty());
+  create_stream(kS1);
+  EXPECT_EQ(f.tracker().processes(), std::vector<std::uint32_t>{100});
+  f.tracker().forget_process(100);
+  EXPECT_TRUE(f.tracker().processes().empty());
+  create_stream(kS1);
+  EXPECT_EQ(f.id_of("pStream"), "s1");
+}
+
+TEST(StreamWorkSummary, KernelNamesAreCappedAndTheRestCounted) {
+  StreamWork w;
+  w.stream = "s1";
+  for (std::size_t i = 0; i < StreamWork::kMaxKernels + 6; ++i) {
+    const std::string name = "k" + std::to_string(i);
+    w.add_launch(name, name);
+  }
+  w.add_launch("k0", "k0", 2);
+  EXPECT_EQ(w.launches, StreamWork::kMaxKernels + 8);
+  EXPECT_EQ(w.kernels.size(), StreamWork::kMaxKernels);
+  EXPECT_EQ(w.unlisted_launches, 6u);
+  StreamWork sum;
+  sum.add(w);
+  sum.add(w);
+  EXPECT_EQ(sum.launches, 2 * w.launches);
+  EXPECT_EQ(sum.unlisted_launches, 12u);
+  EXPECT_EQ(sum.kernels[0].count, 6u);
+  WaitInfo info;
+  info.kind = WaitInfo::Kind::Stream;
+  info.work.push_back(w);
+  fmt::memory_buffer text;
+  append_wait_text(text, info);
+  EXPECT_NE(std::string(text.data(), text.size()).find(", +60 more, +6 launches of other kernels)"), std::string::npos)
+      << std::string(text.data(), text.size());
+  fmt::memory_buffer json;
+  append_wait_json(json, info);
+  EXPECT_NE(std::string(json.data(), json.size()).find("\"unlisted_launches\":6"), std::string::npos);
+}
+
 // ---- Timeline details ----------------------------------------------------------
 
 TEST_F(Streams, QueuedWorkNamesItsLane) {

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# cudatrace's own memory while it traces programs of shapes that used to
+# make it grow (issue 10, part 4). Prints, per scenario, the largest
+# anonymous resident memory (RssAnon, sampled every 10 ms from
+# /proc/PID/status), the peak RSS (VmHWM, file-backed pages included) and
+# the run time. Needs root. Results: docs/benchmarks.md.
+#
+#   scripts/bench-memory.sh [--build DIR] [--calls N] [--summary] [SCENARIO...]
+#
+# Scenarios (default: all), each about N traced calls (default 10 M):
+#   launch-loop  launches on one stream, synchronised once at the end
+#   streams      streams and events created and never destroyed, and an
+#                allocation never freed with each
+#   threads      1,000 threads, each launching on its per-thread stream
+#   children     100 short-lived child processes, one after another
+#   cublaslt     a process that dlopens libcublasLt (~500 MB, but only 440
+#                exported symbols), 1,000 launches
+#   libllvm      one that dlopens libLLVM (~45,000 exported functions, like
+#                PyTorch's big libraries); a launch names a function in it
+# The trace goes to /dev/null (the output buffer stays empty); --summary
+# traces with --summary instead (the memory tracker runs). CUDATRACE=PATH
+# measures another cudatrace binary.
+set -euo pipefail
+build="$(cd "$(dirname "$0")/.." && pwd)/build"
+calls=10000000
+mode=(--json -o /dev/null)
+scenarios=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --build) build="$2"; shift 2 ;;
+    --calls) calls="$2"; shift 2 ;;
+    --summary) mode=(--summary); shift ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    *) scenarios+=("$1"); shift ;;
+  esac
+done
+[ ${#scenarios[@]} -gt 0 ] || scenarios=(launch-loop streams threads children cublaslt libllvm)
+cudatrace="${CUDATRACE:-$build/cudatrace}"
+app="$build/tests/fixtures/insights_app"
+[ -x "$cudatrace" ] && [ -x "$app" ] || { echo "bench-memory: build cudatrace and the fixtures in $build first" >&2; exit 2; }
+[ "$(id -u)" = 0 ] || { echo "bench-memory: needs root" >&2; exit 2; }
+export FAKE_CUDA_SYNC_US=0
+
+# Runs cudatrace on the command; prints the largest RssAnon, VmHWM and the run time.
+measure() {
+  local start; start=$(date +%s.%N)
+  "$cudatrace" "${mode[@]}" -- "$@" >/dev/null 2>&1 &
+  local pid=$! peak=0 hwm=0 anon
+  local key value _
+  while kill -0 "$pid" 2>/dev/null; do
+    while read -r key value _; do
+      case "$key" in
+        RssAnon:) [ "$value" -gt "$peak" ] && peak=$value ;;
+        VmHWM:) hwm=$value ;;
+      esac
+    done <"/proc/$pid/status" 2>/dev/null || true
+    sleep 0.01
+  done
+  wait "$pid" || true
+  local end; end=$(date +%s.%N)
+  printf '%-12s %s  RssAnon max %6.1f MiB  VmHWM %6.1f MiB  %6.1f s\n' "$scenario" "${mode[0]}" \
+    "$(echo "$peak / 1024" | bc -l)" "$(echo "${hwm:-0} / 1024" | bc -l)" "$(echo "$end - $start" | bc -l)"
+}
+
+for scenario in "${scenarios[@]}"; do
+  case "$scenario" in
+    # A launch is two traced calls (cudaLaunchKernel and its cuLaunchKernel);
+    # a "streams" round about nine.
+    launch-loop) measure "$app" launch-loop $((calls / 2)) $((calls / 2)) ;;
+    streams) measure "$app" streams $((calls / 9)) ;;
+    threads) measure "$app" threads 1000 $((calls / 2000)) ;;
+    children) measure "$app" children 100 $((calls / 200)) ;;
+    cublaslt) measure "$app" dlopen /usr/local/cuda/lib64/libcublasLt.so.13 1000 ;;
+    libllvm) measure "$app" dlopen "$(ls /usr/lib/x86_64-linux-gnu/libLLVM-1*.so.1 | head -1)" 1000 ;;
+    *) echo "bench-memory: unknown scenario $scenario" >&2; exit 2 ;;
+  esac
+done
