@@ -7,6 +7,7 @@
 
 #include "cudatrace/api_table.h"
 #include "cudatrace/api_docs.h"
+#include "cudatrace/nvtx.h"
 #include "cudatrace/tracer.h"
 
 namespace {
@@ -26,10 +27,12 @@ EXAMPLES:
   cudatrace --summary -i 5 -c 3 -p 1234   # a report every 5 s, three times, then stop
   cudatrace --hist -f stream -- ./app     # latency histograms of the stream calls
   cudatrace --summary --stack -- ./app    # ... and where each leaked allocation was made
+  cudatrace --nvtx --json -- python3 train.py    # each call with its NVTX range stack
+  cudatrace --summary --by-range -- python3 train.py  # CUDA time per NVTX range
 
 GROUPS: mem, xfer, launch, stream, event, device (default: all of them), and
   module (kernel registration and lookup calls; always traced for kernel names,
-  printed only when asked for).
+  printed only when asked for); nvtx (NVTX range calls, with --nvtx).
 
 EXIT STATUS: the command's own status in command mode; otherwise 0. Errors:
   2 bad usage, 3 no such process / nothing to trace / command not found,
@@ -57,6 +60,7 @@ int main(int argc, char** argv) {
   Options opts;
   std::string groups, layer = "all";
   bool list_apis = false, version = false;
+  std::string nvtx_library_path;
   long long pid = 0, tid = 0;
 
   CLI::App app{
@@ -93,6 +97,11 @@ int main(int argc, char** argv) {
   app.add_flag("--stack", opts.stack, "Capture and symbolise the user stack of each call (and of leaked allocations)");
   app.add_flag("--nested-returns", opts.nested_returns,
                "Also time nested calls without out-params (a runtime call's launch or copy): one more trap each");
+  app.add_flag("--nvtx", opts.nvtx,
+               "Give each call the NVTX ranges open on its thread (torch.cuda.nvtx, emit_nvtx; docs/nvtx.md)");
+  app.add_flag("--by-range", opts.by_range, "With --summary: CUDA time, launches and bytes per NVTX range (implies --nvtx)");
+  app.add_option("--write-nvtx-library", nvtx_library_path,
+                 "Write the NVTX injection library to FILE and exit (to start a program for -p --nvtx)");
   app.add_flag("-v,--verbose", opts.verbose, "Say which files are probed; show libbpf messages");
   app.add_flag("-V,--version", version, "Print the version and exit");
   app.prefix_command(true);
@@ -126,7 +135,7 @@ int main(int argc, char** argv) {
   } else {
     for (const std::string& name : split(groups, ',')) {
       const auto g = parse_group(name);
-      if (!g) usage_error("unknown group '" + name + "' (groups: mem, xfer, launch, stream, event, device, module)");
+      if (!g) usage_error("unknown group '" + name + "' (groups: mem, xfer, launch, stream, event, device, module, nvtx)");
       opts.display.group[static_cast<int>(*g)] = true;
     }
   }
@@ -134,6 +143,20 @@ int main(int argc, char** argv) {
   // Kernel names come from registration and lookup calls: trace them whenever launches are.
   if (opts.display.group[static_cast<int>(Group::Launch)]) opts.selection.group[static_cast<int>(Group::Module)] = true;
 
+  if (!nvtx_library_path.empty()) {
+    std::string error;
+    if (!write_nvtx_library(nvtx_library_path, error)) {
+      std::fprintf(stderr, "cudatrace: %s\n", error.c_str());
+      return kExitOutput;
+    }
+    return 0;
+  }
+  if (opts.by_range && !opts.summary_tables) usage_error("--by-range needs --summary");
+  opts.nvtx |= opts.by_range;
+  if (opts.nvtx) {  // traced whatever -f says: every call needs the range stack
+    opts.selection.layer[static_cast<int>(Layer::Nvtx)] = opts.display.layer[static_cast<int>(Layer::Nvtx)] = true;
+    opts.selection.group[static_cast<int>(Group::Nvtx)] = true;
+  }
   if (list_apis) {
     std::fputs((opts.json ? api_list_json(opts.display) : api_list_markdown(opts.display)).c_str(), stdout);
     return 0;

@@ -8,6 +8,7 @@
 #include <iterator>
 
 #include "cudatrace/json.h"
+#include "cudatrace/nvtx.h"
 #include "cudatrace/streams.h"
 
 namespace cudatrace {
@@ -206,6 +207,7 @@ class TextOutput final : public Output {
         append_json_string(buf_, c.kernel);
     }
     if (c.waited) append_wait_text(buf_, *c.waited);
+    append_nvtx_text(buf_, c);
     buf_.push_back('\n');
     append_stack_text(buf_, c.stack, 4);
   }
@@ -286,6 +288,7 @@ class JsonOutput final : public Output {
       buf_.append(std::string_view(",\"kernel_mangled\":"));
       append_json_string(buf_, c.kernel_mangled);
     }
+    append_nvtx_json(buf_, c);
     if (!c.stack.empty()) {
       buf_.append(std::string_view(",\"stack\":"));
       append_stack_json(buf_, c.stack);

@@ -26,6 +26,7 @@
 #include "cudatrace/decode.h"
 #include "cudatrace/elf_file.h"
 #include "cudatrace/kernel_names.h"
+#include "cudatrace/nvtx.h"
 #include "cudatrace/output.h"
 #include "cudatrace/perfetto.h"
 #include "cudatrace/process.h"
@@ -109,6 +110,7 @@ class Session {
 
   static bool on_record(void* ctx, const void* data, std::size_t size);
   void on_call(const ct_call& rec);
+  void on_nvtx(Call& c);
   void warn_pageable_copy(std::uint64_t host_ptr);
   void on_map_change(const ct_map_change& m);
   void summary_report(bool final);
@@ -129,6 +131,9 @@ class Session {
   unsigned reports_ = 0;
   bool count_reached_ = false;          // -c reports made: stop tracing, leave the command running
   std::unique_ptr<PerfettoWriter> perfetto_;
+  std::unique_ptr<NvtxInjection> nvtx_library_;  // --nvtx in command mode
+  std::unique_ptr<NvtxTracker> nvtx_;            // --nvtx
+  std::unique_ptr<RangeSummary> by_range_;       // --by-range
   StringReader read_string_;
   Call call_;
   EndStats stats_;
@@ -213,6 +218,7 @@ int Session::load() {
   ro->errors_only = opts_.errors_only;
   ro->stop_on_map_change = opts_.stop_on_dlopen;
   ro->summary_mode = opts_.summary;
+  ro->summary_records_all = opts_.by_range;
   ro->capture_stack = opts_.stack;
   // CUDATRACE_NO_UPROBE_SESSIONS=1 forces pairs, as on kernels before 6.13
   // (tests and benchmarks compare the two; docs/benchmarks.md).
@@ -344,6 +350,16 @@ int Session::start_command() {
     error_line("cannot run " + exe + ": not an x86-64 program");
     return kExitTarget;
   }
+  if (opts_.nvtx) {
+    std::string error;
+    nvtx_library_ = NvtxInjection::create(error);
+    if (!nvtx_library_) {
+      error_line(error);
+      return kExitTarget;
+    }
+    if (const char* other = std::getenv("NVTX_INJECTION64_PATH"))
+      warn_line(std::string("--nvtx replaces NVTX_INJECTION64_PATH=") + other + " for the command");
+  }
   int pipefd[2];
   if (pipe2(pipefd, O_CLOEXEC) != 0) {
     error_line(std::string("pipe: ") + std::strerror(errno));
@@ -362,6 +378,8 @@ int Session::start_command() {
     std::vector<char*> argv;
     for (const std::string& a : opts_.command) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
+    // --nvtx: the command's NVTX loads our injection library; nothing else in its environment changes.
+    if (nvtx_library_) setenv("NVTX_INJECTION64_PATH", nvtx_library_->path().c_str(), 1);
     execv(exe.c_str(), argv.data());
     std::fprintf(stderr, "cudatrace: cannot run %s: %s\n", exe.c_str(), std::strerror(errno));
     _exit(127);
@@ -440,14 +458,23 @@ void Session::on_call(const ct_call& rec) {
   if (call_.api->group() == Group::Module) names_.learn(call_);
   const StreamActivity& activity = streams_.on_call(call_);
   if (activity.pageable_host_ptr) warn_pageable_copy(*activity.pageable_host_ptr);
+  if (nvtx_) on_nvtx(call_);
   if (!opts_.display.wants(*call_.api)) return;
   if (perfetto_) perfetto_->call(call_, activity);
   if (reporter_) {
-    // Summary mode: BPF counts every call; records come only for what the tables need.
+    // Summary mode: BPF counts every call; records come only for what the tables
+    // need (--by-range asks for all of them, for its own table).
+    if (by_range_) {
+      by_range_->on_call(call_);
+      // The other tables get what they get without --by-range.
+      if (!call_.unfinished && !(call_.api->cookie & CT_COOKIE_DETAIL)) return;
+    }
     reporter_->on_call(call_);
     stats_.unfinished += call_.unfinished;
     return;
   }
+  // NVTX calls are never slow or failed: --min-us and --errors leave them out.
+  if (call_.api->layer() == Layer::Nvtx && (opts_.min_us || opts_.errors_only)) return;
   if (opts_.stack) call_.stack = stacks_.frames(static_cast<pid_t>(rec.pid), record_stack(rec));
   if (call_.unfinished) {
     ++stats_.unfinished;
@@ -456,6 +483,15 @@ void Session::on_call(const ct_call& rec) {
     ++stats_.calls;
     out_->call(call_);
   }
+}
+
+// NVTX calls move the range stacks; every other call is given the ranges it
+// was made in. A range that ends goes to the timeline.
+void Session::on_nvtx(Call& c) {
+  nvtx_->annotate(c);
+  if (c.api->layer() != Layer::Nvtx) return;
+  const std::optional<NvtxClosed> closed = nvtx_->on_call(c);
+  if (closed && perfetto_) perfetto_->nvtx_range(*closed);
 }
 
 void Session::warn_pageable_copy(std::uint64_t host_ptr) {
@@ -601,6 +637,7 @@ void Session::summary_report(bool final) {
   }
   if (final) stats_.calls = reporter_->calls(run);
   reporter_->report(out_->buffer(), run, monotonic_ns(), final);
+  if (by_range_ && final) by_range_->report(out_->buffer(), opts_.json);
   next_report_ns_ += std::uint64_t(opts_.interval_s) * 1000000000ull;
 }
 
@@ -617,6 +654,8 @@ int Session::run() {
     reporter_ = std::make_unique<Reporter>(report, &stacks_);
     next_report_ns_ = start_ns_ + std::uint64_t(opts_.interval_s) * 1000000000ull;
   }
+  if (opts_.nvtx) nvtx_ = std::make_unique<NvtxTracker>();
+  if (opts_.by_range) by_range_ = std::make_unique<RangeSummary>();
   if (!opts_.perfetto_path.empty()) {
     std::string error;
     perfetto_ = PerfettoWriter::open(opts_.perfetto_path, start_ns_, error);

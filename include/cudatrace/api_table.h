@@ -13,8 +13,8 @@
 
 namespace cudatrace {
 
-enum class Group : std::uint8_t { Mem, Xfer, Launch, Stream, Event, Device, Module };
-inline constexpr int kGroupCount = 7;
+enum class Group : std::uint8_t { Mem, Xfer, Launch, Stream, Event, Device, Module, Nvtx };
+inline constexpr int kGroupCount = 8;
 
 const char* group_name(Group g);
 std::optional<Group> parse_group(std::string_view name);
@@ -84,6 +84,12 @@ enum class Effect : std::uint8_t {
   EventDestroy,
   DeviceSync,
   SetDevice,
+  // NVTX ranges (docs/nvtx.md): the String argument is the message.
+  NvtxPush,  // first Handle: the domain
+  NvtxPop,   // first Handle: the domain
+  NvtxStart, // first Size: the range id
+  NvtxEnd,   // first Size: the range id
+  NvtxMark,
 };
 
 // One row of the table.

@@ -47,6 +47,8 @@ struct Options {
   bool stack = false;    // --stack: capture the user stack of each call
   bool nested_returns = false;  // --nested-returns: probe every return (docs/json.md, entry-only records)
   bool verbose = false;
+  bool nvtx = false;      // --nvtx: NVTX range stacks on every call (docs/nvtx.md)
+  bool by_range = false;  // --by-range: with --summary, CUDA work per NVTX range
 };
 
 // Runs the session; returns the process exit status (the command's own
