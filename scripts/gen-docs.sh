@@ -9,6 +9,7 @@ bin=${1:-build/cudatrace}
   echo "Generated from the API table in \`src/api_table.cpp\` by \`scripts/gen-docs.sh\`"
   echo "(\`cudatrace --list-apis\`); a test fails when this file is out of date."
   echo "Select groups with \`-f\` and layers with \`--layer\`."
+  echo "The nvtx rows are the probe targets of cudatrace's NVTX injection library, traced with \`--nvtx\` (docs/nvtx.md)."
   echo
-  "$bin" -f mem,xfer,launch,stream,event,device,module --list-apis
+  "$bin" -f mem,xfer,launch,stream,event,device,module,nvtx --nvtx --list-apis
 } > docs/apis.md
