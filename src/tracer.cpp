@@ -396,6 +396,11 @@ int Session::start_command() {
   if (int rc = attach_libs(-1)) return rc;
   std::string error;
   Probes::FileResult r;
+  // Before the command runs: its first range is traced even with --no-dlopen-stop.
+  if (nvtx_library_ && !probes_->attach_file(nvtx_library_->path(), -1, r, error)) {
+    error_line(error);
+    return kExitKernel;
+  }
   if (!probes_->attach_file(exe, -1, r, error)) {
     // A script or an unreadable binary: its interpreter's loader still tells us about libraries.
     if (opts_.verbose) warn_line(error);

@@ -7,6 +7,9 @@
  * probe target (cudatrace_nvtx_*) with a plain C string, so cudatrace reads
  * every range with its generic uprobe programs and a string payload: the BPF
  * side decodes no NVTX structure. The probe targets do nothing themselves. */
+/* Types and ids only: NVTX's own implementation (its loader) is not wanted
+ * here, nor its newer glibc symbols (dlopen@GLIBC_2.34). */
+#define NVTX_NO_IMPL
 #include <nvtx3/nvToolsExt.h>
 
 #include <stdint.h>
