@@ -154,14 +154,14 @@ void RangeSummary::report(fmt::memory_buffer& out, bool json) const {
   }
   out.append(std::string_view("\nCUDA work per NVTX range (self: the innermost open range; total: anywhere on "
                               "the thread's range stack)\n"));
-  fmt::format_to(it, "{:>12} {:>10} {:>10} {:>14} {:>12} {:>10}  {}\n", "Self ms", "Calls", "Launches", "Bytes copied",
-                 "Total ms", "Launches", "Range");
+  fmt::format_to(it, "{:>12} {:>10} {:>10} {:>14} {:>12} {:>14}  {}\n", "Self ms", "Calls", "Launches", "Bytes copied",
+                 "Total ms", "Total launches", "Range");
   auto row = [&](std::string_view name, const Stats& s, bool with_total) {
     fmt::format_to(it, "{:>12.3f} {:>10} {:>10} {:>14} ", s.api_ns / 1e6, s.calls, s.launches, s.bytes);
     if (with_total)
-      fmt::format_to(it, "{:>12.3f} {:>10}  ", s.total_api_ns / 1e6, s.total_launches);
+      fmt::format_to(it, "{:>12.3f} {:>14}  ", s.total_api_ns / 1e6, s.total_launches);
     else
-      fmt::format_to(it, "{:>12} {:>10}  ", "-", "-");
+      fmt::format_to(it, "{:>12} {:>14}  ", "-", "-");
     out.append(name);
     out.push_back('\n');
   };
