@@ -78,6 +78,15 @@ bool is_loader(const std::string& path) {
   return base.rfind("ld-linux", 0) == 0 || base.rfind("ld-musl", 0) == 0 || base.rfind("ld.so", 0) == 0;
 }
 
+// NVTX loads an injection only if this was in the process's initial environment.
+bool started_with_nvtx_injection(pid_t pid) {
+  std::ifstream environ("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
+  std::string entry;
+  while (std::getline(environ, entry, '\0'))
+    if (entry.rfind("NVTX_INJECTION64_PATH=", 0) == 0 && entry.size() > 22) return true;
+  return false;
+}
+
 int pidfd_open(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
 
 class Session {
@@ -319,6 +328,10 @@ int Session::attach_pid_target() {
     return kExitTarget;
   }
   target_fd_ = pidfd_open(opts_.pid);
+  if (opts_.nvtx && !started_with_nvtx_injection(opts_.pid))
+    warn_line("process " + std::to_string(opts_.pid) +
+              " was started without NVTX_INJECTION64_PATH: its NVTX calls do nothing and no range will be seen "
+              "(docs/nvtx.md, -p mode)");
   if (int rc = attach_libs(opts_.pid)) return rc;
   attach_mappings(opts_.pid);
   if (probes_->probe_count() <= 1 && opts_.libs.empty()) {
@@ -655,7 +668,10 @@ int Session::run() {
   };
   out_ = opts_.json ? make_json_output() : make_text_output(start_ns_);
   if (opts_.summary) {
-    ReportOptions report{opts_.display, opts_.summary_tables, opts_.hist, opts_.insights, opts_.json, start_ns_, {}};
+    // NVTX calls are not CUDA work: --by-range has them, the per-API tables do not.
+    Selection reported = opts_.display;
+    reported.layer[static_cast<int>(Layer::Nvtx)] = false;
+    ReportOptions report{reported, opts_.summary_tables, opts_.hist, opts_.insights, opts_.json, start_ns_, {}};
     reporter_ = std::make_unique<Reporter>(report, &stacks_);
     next_report_ns_ = start_ns_ + std::uint64_t(opts_.interval_s) * 1000000000ull;
   }

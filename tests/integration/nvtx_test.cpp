@@ -2,6 +2,7 @@
 // whose ranges around each call are known (see its header comment).
 // Skipped without root.
 #include <map>
+#include <thread>
 #include <set>
 #include <string>
 #include <vector>
@@ -129,6 +130,46 @@ TEST_F(Nvtx, TheCommandKeepsItsEnvironment) {
   ASSERT_FALSE(injection.empty()) << out;
   EXPECT_EQ(injection.substr(injection.rfind('/')), "/libcudatrace_nvtx.so");
   EXPECT_NE(access(injection.c_str(), F_OK), 0) << injection << " was left behind";
+}
+
+// -p: only a process started with the injection library has ranges, and only
+// those opened after the attach are known.
+TEST_F(Nvtx, AttachSeesRangesOnlyWithTheInjectionFromTheStart) {
+  const std::string lib = temp_path("libcudatrace_nvtx.so");
+  std::remove(lib.c_str());
+  ASSERT_EQ(run(tracer() + " --write-nvtx-library " + lib).status, 0);
+  for (const bool injected : {true, false}) {
+    SCOPED_TRACE(injected ? "started with NVTX_INJECTION64_PATH" : "started without");
+    int go_pipe[2];
+    ASSERT_EQ(pipe(go_pipe), 0);
+    const pid_t app = fork();
+    if (app == 0) {
+      dup2(go_pipe[0], STDIN_FILENO);
+      close(go_pipe[1]);
+      if (injected) setenv("NVTX_INJECTION64_PATH", lib.c_str(), 1);
+      execl(NVTX_APP, NVTX_APP, "wait", nullptr);
+      _exit(127);
+    }
+    close(go_pipe[0]);
+    std::thread go([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+      EXPECT_EQ(write(go_pipe[1], "go\n", 3), 3);
+      close(go_pipe[1]);
+    });
+    const Result r = run(tracer() + " --nvtx --json -p " + std::to_string(app));
+    go.join();
+    int status = 0;
+    waitpid(app, &status, 0);
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(status, 0);
+    std::map<std::uint64_t, Stack> stacks;
+    for (const json& j : calls(r, "cudaMalloc")) stacks[j["args"]["size"]] = stack_of(j);
+    const Stack request = injected ? Stack{"request"} : Stack{};
+    EXPECT_EQ(stacks, (std::map<std::uint64_t, Stack>{{11, {}}, {12, request}})) << r.out;
+    const bool warned = r.err.find("started without NVTX_INJECTION64_PATH") != std::string::npos;
+    EXPECT_EQ(warned, !injected) << r.err;
+  }
+  std::remove(lib.c_str());
 }
 
 TEST_F(Nvtx, SummaryByRange) {
