@@ -17,20 +17,32 @@
 #include <string.h>
 #include <wchar.h>
 
-#define PROBE_TARGET __attribute__((noinline, used, visibility("default")))
-/* Keeps each target a distinct function with its arguments live (identical
- * empty functions could otherwise share one address). */
-#define KEEP(...) __asm__ volatile("" : : __VA_ARGS__ : "memory")
-
 /* ---- The probe targets: names and arguments are part of cudatrace's API
- * table (src/api_table.cpp). domain is 0 for NVTX's default domain. */
-PROBE_TARGET void cudatrace_nvtx_push(const char* message, uint64_t domain) { KEEP("r"(message), "r"(domain)); }
-PROBE_TARGET void cudatrace_nvtx_pop(uint64_t domain) { KEEP("r"(domain)); }
-PROBE_TARGET void cudatrace_nvtx_start(const char* message, uint64_t domain, uint64_t id) {
-  KEEP("r"(message), "r"(domain), "r"(id));
-}
-PROBE_TARGET void cudatrace_nvtx_end(uint64_t id) { KEEP("r"(id)); }
-PROBE_TARGET void cudatrace_nvtx_mark(const char* message, uint64_t domain) { KEEP("r"(message), "r"(domain)); }
+ * table (src/api_table.cpp). domain is 0 for NVTX's default domain.
+ * Written in assembly so that each starts with `push %rbp`, which the
+ * kernel's x86 uprobes emulate: a compiler may reduce an empty function to a
+ * bare `ret`, which a uprobe has to single-step out of line, a second trap. */
+void cudatrace_nvtx_push(const char* message, uint64_t domain);
+void cudatrace_nvtx_pop(uint64_t domain);
+void cudatrace_nvtx_start(const char* message, uint64_t domain, uint64_t id);
+void cudatrace_nvtx_end(uint64_t id);
+void cudatrace_nvtx_mark(const char* message, uint64_t domain);
+
+#define PROBE_TARGET(name)                                   \
+  __asm__(".text\n"                                          \
+          ".globl " #name "\n"                               \
+          ".type " #name ", @function\n"                     \
+          ".p2align 4\n" #name ":\n"                          \
+          "  push %rbp\n"                                    \
+          "  mov %rsp, %rbp\n"                               \
+          "  pop %rbp\n"                                     \
+          "  ret\n"                                          \
+          ".size " #name ", . - " #name "\n");
+PROBE_TARGET(cudatrace_nvtx_push)
+PROBE_TARGET(cudatrace_nvtx_pop)
+PROBE_TARGET(cudatrace_nvtx_start)
+PROBE_TARGET(cudatrace_nvtx_end)
+PROBE_TARGET(cudatrace_nvtx_mark)
 
 /* ---- Messages */
 
