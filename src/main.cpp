@@ -99,7 +99,8 @@ int main(int argc, char** argv) {
                "Also time nested calls without out-params (a runtime call's launch or copy): one more trap each");
   app.add_flag("--nvtx", opts.nvtx,
                "Give each call the NVTX ranges open on its thread (torch.cuda.nvtx, emit_nvtx; docs/nvtx.md)");
-  app.add_flag("--by-range", opts.by_range, "With --summary: CUDA time, launches and bytes per NVTX range (implies --nvtx)");
+  app.add_flag("--by-range", opts.by_range,
+               "With --summary: CUDA time, launches and bytes per NVTX range (implies --nvtx)");
   app.add_option("--write-nvtx-library", nvtx_library_path,
                  "Write the NVTX injection library to FILE and exit (to start a program for -p --nvtx)");
   app.add_flag("-v,--verbose", opts.verbose, "Say which files are probed; show libbpf messages");
@@ -135,7 +136,8 @@ int main(int argc, char** argv) {
   } else {
     for (const std::string& name : split(groups, ',')) {
       const auto g = parse_group(name);
-      if (!g) usage_error("unknown group '" + name + "' (groups: mem, xfer, launch, stream, event, device, module, nvtx)");
+      if (!g)
+        usage_error("unknown group '" + name + "' (groups: mem, xfer, launch, stream, event, device, module, nvtx)");
       opts.display.group[static_cast<int>(*g)] = true;
     }
   }
