@@ -29,6 +29,7 @@ const volatile bool errors_only = false;
 const volatile bool stop_on_map_change = true;
 const volatile __u32 wakeup_every = 256; /* records per CPU between reader wake-ups */
 const volatile bool summary_mode = false;    /* aggregate in api_stats; records only for detail calls */
+const volatile bool summary_records_all = false; /* ... and for every call (--by-range, docs/nvtx.md) */
 const volatile bool capture_stack = false;   /* append the user stack to each record */
 /* Session programs only: record nested calls without out-params at entry and
  * skip their return probe (record.h: CT_FLAG_ENTRY_ONLY). */
@@ -223,6 +224,19 @@ static __always_inline void read_args(struct pt_regs *ctx, struct ct_frame *f, _
 static __always_inline void emit_call(void *ctx, __u64 pid_tgid, struct ct_thread_state *st, struct ct_frame *f,
 				      __u64 dur, __s64 ret, __u64 caller, __u8 flags);
 
+/* Records a call at its entry, its return left unprobed: dur_ns, ret are 0.
+ * The frame slot is scratch. Returns 1 for enter_call. */
+static __always_inline int emit_at_entry(struct pt_regs *ctx, __u64 pid_tgid, struct ct_thread_state *st,
+					 struct ct_frame *f, __u64 cookie)
+{
+	read_args(ctx, f, cookie);
+	f->ts_ns = bpf_ktime_get_ns();
+	__u64 caller = 0;
+	bpf_probe_read_user(&caller, sizeof(caller), (void *)PT_REGS_SP(ctx));
+	emit_call(ctx, pid_tgid, st, f, 0, 0, caller, CT_FLAG_ENTRY_ONLY);
+	return 1;
+}
+
 /* Returns 1 when the call's return need not be probed (session programs
  * then skip it), 0 when it must be. */
 static __always_inline int enter_call(struct pt_regs *ctx, bool session)
@@ -261,20 +275,17 @@ static __always_inline int enter_call(struct pt_regs *ctx, bool session)
 			/* The enclosing function: inside a forward chain, the library's,
 			 * whose API the record will name. */
 			f->parent_api = CT_COOKIE_API(top->cookie);
-			if (session && record_at_entry && !CT_COOKIE_HAS_OUTS(cookie)) {
-				/* Nothing to read at return: record it now and let
-				 * the return go unprobed. The frame slot is scratch. */
-				read_args(ctx, f, cookie);
-				f->ts_ns = bpf_ktime_get_ns();
-				__u64 caller = 0;
-				bpf_probe_read_user(&caller, sizeof(caller), (void *)PT_REGS_SP(ctx));
-				emit_call(ctx, pid_tgid, st, f, 0, 0, caller, CT_FLAG_ENTRY_ONLY);
-				return 1;
-			}
+			if (session && record_at_entry && !CT_COOKIE_HAS_OUTS(cookie))
+				/* Nothing to read at return: record it now. */
+				return emit_at_entry(ctx, pid_tgid, st, f, cookie);
 		}
 	}
+	/* An NVTX range call (--nvtx) has no result: its message is read now,
+	 * and one trap is spent instead of two. */
+	if (session && (cookie & CT_COOKIE_ALWAYS) && !capture_stack)
+		return emit_at_entry(ctx, pid_tgid, st, f, cookie);
 	st->depth = depth + 1;
-	if (summary_mode && !(cookie & CT_COOKIE_DETAIL)) {
+	if (summary_mode && !summary_records_all && !(cookie & CT_COOKIE_DETAIL)) {
 		/* Only its latency is kept: the arguments are not needed. */
 		f->ts_ns = bpf_ktime_get_ns();
 		return 0;
@@ -572,7 +583,7 @@ static __always_inline void pass_to_owner(struct ct_thread_state *st, struct ct_
 	owner->fwd_depth = depth + 1;
 	owner->fwd_api = CT_COOKIE_API(f->cookie);
 	owner->fwd_ret = ret;
-	if (summary_mode && !(f->cookie & CT_COOKIE_DETAIL))
+	if (summary_mode && !summary_records_all && !(f->cookie & CT_COOKIE_DETAIL))
 		return; /* no arguments were saved, and no record will read them */
 	owner->fwd_flags = read_out(&owner->fwd_outs[0], f->cookie, f->args, 0) |
 			   read_out(&owner->fwd_outs[1], f->cookie, f->args, 1);
@@ -629,9 +640,9 @@ static __always_inline void exit_call(struct pt_regs *ctx)
 		aggregate(api, dur, failed);
 		if (count_activity(api, f, f->level, failed, dur, pid_tgid))
 			return;
-		if (!(cookie & CT_COOKIE_DETAIL))
+		if (!summary_records_all && !(cookie & CT_COOKIE_DETAIL))
 			return;
-	} else {
+	} else if (!(cookie & CT_COOKIE_ALWAYS)) {
 		if (dur < min_dur_ns)
 			return;
 		if (errors_only && (ret == 0 || ret == CUDA_NOT_READY))

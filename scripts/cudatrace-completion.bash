@@ -6,7 +6,7 @@ _cudatrace() {
   cur="${COMP_WORDS[COMP_CWORD]}"
   prev="${COMP_WORDS[COMP_CWORD-1]}"
   local opts="--pid --lib --filter --layer --min-us --errors --tid --json --output --perfetto
-    --output-follow-symlinks --full-names --stack --summary --hist --insights --interval --count --ring-mb --buffer-mb
+    --output-follow-symlinks --full-names --stack --nvtx --by-range --write-nvtx-library --summary --hist --insights --interval --count --ring-mb --buffer-mb
     --dlopen-stop --no-dlopen-stop --nested-returns --help --list-apis --verbose --version"
   local report_opts="--filter --layer --json --perfetto --full-names --summary --hist --insights --help"
   local groups="mem xfer launch stream event device module query all"

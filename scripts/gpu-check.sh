@@ -154,6 +154,28 @@ check_summary() {
 	[ $rc -eq 0 ] || fail "$name: summary counts differ from the trace's"
 }
 
+# NVTX ranges (--nvtx, docs/nvtx.md): nvtx_check.py says how many kernels it
+# launched inside each of its ranges; check_nvtx.py compares with the range
+# stack of every launch in the trace. --summary --by-range must run too.
+check_nvtx() {
+	local p=$OUTDIR/nvtx rc
+	section "nvtx: $PYTHON $KIT/nvtx_check.py 20"
+	rm -f "$p".*
+	timeout -k 10 "$TRACED_TIMEOUT" "$CUDATRACE" --nvtx --json -o "$p.trace.jsonl" --perfetto "$p.perfetto.json" -- \
+		"$PYTHON" "$KIT/nvtx_check.py" 20 >"$p.out" 2>"$p.err"
+	rc=$?
+	[ $rc -eq 0 ] || { fail "nvtx: traced run exited $rc"; show_tail "$p.err"; }
+	"$PYTHON" "$KIT/check_nvtx.py" "$p.trace.jsonl" "$p.out" >"$p.check.txt" 2>&1
+	rc=$?
+	cat "$p.check.txt"
+	[ $rc -eq 0 ] || fail "nvtx: check_nvtx.py exit $rc"
+	timeout -k 10 "$TRACED_TIMEOUT" "$CUDATRACE" --summary --by-range -o "$p.by-range.txt" -- \
+		"$PYTHON" "$KIT/nvtx_check.py" 20 >/dev/null 2>"$p.by-range.err"
+	rc=$?
+	[ $rc -eq 0 ] || { fail "nvtx --summary --by-range: exited $rc"; show_tail "$p.by-range.err"; }
+	sed -n '/CUDA work per NVTX range/,$p' "$p.by-range.txt" | head -n 12
+}
+
 # check_optional NAME MODULE CMD...: check NAME when python can import MODULE.
 check_optional() {
 	local name=$1 module=$2
@@ -201,6 +223,11 @@ main() {
 	check_optional cupy_loop cupy "$PYTHON" "$KIT/cupy_loop.py" 50
 	check_optional torch_compile torch "$PYTHON" "$KIT/torch_compile_loop.py" 20
 	check_optional jax_loop jax "$PYTHON" "$KIT/jax_loop.py" 20
+	if "$PYTHON" -c "import torch" >/dev/null 2>&1; then
+		check_nvtx
+	else
+		section "nvtx: skipped (python cannot import torch)"
+	fi
 
 	section summary
 	if [ ${#failures[@]} -eq 0 ]; then

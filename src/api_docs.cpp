@@ -53,7 +53,7 @@ std::string api_list_markdown(const Selection& selection) {
   }
   fmt::format_to(it,
                  "\nEvery API is also probed in its `_ptsz` and `_ptds` (per-thread default stream) forms where a "
-                 "library exports them, except the module group.\n");
+                 "library exports them, except the module and nvtx groups.\n");
   fmt::format_to(it,
                  "\n| group | traced by default | what, and why |\n"
                  "| --- | --- | --- |\n");

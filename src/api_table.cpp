@@ -13,7 +13,9 @@ using E = Effect;
 constexpr Layer RT = Layer::Runtime;
 constexpr Layer DRV = Layer::Driver;
 constexpr Group MEM = Group::Mem, XFER = Group::Xfer, LAUNCH = Group::Launch, STREAM = Group::Stream,
-                EVENT = Group::Event, DEVICE = Group::Device, MODULE = Group::Module, QUERY = Group::Query;
+                EVENT = Group::Event, DEVICE = Group::Device, MODULE = Group::Module, QUERY = Group::Query,
+                NVTX = Group::Nvtx;
+constexpr Layer NVTXL = Layer::Nvtx;
 
 // clang-format off
 // name, layer, group, effect, {arguments in order as {CUDA parameter name, type}}[, returns]
@@ -158,6 +160,13 @@ const std::vector<ApiSpec> kRows = {
   {"cuModuleGetFunction", DRV, MODULE, E::None, {{"hfunc", A::OutFunc}, {"hmod", A::Handle}, {"name", A::String}}},
   {"cuLibraryGetKernel", DRV, MODULE, E::None, {{"pKernel", A::OutFunc}, {"library", A::Handle}, {"name", A::String}}},
   {"cuKernelGetFunction", DRV, MODULE, E::None, {{"pFunc", A::OutFunc}, {"kernel", A::Func}}},
+
+  // ---- NVTX: the probe targets of cudatrace's injection library (src/nvtx/nvtx_inject.c), with --nvtx
+  {"cudatrace_nvtx_push", NVTXL, NVTX, E::NvtxPush, {{"message", A::String}, {"domain", A::Handle}}, Returns::Void},
+  {"cudatrace_nvtx_pop", NVTXL, NVTX, E::NvtxPop, {{"domain", A::Handle}}, Returns::Void},
+  {"cudatrace_nvtx_start", NVTXL, NVTX, E::NvtxStart, {{"message", A::String}, {"domain", A::Handle}, {"id", A::Size}}, Returns::Void},
+  {"cudatrace_nvtx_end", NVTXL, NVTX, E::NvtxEnd, {{"id", A::Size}}, Returns::Void},
+  {"cudatrace_nvtx_mark", NVTXL, NVTX, E::NvtxMark, {{"message", A::String}, {"domain", A::Handle}}, Returns::Void},
 };
 // clang-format on
 
@@ -187,7 +196,7 @@ bool needs_detail_record(const ApiSpec& row) {
     case E::SetDevice:
       return true;
     default:
-      return row.group == MODULE;  // kernel names
+      return row.group == MODULE || row.group == NVTX;  // kernel names; the range stacks
   }
 }
 
@@ -207,6 +216,7 @@ std::uint64_t make_cookie(const Api& api) {
   }
   if (api.spec->returns == Returns::Void) c |= CT_COOKIE_VOID;
   if (needs_detail_record(*api.spec)) c |= CT_COOKIE_DETAIL;
+  if (api.group() == NVTX) c |= CT_COOKIE_ALWAYS;
   if (api.payload_index >= 0) {
     const ArgSpec& a = api.spec->args[api.payload_index];
     c |= std::uint64_t(api.slots[api.payload_index] + 1) << 36;
@@ -253,7 +263,7 @@ std::vector<Api> build_apis() {
   static const char* const kVariantSuffixes[] = {"_ptsz", "_ptds"};
   for (const ApiSpec& row : kRows) {
     out.push_back(make_api(static_cast<std::uint16_t>(out.size()), row, row.name, false));
-    if (row.group == MODULE) continue;  // registration has no stream forms
+    if (row.group == MODULE || row.group == NVTX) continue;  // registration and NVTX have no stream forms
     for (const char* suffix : kVariantSuffixes)
       out.push_back(make_api(static_cast<std::uint16_t>(out.size()), row, std::string(row.name) + suffix, true));
   }
@@ -282,12 +292,12 @@ int slot_count(ArgType t) {
 }
 
 const char* group_name(Group g) {
-  static const char* const kNames[kGroupCount] = {"mem",   "xfer",   "launch", "stream",
-                                                  "event", "device", "module", "query"};
+  static const char* const kNames[kGroupCount] = {"mem",   "xfer",   "launch", "stream", "event",
+                                                  "device", "module", "query",  "nvtx"};
   return kNames[static_cast<int>(g)];
 }
 
-bool group_on_by_default(Group g) { return g != MODULE && g != QUERY; }
+bool group_on_by_default(Group g) { return g != MODULE && g != QUERY && g != NVTX; }
 
 const char* group_description(Group g) {
   switch (g) {
@@ -304,6 +314,8 @@ const char* group_description(Group g) {
       return "cheap getters (current device and context, last error, capture state, attributes): off by default "
              "because frameworks call them dozens of times per launch (PyTorch: ~30 cudaGetDevice per kernel) and "
              "each probe hit costs about 1 us, more than the call itself";
+    case NVTX:
+      return "NVTX ranges through cudatrace's injection library: traced with --nvtx (docs/nvtx.md)";
   }
   return "";
 }
@@ -314,7 +326,10 @@ std::optional<Group> parse_group(std::string_view name) {
   return std::nullopt;
 }
 
-const char* layer_name(Layer l) { return l == Layer::Runtime ? "runtime" : "driver"; }
+const char* layer_name(Layer l) {
+  static const char* const kNames[kLayerCount] = {"runtime", "driver", "nvtx"};
+  return kNames[static_cast<int>(l)];
+}
 
 const std::vector<ApiSpec>& api_rows() { return kRows; }
 

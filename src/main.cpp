@@ -11,6 +11,7 @@
 #include "cudatrace/api_table.h"
 #include "cudatrace/api_docs.h"
 #include "cudatrace/offline.h"
+#include "cudatrace/nvtx.h"
 #include "cudatrace/tracer.h"
 
 namespace {
@@ -39,13 +40,16 @@ EXAMPLES:
   cudatrace --hist -f stream -- ./app     # latency histograms of the stream calls
   cudatrace --summary --stack -- ./app    # ... and where each leaked allocation was made
   cudatrace --json -o run.jsonl -- ./app && cudatrace report --summary run.jsonl
+  cudatrace --nvtx --json -- python3 train.py    # each call with its NVTX range stack
+  cudatrace --summary --by-range -- python3 train.py  # CUDA time per NVTX range
 
 GROUPS: mem, xfer, launch, stream, event, device (default: these six),
   module (kernel registration and lookup calls; always traced for kernel names,
   printed only when asked for), query (cudaGetDevice, cudaGetLastError,
   cuCtxGetCurrent, attribute getters...: off by default, frameworks call them
   dozens of times per launch and each probed call costs about 1 us), and all
-  (every group). --list-apis says which API is in which group.
+  (every group). --list-apis says which API is in which group. nvtx: NVTX
+  range calls, traced with --nvtx.
 
 OUTPUT: the trace goes to standard output (or -o FILE). In command mode without
   -o, the command's own standard output goes to cudatrace's standard error, so
@@ -215,6 +219,7 @@ int main(int argc, char** argv) {
   std::string groups, layer = "all", dlopen_stop;
   bool no_dlopen_stop = false;
   bool list_apis = false, version = false;
+  std::string nvtx_library_path;
   long long pid = 0, tid = 0;
 
   CLI::App app{kDescription, "cudatrace"};
@@ -238,12 +243,14 @@ int main(int argc, char** argv) {
   app.add_flag("--output-follow-symlinks", opts.output_follow_symlinks, "Let -o FILE write through a symbolic link in a world-writable directory (/tmp)")->group(kOutput);
   app.add_flag("--full-names", opts.full_names, "Print kernels by their whole demangled names (default: short names; JSON has both)")->group(kOutput);
   app.add_flag("--stack", opts.stack, "Capture and symbolise the user stack of each call (and of leaked allocations)")->group(kOutput);
+  app.add_flag("--nvtx", opts.nvtx, "Give each call the NVTX ranges open on its thread (torch.cuda.nvtx, emit_nvtx; docs/nvtx.md)")->group(kOutput);
   // Analysis
   app.add_flag("--summary", opts.summary_tables, "Print per-API, kernel, transfer, memory tables and insights, not calls (docs/summary.md)")->group(kAnalysis);
   app.add_flag("--hist", opts.hist, "Print a log2 latency histogram per API instead of calls")->group(kAnalysis);
   app.add_flag("--insights", opts.insights, "Print inferences about the host side (launch-bound, sync storms, ...)")->group(kAnalysis);
   app.add_option("-i,--interval", opts.interval_s, "With --summary/--hist/--insights: also report every N seconds")->group(kAnalysis)->type_name("N");
   app.add_option("-c,--count", opts.count, "With -i: stop after this many interval reports")->group(kAnalysis)->type_name("N");
+  app.add_flag("--by-range", opts.by_range, "With --summary: CUDA time, launches and bytes per NVTX range (implies --nvtx)")->group(kAnalysis);
   // Tuning
   app.add_option("--ring-mb", opts.ring_mb, "Ring buffer size in MiB, a power of two (default 16)")->group(kTuning)->type_name("MIB");
   app.add_option("--buffer-mb", opts.buffer_mb, "Output not yet read by its consumer kept in memory, at most N MiB (default 128)")->group(kTuning)->type_name("MIB")->check(CLI::Range(1u, 65536u));
@@ -253,6 +260,7 @@ int main(int argc, char** argv) {
   // Other
   app.set_help_flag("-h,--help", "Print this help and exit")->group(kOther);
   app.add_flag("--list-apis", list_apis, "List the traced APIs and exit")->group(kOther);
+  app.add_option("--write-nvtx-library", nvtx_library_path, "Write the NVTX injection library to FILE and exit (to start a program for -p --nvtx)")->group(kOther)->type_name("FILE");
   app.add_flag("-v,--verbose", opts.verbose, "Say which files are probed; show libbpf messages")->group(kOther);
   app.add_flag("-V,--version", version, "Print the version and exit")->group(kOther);
   app.prefix_command(true);
@@ -271,6 +279,22 @@ int main(int argc, char** argv) {
 
   apply_selection(opts, groups, layer);
 
+  if (!nvtx_library_path.empty()) {
+    std::string error;
+    if (!write_nvtx_library(nvtx_library_path, error)) {
+      std::fprintf(stderr, "cudatrace: %s\n", error.c_str());
+      return kExitOutput;
+    }
+    return 0;
+  }
+  if (opts.by_range && !opts.summary_tables) usage_error("--by-range needs --summary");
+  opts.nvtx |= opts.by_range;
+  if (opts.nvtx) {  // traced whatever -f says: every call needs the range stack
+    opts.selection.layer[static_cast<int>(Layer::Nvtx)] = opts.display.layer[static_cast<int>(Layer::Nvtx)] = true;
+    opts.selection.group[static_cast<int>(Group::Nvtx)] = true;
+    // Without -f the range calls are printed too (the nvtx group is off by default only because it needs --nvtx).
+    if (groups.empty()) opts.display.group[static_cast<int>(Group::Nvtx)] = true;
+  }
   if (list_apis) {
     std::fputs((opts.json ? api_list_json(opts.display) : api_list_markdown(opts.display)).c_str(), stdout);
     return 0;

@@ -5,6 +5,7 @@
 #include <iterator>
 
 #include "cudatrace/json.h"
+#include "cudatrace/nvtx.h"
 #include "cudatrace/streams.h"
 
 namespace cudatrace {
@@ -259,6 +260,7 @@ class TextOutput final : public Output {
         append_json_string(buf_, full_names_ ? c.kernel : c.kernel_short);
     }
     if (c.waited) append_wait_text(buf_, *c.waited);
+    append_nvtx_text(buf_, c);
     buf_.push_back('\n');
     append_stack_text(buf_, c.stack, 4);
   }
@@ -378,6 +380,7 @@ class JsonOutput final : public Output {
       append_hex(buf_, r.caller);
       buf_.push_back('"');
     }
+    append_nvtx_json(buf_, c);
     if (!c.stack.empty()) {
       buf_.append(std::string_view(",\"stack\":"));
       append_stack_json(buf_, c.stack);

@@ -1,5 +1,6 @@
 #include "cudatrace/perfetto.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <iterator>
@@ -107,6 +108,24 @@ void PerfettoWriter::api_slice(const Call& c) {
     fmt::format_to(it, "\"ret\":{}}}", static_cast<std::int32_t>(r.ret));
   }
   end_event();
+}
+
+void PerfettoWriter::nvtx_range(const NvtxClosed& r) {
+  auto it = std::back_inserter(buf_);
+  const std::uint64_t start = r.range.start_ns;
+  if (!r.process_wide) {
+    begin_event("X", r.pid, r.tid, start);
+    fmt::format_to(it, ",\"dur\":{:.3f},\"cat\":\"nvtx\",\"name\":", (r.end_ns - std::min(r.end_ns, start)) / 1e3);
+    append_json_string(buf_, r.range.message);
+    end_event();
+    return;
+  }
+  for (const char* ph : {"b", "e"}) {
+    begin_event(ph, r.pid, r.tid, *ph == 'b' ? start : r.end_ns);
+    fmt::format_to(it, ",\"cat\":\"nvtx\",\"id\":\"{}:{}\",\"name\":", r.pid, r.range.id);
+    append_json_string(buf_, r.range.message);
+    end_event();
+  }
 }
 
 void PerfettoWriter::queued_slice(const Call& c, const StreamActivity::Queued& q) {

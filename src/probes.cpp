@@ -174,7 +174,7 @@ bool Probes::attach_file(const std::string& path, pid_t pid, FileResult& result,
     return true;
   }
   FileResult r;
-  bool present[2] = {false, false};
+  bool present[kLayerCount] = {};
   std::unordered_set<const Api*> found;
   std::vector<std::uint64_t> offsets, cookies;
   for (const auto& [api, offset] : syms->offsets) {
@@ -184,7 +184,8 @@ bool Probes::attach_file(const std::string& path, pid_t pid, FileResult& result,
     offsets.push_back(offset);
     cookies.push_back(api->cookie);
     ++r.apis;
-    (api->layer() == Layer::Runtime ? r.runtime : r.driver) = true;
+    r.runtime |= api->layer() == Layer::Runtime;
+    r.driver |= api->layer() == Layer::Driver;
   }
   // Pairs: the return probes first, so that a call entered between the two
   // attaches has neither half, rather than an entry whose return never comes.

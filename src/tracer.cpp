@@ -28,6 +28,7 @@
 #include "cudatrace/decode.h"
 #include "cudatrace/elf_file.h"
 #include "cudatrace/kernel_names.h"
+#include "cudatrace/nvtx.h"
 #include "cudatrace/output.h"
 #include "cudatrace/overhead.h"
 #include "cudatrace/output_writer.h"
@@ -85,6 +86,15 @@ bool is_loader(const std::string& path) {
   return base.rfind("ld-linux", 0) == 0 || base.rfind("ld-musl", 0) == 0 || base.rfind("ld.so", 0) == 0;
 }
 
+// NVTX loads an injection only if this was in the process's initial environment.
+bool started_with_nvtx_injection(pid_t pid) {
+  std::ifstream environ("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
+  std::string entry;
+  while (std::getline(environ, entry, '\0'))
+    if (entry.rfind("NVTX_INJECTION64_PATH=", 0) == 0 && entry.size() > 22) return true;
+  return false;
+}
+
 int pidfd_open(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
 
 // The API id of the start-up measurement's probe: no table row, so its
@@ -128,6 +138,7 @@ class Session {
 
   static bool on_record(void* ctx, const void* data, std::size_t size);
   void on_call(const ct_call& rec);
+  void on_nvtx(Call& c);
   void warn_pageable_copy(std::uint64_t host_ptr);
   void on_map_change(const ct_map_change& m);
   void forget_exited();
@@ -156,6 +167,9 @@ class Session {
   unsigned reports_ = 0;
   bool count_reached_ = false;          // -c reports made: stop tracing, leave the command running
   std::unique_ptr<PerfettoWriter> perfetto_;
+  std::unique_ptr<NvtxInjection> nvtx_library_;  // --nvtx in command mode
+  std::unique_ptr<NvtxTracker> nvtx_;            // --nvtx
+  std::unique_ptr<RangeSummary> by_range_;       // --by-range
   StringReader read_string_;
   ActivityReader activity_;                 // summary mode: launches and copies counted in BPF
   bool activity_in_bpf_ = false;
@@ -282,6 +296,7 @@ int Session::load() {
   ro->errors_only = opts_.errors_only;
   ro->stop_on_map_change = stop_at_loads_;
   ro->summary_mode = opts_.summary;
+  ro->summary_records_all = opts_.by_range;
   ro->capture_stack = opts_.stack;
   // CUDATRACE_NO_UPROBE_SESSIONS=1 forces pairs, as on kernels before 6.13
   // (tests and benchmarks compare the two; docs/benchmarks.md).
@@ -290,7 +305,7 @@ int Session::load() {
                                                                              : Probes::detect_mode();
   ro->skip_nested_returns = mode == AttachMode::MultiSession && !opts_.nested_returns;
   // A timeline needs every call's record.
-  activity_in_bpf_ = opts_.summary && opts_.perfetto_path.empty();
+  activity_in_bpf_ = opts_.summary && opts_.perfetto_path.empty() && !opts_.by_range;
   ro->activity_in_bpf = activity_in_bpf_;
   bpf_map__set_max_entries(skel_->maps.api_stats, static_cast<__u32>(apis().size()));
   bpf_map__set_max_entries(skel_->maps.activity_apis, static_cast<__u32>(apis().size()));
@@ -460,6 +475,10 @@ int Session::attach_pid_target() {
   }
   target_fd_ = pidfd_open(opts_.pid);
   if (const auto cpu = process_cpu_ns(opts_.pid)) cpu_at_start_[static_cast<std::uint32_t>(opts_.pid)] = *cpu;
+  if (opts_.nvtx && !started_with_nvtx_injection(opts_.pid))
+    warn_line("process " + std::to_string(opts_.pid) +
+              " was started without NVTX_INJECTION64_PATH: its NVTX calls do nothing and no range will be seen "
+              "(docs/nvtx.md, -p mode)");
   if (int rc = attach_libs(opts_.pid)) return rc;
   attach_mappings(opts_.pid);
   const std::size_t api_probes = probes_->probe_count() - (loader_probed_ ? 1 : 0);
@@ -499,6 +518,16 @@ int Session::start_command() {
     error_line("cannot run " + exe + ": not an x86-64 program");
     return kExitTarget;
   }
+  if (opts_.nvtx) {
+    std::string error;
+    nvtx_library_ = NvtxInjection::create(error);
+    if (!nvtx_library_) {
+      error_line(error);
+      return kExitTarget;
+    }
+    if (const char* other = std::getenv("NVTX_INJECTION64_PATH"))
+      warn_line(std::string("--nvtx replaces NVTX_INJECTION64_PATH=") + other + " for the command");
+  }
   int pipefd[2];
   if (pipe2(pipefd, O_CLOEXEC) != 0) {
     error_line(std::string("pipe: ") + std::strerror(errno));
@@ -524,6 +553,8 @@ int Session::start_command() {
     std::vector<char*> argv;
     for (const std::string& a : opts_.command) argv.push_back(const_cast<char*>(a.c_str()));
     argv.push_back(nullptr);
+    // --nvtx: the command's NVTX loads our injection library; nothing else in its environment changes.
+    if (nvtx_library_) setenv("NVTX_INJECTION64_PATH", nvtx_library_->path().c_str(), 1);
     execv(exe.c_str(), argv.data());
     std::fprintf(stderr, "cudatrace: cannot run %s: %s\n", exe.c_str(), std::strerror(errno));
     _exit(127);
@@ -540,6 +571,11 @@ int Session::start_command() {
   if (int rc = attach_libs(-1)) return rc;
   std::string error;
   Probes::FileResult r;
+  // Before the command runs: its first range is traced even with --no-dlopen-stop.
+  if (nvtx_library_ && !probes_->attach_file(nvtx_library_->path(), -1, r, error)) {
+    error_line(error);
+    return kExitKernel;
+  }
   if (!probes_->attach_file(exe, -1, r, error)) {
     // A script or an unreadable binary: its interpreter's loader still tells us about libraries.
     if (opts_.verbose) warn_line(error);
@@ -620,14 +656,23 @@ void Session::on_call(const ct_call& rec) {
   if (call_.api->group() == Group::Module) names_.learn(call_);
   const StreamActivity& activity = streams_.on_call(call_);
   if (activity.pageable_host_ptr) warn_pageable_copy(*activity.pageable_host_ptr);
+  if (nvtx_) on_nvtx(call_);
   if (!opts_.display.wants(*call_.api)) return;
   if (perfetto_) perfetto_->call(call_, activity);
   if (reporter_) {
-    // Summary mode: BPF counts every call; records come only for what the tables need.
+    // Summary mode: BPF counts every call; records come only for what the tables
+    // need (--by-range asks for all of them, for its own table).
+    if (by_range_) {
+      by_range_->on_call(call_);
+      // The other tables get what they get without --by-range.
+      if (!call_.unfinished && !(call_.api->cookie & CT_COOKIE_DETAIL)) return;
+    }
     reporter_->on_call(call_);
     stats_.unfinished += call_.unfinished;
     return;
   }
+  // NVTX calls are never slow or failed: --min-us and --errors leave them out.
+  if (call_.api->layer() == Layer::Nvtx && (opts_.min_us || opts_.errors_only)) return;
   if (opts_.stack) call_.stack = stacks_.frames(static_cast<pid_t>(rec.pid), record_stack(rec));
   if (call_.unfinished) {
     ++stats_.unfinished;
@@ -639,6 +684,15 @@ void Session::on_call(const ct_call& rec) {
   const std::size_t formatted = out_->buffer().size();
   chunk_.record_ends.push_back(Chunk::record_end(formatted, call_.unfinished));
   if (formatted >= OutputWriter::kChunkBytes) hand_over_output();
+}
+
+// NVTX calls move the range stacks; every other call is given the ranges it
+// was made in. A range that ends goes to the timeline.
+void Session::on_nvtx(Call& c) {
+  nvtx_->annotate(c);
+  if (c.api->layer() != Layer::Nvtx) return;
+  const std::optional<NvtxClosed> closed = nvtx_->on_call(c);
+  if (closed && perfetto_) perfetto_->nvtx_range(*closed);
 }
 
 void Session::warn_pageable_copy(std::uint64_t host_ptr) {
@@ -884,6 +938,7 @@ void Session::summary_report(bool final) {
   CostReport cost;
   if (!final && cost_measured_) cost = cost_so_far();
   reporter_->report(out_->buffer(), run, monotonic_ns(), final, !final && cost_measured_ ? &cost : nullptr);
+  if (by_range_ && final) by_range_->report(out_->buffer(), opts_.json);
   next_report_ns_ += std::uint64_t(opts_.interval_s) * 1000000000ull;
 }
 
@@ -896,11 +951,16 @@ int Session::run() {
   };
   out_ = opts_.json ? make_json_output() : make_text_output(start_ns_, opts_.full_names);
   if (opts_.summary) {
-    ReportOptions report{opts_.display, opts_.summary_tables, opts_.hist, opts_.insights, opts_.json, start_ns_, {},
+    // NVTX calls are not CUDA work: --by-range has them, the per-API tables do not.
+    Selection reported = opts_.display;
+    reported.layer[static_cast<int>(Layer::Nvtx)] = false;
+    ReportOptions report{reported, opts_.summary_tables, opts_.hist, opts_.insights, opts_.json, start_ns_, {},
                           opts_.full_names};
     reporter_ = std::make_unique<Reporter>(report, &stacks_);
     next_report_ns_ = start_ns_ + std::uint64_t(opts_.interval_s) * 1000000000ull;
   }
+  if (opts_.nvtx) nvtx_ = std::make_unique<NvtxTracker>();
+  if (opts_.by_range) by_range_ = std::make_unique<RangeSummary>();
   if (!opts_.perfetto_path.empty()) {
     std::string error;
     perfetto_ = PerfettoWriter::open(opts_.perfetto_path, start_ns_, error);

@@ -13,8 +13,8 @@
 
 namespace cudatrace {
 
-enum class Group : std::uint8_t { Mem, Xfer, Launch, Stream, Event, Device, Module, Query };
-inline constexpr int kGroupCount = 8;
+enum class Group : std::uint8_t { Mem, Xfer, Launch, Stream, Event, Device, Module, Query, Nvtx };
+inline constexpr int kGroupCount = 9;
 
 const char* group_name(Group g);
 // Whether -f without a list (the default) prints the group's calls, and why
@@ -90,6 +90,12 @@ enum class Effect : std::uint8_t {
   EventDestroy,
   DeviceSync,
   SetDevice,
+  // NVTX ranges (docs/nvtx.md): the String argument is the message.
+  NvtxPush,  // first Handle: the domain
+  NvtxPop,   // first Handle: the domain
+  NvtxStart, // first Size: the range id
+  NvtxEnd,   // first Size: the range id
+  NvtxMark,
 };
 
 // One row of the table.

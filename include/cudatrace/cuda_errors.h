@@ -8,7 +8,9 @@
 
 namespace cudatrace {
 
-enum class Layer : std::uint8_t { Runtime, Driver };
+// Nvtx: the range calls of cudatrace's NVTX injection library (docs/nvtx.md).
+enum class Layer : std::uint8_t { Runtime, Driver, Nvtx };
+inline constexpr int kLayerCount = 3;
 
 // The CUDA name of a return code, or nullptr when the value is unknown.
 const char* cuda_error_name(Layer layer, std::int64_t code);

@@ -17,6 +17,7 @@
 namespace cudatrace {
 
 class KernelNames;
+struct NvtxRange;
 
 struct Dim3 {
   std::uint32_t x, y, z;
@@ -64,6 +65,10 @@ struct Call {
   const WaitInfo* waited = nullptr;
   // With --stack: the user stack, innermost first, symbolised by the session.
   std::vector<StackFrame> stack;
+  // With --nvtx: the NVTX ranges open on the call's thread and the process's
+  // open start/end ranges, outermost first (nvtx.h); nullptr when none is.
+  const std::vector<NvtxRange>* nvtx = nullptr;
+  const std::vector<NvtxRange>* nvtx_process = nullptr;
 
   std::string_view comm() const;
   bool failed() const;  // returned an error (cudaErrorNotReady is not one)

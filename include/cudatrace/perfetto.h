@@ -15,6 +15,7 @@
 
 #include "cudatrace/decode.h"
 #include "cudatrace/memory.h"
+#include "cudatrace/nvtx.h"
 #include "cudatrace/streams.h"
 
 namespace cudatrace {
@@ -32,6 +33,9 @@ class PerfettoWriter {
 
   // One decoded call and what it did to the stream model.
   void call(const Call& c, const StreamActivity& activity);
+  // An NVTX range that ended (--nvtx): a slice on its thread's track, around
+  // the calls made in it; start/end ranges are async slices of the process.
+  void nvtx_range(const NvtxClosed& r);
   // Ends the JSON document and closes the file; later calls do nothing.
   // False (with `error`) if any write failed.
   bool finish(std::string& error);

@@ -55,6 +55,8 @@ enum ct_record_type {
  *                operation (the API without _ptsz/_ptds/_vN suffix). A call
  *                entered directly inside a call of the same operation is a
  *                forward (see ct_frame) and gets no record of its own.
+ *   bit  61      always recorded, whatever --min-us and --errors say: an NVTX
+ *                range call (user space keeps each thread's range stack)
  */
 enum ct_payload_kind {
 	CT_PAYLOAD_NONE = 0,
@@ -72,6 +74,7 @@ enum ct_payload_kind {
 #define CT_COOKIE_PAYLOAD_WORDS(c) ((__u32)(((c) >> 42) & 0xff))
 #define CT_COOKIE_VOID (1ull << 50)
 #define CT_COOKIE_DETAIL (1ull << 51)
+#define CT_COOKIE_ALWAYS (1ull << 61)
 #define CT_COOKIE_OP_SHIFT 52
 #define CT_COOKIE_OP(c) ((__u32)(((c) >> CT_COOKIE_OP_SHIFT) & 0x1ff))
 #define CT_COOKIE_HAS_OUTS(c) (((c) & ((0xfull << 20) | (0xfull << 28))) != 0)

@@ -55,6 +55,8 @@ struct Options {
   bool nested_returns = false;  // --nested-returns: probe every return (docs/json.md, entry-only records)
   bool full_names = false;  // --full-names: kernels by their whole demangled names in text
   bool verbose = false;
+  bool nvtx = false;      // --nvtx: NVTX range stacks on every call (docs/nvtx.md)
+  bool by_range = false;  // --by-range: with --summary, CUDA work per NVTX range
 };
 
 // Runs the session; returns the process exit status (the command's own

@@ -487,7 +487,7 @@ TEST_F(Trace, ProbeHitsAndTheCostTheyAddedArePerProcess) {
 }
 
 TEST_F(Trace, ListApisMatchesTheDocs) {
-  const Result r = run(tracer() + " -f all --list-apis");
+  const Result r = run(tracer() + " -f all --nvtx --list-apis");
   ASSERT_EQ(r.status, 0);
   EXPECT_EQ(r.out, read_file(SOURCE_DIR "/docs/apis.md").substr(read_file(SOURCE_DIR "/docs/apis.md").find("| API |")))
       << "regenerate docs/apis.md with scripts/gen-docs.sh";

@@ -17,6 +17,7 @@ using cudatrace_test::JsonValue;
 Selection all_groups() {
   Selection s;
   for (bool& g : s.group) g = true;
+  for (bool& l : s.layer) l = true;
   return s;
 }
 

@@ -91,7 +91,7 @@ TEST(ApiTable, ModuleRowsHaveNoVariantsAndOthersHaveBoth) {
   std::size_t expected = 0;
   for (const ApiSpec& row : api_rows()) {
     const std::string name = row.name;
-    if (row.group == Group::Module) {
+    if (row.group == Group::Module || row.group == Group::Nvtx) {
       ++expected;
       EXPECT_EQ(api_by_symbol(name + "_ptsz"), nullptr) << name;
       EXPECT_EQ(api_by_symbol(name + "_ptds"), nullptr) << name;
@@ -271,7 +271,8 @@ TEST(ApiCookie, FieldsAgreeWithSlotsForEveryApi) {
     EXPECT_LE(payloads, 1);
     EXPECT_LE(CT_COOKIE_OP(a.cookie), a.id);  // the first API of its operation
     EXPECT_EQ(api_by_id(CT_COOKIE_OP(a.cookie))->layer(), a.layer());
-    EXPECT_EQ(a.cookie >> 61, 0u);  // no bits beyond the documented fields
+    EXPECT_EQ(a.cookie >> 62, 0u);  // no bits beyond the documented fields
+    EXPECT_EQ(bool(a.cookie & CT_COOKIE_ALWAYS), a.group() == Group::Nvtx);
     EXPECT_EQ(bool(a.cookie & CT_COOKIE_VOID), a.spec->returns == Returns::Void);
   }
 }
@@ -307,7 +308,7 @@ TEST(Groups, NamesAreExact) {
 TEST(Groups, HighFrequencyQueriesAreOffByDefault) {
   for (int i = 0; i < kGroupCount; ++i) {
     const Group g = static_cast<Group>(i);
-    EXPECT_EQ(group_on_by_default(g), g != Group::Module && g != Group::Query) << group_name(g);
+    EXPECT_EQ(group_on_by_default(g), g != Group::Module && g != Group::Query && g != Group::Nvtx) << group_name(g);
     EXPECT_STRNE(group_description(g), "") << group_name(g);
   }
   for (const char* name : {"cudaGetDevice", "cudaGetLastError", "cudaPeekAtLastError", "cuCtxGetCurrent",
