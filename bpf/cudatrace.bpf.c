@@ -189,6 +189,8 @@ int ct_enter(struct pt_regs *ctx)
 		 * On a fault the helper zeroes the words. */
 		bpf_probe_read_user(&f->args[CT_REG_ARGS], words * 8, (void *)(PT_REGS_SP(ctx) + 8));
 	}
+	if (cookie & CT_COOKIE_STACK_ADDR)
+		f->args[CT_REG_ARGS] = PT_REGS_SP(ctx) + 8;
 	f->ts_ns = bpf_ktime_get_ns();
 	return 0;
 }
@@ -366,14 +368,15 @@ int ct_exit(struct pt_regs *ctx)
 
 	__u64 dur = now - f->ts_ns;
 	__s64 ret = cookie & CT_COOKIE_VOID ? 0 : (__s32)PT_REGS_RC(ctx);
+	__s64 not_failure = cookie & CT_COOKIE_NCCL_STATUS ? CT_NCCL_IN_PROGRESS : CUDA_NOT_READY;
 	if (summary_mode) {
-		aggregate(api, dur, ret != 0 && ret != CUDA_NOT_READY);
+		aggregate(api, dur, ret != 0 && ret != not_failure);
 		if (!(cookie & CT_COOKIE_DETAIL))
 			return 0;
 	} else {
 		if (dur < min_dur_ns)
 			return 0;
-		if (errors_only && (ret == 0 || ret == CUDA_NOT_READY))
+		if (errors_only && (ret == 0 || ret == not_failure))
 			return 0;
 	}
 	__u32 parent_api = depth ? CT_COOKIE_API(st->frames[(depth - 1) & (CT_MAX_DEPTH - 1)].cookie) : 0xffff;

@@ -12,8 +12,9 @@ using A = ArgType;
 using E = Effect;
 constexpr Layer RT = Layer::Runtime;
 constexpr Layer DRV = Layer::Driver;
+constexpr Layer NCCL = Layer::Nccl;
 constexpr Group MEM = Group::Mem, XFER = Group::Xfer, LAUNCH = Group::Launch, STREAM = Group::Stream,
-                EVENT = Group::Event, DEVICE = Group::Device, MODULE = Group::Module;
+                EVENT = Group::Event, DEVICE = Group::Device, MODULE = Group::Module, COLL = Group::Coll;
 
 // clang-format off
 // name, layer, group, effect, {arguments in order as {CUDA parameter name, type}}[, returns]
@@ -133,6 +134,28 @@ const std::vector<ApiSpec> kRows = {
   {"cuModuleGetFunction", DRV, MODULE, E::None, {{"hfunc", A::OutFunc}, {"hmod", A::Handle}, {"name", A::String}}},
   {"cuLibraryGetKernel", DRV, MODULE, E::None, {{"pKernel", A::OutFunc}, {"library", A::Handle}, {"name", A::String}}},
   {"cuKernelGetFunction", DRV, MODULE, E::None, {{"pFunc", A::OutFunc}, {"kernel", A::Func}}},
+
+  // ---- NCCL (nccl.h, 2.19+): communicators, collectives, point to point, groups.
+  // ncclAllReduce is a weak alias of pncclAllReduce: one probe per address.
+  {"ncclGetUniqueId", NCCL, COLL, E::None, {{"uniqueId", A::NcclUniqueIdOut}}},
+  {"ncclCommInitRank", NCCL, COLL, E::CommInit, {{"comm", A::OutHandle}, {"nranks", A::Int}, {"commId", A::NcclUniqueId}, {"rank", A::Int}}},
+  {"ncclCommInitRankConfig", NCCL, COLL, E::CommInit, {{"comm", A::OutHandle}, {"nranks", A::Int}, {"commId", A::NcclUniqueId}, {"rank", A::Int}, {"config", A::Ptr}}},
+  {"ncclCommInitAll", NCCL, COLL, E::CommInit, {{"comm", A::NcclCommArray}, {"ndev", A::Int}, {"devlist", A::Ptr}}},
+  {"ncclCommSplit", NCCL, COLL, E::CommInit, {{"comm", A::Handle}, {"color", A::Int}, {"key", A::Int}, {"newcomm", A::OutHandle}, {"config", A::Ptr}}},
+  {"ncclCommDestroy", NCCL, COLL, E::CommDestroy, {{"comm", A::Handle}}},
+  {"ncclCommAbort", NCCL, COLL, E::CommDestroy, {{"comm", A::Handle}}},
+  {"ncclCommCount", NCCL, COLL, E::None, {{"comm", A::Handle}, {"count", A::OutInt}}},
+  {"ncclCommUserRank", NCCL, COLL, E::None, {{"comm", A::Handle}, {"rank", A::OutInt}}},
+  {"ncclAllReduce", NCCL, COLL, E::Collective, {{"sendbuff", A::Ptr}, {"recvbuff", A::Ptr}, {"count", A::Size}, {"datatype", A::NcclDataType}, {"op", A::NcclRedOp}, {"comm", A::Handle}, {"stream", A::Stream}}},
+  {"ncclBroadcast", NCCL, COLL, E::Collective, {{"sendbuff", A::Ptr}, {"recvbuff", A::Ptr}, {"count", A::Size}, {"datatype", A::NcclDataType}, {"root", A::Int}, {"comm", A::Handle}, {"stream", A::Stream}}},
+  {"ncclReduce", NCCL, COLL, E::Collective, {{"sendbuff", A::Ptr}, {"recvbuff", A::Ptr}, {"count", A::Size}, {"datatype", A::NcclDataType}, {"op", A::NcclRedOp}, {"root", A::Int}, {"comm", A::Handle}, {"stream", A::Stream}}},
+  {"ncclAllGather", NCCL, COLL, E::Collective, {{"sendbuff", A::Ptr}, {"recvbuff", A::Ptr}, {"sendcount", A::Size}, {"datatype", A::NcclDataType}, {"comm", A::Handle}, {"stream", A::Stream}}},
+  {"ncclReduceScatter", NCCL, COLL, E::Collective, {{"sendbuff", A::Ptr}, {"recvbuff", A::Ptr}, {"recvcount", A::Size}, {"datatype", A::NcclDataType}, {"op", A::NcclRedOp}, {"comm", A::Handle}, {"stream", A::Stream}}},
+  {"ncclAlltoAll", NCCL, COLL, E::Collective, {{"sendbuff", A::Ptr}, {"recvbuff", A::Ptr}, {"count", A::Size}, {"datatype", A::NcclDataType}, {"comm", A::Handle}, {"stream", A::Stream}}},
+  {"ncclSend", NCCL, COLL, E::Collective, {{"sendbuff", A::Ptr}, {"count", A::Size}, {"datatype", A::NcclDataType}, {"peer", A::Int}, {"comm", A::Handle}, {"stream", A::Stream}}},
+  {"ncclRecv", NCCL, COLL, E::Collective, {{"recvbuff", A::Ptr}, {"count", A::Size}, {"datatype", A::NcclDataType}, {"peer", A::Int}, {"comm", A::Handle}, {"stream", A::Stream}}},
+  {"ncclGroupStart", NCCL, COLL, E::GroupStart, {}},
+  {"ncclGroupEnd", NCCL, COLL, E::GroupEnd, {}},
 };
 // clang-format on
 
@@ -162,8 +185,15 @@ bool needs_detail_record(const ApiSpec& row) {
     case E::SetDevice:
       return true;
     default:
-      return row.group == MODULE;  // kernel names
+      // Kernel names; the NCCL model (communicator ids, sequence numbers, groups).
+      return row.group == MODULE || row.group == COLL;
   }
+}
+
+bool has_stack_struct(const Api& api) {
+  for (const ArgSpec& a : api.spec->args)
+    if (a.type == A::NcclUniqueId) return true;
+  return false;
 }
 
 std::uint64_t make_cookie(const Api& api) {
@@ -171,7 +201,8 @@ std::uint64_t make_cookie(const Api& api) {
   int used_slots = 0;
   for (std::size_t i = 0; i < api.spec->args.size(); ++i)
     used_slots = std::max(used_slots, api.slots[i] + slot_count(api.spec->args[i].type));
-  const int stack_words = std::max(0, used_slots - CT_REG_ARGS);
+  // A by-value ncclUniqueId takes slot CT_REG_ARGS for its address, not a stack word.
+  const int stack_words = std::max(0, used_slots - CT_REG_ARGS - (has_stack_struct(api) ? 1 : 0));
   if (stack_words > CT_MAX_STACK_ARGS) throw std::logic_error(std::string("too many arguments: ") + api.symbol);
   c |= std::uint64_t(stack_words) << 16;
   for (int o = 0; o < 2; ++o) {
@@ -181,12 +212,19 @@ std::uint64_t make_cookie(const Api& api) {
     c |= std::uint64_t(out_size(a.type)) << (24 + 8 * o);
   }
   if (api.spec->returns == Returns::Void) c |= CT_COOKIE_VOID;
+  if (api.layer() == NCCL) c |= CT_COOKIE_NCCL_STATUS;
+  if (has_stack_struct(api)) c |= CT_COOKIE_STACK_ADDR;
   if (needs_detail_record(*api.spec)) c |= CT_COOKIE_DETAIL;
   if (api.payload_index >= 0) {
     const ArgSpec& a = api.spec->args[api.payload_index];
     c |= std::uint64_t(api.slots[api.payload_index] + 1) << 36;
-    const auto kind = a.type == A::String ? CT_PAYLOAD_STRING : CT_PAYLOAD_LAUNCH_CONFIG;
-    c |= std::uint64_t(kind) << 40;
+    if (a.type == A::NcclUniqueId || a.type == A::NcclUniqueIdOut || a.type == A::NcclCommArray) {
+      c |= std::uint64_t(CT_PAYLOAD_BYTES) << 40;
+      c |= std::uint64_t(a.type == A::NcclCommArray ? kNcclMaxInitAllComms : kNcclUniqueIdBytes / 8) << 42;
+    } else {
+      const auto kind = a.type == A::String ? CT_PAYLOAD_STRING : CT_PAYLOAD_LAUNCH_CONFIG;
+      c |= std::uint64_t(kind) << 40;
+    }
   }
   return c;
 }
@@ -196,17 +234,28 @@ Api make_api(std::uint16_t id, const ApiSpec& spec, std::string symbol, bool var
   int slot = 0, outs = 0;
   for (std::size_t i = 0; i < spec.args.size(); ++i) {
     const ArgType t = spec.args[i].type;
+    if (t == A::NcclUniqueId) {
+      // Passed in memory: no register; ct_enter stores its address in slot CT_REG_ARGS
+      // (CT_COOKIE_STACK_ADDR), and the payload reads the 128 bytes from there.
+      if (api.payload_index >= 0) throw std::logic_error(std::string("two payloads: ") + spec.name);
+      api.slots.push_back(CT_REG_ARGS);
+      api.payload_index = static_cast<int>(i);
+      continue;
+    }
     api.slots.push_back(static_cast<std::uint8_t>(slot));
     slot += slot_count(t);
     if (is_out(t)) {
       if (outs == 2) throw std::logic_error(std::string("more than two out-params: ") + spec.name);
       api.out_index[outs++] = static_cast<int>(i);
     }
-    if (t == A::String || t == A::LaunchConfig) {
+    if (t == A::String || t == A::LaunchConfig || t == A::NcclUniqueIdOut || t == A::NcclCommArray) {
       if (api.payload_index >= 0) throw std::logic_error(std::string("two payloads: ") + spec.name);
       api.payload_index = static_cast<int>(i);
     }
   }
+  // Register arguments must not reach the slot that holds a by-value struct's address.
+  if (has_stack_struct(api) && slot > CT_REG_ARGS)
+    throw std::logic_error(std::string("stack arguments after a by-value ncclUniqueId: ") + spec.name);
   api.cookie = make_cookie(api);
   return api;
 }
@@ -217,7 +266,7 @@ std::vector<Api> build_apis() {
   static const char* const kVariantSuffixes[] = {"_ptsz", "_ptds"};
   for (const ApiSpec& row : kRows) {
     out.push_back(make_api(static_cast<std::uint16_t>(out.size()), row, row.name, false));
-    if (row.group == MODULE) continue;  // registration has no stream forms
+    if (row.group == MODULE || row.layer == NCCL) continue;  // no per-thread stream forms
     for (const char* suffix : kVariantSuffixes)
       out.push_back(make_api(static_cast<std::uint16_t>(out.size()), row, std::string(row.name) + suffix, true));
   }
@@ -241,7 +290,7 @@ int slot_count(ArgType t) {
 }
 
 const char* group_name(Group g) {
-  static const char* const kNames[kGroupCount] = {"mem", "xfer", "launch", "stream", "event", "device", "module"};
+  static const char* const kNames[kGroupCount] = {"mem", "xfer", "launch", "stream", "event", "device", "module", "coll"};
   return kNames[static_cast<int>(g)];
 }
 
@@ -251,7 +300,10 @@ std::optional<Group> parse_group(std::string_view name) {
   return std::nullopt;
 }
 
-const char* layer_name(Layer l) { return l == Layer::Runtime ? "runtime" : "driver"; }
+const char* layer_name(Layer l) {
+  static const char* const kNames[kLayerCount] = {"runtime", "driver", "nccl"};
+  return kNames[static_cast<int>(l)];
+}
 
 const std::vector<ApiSpec>& api_rows() { return kRows; }
 

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "cudatrace/kernel_names.h"
+#include "cudatrace/nccl.h"
 
 namespace cudatrace {
 namespace {
@@ -96,7 +97,8 @@ std::string_view Call::comm() const { return std::string_view(rec->comm, strnlen
 bool Call::failed() const {
   if (unfinished || api->spec->returns == Returns::Void) return false;
   const std::int32_t code = static_cast<std::int32_t>(rec->ret);
-  return code != 0 && code != 600;  // 600: cudaErrorNotReady / CUDA_ERROR_NOT_READY
+  // 600: cudaErrorNotReady / CUDA_ERROR_NOT_READY; ncclInProgress: a nonblocking communicator is still working.
+  return code != 0 && code != (api->layer() == Layer::Nccl ? CT_NCCL_IN_PROGRESS : 600);
 }
 
 const char* Call::ret_name() const {
@@ -116,6 +118,7 @@ bool decode_call(const ct_call& rec, KernelNames* names, Call& call, const Strin
   call.kernel_mangled = {};
   call.kernel_handle = 0;
   call.waited = nullptr;
+  call.nccl = nullptr;
 
   const auto* payload = reinterpret_cast<const std::uint8_t*>(&rec + 1);
   const std::size_t payload_len = rec.payload_len;
@@ -204,6 +207,38 @@ bool decode_call(const ct_call& rec, KernelNames* names, Call& call, const Strin
         // A fault reading the attributes still leaves the config itself (payload_len says what arrived).
         decode_launch_config(api->layer(), payload, payload_len, call.args);
         break;
+      case ArgType::NcclDataType:
+        call.args.push_back({spec.name, Named{nccl_datatype_name(raw & 0xffffffff), static_cast<std::int32_t>(raw)}});
+        break;
+      case ArgType::NcclRedOp:
+        if (const char* name = nccl_redop_name(raw & 0xffffffff)) {
+          call.args.push_back({spec.name, Named{name, static_cast<std::int32_t>(raw)}});
+        } else {
+          call.string_storage = "op#" + std::to_string(static_cast<std::int32_t>(raw));
+          call.args.push_back({spec.name, std::string_view(call.string_storage)});
+        }
+        break;
+      case ArgType::NcclUniqueId:
+      case ArgType::NcclUniqueIdOut: {
+        // Shown as the communicator id it hashes to (nccl.h); ncclGetUniqueId's only once it succeeded.
+        const bool written = spec.type == ArgType::NcclUniqueId || (!call.unfinished && rec.ret == 0);
+        if (!written || rec.flags & CT_FLAG_PAYLOAD_FAULT || payload_len != std::size_t(kNcclUniqueIdBytes)) {
+          call.args.push_back({spec.name, std::monostate{}});
+        } else {
+          call.string_storage = nccl_id_text(nccl_fnv1a(payload, payload_len));
+          call.args.push_back({spec.name, std::string_view(call.string_storage)});
+        }
+        break;
+      }
+      case ArgType::NcclCommArray: {
+        // The first communicator; the model (nccl.cpp) reads the others from the payload.
+        const bool ok = !call.unfinished && rec.ret == 0 && !(rec.flags & CT_FLAG_PAYLOAD_FAULT) && payload_len >= 8;
+        if (ok)
+          call.args.push_back({spec.name, Hex{read_u64(payload)}});
+        else
+          call.args.push_back({spec.name, std::monostate{}});
+        break;
+      }
       default:  // Ptr, Event, Handle
         call.args.push_back({spec.name, Hex{raw}});
     }

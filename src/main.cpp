@@ -68,7 +68,7 @@ int main(int argc, char** argv) {
   app.add_option("-p,--pid", pid, "Trace the running process PID");
   app.add_option("--lib", opts.libs, "Also probe this library or executable (repeatable)");
   app.add_option("-f,--filter", groups, "Trace only these groups, comma-separated");
-  app.add_option("--layer", layer, "runtime, driver or all (default)");
+  app.add_option("--layer", layer, "runtime, driver, nccl or all (default)");
   // The range check also refuses "-3", which would otherwise wrap to a huge unsigned value.
   app.add_option("--min-us", opts.min_us, "Only calls that took at least this many microseconds")
       ->check(CLI::Range(std::uint64_t(0), std::uint64_t(1000000000000)));
@@ -114,17 +114,17 @@ int main(int argc, char** argv) {
   else if (!opts.command.empty() && opts.command.front().rfind('-', 0) == 0)
     usage_error("unknown option " + opts.command.front());
 
-  if (layer != "all" && layer != "runtime" && layer != "driver")
-    usage_error("--layer must be runtime, driver or all, not '" + layer + "'");
-  opts.selection.layer[static_cast<int>(Layer::Runtime)] = layer != "driver";
-  opts.selection.layer[static_cast<int>(Layer::Driver)] = layer != "runtime";
+  if (layer != "all" && layer != "runtime" && layer != "driver" && layer != "nccl")
+    usage_error("--layer must be runtime, driver, nccl or all, not '" + layer + "'");
+  for (int l = 0; l < kLayerCount; ++l)
+    opts.selection.layer[l] = layer == "all" || layer == layer_name(static_cast<Layer>(l));
   opts.display = opts.selection;
   if (groups.empty()) {
     for (int g = 0; g < kGroupCount; ++g) opts.display.group[g] = static_cast<Group>(g) != Group::Module;
   } else {
     for (const std::string& name : split(groups, ',')) {
       const auto g = parse_group(name);
-      if (!g) usage_error("unknown group '" + name + "' (groups: mem, xfer, launch, stream, event, device, module)");
+      if (!g) usage_error("unknown group '" + name + "' (groups: mem, xfer, launch, stream, event, device, module, coll)");
       opts.display.group[static_cast<int>(*g)] = true;
     }
   }

@@ -23,7 +23,8 @@ std::string basename_of(const std::string& path) {
 // row there means a CUDA version we do not cover, worth a warning.
 bool is_cuda_library(const std::string& path, Layer layer) {
   const std::string base = basename_of(path);
-  return base.rfind(layer == Layer::Runtime ? "libcudart.so" : "libcuda.so", 0) == 0;
+  static const char* const kPrefixes[kLayerCount] = {"libcudart.so", "libcuda.so", "libnccl.so"};
+  return base.rfind(kPrefixes[static_cast<int>(layer)], 0) == 0;
 }
 
 }  // namespace
@@ -117,7 +118,7 @@ bool Probes::attach_file(const std::string& path, pid_t pid, FileResult& result,
     return true;
   }
   FileResult r;
-  bool present[2] = {false, false};
+  bool present[kLayerCount] = {};
   std::unordered_set<const Api*> found;
   std::vector<std::uint64_t> offsets, cookies;
   for (const auto& [api, offset] : syms->offsets) {
@@ -127,14 +128,14 @@ bool Probes::attach_file(const std::string& path, pid_t pid, FileResult& result,
     offsets.push_back(offset);
     cookies.push_back(api->cookie);
     ++r.apis;
-    (api->layer() == Layer::Runtime ? r.runtime : r.driver) = true;
+    if (api->layer() != Layer::Nccl) (api->layer() == Layer::Runtime ? r.runtime : r.driver) = true;
   }
   // The return probes first: a call entered between the two attaches then
   // has neither half, rather than an entry whose return never comes.
   if (!offsets.empty() && (!attach_multi(exit_, path, pid, offsets, cookies, true, error) ||
                            !attach_multi(enter_, path, pid, offsets, cookies, false, error)))
     return false;
-  for (Layer layer : {Layer::Runtime, Layer::Driver}) {
+  for (Layer layer : {Layer::Runtime, Layer::Driver, Layer::Nccl}) {
     if (!present[static_cast<int>(layer)] || !is_cuda_library(path, layer)) continue;
     std::string missing;
     int n = 0;

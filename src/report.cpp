@@ -8,6 +8,7 @@
 #include <iterator>
 
 #include "cudatrace/json.h"
+#include "cudatrace/nccl.h"
 #include "cudatrace/stacks.h"
 
 namespace cudatrace {
@@ -221,8 +222,10 @@ void Reporter::report(Buf& out, const std::vector<ct_api_stats>& run, std::uint6
   const double at_s = double(now_ns - std::min(now_ns, opts_.start_ns)) / 1e9;
   const std::vector<ApiRow> rows = api_rows(shown, opts_.display);
   const bool with_insights = opts_.tables || opts_.insights;
-  const std::vector<Insight> insights =
+  std::vector<Insight> insights =
       with_insights ? find_insights(insight_input(run, now_ns), opts_.thresholds) : std::vector<Insight>{};
+  if (with_insights && opts_.nccl)
+    for (Insight& i : nccl_insights(opts_.nccl->skew())) insights.push_back(std::move(i));
   std::vector<const Allocation*> leaks;
   if (final && opts_.tables) leaks = memory_.outstanding();
   if (!final) {
@@ -320,6 +323,7 @@ void Reporter::report(Buf& out, const std::vector<ct_api_stats>& run, std::uint6
         }
         out.push_back(']');
       }
+      if (opts_.nccl) append_collectives_json(out, *opts_.nccl);
     }
     if (with_insights) {
       out.append(std::string_view(",\"insights\":["));
@@ -402,6 +406,7 @@ void Reporter::report(Buf& out, const std::vector<ct_api_stats>& run, std::uint6
                              group_digits(m.allocs), group_digits(m.frees), group_digits(m.managed_live_bytes),
                              group_digits(m.managed_peak_bytes)});
     append_section(out, "Device memory", memory);
+    if (opts_.nccl) append_collectives_text(out, *opts_.nccl);
 
     if (final) {
       std::uint64_t leaked = 0;

@@ -31,6 +31,7 @@
 #include "cudatrace/report.h"
 #include "cudatrace/ring_reader.h"
 #include "cudatrace/stacks.h"
+#include "cudatrace/nccl.h"
 #include "cudatrace/streams.h"
 #include "cudatrace/symbolizer.h"
 #include "cudatrace/watchdog.h"
@@ -122,6 +123,7 @@ class Session {
   KernelNames names_;
   Symbolizer symbolizer_;
   StreamTracker streams_;
+  NcclTracker nccl_;
   StackSymbolizer stacks_{symbolizer_};
   std::unique_ptr<Reporter> reporter_;  // summary mode
   std::uint64_t next_report_ns_ = 0;    // with -i
@@ -424,6 +426,7 @@ void Session::on_call(const ct_call& rec) {
   if (call_.api->group() == Group::Module) names_.learn(call_);
   const StreamActivity& activity = streams_.on_call(call_);
   if (activity.pageable_host_ptr) warn_pageable_copy(*activity.pageable_host_ptr);
+  call_.nccl = nccl_.on_call(call_);
   if (!opts_.display.wants(*call_.api)) return;
   if (perfetto_) perfetto_->call(call_, activity);
   if (reporter_) {
@@ -598,6 +601,7 @@ int Session::run() {
   out_ = opts_.json ? make_json_output() : make_text_output(start_ns_);
   if (opts_.summary) {
     ReportOptions report{opts_.display, opts_.summary_tables, opts_.hist, opts_.insights, opts_.json, start_ns_, {}};
+    report.nccl = &nccl_;
     reporter_ = std::make_unique<Reporter>(report, &stacks_);
     next_report_ns_ = start_ns_ + std::uint64_t(opts_.interval_s) * 1000000000ull;
   }

@@ -8,9 +8,11 @@
 
 namespace cudatrace {
 
-enum class Layer : std::uint8_t { Runtime, Driver };
+enum class Layer : std::uint8_t { Runtime, Driver, Nccl };
+inline constexpr int kLayerCount = 3;
 
-// The CUDA name of a return code, or nullptr when the value is unknown.
+// The CUDA (or NCCL: ncclResult_t) name of a return code, or nullptr when
+// the value is unknown.
 const char* cuda_error_name(Layer layer, std::int64_t code);
 
 namespace detail {

@@ -23,7 +23,7 @@ namespace cudatrace {
 
 struct Selection {
   bool group[kGroupCount] = {};
-  bool layer[2] = {true, true};  // indexed by Layer
+  bool layer[kLayerCount] = {true, true, true};  // indexed by Layer
   bool wants(const Api& a) const {
     return group[static_cast<int>(a.group())] && layer[static_cast<int>(a.layer())];
   }

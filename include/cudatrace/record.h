@@ -47,6 +47,10 @@ enum ct_record_type {
  *   bit  50      the function returns void (its return register is not a status)
  *   bit  51      summary mode still sends this call's record: the kernel,
  *                transfer and memory tables need its arguments
+ *   bit  61      store the address of the first stack argument (rsp + 8 at
+ *                entry) in args[CT_REG_ARGS]: a struct passed by value in
+ *                memory (ncclUniqueId), read at return as the payload
+ *   bit  62      an NCCL status: 7 (ncclInProgress) is not a failure, 600 is
  */
 enum ct_payload_kind {
 	CT_PAYLOAD_NONE = 0,
@@ -64,6 +68,9 @@ enum ct_payload_kind {
 #define CT_COOKIE_PAYLOAD_WORDS(c) ((__u32)(((c) >> 42) & 0xff))
 #define CT_COOKIE_VOID (1ull << 50)
 #define CT_COOKIE_DETAIL (1ull << 51)
+#define CT_COOKIE_STACK_ADDR (1ull << 61)
+#define CT_COOKIE_NCCL_STATUS (1ull << 62)
+#define CT_NCCL_IN_PROGRESS 7
 
 /* Launch configs: CUlaunchConfig and cudaLaunchConfig_t are both 56 bytes,
  * with the attribute array pointer at offset 40 and its length at 48. Each

@@ -18,6 +18,7 @@
 namespace cudatrace {
 
 class StackSymbolizer;
+class NcclTracker;
 
 struct ReportOptions {
   Selection display;        // APIs shown
@@ -27,6 +28,7 @@ struct ReportOptions {
   bool json = false;
   std::uint64_t start_ns = 0;  // CLOCK_MONOTONIC time shown as 0
   InsightThresholds thresholds;
+  const NcclTracker* nccl = nullptr;  // collectives table and rank skew; may be null
 };
 
 class Reporter {
