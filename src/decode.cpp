@@ -132,8 +132,11 @@ bool decode_call(const ct_call& rec, KernelNames* names, Call& call, const Strin
     if (is_out(spec.type)) {
       const int o = out_no++;
       const bool fault = rec.flags & (o ? CT_FLAG_OUT1_FAULT : CT_FLAG_OUT0_FAULT);
-      // Out-params are only meaningful once the call has returned successfully.
-      if (call.unfinished || fault || (api->spec->returns == Returns::Status && static_cast<std::int32_t>(rec.ret) != 0)) {
+      // Out-params are only meaningful once the call has returned successfully (or
+      // ncclInProgress: a nonblocking NCCL communicator exists while it initialises).
+      const std::int32_t code = static_cast<std::int32_t>(rec.ret);
+      const bool written = code == 0 || (api->layer() == Layer::Nccl && code == CT_NCCL_IN_PROGRESS);
+      if (call.unfinished || fault || (api->spec->returns == Returns::Status && !written)) {
         call.args.push_back({spec.name, std::monostate{}, spec.type});
         continue;
       }
