@@ -26,7 +26,7 @@ const char* type_name(ArgType t) {
     case ArgType::NcclDataType: return "ncclDataType_t";
     case ArgType::NcclRedOp: return "ncclRedOp_t";
     case ArgType::NcclUniqueId: return "ncclUniqueId (by value)";
-    case ArgType::NcclUniqueIdOut: return "out ncclUniqueId";
+    case ArgType::NcclUniqueIdPtr: return "ncclUniqueId* (read at return)";
     case ArgType::NcclCommArray: return "out comm array";
     case ArgType::OutPtr: return "out ptr";
     case ArgType::OutSize: return "out size";

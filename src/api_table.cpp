@@ -137,9 +137,10 @@ const std::vector<ApiSpec> kRows = {
 
   // ---- NCCL (nccl.h, 2.19+): communicators, collectives, point to point, groups.
   // ncclAllReduce is a weak alias of pncclAllReduce: one probe per address.
-  {"ncclGetUniqueId", NCCL, COLL, E::None, {{"uniqueId", A::NcclUniqueIdOut}}},
+  {"ncclGetUniqueId", NCCL, COLL, E::None, {{"uniqueId", A::NcclUniqueIdPtr}}},
   {"ncclCommInitRank", NCCL, COLL, E::CommInit, {{"comm", A::OutHandle}, {"nranks", A::Int}, {"commId", A::NcclUniqueId}, {"rank", A::Int}}},
   {"ncclCommInitRankConfig", NCCL, COLL, E::CommInit, {{"comm", A::OutHandle}, {"nranks", A::Int}, {"commId", A::NcclUniqueId}, {"rank", A::Int}, {"config", A::Ptr}}},
+  {"ncclCommInitRankScalable", NCCL, COLL, E::CommInit, {{"newcomm", A::OutHandle}, {"nranks", A::Int}, {"myrank", A::Int}, {"nId", A::Int}, {"commIds", A::NcclUniqueIdPtr}, {"config", A::Ptr}}},
   {"ncclCommInitAll", NCCL, COLL, E::CommInit, {{"comm", A::NcclCommArray}, {"ndev", A::Int}, {"devlist", A::Ptr}}},
   {"ncclCommSplit", NCCL, COLL, E::CommInit, {{"comm", A::Handle}, {"color", A::Int}, {"key", A::Int}, {"newcomm", A::OutHandle}, {"config", A::Ptr}}},
   {"ncclCommDestroy", NCCL, COLL, E::CommDestroy, {{"comm", A::Handle}}},
@@ -218,7 +219,7 @@ std::uint64_t make_cookie(const Api& api) {
   if (api.payload_index >= 0) {
     const ArgSpec& a = api.spec->args[api.payload_index];
     c |= std::uint64_t(api.slots[api.payload_index] + 1) << 36;
-    if (a.type == A::NcclUniqueId || a.type == A::NcclUniqueIdOut || a.type == A::NcclCommArray) {
+    if (a.type == A::NcclUniqueId || a.type == A::NcclUniqueIdPtr || a.type == A::NcclCommArray) {
       c |= std::uint64_t(CT_PAYLOAD_BYTES) << 40;
       c |= std::uint64_t(a.type == A::NcclCommArray ? kNcclMaxInitAllComms : kNcclUniqueIdBytes / 8) << 42;
     } else {
@@ -248,7 +249,7 @@ Api make_api(std::uint16_t id, const ApiSpec& spec, std::string symbol, bool var
       if (outs == 2) throw std::logic_error(std::string("more than two out-params: ") + spec.name);
       api.out_index[outs++] = static_cast<int>(i);
     }
-    if (t == A::String || t == A::LaunchConfig || t == A::NcclUniqueIdOut || t == A::NcclCommArray) {
+    if (t == A::String || t == A::LaunchConfig || t == A::NcclUniqueIdPtr || t == A::NcclCommArray) {
       if (api.payload_index >= 0) throw std::logic_error(std::string("two payloads: ") + spec.name);
       api.payload_index = static_cast<int>(i);
     }

@@ -222,9 +222,10 @@ bool decode_call(const ct_call& rec, KernelNames* names, Call& call, const Strin
         }
         break;
       case ArgType::NcclUniqueId:
-      case ArgType::NcclUniqueIdOut: {
-        // Shown as the communicator id it hashes to (nccl.h); ncclGetUniqueId's only once it succeeded.
-        const bool written = spec.type == ArgType::NcclUniqueId || (!call.unfinished && rec.ret == 0);
+      case ArgType::NcclUniqueIdPtr: {
+        // Shown as the communicator id it hashes to (nccl.h); one read through a pointer
+        // only once the call succeeded (ncclGetUniqueId's is an out-param).
+        const bool written = spec.type == ArgType::NcclUniqueId || (!call.unfinished && !call.failed());
         if (!written || rec.flags & CT_FLAG_PAYLOAD_FAULT || payload_len != std::size_t(kNcclUniqueIdBytes)) {
           call.args.push_back({spec.name, std::monostate{}});
         } else {

@@ -148,9 +148,9 @@ const NcclInfo* NcclTracker::on_call(const Call& c) {
       on_collective(c, info_);
       break;
     default:
-      if (c.api->spec->args.size() == 1 && c.api->spec->args[0].type == ArgType::NcclUniqueIdOut) {
+      if (c.api->spec->args.size() == 1 && c.api->spec->args[0].type == ArgType::NcclUniqueIdPtr) {
         // ncclGetUniqueId: ncclCommInitAll makes its communicators' id with it.
-        const auto* id = arg_of_type(c, ArgType::NcclUniqueIdOut);
+        const auto* id = arg_of_type(c, ArgType::NcclUniqueIdPtr);
         if (id && c.parent && c.parent->effect() == Effect::CommInit && std::holds_alternative<std::string_view>(id->value))
           unique_id_[tid] = std::stoull(std::string(std::get<std::string_view>(id->value)), nullptr, 16);
       } else if (const auto comm = arg_value(c, ArgType::Handle)) {
@@ -196,7 +196,9 @@ void NcclTracker::on_comm_init(const Call& c) {
   const auto handle = arg_value(c, ArgType::OutHandle);
   if (!handle || !*handle) return;  // ncclCommSplit with NCCL_SPLIT_NOCOLOR gives no communicator
   Comm comm;
-  if (const NamedValue* uid = arg_of_type(c, ArgType::NcclUniqueId)) {
+  const NamedValue* uid = arg_of_type(c, ArgType::NcclUniqueId);
+  if (!uid) uid = arg_of_type(c, ArgType::NcclUniqueIdPtr);  // ncclCommInitRankScalable: its first id
+  if (uid) {
     if (!std::holds_alternative<std::string_view>(uid->value)) return;  // the id could not be read
     comm.id = nccl_fnv1a(payload, kNcclUniqueIdBytes);
     comm.nranks = static_cast<int>(static_cast<std::int32_t>(arg_value(c, ArgType::Int, 0).value_or(-1)));

@@ -40,7 +40,8 @@ enum class ArgType : std::uint8_t {
   NcclDataType,  // ncclDataType_t
   NcclRedOp,     // ncclRedOp_t: built-in ops by name, user ops (ncclRedOpCreatePreMulSum) as op#N
   NcclUniqueId,  // ncclUniqueId passed by value: 128 bytes in the caller's stack argument area, no register
-  NcclUniqueIdOut,  // ncclUniqueId*, read at return (ncclGetUniqueId)
+  NcclUniqueIdPtr,  // ncclUniqueId*, read at return (ncclGetUniqueId's out-param; the first of
+                    // ncclCommInitRankScalable's ids)
   NcclCommArray,    // ncclComm_t* array filled by ncclCommInitAll: its first kNcclMaxInitAllComms read at return
   OutPtr,        // void** / CUdeviceptr*
   OutSize,       // size_t*

@@ -248,7 +248,7 @@ TEST(ApiCookie, FieldsAgreeWithSlotsForEveryApi) {
         EXPECT_LT(a.slots[i], CT_MAX_ARGS);
         ++outs;
       }
-      if (t == ArgType::String || t == ArgType::LaunchConfig || t == ArgType::NcclUniqueIdOut ||
+      if (t == ArgType::String || t == ArgType::LaunchConfig || t == ArgType::NcclUniqueIdPtr ||
           t == ArgType::NcclCommArray) {
         ++payloads;
         EXPECT_EQ(a.payload_index, int(i));
