@@ -10,5 +10,5 @@ bin=${1:-build/cudatrace}
   echo "(\`cudatrace --list-apis\`); a test fails when this file is out of date."
   echo "Select groups with \`-f\` and layers with \`--layer\`."
   echo
-  "$bin" -f mem,xfer,launch,stream,event,device,module --list-apis
+  "$bin" -f mem,xfer,launch,stream,event,device,module,coll --list-apis
 } > docs/apis.md

@@ -167,17 +167,17 @@ TEST_F(Nccl, SummaryCollectivesTableAndStraggler) {
   EXPECT_EQ(by_op["ncclSend"], std::make_pair(2L * kIterations, 2L * kIterations * 4096));
   EXPECT_EQ(by_op["ncclRecv"], std::make_pair(2L * kIterations, 2L * kIterations * 4096));
 
-  // Rank 1 sleeps 2 ms before every 10th all-reduce: it is the straggler.
+  // Rank 1 sleeps 5 ms before every 5th all-reduce: it is the straggler.
   const json& skew = s["rank_skew"];
   EXPECT_EQ(skew["keys"], 5 * kIterations + 3 + 1);
-  EXPECT_GE(skew["spread_max_ns"].get<double>(), 2e6);
+  EXPECT_GE(skew["spread_max_ns"].get<double>(), 4e6);  // 5 ms less barrier wake-up jitter
   json straggler;
   for (const json& i : s["insights"])
     if (i["rule"] == "rank-skew") straggler = i;
   ASSERT_FALSE(straggler.is_null()) << s["insights"];
   EXPECT_EQ(straggler["numbers"]["straggler_rank"], 1);
   EXPECT_EQ(ranks.at(straggler["numbers"]["straggler_pid"].get<long>()), 1);
-  EXPECT_GE(straggler["numbers"]["straggler_lag_ns"].get<double>(), (kIterations / 10) * 2e6);
+  EXPECT_GE(straggler["numbers"]["straggler_lag_ns"].get<double>(), (kIterations / 5) * 4e6);
 }
 
 TEST_F(Nccl, LayerAndGroupSelection) {
