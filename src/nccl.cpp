@@ -268,8 +268,9 @@ void NcclTracker::note_entry(const NcclInfo& info, std::uint32_t pid, std::uint6
     fold(done_, old->second);
     pending_.erase(old);
   }
-  if (pending_order_head_ > kMaxPendingKeys) {
-    // Forget the keys already folded or evicted.
+  if (pending_order_.size() > 4 * kMaxPendingKeys) {
+    // Forget the keys already completed or evicted: at most kMaxPendingKeys
+    // are live, so this costs O(1) per key over time.
     std::vector<std::tuple<std::uint64_t, std::uint64_t>> live;
     for (std::size_t i = pending_order_head_; i < pending_order_.size(); ++i)
       if (pending_.count(pending_order_[i])) live.push_back(pending_order_[i]);

@@ -84,6 +84,8 @@ class NcclTracker {
 
   // Pending keys kept at most; the oldest are folded in beyond it.
   static constexpr std::size_t kMaxPendingKeys = 1 << 16;
+  // Keys not yet seen from all their ranks.
+  std::size_t pending_keys() const { return pending_.size(); }
 
  private:
   struct Comm {

@@ -227,6 +227,22 @@ TEST(Nccl, RankSkewNamesTheStraggler) {
   EXPECT_TRUE(nccl_insights(RankSkew{}).empty());
 }
 
+TEST(Nccl, KeysOfRanksNeverTracedAreBounded) {
+  Feed f;
+  const UniqueId id(6);
+  f.payload(id.bytes, sizeof id.bytes);
+  f.call("ncclCommInitRank", {{"comm", kComm}, {"nranks", 2}, {"rank", 0}}, 100);
+  const std::size_t n = NcclTracker::kMaxPendingKeys + 1000;
+  for (std::size_t i = 0; i < n; ++i) f.call("ncclAllReduce", {{"count", 1}, {"datatype", 0}, {"comm", kComm}}, 100);
+  EXPECT_EQ(f.tracker.pending_keys(), NcclTracker::kMaxPendingKeys);
+  EXPECT_EQ(f.tracker.skew().keys, 0u) << "a key seen from one process is no skew";
+  // Complete keys leave nothing behind.
+  f.payload(id.bytes, sizeof id.bytes);
+  f.call("ncclCommInitRank", {{"comm", kComm}, {"nranks", 2}, {"rank", 1}}, 200);
+  f.call("ncclAllReduce", {{"count", 1}, {"datatype", 0}, {"comm", kComm}}, 200);
+  EXPECT_EQ(f.tracker.pending_keys(), NcclTracker::kMaxPendingKeys) << "seq 0 was evicted: a new pending key";
+}
+
 TEST(Nccl, TextAndJsonForms) {
   NcclInfo n;
   n.has_comm = true;
