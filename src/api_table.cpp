@@ -135,7 +135,8 @@ const std::vector<ApiSpec> kRows = {
   {"cuLibraryGetKernel", DRV, MODULE, E::None, {{"pKernel", A::OutFunc}, {"library", A::Handle}, {"name", A::String}}},
   {"cuKernelGetFunction", DRV, MODULE, E::None, {{"pFunc", A::OutFunc}, {"kernel", A::Func}}},
 
-  // ---- NCCL (nccl.h, 2.19+): communicators, collectives, point to point, groups.
+  // ---- NCCL (nccl.h of 2.28; a version without some of these rows gets a warning): communicators,
+  // collectives, point to point, groups.
   // ncclAllReduce is a weak alias of pncclAllReduce: one probe per address.
   {"ncclGetUniqueId", NCCL, COLL, E::None, {{"uniqueId", A::NcclUniqueIdPtr}}},
   {"ncclCommInitRank", NCCL, COLL, E::CommInit, {{"comm", A::OutHandle}, {"nranks", A::Int}, {"commId", A::NcclUniqueId}, {"rank", A::Int}}},

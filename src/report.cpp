@@ -186,7 +186,7 @@ InsightInput Reporter::insight_input(const std::vector<ct_api_stats>& run, std::
   InsightInput in;
   in.traced_s = double(now_ns - std::min(now_ns, opts_.start_ns)) / 1e9;
   // Runtime synchronisations nest driver ones: merge one layer, the runtime's when it has any.
-  ct_api_stats per_layer[2] = {};
+  ct_api_stats per_layer[kLayerCount] = {};
   for (std::size_t id = 0; id < run.size(); ++id) {
     const Api* api = api_by_id(static_cast<std::uint16_t>(id));
     if (!api || !opts_.display.wants(*api)) continue;
