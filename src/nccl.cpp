@@ -280,7 +280,11 @@ void NcclTracker::note_entry(const NcclInfo& info, std::uint32_t pid, std::uint6
 }
 
 void NcclTracker::fold(RankSkew& skew, const Pending& p) {
-  if (p.entries.size() < 2) return;
+  // Ranks of one process (ncclCommInitAll) are issued one after the other by
+  // one thread: their spread says nothing about stragglers.
+  const bool several_processes = std::any_of(p.entries.begin(), p.entries.end(),
+                                             [&](const Entry& e) { return e.pid != p.entries.front().pid; });
+  if (!several_processes) return;
   auto first = p.entries.front().ts_ns;
   const Entry* last = &p.entries.front();
   for (const Entry& e : p.entries) {

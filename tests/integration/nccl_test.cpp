@@ -56,7 +56,8 @@ TEST_F(Nccl, CountsCommIdsSequencesGroupsAndBytes) {
     EXPECT_EQ(n("ncclCommDestroy"), 3);
   }
   const auto uid = calls(r, "ncclGetUniqueId");
-  ASSERT_EQ(uid.size(), 2u);
+  ASSERT_EQ(uid.size(), 3u);  // two by the parent, one inside its ncclCommInitAll
+  EXPECT_EQ(uid[2]["parent_api"], "ncclCommInitAll");
   const std::string root_id = uid[0]["args"]["uniqueId"], second_id = uid[1]["args"]["uniqueId"];
   ASSERT_EQ(root_id.size(), 16u);
   ASSERT_NE(root_id, second_id);
@@ -96,7 +97,7 @@ TEST_F(Nccl, CountsCommIdsSequencesGroupsAndBytes) {
   int failed = 0;
   for (const json& c : calls(r)) {
     const std::string api = c["api"];
-    if (api == "ncclGetUniqueId") continue;
+    if (api == "ncclGetUniqueId" || !ranks.count(c["pid"].get<long>())) continue;  // the parent: below
     ASSERT_TRUE(c.contains("nccl")) << c;
     const json& n = c["nccl"];
     // Only the send/recv pair sits between ncclGroupStart and ncclGroupEnd.
@@ -128,6 +129,23 @@ TEST_F(Nccl, CountsCommIdsSequencesGroupsAndBytes) {
     EXPECT_TRUE(inserted) << "duplicate (comm_id, seq): " << c;
   }
   EXPECT_EQ(failed, 2);
+
+  // The parent's ncclCommInitAll: two communicators of one process, the id NCCL made for them.
+  const std::string all_id = uid[2]["args"]["uniqueId"];
+  const auto init_all = calls(r, "ncclCommInitAll");
+  ASSERT_EQ(init_all.size(), 1u);
+  EXPECT_EQ(init_all[0]["nccl"]["comm_id"], all_id);
+  EXPECT_EQ(init_all[0]["nccl"]["nranks"], 2);
+  std::set<long> all_ranks;
+  for (const json& c : calls(r, "ncclAllReduce")) {
+    if (ranks.count(c["pid"].get<long>())) continue;
+    EXPECT_EQ(c["nccl"]["comm_id"], all_id) << c;
+    EXPECT_EQ(c["nccl"]["seq"], 0) << c;
+    EXPECT_EQ(c["nccl"]["in_group"], true) << c;
+    EXPECT_EQ(c["nccl"]["bytes"], 128) << c;
+    all_ranks.insert(c["nccl"]["rank"].get<long>());
+  }
+  EXPECT_EQ(all_ranks, (std::set<long>{0, 1}));
   ASSERT_EQ(keys.size(), 2u);
   EXPECT_EQ(keys.begin()->second, keys.rbegin()->second) << "the ranks disagree on (comm_id, seq) -> op";
   for (const auto& [pid, by_key] : keys) {
@@ -158,10 +176,10 @@ TEST_F(Nccl, SummaryCollectivesTableAndStraggler) {
     EXPECT_LE(row["min_ns"].get<double>(), row["med_ns"].get<double>()) << row;
     EXPECT_LE(row["med_ns"].get<double>(), row["max_ns"].get<double>()) << row;
   }
-  EXPECT_EQ(comms.size(), 3u) << "world, split and nonblocking communicators";
-  // Both ranks: failed calls are not collectives; ncclInProgress ones are.
+  EXPECT_EQ(comms.size(), 4u) << "world, split, nonblocking and the parent's ncclCommInitAll communicators";
+  // Both ranks: failed calls are not collectives; ncclInProgress ones are. The parent: 2 on InitAll's.
   EXPECT_EQ(by_op["ncclAllReduce"],
-            std::make_pair(2L * (kIterations + 3 + 1), 2L * (kIterations * 4096 + 3 * 64 + 16)));
+            std::make_pair(2L * (kIterations + 3 + 1) + 2, 2L * (kIterations * 4096 + 3 * 64 + 16) + 2 * 128));
   EXPECT_EQ(by_op["ncclBroadcast"], std::make_pair(2L * kIterations, 2L * kIterations * 1024));
   EXPECT_EQ(by_op["ncclAllGather"], std::make_pair(2L * kIterations, 2L * kIterations * 1024));
   EXPECT_EQ(by_op["ncclSend"], std::make_pair(2L * kIterations, 2L * kIterations * 4096));

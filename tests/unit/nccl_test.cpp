@@ -227,6 +227,20 @@ TEST(Nccl, RankSkewNamesTheStraggler) {
   EXPECT_TRUE(nccl_insights(RankSkew{}).empty());
 }
 
+TEST(Nccl, RanksOfOneProcessAreNoSkew) {
+  Feed f;
+  const UniqueId id(8);
+  f.payload(id.bytes, sizeof id.bytes);
+  f.call("ncclGetUniqueId", {{"uniqueId", 0x7000}}, 100, 0, 1000, "ncclCommInitAll");
+  const std::uint64_t comms[2] = {kComm, kComm2};
+  f.payload(comms, sizeof comms);
+  f.call("ncclCommInitAll", {{"comm", 0x7100}, {"ndev", 2}}, 100);
+  f.call("ncclAllReduce", {{"count", 1}, {"datatype", 0}, {"comm", kComm}}, 100, 0, 1000);
+  f.call("ncclAllReduce", {{"count", 1}, {"datatype", 0}, {"comm", kComm2}}, 100, 0, 900000);
+  EXPECT_EQ(f.tracker.pending_keys(), 0u) << "complete: both ranks seen";
+  EXPECT_EQ(f.tracker.skew().keys, 0u);
+}
+
 TEST(Nccl, KeysOfRanksNeverTracedAreBounded) {
   Feed f;
   const UniqueId id(6);
