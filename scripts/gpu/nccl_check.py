@@ -77,8 +77,10 @@ def main():
     mp.spawn(worker, args=(iterations, outdir, free_port()), nprocs=WORLD, join=True)
     expected = {api: {"calls_per_rank": iterations, "count": n, "bytes": n * ELEMENT_BYTES}
                 for api, n in COUNTS.items()}
+    nccl = torch.cuda.nccl.version()  # a tuple in recent PyTorch, an int in old ones
     print(json.dumps({"world": WORLD, "iterations": iterations, "torch": torch.__version__,
-                      "nccl": ".".join(map(str, torch.cuda.nccl.version())), "expected": expected}))
+                      "nccl": ".".join(map(str, nccl)) if isinstance(nccl, tuple) else str(nccl),
+                      "expected": expected}))
 
 
 if __name__ == "__main__":
