@@ -219,6 +219,8 @@ static __always_inline void read_args(struct pt_regs *ctx, struct ct_frame *f, _
 		 * On a fault the helper zeroes the words. */
 		bpf_probe_read_user(&f->args[CT_REG_ARGS], words * 8, (void *)(PT_REGS_SP(ctx) + 8));
 	}
+	if (cookie & CT_COOKIE_STACK_ADDR)
+		f->args[CT_REG_ARGS] = PT_REGS_SP(ctx) + 8;
 }
 
 static __always_inline void emit_call(void *ctx, __u64 pid_tgid, struct ct_thread_state *st, struct ct_frame *f,
@@ -635,8 +637,9 @@ static __always_inline void exit_call(struct pt_regs *ctx)
 		ret = f->fwd_ret;
 	}
 	__u64 dur = now - f->ts_ns;
+	__s64 not_failure = cookie & CT_COOKIE_NCCL_STATUS ? CT_NCCL_IN_PROGRESS : CUDA_NOT_READY;
 	if (summary_mode) {
-		bool failed = ret != 0 && ret != CUDA_NOT_READY;
+		bool failed = ret != 0 && ret != not_failure;
 		aggregate(api, dur, failed);
 		if (count_activity(api, f, f->level, failed, dur, pid_tgid))
 			return;
@@ -645,7 +648,7 @@ static __always_inline void exit_call(struct pt_regs *ctx)
 	} else if (!(cookie & CT_COOKIE_ALWAYS)) {
 		if (dur < min_dur_ns)
 			return;
-		if (errors_only && (ret == 0 || ret == CUDA_NOT_READY))
+		if (errors_only && (ret == 0 || ret == not_failure))
 			return;
 	}
 	/* At a return probe the instruction pointer is the return address: the call site. */

@@ -9,7 +9,7 @@ _cudatrace() {
     --output-follow-symlinks --full-names --stack --nvtx --by-range --write-nvtx-library --summary --hist --insights --interval --count --ring-mb --buffer-mb
     --dlopen-stop --no-dlopen-stop --nested-returns --help --list-apis --verbose --version"
   local report_opts="--filter --layer --json --perfetto --full-names --summary --hist --insights --help"
-  local groups="mem xfer launch stream event device module query all"
+  local groups="mem xfer launch stream event device module query coll all"
 
   # After "--" the words belong to the traced command.
   local i
@@ -29,7 +29,7 @@ _cudatrace() {
       [[ "$cur" == *,* ]] && COMPREPLY=("${COMPREPLY[@]/#/${cur%,*},}")
       return ;;
     --layer)
-      COMPREPLY=($(compgen -W "runtime driver all" -- "$cur"))
+      COMPREPLY=($(compgen -W "runtime driver nccl all" -- "$cur"))
       return ;;
     -o|--output|--perfetto|--lib)
       COMPREPLY=($(compgen -f -- "$cur"))

@@ -23,6 +23,11 @@ const char* type_name(ArgType t) {
     case ArgType::Dim3Split: return "dim3";
     case ArgType::String: return "string";
     case ArgType::LaunchConfig: return "launch config";
+    case ArgType::NcclDataType: return "ncclDataType_t";
+    case ArgType::NcclRedOp: return "ncclRedOp_t";
+    case ArgType::NcclUniqueId: return "ncclUniqueId (by value)";
+    case ArgType::NcclUniqueIdPtr: return "ncclUniqueId* (read at return)";
+    case ArgType::NcclCommArray: return "out comm array";
     case ArgType::OutPtr: return "out ptr";
     case ArgType::OutSize: return "out size";
     case ArgType::OutInt: return "out int";
@@ -53,7 +58,7 @@ std::string api_list_markdown(const Selection& selection) {
   }
   fmt::format_to(it,
                  "\nEvery API is also probed in its `_ptsz` and `_ptds` (per-thread default stream) forms where a "
-                 "library exports them, except the module and nvtx groups.\n");
+                 "library exports them, except the module and nvtx groups and NCCL.\n");
   fmt::format_to(it,
                  "\n| group | traced by default | what, and why |\n"
                  "| --- | --- | --- |\n");

@@ -12,9 +12,10 @@ using A = ArgType;
 using E = Effect;
 constexpr Layer RT = Layer::Runtime;
 constexpr Layer DRV = Layer::Driver;
+constexpr Layer NCCL = Layer::Nccl;
 constexpr Group MEM = Group::Mem, XFER = Group::Xfer, LAUNCH = Group::Launch, STREAM = Group::Stream,
                 EVENT = Group::Event, DEVICE = Group::Device, MODULE = Group::Module, QUERY = Group::Query,
-                NVTX = Group::Nvtx;
+                NVTX = Group::Nvtx, COLL = Group::Coll;
 constexpr Layer NVTXL = Layer::Nvtx;
 
 // clang-format off
@@ -167,6 +168,29 @@ const std::vector<ApiSpec> kRows = {
   {"cudatrace_nvtx_start", NVTXL, NVTX, E::NvtxStart, {{"message", A::String}, {"domain", A::Handle}, {"id", A::Size}}, Returns::Void},
   {"cudatrace_nvtx_end", NVTXL, NVTX, E::NvtxEnd, {{"id", A::Size}}, Returns::Void},
   {"cudatrace_nvtx_mark", NVTXL, NVTX, E::NvtxMark, {{"message", A::String}, {"domain", A::Handle}}, Returns::Void},
+  // ---- NCCL (nccl.h of 2.28; a version without some of these rows gets a warning): communicators,
+  // collectives, point to point, groups.
+  // ncclAllReduce is a weak alias of pncclAllReduce: one probe per address.
+  {"ncclGetUniqueId", NCCL, COLL, E::None, {{"uniqueId", A::NcclUniqueIdPtr}}},
+  {"ncclCommInitRank", NCCL, COLL, E::CommInit, {{"comm", A::OutHandle}, {"nranks", A::Int}, {"commId", A::NcclUniqueId}, {"rank", A::Int}}},
+  {"ncclCommInitRankConfig", NCCL, COLL, E::CommInit, {{"comm", A::OutHandle}, {"nranks", A::Int}, {"commId", A::NcclUniqueId}, {"rank", A::Int}, {"config", A::Ptr}}},
+  {"ncclCommInitRankScalable", NCCL, COLL, E::CommInit, {{"newcomm", A::OutHandle}, {"nranks", A::Int}, {"myrank", A::Int}, {"nId", A::Int}, {"commIds", A::NcclUniqueIdPtr}, {"config", A::Ptr}}},
+  {"ncclCommInitAll", NCCL, COLL, E::CommInit, {{"comm", A::NcclCommArray}, {"ndev", A::Int}, {"devlist", A::Ptr}}},
+  {"ncclCommSplit", NCCL, COLL, E::CommInit, {{"comm", A::Handle}, {"color", A::Int}, {"key", A::Int}, {"newcomm", A::OutHandle}, {"config", A::Ptr}}},
+  {"ncclCommDestroy", NCCL, COLL, E::CommDestroy, {{"comm", A::Handle}}},
+  {"ncclCommAbort", NCCL, COLL, E::CommDestroy, {{"comm", A::Handle}}},
+  {"ncclCommCount", NCCL, COLL, E::None, {{"comm", A::Handle}, {"count", A::OutInt}}},
+  {"ncclCommUserRank", NCCL, COLL, E::None, {{"comm", A::Handle}, {"rank", A::OutInt}}},
+  {"ncclAllReduce", NCCL, COLL, E::Collective, {{"sendbuff", A::Ptr}, {"recvbuff", A::Ptr}, {"count", A::Size}, {"datatype", A::NcclDataType}, {"op", A::NcclRedOp}, {"comm", A::Handle}, {"stream", A::Stream}}},
+  {"ncclBroadcast", NCCL, COLL, E::Collective, {{"sendbuff", A::Ptr}, {"recvbuff", A::Ptr}, {"count", A::Size}, {"datatype", A::NcclDataType}, {"root", A::Int}, {"comm", A::Handle}, {"stream", A::Stream}}},
+  {"ncclReduce", NCCL, COLL, E::Collective, {{"sendbuff", A::Ptr}, {"recvbuff", A::Ptr}, {"count", A::Size}, {"datatype", A::NcclDataType}, {"op", A::NcclRedOp}, {"root", A::Int}, {"comm", A::Handle}, {"stream", A::Stream}}},
+  {"ncclAllGather", NCCL, COLL, E::Collective, {{"sendbuff", A::Ptr}, {"recvbuff", A::Ptr}, {"sendcount", A::Size}, {"datatype", A::NcclDataType}, {"comm", A::Handle}, {"stream", A::Stream}}},
+  {"ncclReduceScatter", NCCL, COLL, E::Collective, {{"sendbuff", A::Ptr}, {"recvbuff", A::Ptr}, {"recvcount", A::Size}, {"datatype", A::NcclDataType}, {"op", A::NcclRedOp}, {"comm", A::Handle}, {"stream", A::Stream}}},
+  {"ncclAlltoAll", NCCL, COLL, E::Collective, {{"sendbuff", A::Ptr}, {"recvbuff", A::Ptr}, {"count", A::Size}, {"datatype", A::NcclDataType}, {"comm", A::Handle}, {"stream", A::Stream}}},
+  {"ncclSend", NCCL, COLL, E::Collective, {{"sendbuff", A::Ptr}, {"count", A::Size}, {"datatype", A::NcclDataType}, {"peer", A::Int}, {"comm", A::Handle}, {"stream", A::Stream}}},
+  {"ncclRecv", NCCL, COLL, E::Collective, {{"recvbuff", A::Ptr}, {"count", A::Size}, {"datatype", A::NcclDataType}, {"peer", A::Int}, {"comm", A::Handle}, {"stream", A::Stream}}},
+  {"ncclGroupStart", NCCL, COLL, E::GroupStart, {}},
+  {"ncclGroupEnd", NCCL, COLL, E::GroupEnd, {}},
 };
 // clang-format on
 
@@ -196,8 +220,15 @@ bool needs_detail_record(const ApiSpec& row) {
     case E::SetDevice:
       return true;
     default:
-      return row.group == MODULE || row.group == NVTX;  // kernel names; the range stacks
+      // Kernel names; the range stacks; the NCCL model (communicator ids, sequence numbers, groups).
+      return row.group == MODULE || row.group == NVTX || row.group == COLL;
   }
+}
+
+bool has_stack_struct(const Api& api) {
+  for (const ArgSpec& a : api.spec->args)
+    if (a.type == A::NcclUniqueId) return true;
+  return false;
 }
 
 std::uint64_t make_cookie(const Api& api) {
@@ -205,7 +236,8 @@ std::uint64_t make_cookie(const Api& api) {
   int used_slots = 0;
   for (std::size_t i = 0; i < api.spec->args.size(); ++i)
     used_slots = std::max(used_slots, api.slots[i] + slot_count(api.spec->args[i].type));
-  const int stack_words = std::max(0, used_slots - CT_REG_ARGS);
+  // A by-value ncclUniqueId takes slot CT_REG_ARGS for its address, not a stack word.
+  const int stack_words = std::max(0, used_slots - CT_REG_ARGS - (has_stack_struct(api) ? 1 : 0));
   if (stack_words > CT_MAX_STACK_ARGS) throw std::logic_error(std::string("too many arguments: ") + api.symbol);
   c |= std::uint64_t(stack_words) << 16;
   for (int o = 0; o < 2; ++o) {
@@ -215,13 +247,20 @@ std::uint64_t make_cookie(const Api& api) {
     c |= std::uint64_t(out_size(a.type)) << (24 + 8 * o);
   }
   if (api.spec->returns == Returns::Void) c |= CT_COOKIE_VOID;
+  if (api.layer() == NCCL) c |= CT_COOKIE_NCCL_STATUS;
+  if (has_stack_struct(api)) c |= CT_COOKIE_STACK_ADDR;
   if (needs_detail_record(*api.spec)) c |= CT_COOKIE_DETAIL;
   if (api.group() == NVTX) c |= CT_COOKIE_ALWAYS;
   if (api.payload_index >= 0) {
     const ArgSpec& a = api.spec->args[api.payload_index];
     c |= std::uint64_t(api.slots[api.payload_index] + 1) << 36;
-    const auto kind = a.type == A::String ? CT_PAYLOAD_STRING : CT_PAYLOAD_LAUNCH_CONFIG;
-    c |= std::uint64_t(kind) << 40;
+    if (a.type == A::NcclUniqueId || a.type == A::NcclUniqueIdPtr || a.type == A::NcclCommArray) {
+      c |= std::uint64_t(CT_PAYLOAD_BYTES) << 40;
+      c |= std::uint64_t(a.type == A::NcclCommArray ? kNcclMaxInitAllComms : kNcclUniqueIdBytes / 8) << 42;
+    } else {
+      const auto kind = a.type == A::String ? CT_PAYLOAD_STRING : CT_PAYLOAD_LAUNCH_CONFIG;
+      c |= std::uint64_t(kind) << 40;
+    }
   }
   return c;
 }
@@ -231,17 +270,28 @@ Api make_api(std::uint16_t id, const ApiSpec& spec, std::string symbol, bool var
   int slot = 0, outs = 0;
   for (std::size_t i = 0; i < spec.args.size(); ++i) {
     const ArgType t = spec.args[i].type;
+    if (t == A::NcclUniqueId) {
+      // Passed in memory: no register; ct_enter stores its address in slot CT_REG_ARGS
+      // (CT_COOKIE_STACK_ADDR), and the payload reads the 128 bytes from there.
+      if (api.payload_index >= 0) throw std::logic_error(std::string("two payloads: ") + spec.name);
+      api.slots.push_back(CT_REG_ARGS);
+      api.payload_index = static_cast<int>(i);
+      continue;
+    }
     api.slots.push_back(static_cast<std::uint8_t>(slot));
     slot += slot_count(t);
     if (is_out(t)) {
       if (outs == 2) throw std::logic_error(std::string("more than two out-params: ") + spec.name);
       api.out_index[outs++] = static_cast<int>(i);
     }
-    if (t == A::String || t == A::LaunchConfig) {
+    if (t == A::String || t == A::LaunchConfig || t == A::NcclUniqueIdPtr || t == A::NcclCommArray) {
       if (api.payload_index >= 0) throw std::logic_error(std::string("two payloads: ") + spec.name);
       api.payload_index = static_cast<int>(i);
     }
   }
+  // Register arguments must not reach the slot that holds a by-value struct's address.
+  if (has_stack_struct(api) && slot > CT_REG_ARGS)
+    throw std::logic_error(std::string("stack arguments after a by-value ncclUniqueId: ") + spec.name);
   api.cookie = make_cookie(api);
   return api;
 }
@@ -263,7 +313,7 @@ std::vector<Api> build_apis() {
   static const char* const kVariantSuffixes[] = {"_ptsz", "_ptds"};
   for (const ApiSpec& row : kRows) {
     out.push_back(make_api(static_cast<std::uint16_t>(out.size()), row, row.name, false));
-    if (row.group == MODULE || row.group == NVTX) continue;  // registration and NVTX have no stream forms
+    if (row.group == MODULE || row.group == NVTX || row.layer == NCCL) continue;  // no per-thread stream forms
     for (const char* suffix : kVariantSuffixes)
       out.push_back(make_api(static_cast<std::uint16_t>(out.size()), row, std::string(row.name) + suffix, true));
   }
@@ -292,8 +342,8 @@ int slot_count(ArgType t) {
 }
 
 const char* group_name(Group g) {
-  static const char* const kNames[kGroupCount] = {"mem",   "xfer",   "launch", "stream", "event",
-                                                  "device", "module", "query",  "nvtx"};
+  static const char* const kNames[kGroupCount] = {"mem",    "xfer",   "launch", "stream", "event",
+                                                  "device", "module", "query",  "nvtx",   "coll"};
   return kNames[static_cast<int>(g)];
 }
 
@@ -316,6 +366,7 @@ const char* group_description(Group g) {
              "each probe hit costs about 1 us, more than the call itself";
     case NVTX:
       return "NVTX ranges through cudatrace's injection library: traced with --nvtx (docs/nvtx.md)";
+    case COLL: return "NCCL collectives, point-to-point and communicator calls";
   }
   return "";
 }
@@ -327,7 +378,7 @@ std::optional<Group> parse_group(std::string_view name) {
 }
 
 const char* layer_name(Layer l) {
-  static const char* const kNames[kLayerCount] = {"runtime", "driver", "nvtx"};
+  static const char* const kNames[kLayerCount] = {"runtime", "driver", "nvtx", "nccl"};
   return kNames[static_cast<int>(l)];
 }
 

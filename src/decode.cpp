@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "cudatrace/kernel_names.h"
+#include "cudatrace/nccl.h"
 
 namespace cudatrace {
 namespace {
@@ -96,7 +97,8 @@ std::string_view Call::comm() const { return std::string_view(rec->comm, strnlen
 bool Call::failed() const {
   if (unfinished || entry_only || api->spec->returns == Returns::Void) return false;
   const std::int32_t code = static_cast<std::int32_t>(rec->ret);
-  return code != 0 && code != 600;  // 600: cudaErrorNotReady / CUDA_ERROR_NOT_READY
+  // 600: cudaErrorNotReady / CUDA_ERROR_NOT_READY; ncclInProgress: a nonblocking communicator is still working.
+  return code != 0 && code != (api->layer() == Layer::Nccl ? CT_NCCL_IN_PROGRESS : 600);
 }
 
 const char* Call::ret_name() const {
@@ -118,6 +120,7 @@ bool decode_call(const ct_call& rec, KernelNames* names, Call& call, const Strin
   call.kernel_short = {};
   call.kernel_handle = 0;
   call.waited = nullptr;
+  call.nccl = nullptr;
 
   const auto* payload = reinterpret_cast<const std::uint8_t*>(&rec + 1);
   const std::size_t payload_len = rec.payload_len;
@@ -131,8 +134,11 @@ bool decode_call(const ct_call& rec, KernelNames* names, Call& call, const Strin
     if (is_out(spec.type)) {
       const int o = out_no++;
       const bool fault = rec.flags & (o ? CT_FLAG_OUT1_FAULT : CT_FLAG_OUT0_FAULT);
-      // Out-params are only meaningful once the call has returned successfully.
-      if (call.unfinished || fault || (api->spec->returns == Returns::Status && static_cast<std::int32_t>(rec.ret) != 0)) {
+      // Out-params are only meaningful once the call has returned successfully (or
+      // ncclInProgress: a nonblocking NCCL communicator exists while it initialises).
+      const std::int32_t code = static_cast<std::int32_t>(rec.ret);
+      const bool written = code == 0 || (api->layer() == Layer::Nccl && code == CT_NCCL_IN_PROGRESS);
+      if (call.unfinished || fault || (api->spec->returns == Returns::Status && !written)) {
         call.args.push_back({spec.name, std::monostate{}, spec.type});
         continue;
       }
@@ -206,6 +212,40 @@ bool decode_call(const ct_call& rec, KernelNames* names, Call& call, const Strin
         // A fault reading the attributes still leaves the config itself (payload_len says what arrived).
         decode_launch_config(api->layer(), payload, payload_len, call.args);
         break;
+      case ArgType::NcclDataType:
+        call.args.push_back({spec.name, Named{nccl_datatype_name(raw & 0xffffffff), static_cast<std::int32_t>(raw)}});
+        break;
+      case ArgType::NcclRedOp:
+        if (const char* name = nccl_redop_name(raw & 0xffffffff)) {
+          call.args.push_back({spec.name, Named{name, static_cast<std::int32_t>(raw)}});
+        } else {
+          call.string_storage = "op#" + std::to_string(static_cast<std::int32_t>(raw));
+          call.args.push_back({spec.name, std::string_view(call.string_storage)});
+        }
+        break;
+      case ArgType::NcclUniqueId:
+      case ArgType::NcclUniqueIdPtr: {
+        // Shown as the communicator id it hashes to (nccl.h); one read through a pointer
+        // only once the call succeeded (ncclGetUniqueId's is an out-param).
+        const bool written = spec.type == ArgType::NcclUniqueId || (!call.unfinished && !call.failed());
+        const auto id = nccl_unique_id_hash(payload, payload_len);
+        if (!written || rec.flags & CT_FLAG_PAYLOAD_FAULT || !id) {
+          call.args.push_back({spec.name, std::monostate{}});
+        } else {
+          call.string_storage = nccl_id_text(*id);
+          call.args.push_back({spec.name, std::string_view(call.string_storage)});
+        }
+        break;
+      }
+      case ArgType::NcclCommArray: {
+        // The first communicator; the model (nccl.cpp) reads the others from the payload.
+        const bool ok = !call.unfinished && rec.ret == 0 && !(rec.flags & CT_FLAG_PAYLOAD_FAULT) && payload_len >= 8;
+        if (ok)
+          call.args.push_back({spec.name, Hex{read_u64(payload)}});
+        else
+          call.args.push_back({spec.name, std::monostate{}});
+        break;
+      }
       default:  // Ptr, Event, Handle
         call.args.push_back({spec.name, Hex{raw}});
     }

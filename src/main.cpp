@@ -43,8 +43,8 @@ EXAMPLES:
   cudatrace --nvtx --json -- python3 train.py    # each call with its NVTX range stack
   cudatrace --summary --by-range -- python3 train.py  # CUDA time per NVTX range
 
-GROUPS: mem, xfer, launch, stream, event, device (default: these six),
-  module (kernel registration and lookup calls; always traced for kernel names,
+GROUPS: mem, xfer, launch, stream, event, device, coll (NCCL collectives,
+  point-to-point and communicator calls) (default: these seven), module (kernel registration and lookup calls; always traced for kernel names,
   printed only when asked for), query (cudaGetDevice, cudaGetLastError,
   cuCtxGetCurrent, attribute getters...: off by default, frameworks call them
   dozens of times per launch and each probed call costs about 1 us), and all
@@ -141,10 +141,11 @@ std::vector<std::string> split(const std::string& s, char sep) {
 // -f and --layer: which APIs are traced (opts.selection) and printed (opts.display).
 void apply_selection(cudatrace::Options& opts, const std::string& groups, const std::string& layer) {
   using namespace cudatrace;
-  if (layer != "all" && layer != "runtime" && layer != "driver")
-    usage_error("--layer must be runtime, driver or all, not '" + layer + "'");
-  opts.selection.layer[static_cast<int>(Layer::Runtime)] = layer != "driver";
-  opts.selection.layer[static_cast<int>(Layer::Driver)] = layer != "runtime";
+  if (layer != "all" && layer != "runtime" && layer != "driver" && layer != "nccl")
+    usage_error("--layer must be runtime, driver, nccl or all, not '" + layer + "'");
+  // The nvtx layer is not chosen here: --nvtx turns it on.
+  for (const Layer l : {Layer::Runtime, Layer::Driver, Layer::Nccl})
+    opts.selection.layer[static_cast<int>(l)] = layer == "all" || layer == layer_name(l);
   opts.display = opts.selection;
   if (groups.empty()) {
     for (int g = 0; g < kGroupCount; ++g) opts.display.group[g] = group_on_by_default(static_cast<Group>(g));
@@ -157,7 +158,7 @@ void apply_selection(cudatrace::Options& opts, const std::string& groups, const 
         opts.display.group[static_cast<int>(*g)] = true;
       else
         usage_error("unknown group '" + name +
-                    "' (groups: mem, xfer, launch, stream, event, device, module, query, all)");
+                    "' (groups: mem, xfer, launch, stream, event, device, module, query, coll, all)");
     }
   }
   opts.selection = opts.display;
@@ -189,7 +190,7 @@ int report_main(int argc, char** argv) {
   app.add_option("TRACE.jsonl", trace, "The trace, JSON Lines written by --json; - reads standard input")->required()->type_name("");
   // Selection
   app.add_option("-f,--filter", groups, "Report only these groups, comma-separated; all: every group")->group(kSelection)->type_name("GROUPS");
-  app.add_option("--layer", layer, "runtime, driver or all (default)")->group(kSelection)->type_name("LAYER");
+  app.add_option("--layer", layer, "runtime, driver, nccl or all (default)")->group(kSelection)->type_name("LAYER");
   // Output
   app.add_flag("--json", opts.json, "JSON Lines output (docs/json.md)")->group(kOutput);
   app.add_option("--perfetto", opts.perfetto_path, "Also write a timeline to FILE (docs/timeline.md)")->group(kOutput)->type_name("FILE");
@@ -231,7 +232,7 @@ int main(int argc, char** argv) {
   app.add_option("--lib", opts.libs, "Also probe this library or executable (repeatable)")->group(kTargets)->type_name("PATH");
   // Selection
   app.add_option("-f,--filter", groups, "Trace only these groups, comma-separated; all: every group")->group(kSelection)->type_name("GROUPS");
-  app.add_option("--layer", layer, "runtime, driver or all (default)")->group(kSelection)->type_name("LAYER");
+  app.add_option("--layer", layer, "runtime, driver, nccl or all (default)")->group(kSelection)->type_name("LAYER");
   // The range check also refuses "-3", which would otherwise wrap to a huge unsigned value.
   app.add_option("--min-us", opts.min_us, "Only calls that took at least this many microseconds")->group(kSelection)->type_name("US")->check(CLI::Range(std::uint64_t(0), std::uint64_t(1000000000000)));
   app.add_flag("--errors", opts.errors_only, "Only calls that returned an error")->group(kSelection);

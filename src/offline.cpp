@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <deque>
@@ -15,6 +16,7 @@
 #include "cudatrace/api_table.h"
 #include "cudatrace/decode.h"
 #include "cudatrace/kernel_names.h"
+#include "cudatrace/nccl.h"
 #include "cudatrace/perfetto.h"
 #include "cudatrace/report.h"
 #include "cudatrace/streams.h"
@@ -90,6 +92,27 @@ std::array<std::uint32_t, 3> dim3_of(const Json& v, const std::string& what) {
 
 void put_u32(std::uint8_t* p, std::uint32_t v) { std::memcpy(p, &v, sizeof v); }
 void put_u64(std::uint8_t* p, std::uint64_t v) { std::memcpy(p, &v, sizeof v); }
+
+void put_u64_payload(std::vector<std::uint8_t>& payload, std::uint64_t v) {
+  payload.assign(8, 0);
+  put_u64(payload.data(), v);
+}
+
+// An NCCL enum argument: a name of name_of's, or the integer of an unnamed value.
+std::uint64_t nccl_enum_of(const Json& v, const char* (*name_of)(std::uint64_t), const std::string& what) {
+  if (!v.is_string()) return static_cast<std::uint32_t>(signed_of(v, what));
+  for (std::uint64_t k = 0; name_of(k); ++k)
+    if (v.get_ref<const std::string&>() == name_of(k)) return k;
+  bad(what + ": unknown name \"" + v.get_ref<const std::string&>() + "\"");
+}
+
+// The decimal integer `text`, all of it.
+std::int64_t integer_text_of(std::string_view text, const std::string& what) {
+  std::int64_t n = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec != std::errc() || end != text.data() + text.size()) bad(what + " is not \"op#N\"");
+  return n;
+}
 
 // The bytes of a CUlaunchConfig / cudaLaunchConfig_t and its cluster
 // attribute, from the names decode_launch_config gave them (decode.cpp).
@@ -294,6 +317,35 @@ bool TraceLine::parse(std::string_view line, std::string& error) {
             payload.push_back(0);
           }
           break;
+        case ArgType::NcclDataType:
+          raw = nccl_enum_of(v, nccl_datatype_name, what);
+          break;
+        case ArgType::NcclRedOp:  // user-defined ops are written "op#N"
+          if (v.is_string() && v.get_ref<const std::string&>().rfind("op#", 0) == 0)
+            raw = static_cast<std::uint32_t>(integer_text_of(v.get_ref<const std::string&>().substr(3), what));
+          else
+            raw = nccl_enum_of(v, nccl_redop_name, what);
+          break;
+        case ArgType::NcclUniqueId:
+        case ArgType::NcclUniqueIdPtr:
+          // The trace keeps the communicator id, not the 128 bytes: the record carries the id (nccl.h).
+          if (v.is_null()) {
+            rec.flags |= CT_FLAG_PAYLOAD_FAULT;
+          } else {
+            const std::string& id = string_of(v, what);
+            if (id.size() != 16 || id.find_first_not_of("0123456789abcdef") != std::string::npos)
+              bad(what + " is not a communicator id (16 hex digits)");
+            std::uint64_t n = 0;
+            std::from_chars(id.data(), id.data() + id.size(), n, 16);
+            put_u64_payload(payload, n);
+          }
+          break;
+        case ArgType::NcclCommArray:  // the first communicator (docs/json.md)
+          if (v.is_null())
+            rec.flags |= CT_FLAG_PAYLOAD_FAULT;
+          else
+            put_u64_payload(payload, hex_of(v, what));
+          break;
         default:  // Flags, Ptr, Event, Handle, Func
           raw = hex_of(v, what);
           if (spec.type == ArgType::Func) kernel_handle_ = raw;
@@ -354,6 +406,7 @@ class OfflineReport {
   std::unique_ptr<PerfettoWriter> perfetto_;
   KernelNames names_;
   StreamTracker streams_;
+  NcclTracker nccl_;
   Call call_;
   std::vector<ct_api_stats> api_stats_;  // what BPF counts live, by API id
   std::vector<Warning> pending_warnings_;   // warnings about the next call line
@@ -386,6 +439,7 @@ bool OfflineReport::start(std::uint64_t start_ns, std::string& error) {
   if (opts_.summary) {
     ReportOptions report{opts_.display, opts_.summary_tables, opts_.hist, opts_.insights, opts_.json, start_ns, {},
                          opts_.full_names};
+    report.nccl = &nccl_;
     reporter_ = std::make_unique<Reporter>(report, nullptr);
     api_stats_.assign(apis().size(), ct_api_stats{});
   } else {
@@ -406,6 +460,8 @@ void OfflineReport::on_call(const TraceLine& line) {
   // The stream model annotates the call; its pageable-copy warnings are the
   // trace's own warning lines (their call sites were symbolised live).
   const StreamActivity& activity = streams_.on_call(call_);
+  // The NCCL model recomputes comm_id, rank and seq, as the stream model its annotations.
+  call_.nccl = nccl_.on_call(call_);
   last_ns_ = std::max<std::uint64_t>(last_ns_, rec.ts_ns + rec.dur_ns);
   for (const Warning& w : pending_warnings_) {
     std::fprintf(stderr, "cudatrace: warning: %s\n", w.message.c_str());

@@ -6,6 +6,7 @@
 
 #include "cudatrace/json.h"
 #include "cudatrace/nvtx.h"
+#include "cudatrace/nccl.h"
 #include "cudatrace/streams.h"
 
 namespace cudatrace {
@@ -261,6 +262,7 @@ class TextOutput final : public Output {
     }
     if (c.waited) append_wait_text(buf_, *c.waited);
     append_nvtx_text(buf_, c);
+    if (c.nccl) append_nccl_text(buf_, *c.nccl);
     buf_.push_back('\n');
     append_stack_text(buf_, c.stack, 4);
   }
@@ -366,6 +368,7 @@ class JsonOutput final : public Output {
     }
     if (any_id) buf_.push_back('}');
     if (c.waited) append_wait_json(buf_, *c.waited);
+    if (c.nccl) append_nccl_json(buf_, *c.nccl);
     if (!c.kernel.empty()) {
       buf_.append(std::string_view(",\"kernel\":"));
       append_json_string(buf_, c.kernel);

@@ -29,7 +29,10 @@ std::string basename_of(const std::string& path) {
 // row there means a CUDA version we do not cover, worth a warning.
 bool is_cuda_library(const std::string& path, Layer layer) {
   const std::string base = basename_of(path);
-  return base.rfind(layer == Layer::Runtime ? "libcudart.so" : "libcuda.so", 0) == 0;
+  // Indexed by Layer; nvtx: cudatrace's own injection library, never a CUDA one.
+  static const char* const kPrefixes[kLayerCount] = {"libcudart.so", "libcuda.so", nullptr, "libnccl.so"};
+  const char* prefix = kPrefixes[static_cast<int>(layer)];
+  return prefix && base.rfind(prefix, 0) == 0;
 }
 
 }  // namespace
@@ -197,7 +200,7 @@ bool Probes::attach_file(const std::string& path, pid_t pid, FileResult& result,
                   attach_multi(enter_, path, pid, offsets, cookies, MultiLink::Entry, error);
     if (!attached) return false;
   }
-  for (Layer layer : {Layer::Runtime, Layer::Driver}) {
+  for (Layer layer : {Layer::Runtime, Layer::Driver, Layer::Nccl}) {
     if (!present[static_cast<int>(layer)] || !is_cuda_library(path, layer)) continue;
     std::string missing;
     int n = 0;

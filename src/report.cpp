@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "cudatrace/json.h"
+#include "cudatrace/nccl.h"
 #include "cudatrace/stacks.h"
 
 namespace cudatrace {
@@ -220,7 +221,7 @@ InsightInput Reporter::insight_input(const std::vector<ct_api_stats>& run, std::
   InsightInput in;
   in.traced_s = double(now_ns - std::min(now_ns, opts_.start_ns)) / 1e9;
   // Runtime synchronisations nest driver ones: merge one layer, the runtime's when it has any.
-  ct_api_stats per_layer[2] = {};
+  ct_api_stats per_layer[kLayerCount] = {};
   for (std::size_t id = 0; id < run.size(); ++id) {
     const Api* api = api_by_id(static_cast<std::uint16_t>(id));
     if (!api || !opts_.display.wants(*api)) continue;
@@ -257,8 +258,10 @@ void Reporter::report(Buf& out, const std::vector<ct_api_stats>& run, std::uint6
   const double at_s = double(now_ns - std::min(now_ns, opts_.start_ns)) / 1e9;
   const std::vector<ApiRow> rows = api_rows(shown, opts_.display);
   const bool with_insights = opts_.tables || opts_.insights;
-  const std::vector<Insight> insights =
+  std::vector<Insight> insights =
       with_insights ? find_insights(insight_input(run, now_ns), opts_.thresholds) : std::vector<Insight>{};
+  if (with_insights && opts_.nccl)
+    for (Insight& i : nccl_insights(opts_.nccl->skew())) insights.push_back(std::move(i));
   std::vector<const Allocation*> leaks;
   if (final && opts_.tables) leaks = memory_.outstanding();
   if (!final) {
@@ -362,6 +365,7 @@ void Reporter::report(Buf& out, const std::vector<ct_api_stats>& run, std::uint6
         if (const std::uint64_t pairs = memory_.untracked().churn_pairs)
           fmt::format_to(it, ",\"churn_pairs_not_followed\":{}", pairs);
       }
+      if (opts_.nccl) append_collectives_json(out, *opts_.nccl);
     }
     if (with_insights) {
       out.append(std::string_view(",\"insights\":["));
@@ -448,6 +452,7 @@ void Reporter::report(Buf& out, const std::vector<ct_api_stats>& run, std::uint6
                              group_digits(m.allocs), group_digits(m.frees), group_digits(m.managed_live_bytes),
                              group_digits(m.managed_peak_bytes)});
     append_section(out, "Device memory", memory);
+    if (opts_.nccl) append_collectives_text(out, *opts_.nccl);
 
     if (final) {
       std::uint64_t leaked = 0;

@@ -37,6 +37,7 @@
 #include "cudatrace/report.h"
 #include "cudatrace/ring_reader.h"
 #include "cudatrace/stacks.h"
+#include "cudatrace/nccl.h"
 #include "cudatrace/streams.h"
 #include "cudatrace/symbolizer.h"
 #include "cudatrace/watchdog.h"
@@ -161,6 +162,7 @@ class Session {
   KernelNames names_;
   Symbolizer symbolizer_;
   StreamTracker streams_;
+  NcclTracker nccl_;
   StackSymbolizer stacks_{symbolizer_};
   std::unique_ptr<Reporter> reporter_;  // summary mode
   std::uint64_t next_report_ns_ = 0;    // with -i
@@ -657,6 +659,7 @@ void Session::on_call(const ct_call& rec) {
   const StreamActivity& activity = streams_.on_call(call_);
   if (activity.pageable_host_ptr) warn_pageable_copy(*activity.pageable_host_ptr);
   if (nvtx_) on_nvtx(call_);
+  call_.nccl = nccl_.on_call(call_);
   if (!opts_.display.wants(*call_.api)) return;
   if (perfetto_) perfetto_->call(call_, activity);
   if (reporter_) {
@@ -956,6 +959,7 @@ int Session::run() {
     reported.layer[static_cast<int>(Layer::Nvtx)] = false;
     ReportOptions report{reported, opts_.summary_tables, opts_.hist, opts_.insights, opts_.json, start_ns_, {},
                           opts_.full_names};
+    report.nccl = &nccl_;
     reporter_ = std::make_unique<Reporter>(report, &stacks_);
     next_report_ns_ = start_ns_ + std::uint64_t(opts_.interval_s) * 1000000000ull;
   }

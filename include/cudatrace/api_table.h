@@ -13,8 +13,8 @@
 
 namespace cudatrace {
 
-enum class Group : std::uint8_t { Mem, Xfer, Launch, Stream, Event, Device, Module, Query, Nvtx };
-inline constexpr int kGroupCount = 9;
+enum class Group : std::uint8_t { Mem, Xfer, Launch, Stream, Event, Device, Module, Query, Nvtx, Coll };
+inline constexpr int kGroupCount = 10;
 
 const char* group_name(Group g);
 // Whether -f without a list (the default) prints the group's calls, and why
@@ -43,6 +43,12 @@ enum class ArgType : std::uint8_t {
   Dim3Split,     // three unsigned arguments x, y, z (driver launches)
   String,        // const char*, read at return
   LaunchConfig,  // const CUlaunchConfig* / const cudaLaunchConfig_t*, read at return
+  NcclDataType,  // ncclDataType_t
+  NcclRedOp,     // ncclRedOp_t: built-in ops by name, user ops (ncclRedOpCreatePreMulSum) as op#N
+  NcclUniqueId,  // ncclUniqueId passed by value: 128 bytes in the caller's stack argument area, no register
+  NcclUniqueIdPtr,  // ncclUniqueId*, read at return (ncclGetUniqueId's out-param; the first of
+                    // ncclCommInitRankScalable's ids)
+  NcclCommArray,    // ncclComm_t* array filled by ncclCommInitAll: its first kNcclMaxInitAllComms read at return
   OutPtr,        // void** / CUdeviceptr*
   OutSize,       // size_t*
   OutInt,        // int*
@@ -52,6 +58,11 @@ enum class ArgType : std::uint8_t {
   OutHandle,     // other handle*
   OutFunc,       // CUfunction* / CUkernel* / cudaKernel_t*
 };
+
+// sizeof(ncclUniqueId) (NCCL_UNIQUE_ID_BYTES).
+inline constexpr int kNcclUniqueIdBytes = 128;
+// Communicators of one ncclCommInitAll call that the model learns.
+inline constexpr int kNcclMaxInitAllComms = 8;
 
 bool is_out(ArgType t);
 int slot_count(ArgType t);
@@ -96,6 +107,11 @@ enum class Effect : std::uint8_t {
   NvtxStart, // first Size: the range id
   NvtxEnd,   // first Size: the range id
   NvtxMark,
+  CommInit,     // NCCL: out-param 0 is the new communicator (nccl.h)
+  CommDestroy,  // first Handle: the communicator
+  Collective,   // NCCL collective or send/recv: first Handle is the communicator
+  GroupStart,
+  GroupEnd,
 };
 
 // One row of the table.
@@ -115,7 +131,7 @@ struct Api {
   const ApiSpec* spec;
   std::vector<std::uint8_t> slots;  // first argument slot of each spec->args[i]
   int out_index[2] = {-1, -1};      // spec->args index of out-params 0 and 1
-  int payload_index = -1;           // spec->args index of the String/LaunchConfig argument
+  int payload_index = -1;           // spec->args index of the String/LaunchConfig/NcclUniqueId* argument
   std::uint64_t cookie;             // what the BPF programs are told (record.h)
   bool variant;                     // a _ptsz/_ptds form of spec->name
 

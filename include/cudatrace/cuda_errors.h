@@ -9,10 +9,11 @@
 namespace cudatrace {
 
 // Nvtx: the range calls of cudatrace's NVTX injection library (docs/nvtx.md).
-enum class Layer : std::uint8_t { Runtime, Driver, Nvtx };
-inline constexpr int kLayerCount = 3;
+enum class Layer : std::uint8_t { Runtime, Driver, Nvtx, Nccl };
+inline constexpr int kLayerCount = 4;
 
-// The CUDA name of a return code, or nullptr when the value is unknown.
+// The CUDA (or NCCL: ncclResult_t) name of a return code, or nullptr when
+// the value is unknown.
 const char* cuda_error_name(Layer layer, std::int64_t code);
 
 namespace detail {

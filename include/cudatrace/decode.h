@@ -44,6 +44,7 @@ struct NamedValue {
 };
 
 struct WaitInfo;
+struct NcclInfo;
 
 struct Call {
   const ct_call* rec = nullptr;
@@ -63,6 +64,9 @@ struct Call {
   // Synchronisations and stream waits: what the call waited for, set by the
   // stream model (streams.h) and valid until its next call; else nullptr.
   const WaitInfo* waited = nullptr;
+  // NCCL calls: communicator id, rank, sequence number, group, bytes; set by
+  // the NCCL model (nccl.h) and valid until its next call; else nullptr.
+  const NcclInfo* nccl = nullptr;
   // With --stack: the user stack, innermost first, symbolised by the session.
   std::vector<StackFrame> stack;
   // With --nvtx: the NVTX ranges open on the call's thread and the process's

@@ -23,7 +23,7 @@ namespace cudatrace {
 
 struct Selection {
   bool group[kGroupCount] = {};
-  bool layer[kLayerCount] = {true, true, false};  // indexed by Layer; nvtx with --nvtx
+  bool layer[kLayerCount] = {true, true, false, true};  // indexed by Layer; nvtx with --nvtx
   bool wants(const Api& a) const {
     return group[static_cast<int>(a.group())] && layer[static_cast<int>(a.layer())];
   }

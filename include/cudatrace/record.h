@@ -55,7 +55,11 @@ enum ct_record_type {
  *                operation (the API without _ptsz/_ptds/_vN suffix). A call
  *                entered directly inside a call of the same operation is a
  *                forward (see ct_frame) and gets no record of its own.
- *   bit  61      always recorded, whatever --min-us and --errors say: an NVTX
+ *   bit  61      store the address of the first stack argument (rsp + 8 at
+ *                entry) in args[CT_REG_ARGS]: a struct passed by value in
+ *                memory (ncclUniqueId), read at return as the payload
+ *   bit  62      an NCCL status: 7 (ncclInProgress) is not a failure, 600 is one
+ *   bit  63      always recorded, whatever --min-us and --errors say: an NVTX
  *                range call (user space keeps each thread's range stack)
  */
 enum ct_payload_kind {
@@ -74,10 +78,13 @@ enum ct_payload_kind {
 #define CT_COOKIE_PAYLOAD_WORDS(c) ((__u32)(((c) >> 42) & 0xff))
 #define CT_COOKIE_VOID (1ull << 50)
 #define CT_COOKIE_DETAIL (1ull << 51)
-#define CT_COOKIE_ALWAYS (1ull << 61)
 #define CT_COOKIE_OP_SHIFT 52
 #define CT_COOKIE_OP(c) ((__u32)(((c) >> CT_COOKIE_OP_SHIFT) & 0x1ff))
 #define CT_COOKIE_HAS_OUTS(c) (((c) & ((0xfull << 20) | (0xfull << 28))) != 0)
+#define CT_COOKIE_STACK_ADDR (1ull << 61)
+#define CT_COOKIE_NCCL_STATUS (1ull << 62)
+#define CT_NCCL_IN_PROGRESS 7
+#define CT_COOKIE_ALWAYS (1ull << 63)
 
 /* Launch configs: CUlaunchConfig and cudaLaunchConfig_t are both 56 bytes,
  * with the attribute array pointer at offset 40 and its length at 48. Each

@@ -22,6 +22,7 @@
 namespace cudatrace {
 
 class StackSymbolizer;
+class NcclTracker;
 
 struct ReportOptions {
   Selection display;        // APIs shown
@@ -32,6 +33,7 @@ struct ReportOptions {
   std::uint64_t start_ns = 0;  // CLOCK_MONOTONIC time shown as 0
   InsightThresholds thresholds;
   bool full_names = false;  // text tables: kernels by their whole demangled names
+  const NcclTracker* nccl = nullptr;  // collectives table and rank skew; may be null
 };
 
 class Reporter {

@@ -91,7 +91,7 @@ TEST(ApiTable, ModuleRowsHaveNoVariantsAndOthersHaveBoth) {
   std::size_t expected = 0;
   for (const ApiSpec& row : api_rows()) {
     const std::string name = row.name;
-    if (row.group == Group::Module || row.group == Group::Nvtx) {
+    if (row.group == Group::Module || row.group == Group::Nvtx || row.layer == Layer::Nccl) {
       ++expected;
       EXPECT_EQ(api_by_symbol(name + "_ptsz"), nullptr) << name;
       EXPECT_EQ(api_by_symbol(name + "_ptds"), nullptr) << name;
@@ -235,12 +235,23 @@ TEST(ApiCookie, FieldsAgreeWithSlotsForEveryApi) {
   for (const Api& a : apis()) {
     SCOPED_TRACE(a.symbol);
     ASSERT_EQ(a.slots.size(), a.spec->args.size());
-    int used = 0, outs = 0, payloads = 0;
+    int used = 0, outs = 0, payloads = 0, next_slot = 0;
+    bool stack_struct = false;
     for (std::size_t i = 0; i < a.spec->args.size(); ++i) {
       const ArgType t = a.spec->args[i].type;
-      if (i > 0) {
-        EXPECT_EQ(a.slots[i], a.slots[i - 1] + slot_count(a.spec->args[i - 1].type));
+      if (t == ArgType::NcclUniqueId) {
+        // Passed in memory: its address goes to slot CT_REG_ARGS, no register is used.
+        stack_struct = true;
+        ++payloads;
+        EXPECT_EQ(a.slots[i], CT_REG_ARGS);
+        EXPECT_EQ(a.payload_index, int(i));
+        EXPECT_EQ(CT_COOKIE_PAYLOAD_SLOT(a.cookie), CT_REG_ARGS + 1u);
+        EXPECT_EQ(CT_COOKIE_PAYLOAD_KIND(a.cookie), unsigned(CT_PAYLOAD_BYTES));
+        EXPECT_EQ(CT_COOKIE_PAYLOAD_WORDS(a.cookie), unsigned(kNcclUniqueIdBytes / 8));
+        continue;
       }
+      EXPECT_EQ(a.slots[i], next_slot);
+      next_slot = a.slots[i] + slot_count(t);
       used = a.slots[i] + slot_count(t);
       if (is_out(t)) {
         ASSERT_LT(outs, 2);
@@ -252,7 +263,8 @@ TEST(ApiCookie, FieldsAgreeWithSlotsForEveryApi) {
         EXPECT_LT(a.slots[i], CT_MAX_ARGS);
         ++outs;
       }
-      if (t == ArgType::String || t == ArgType::LaunchConfig) {
+      if (t == ArgType::String || t == ArgType::LaunchConfig || t == ArgType::NcclUniqueIdPtr ||
+          t == ArgType::NcclCommArray) {
         ++payloads;
         EXPECT_EQ(a.payload_index, int(i));
         EXPECT_EQ(CT_COOKIE_PAYLOAD_SLOT(a.cookie), a.slots[i] + 1u);
@@ -271,8 +283,11 @@ TEST(ApiCookie, FieldsAgreeWithSlotsForEveryApi) {
     EXPECT_LE(payloads, 1);
     EXPECT_LE(CT_COOKIE_OP(a.cookie), a.id);  // the first API of its operation
     EXPECT_EQ(api_by_id(CT_COOKIE_OP(a.cookie))->layer(), a.layer());
-    EXPECT_EQ(a.cookie >> 62, 0u);  // no bits beyond the documented fields
+    // Bits 61..63, the last ones, each as documented.
     EXPECT_EQ(bool(a.cookie & CT_COOKIE_ALWAYS), a.group() == Group::Nvtx);
+    EXPECT_EQ(bool(a.cookie & CT_COOKIE_STACK_ADDR), stack_struct);
+    if (stack_struct) EXPECT_LE(next_slot, CT_REG_ARGS);
+    EXPECT_EQ(bool(a.cookie & CT_COOKIE_NCCL_STATUS), a.layer() == Layer::Nccl);
     EXPECT_EQ(bool(a.cookie & CT_COOKIE_VOID), a.spec->returns == Returns::Void);
   }
 }
