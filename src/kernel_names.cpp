@@ -152,7 +152,10 @@ void KernelNames::release(Pooled* mangled) {
   pool_.erase(mangled->first);
 }
 
-const KernelNames::Name* KernelNames::remember(std::uint32_t pid, std::uint64_t handle, std::string_view mangled) {
+// Not demangled nor given a short name here: registration learns every kernel
+// of a library (PyTorch: tens of thousands), and short names are numbered in
+// the order kernels are first launched.
+const KernelNames::Pooled* KernelNames::remember(std::uint32_t pid, std::uint64_t handle, std::string_view mangled) {
   if (!handle || mangled.empty()) return nullptr;
   const Key key{pid, handle};
   unknown_.erase(key);
@@ -163,7 +166,7 @@ const KernelNames::Name* KernelNames::remember(std::uint32_t pid, std::uint64_t 
     release(it->second);  // after the new reference: the same name stays pooled
     it->second = pooled;
   }
-  return named(*pooled);
+  return pooled;
 }
 
 const KernelNames::Name* KernelNames::find(std::uint32_t pid, std::uint64_t handle) {
@@ -176,7 +179,8 @@ const KernelNames::Name* KernelNames::find(std::uint32_t pid, std::uint64_t hand
     unknown_.emplace(key, true);
     return nullptr;
   }
-  return remember(pid, handle, sym);
+  const Pooled* pooled = remember(pid, handle, sym);
+  return pooled ? named(*pooled) : nullptr;
 }
 
 void KernelNames::learn(const Call& call) {

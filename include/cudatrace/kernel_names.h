@@ -70,7 +70,7 @@ class KernelNames {
     std::size_t operator()(const Key& k) const { return std::hash<std::uint64_t>()(k.handle * 31 + k.pid); }
   };
   using Pooled = std::pair<const std::string, std::uint32_t>;  // mangled name, handles using it
-  const Name* remember(std::uint32_t pid, std::uint64_t handle, std::string_view mangled);
+  const Pooled* remember(std::uint32_t pid, std::uint64_t handle, std::string_view mangled);
   const Name* named(const Pooled& mangled);
   void release(Pooled* mangled);
 
