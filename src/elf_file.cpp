@@ -52,7 +52,9 @@ std::unique_ptr<ElfFile> ElfFile::open(const std::string& path, std::string& err
   const auto in_file = [&](std::uint64_t off, std::uint64_t len) {
     return off <= elf->size_ && len <= elf->size_ - off;
   };
-  if (eh->e_shentsize != sizeof(Elf64_Shdr) || !in_file(eh->e_shoff, std::uint64_t(eh->e_shnum) * sizeof(Elf64_Shdr)) ||
+  // The headers are read in place from the mapping: a misaligned table is not one a linker wrote.
+  if (eh->e_shoff % alignof(Elf64_Shdr) || eh->e_phoff % alignof(Elf64_Phdr) ||
+      eh->e_shentsize != sizeof(Elf64_Shdr) || !in_file(eh->e_shoff, std::uint64_t(eh->e_shnum) * sizeof(Elf64_Shdr)) ||
       eh->e_phentsize != sizeof(Elf64_Phdr) || !in_file(eh->e_phoff, std::uint64_t(eh->e_phnum) * sizeof(Elf64_Phdr))) {
     error = path + ": corrupt ELF headers";
     return nullptr;
@@ -60,7 +62,9 @@ std::unique_ptr<ElfFile> ElfFile::open(const std::string& path, std::string& err
   const auto* sh = reinterpret_cast<const Elf64_Shdr*>(elf->data_ + eh->e_shoff);
   for (int i = 0; i < eh->e_shnum; ++i) {
     if (sh[i].sh_type != SHT_DYNSYM && sh[i].sh_type != SHT_SYMTAB) continue;
-    if (sh[i].sh_link >= eh->e_shnum || sh[i].sh_entsize != sizeof(Elf64_Sym)) continue;
+    if (sh[i].sh_link >= eh->e_shnum || sh[i].sh_entsize != sizeof(Elf64_Sym) ||
+        sh[i].sh_offset % alignof(Elf64_Sym))
+      continue;
     const Elf64_Shdr& strs = sh[sh[i].sh_link];
     if (!in_file(sh[i].sh_offset, sh[i].sh_size) || !in_file(strs.sh_offset, strs.sh_size)) continue;
     auto table = std::make_unique<Table>(Table{elf->data_ + sh[i].sh_offset, sh[i].sh_size / sizeof(Elf64_Sym),

@@ -193,6 +193,7 @@ class StreamTracker {
   StreamActivity activity_;
   std::string lane_name_;  // activity_.queued->lane_name
   WaitInfo wait_;
+  std::vector<std::string> call_ids_;  // the handle ids of the last applied call (Call::args[].id)
   Forgotten forgotten_;
   std::uint64_t next_flow_ = 1;
 };

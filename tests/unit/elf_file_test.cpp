@@ -288,7 +288,8 @@ TEST_F(ElfFileErrors, HeaderOnlyElfOpensWithNothingInIt) {
 }
 
 TEST_F(ElfFileErrors, SectionReachingPastTheFileIsNotReturned) {
-  const std::string names("\0.text\0.rodata\0.shstrtab\0", 25);
+  std::string names("\0.text\0.rodata\0.shstrtab\0", 25);
+  names.resize(32, '\0');  // the section headers that follow stay 8-byte aligned, as a linker leaves them
   Elf64_Ehdr eh = x86_64_header();
   eh.e_shoff = sizeof eh + names.size();
   eh.e_shnum = 4;
