@@ -537,15 +537,15 @@ const StreamActivity& StreamTracker::on_call(Call& c) {
   const bool outermost = c.parent == nullptr;
   annotate(p, c, outermost);
   if (outermost && succeeded(c)) {
-    apply(p, c);
-    // apply() may have dropped a destroyed stream or event (or an old one over
-    // the limit) whose id this call's arguments show: keep the ids the output reads.
+    // apply() may drop a destroyed stream or event (or an old one over the
+    // limit) whose id this call's arguments show: the output reads copies.
     std::size_t n = 0;
     for (const NamedValue& a : c.args) n += !a.id.empty();
     call_ids_.resize(n);
     n = 0;
     for (NamedValue& a : c.args)
       if (!a.id.empty()) a.id = call_ids_[n++].assign(a.id.data(), a.id.size());
+    apply(p, c);
   }
   return activity_;
 }
