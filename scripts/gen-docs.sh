@@ -6,7 +6,7 @@ bin=${1:-build/cudatrace}
 {
   echo "# Traced APIs"
   echo
-  echo "Generated from the API table in \`src/api_table.cpp\` by \`scripts/gen-docs.sh\`"
+  echo "Generated from the API table in \`src/decode/api_table.cpp\` by \`scripts/gen-docs.sh\`"
   echo "(\`cudatrace --list-apis\`); a test fails when this file is out of date."
   echo "Select groups with \`-f\` and layers with \`--layer\`; without \`-f\`, the groups marked"
   echo "\"traced by default\" in the table at the end are traced."

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Regenerate src/cuda_error_names.cpp from the CUDA toolkit headers.
+"""Regenerate src/decode/cuda_error_names.cpp from the CUDA toolkit headers.
 
-Usage: scripts/gen-error-names.py [CUDA_INCLUDE_DIR] > src/cuda_error_names.cpp
+Usage: scripts/gen-error-names.py [CUDA_INCLUDE_DIR] > src/decode/cuda_error_names.cpp
 
 The CUDA 13 headers still define every value CUDA 12 returns (deprecated ones
 included), so one table covers both.

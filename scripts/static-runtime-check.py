@@ -5,7 +5,7 @@
 
 For each LIBRARY (e.g. a PyTorch wheel's nvidia/cublas/lib/libcublasLt.so.13) it reports:
 - whether the archive's whole code appears in it as one block (same runtime build);
-- how many of the traced runtime APIs (src/api_table.cpp) match exactly once, relocated fields masked;
+- how many of the traced runtime APIs (src/decode/api_table.cpp) match exactly once, relocated fields masked;
 - whether the matched functions' calls agree (same symbol -> same address);
 - how many internal callees' own fingerprints match at the addresses those calls resolve to.
 Also checks that in the archive itself every fingerprint finds its own function and nothing else.

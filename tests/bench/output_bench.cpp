@@ -16,11 +16,11 @@
 #include <string>
 #include <vector>
 
-#include "cudatrace/api_table.h"
-#include "cudatrace/decode.h"
-#include "cudatrace/kernel_names.h"
-#include "cudatrace/output.h"
-#include "cudatrace/output_writer.h"
+#include "cudatrace/decode/api_table.h"
+#include "cudatrace/decode/decode.h"
+#include "cudatrace/decode/kernel_names.h"
+#include "cudatrace/render/output.h"
+#include "cudatrace/render/output_writer.h"
 
 namespace {
 

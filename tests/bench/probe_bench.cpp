@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "cudatrace/probes.h"
+#include "cudatrace/trace/probes.h"
 #include "probe_bench.skel.h"
 
 namespace {

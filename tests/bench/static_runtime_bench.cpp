@@ -10,8 +10,8 @@
 #include <cstring>
 #include <string>
 
-#include "cudatrace/elf_file.h"
-#include "cudatrace/static_runtime.h"
+#include "cudatrace/target/elf_file.h"
+#include "cudatrace/target/static_runtime.h"
 
 int main(int argc, char** argv) {
   using namespace cudatrace;

@@ -8,9 +8,9 @@
 #include <cstring>
 #include <vector>
 
-#include "cudatrace/decode.h"
-#include "cudatrace/kernel_names.h"
-#include "cudatrace/output.h"
+#include "cudatrace/decode/decode.h"
+#include "cudatrace/decode/kernel_names.h"
+#include "cudatrace/render/output.h"
 
 using namespace cudatrace;
 

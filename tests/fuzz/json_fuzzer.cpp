@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "cudatrace/json.h"
+#include "cudatrace/render/json.h"
 
 namespace {
 

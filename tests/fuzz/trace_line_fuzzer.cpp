@@ -7,9 +7,9 @@
 #include <string>
 #include <string_view>
 
-#include "cudatrace/decode.h"
-#include "cudatrace/kernel_names.h"
-#include "cudatrace/offline.h"
+#include "cudatrace/decode/decode.h"
+#include "cudatrace/decode/kernel_names.h"
+#include "cudatrace/cli/offline.h"
 
 namespace {
 

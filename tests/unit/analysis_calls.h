@@ -7,8 +7,8 @@
 #include <string_view>
 #include <vector>
 
-#include "cudatrace/decode.h"
-#include "cudatrace/kernel_names.h"
+#include "cudatrace/decode/decode.h"
+#include "cudatrace/decode/kernel_names.h"
 #include "record_builder.h"
 
 namespace cudatrace_test {

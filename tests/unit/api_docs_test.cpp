@@ -1,4 +1,4 @@
-#include "cudatrace/api_docs.h"
+#include "cudatrace/cli/api_docs.h"
 
 #include <gtest/gtest.h>
 

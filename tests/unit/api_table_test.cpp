@@ -1,4 +1,4 @@
-#include "cudatrace/api_table.h"
+#include "cudatrace/decode/api_table.h"
 
 #include <gtest/gtest.h>
 

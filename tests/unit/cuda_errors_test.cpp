@@ -1,4 +1,4 @@
-#include "cudatrace/cuda_errors.h"
+#include "cudatrace/decode/cuda_errors.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "cudatrace/elf_file.h"
+#include "cudatrace/target/elf_file.h"
 
 #include <elf.h>
 #include <pthread.h>
@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "cudatrace/process.h"
+#include "cudatrace/target/process.h"
 
 // A function with a known name for the symbol-table tests.
 extern "C" __attribute__((noinline, used)) int cudatrace_unit_marker_function(int x) {

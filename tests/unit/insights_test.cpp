@@ -1,4 +1,4 @@
-#include "cudatrace/insights.h"
+#include "cudatrace/analysis/insights.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "cudatrace/json.h"
+#include "cudatrace/render/json.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "cudatrace/kernel_names.h"
+#include "cudatrace/decode/kernel_names.h"
 
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "cudatrace/decode.h"
+#include "cudatrace/decode/decode.h"
 #include "record_builder.h"
 
 namespace {

@@ -1,4 +1,4 @@
-#include "cudatrace/memory.h"
+#include "cudatrace/analysis/memory.h"
 
 #include <gtest/gtest.h>
 

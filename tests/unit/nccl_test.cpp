@@ -1,5 +1,5 @@
 // The NCCL model (nccl.h) and the decoding of NCCL arguments, on records built by hand.
-#include "cudatrace/nccl.h"
+#include "cudatrace/analysis/nccl.h"
 
 #include <gtest/gtest.h>
 

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "cudatrace/nvtx.h"
+#include "cudatrace/analysis/nvtx.h"
 #include "record_builder.h"
 
 namespace {

@@ -1,6 +1,6 @@
 // cudatrace report: --json lines read back into records (TraceLine) and
 // whole trace files (run_report).
-#include "cudatrace/offline.h"
+#include "cudatrace/cli/offline.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -12,8 +12,8 @@
 #include <random>
 #include <string>
 
-#include "cudatrace/decode.h"
-#include "cudatrace/kernel_names.h"
+#include "cudatrace/decode/decode.h"
+#include "cudatrace/decode/kernel_names.h"
 #include "record_builder.h"
 
 namespace {

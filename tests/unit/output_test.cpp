@@ -1,4 +1,4 @@
-#include "cudatrace/output.h"
+#include "cudatrace/render/output.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -12,8 +12,8 @@
 #include <string>
 #include <thread>
 
-#include "cudatrace/kernel_names.h"
-#include "cudatrace/output_writer.h"
+#include "cudatrace/decode/kernel_names.h"
+#include "cudatrace/render/output_writer.h"
 #include "json_checker.h"
 #include "record_builder.h"
 #include "stream_feed.h"

@@ -1,4 +1,4 @@
-#include "cudatrace/overhead.h"
+#include "cudatrace/trace/overhead.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

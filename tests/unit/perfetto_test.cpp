@@ -1,4 +1,4 @@
-#include "cudatrace/perfetto.h"
+#include "cudatrace/render/perfetto.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

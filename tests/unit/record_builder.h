@@ -12,8 +12,8 @@
 #include <string_view>
 #include <variant>
 
-#include "cudatrace/api_table.h"
-#include "cudatrace/decode.h"
+#include "cudatrace/decode/api_table.h"
+#include "cudatrace/decode/decode.h"
 #include "cudatrace/record.h"
 
 namespace cudatrace_test {

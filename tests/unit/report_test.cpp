@@ -1,4 +1,4 @@
-#include "cudatrace/report.h"
+#include "cudatrace/render/report.h"
 
 #include <gtest/gtest.h>
 

@@ -1,10 +1,10 @@
-#include "cudatrace/stacks.h"
+#include "cudatrace/target/stacks.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include "analysis_calls.h"
-#include "cudatrace/symbolizer.h"
+#include "cudatrace/target/symbolizer.h"
 #include "json_checker.h"
 
 namespace cudatrace_stack_test {

@@ -1,4 +1,4 @@
-#include "cudatrace/static_runtime.h"
+#include "cudatrace/target/static_runtime.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -12,7 +12,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "cudatrace/elf_file.h"
+#include "cudatrace/target/elf_file.h"
 
 namespace {
 

@@ -12,8 +12,8 @@
 #include <utility>
 #include <vector>
 
-#include "cudatrace/kernel_names.h"
-#include "cudatrace/streams.h"
+#include "cudatrace/decode/kernel_names.h"
+#include "cudatrace/analysis/streams.h"
 #include "record_builder.h"
 
 namespace cudatrace_test {

@@ -1,4 +1,4 @@
-#include "cudatrace/streams.h"
+#include "cudatrace/analysis/streams.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "cudatrace/summary.h"
+#include "cudatrace/analysis/summary.h"
 
 #include <gtest/gtest.h>
 
@@ -10,8 +10,8 @@
 #include <string>
 
 #include "analysis_calls.h"
-#include "cudatrace/kernel_names.h"
-#include "cudatrace/memory.h"
+#include "cudatrace/decode/kernel_names.h"
+#include "cudatrace/analysis/memory.h"
 
 namespace {
 

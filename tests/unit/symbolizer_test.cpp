@@ -1,4 +1,4 @@
-#include "cudatrace/symbolizer.h"
+#include "cudatrace/target/symbolizer.h"
 
 #include <gtest/gtest.h>
 #include <sys/mman.h>

@@ -1,0 +1,201 @@
+// The stream model: short ids for streams and events, the work queued on each
+// stream since it was last synchronised, event record -> wait edges, what
+// every synchronisation waited for, and the page-locked host ranges behind the
+// pageable-copy warning. Fed every decoded call in completion order; all state
+// is per process. Only the host side is seen: "queued" means a call returned
+// success, "waited for" means queued and not yet known to be complete.
+//
+// Memory stays bounded whatever the program does: queued work is kept as
+// summaries (launches per kernel name, bytes per direction) between the points
+// an event record can refer to, at most kMaxSegments per stream; each process
+// keeps at most kMaxHandles streams and as many events that it never
+// destroyed, forgetting the oldest (counted: forgotten()).
+#pragma once
+
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "cudatrace/decode/decode.h"
+#include "cudatrace/analysis/memory.h"
+
+namespace cudatrace {
+
+enum class CopyDirection : std::uint8_t { HostToDevice, DeviceToHost, DeviceToDevice, HostToHost, Peer, Unknown };
+inline constexpr int kCopyDirections = 6;
+// "H2D", "D2H", "D2D", "H2H", "P2P", "any" (cudaMemcpyDefault, cuMemcpy).
+const char* copy_direction_name(CopyDirection d);
+
+// "512 B", "1.5 KiB", "4.0 MiB", "2.0 GiB".
+std::string format_bytes(std::uint64_t bytes);
+
+// The work of one stream that a synchronisation covered.
+struct StreamWork {
+  struct Bytes {
+    std::uint32_t count = 0;
+    std::uint64_t bytes = 0;
+  };
+  // At most this many kernel names are listed; launches of further kernels
+  // count in `launches` and `unlisted_launches` only.
+  static constexpr std::size_t kMaxKernels = 64;
+  std::string stream;  // short id
+  std::uint32_t launches = 0;
+  struct Kernel {
+    std::string name;        // demangled, as JSON writes it
+    std::string short_name;  // as text writes it (Call::kernel_short)
+    std::uint32_t count = 0;
+  };
+  std::vector<Kernel> kernels;  // launches per kernel, in launch order
+  std::uint32_t unlisted_launches = 0;
+  Bytes copies[kCopyDirections];
+  Bytes memsets;
+  bool empty() const;
+  void add_launch(std::string_view kernel, std::string_view short_name, std::uint32_t count = 1);
+  void add(const StreamWork& other);
+};
+
+struct WaitInfo {
+  enum class Kind : std::uint8_t {
+    Stream,           // cudaStreamSynchronize: target is the stream
+    Device,           // cudaDeviceSynchronize, cuCtxSynchronize: every stream of the process
+    Event,            // cudaEventSynchronize: target is the event
+    StreamWaitEvent,  // cudaStreamWaitEvent: the stream's later work waits for the event (the host does not)
+  };
+  Kind kind = Kind::Stream;
+  std::string target;       // stream or event id; empty for Device
+  std::string recorded_on;  // events: the stream of the event's last record; empty if never recorded
+  std::vector<StreamWork> work;  // non-empty entries only; the target's own stream first
+  // The point waited for lay inside work summarised together when a stream
+  // held more than kMaxSegments pieces: all of that work is listed.
+  bool approximate = false;
+};
+
+// " waited: s1: 2 launches (k x2), 1 copy H2D 4.0 MiB; s2: ..." etc. (docs in README.md)
+void append_wait_text(fmt::memory_buffer& out, const WaitInfo& w);
+// ,"waited_for":{...} (docs/json.md)
+void append_wait_json(fmt::memory_buffer& out, const WaitInfo& w);
+
+// What one call did to the model, for the timeline and the warnings.
+struct StreamActivity {
+  struct Queued {              // work the call put on a stream
+    std::string_view stream;   // short id
+    std::uint32_t lane;        // per-process stream number, never reused: 0 is the first stream seen
+    std::string_view lane_name;  // "stream s1", "stream per-thread (tid 42)"
+    std::string label;         // short kernel name, "copy H2D 4.0 MiB", "memset 1.0 KiB"
+  };
+  struct Consumed {  // the event record a wait or synchronisation consumed
+    std::uint64_t flow_id;  // unique per consumer
+    std::string_view event;
+    std::uint32_t record_tid;
+    std::uint64_t record_ts_ns, record_dur_ns;
+  };
+  std::optional<Queued> queued;
+  std::optional<Consumed> consumed;
+  // An async copy from or to pageable host memory, reported once per call site.
+  std::optional<std::uint64_t> pageable_host_ptr;
+};
+
+class StreamTracker {
+ public:
+  // Updates the model with `call` and annotates it: short ids on its stream
+  // and event arguments, `waited` on synchronisations and stream waits. An
+  // operation counts once, at its outermost traced call (a runtime call, not
+  // the driver call it makes); failed and unfinished calls change nothing.
+  // The result and the annotations stay valid until the next call.
+  const StreamActivity& on_call(Call& call);
+
+  static constexpr std::size_t kMaxSegments = 256;
+  static constexpr std::size_t kMaxHandles = 16384;
+  static constexpr std::size_t kMaxWarnedSites = 4096;
+  struct Forgotten {
+    std::uint64_t streams = 0, events = 0;  // over kMaxHandles: a later use gets a new id
+    std::uint64_t merged_segments = 0;      // over kMaxSegments
+  };
+  const Forgotten& forgotten() const { return forgotten_; }
+  // Forgets what is kept for a process that exited, or for one of its
+  // threads (its per-thread stream, once nothing is queued on it).
+  void forget_process(std::uint32_t pid);
+  void forget_thread(std::uint32_t pid, std::uint32_t tid);
+  // The processes that have state, for the caller to check which exited.
+  std::vector<std::uint32_t> processes() const;
+  std::vector<std::uint32_t> threads(std::uint32_t pid) const;
+
+ private:
+  // Queued work between two points an event record or a wait can refer to,
+  // summarised; or a wait for another stream's work up to a point.
+  struct Segment {
+    std::uint64_t first_seq = 0, last_seq = 0;
+    bool is_wait = false;
+    bool merged = false;  // holds work from either side of such a point
+    StreamWork work;
+    std::uint32_t waits_on = 0;  // lane
+    std::uint64_t waits_until = 0;
+  };
+  struct Stream {
+    std::string id;
+    std::uint32_t lane = 0;
+    std::uint32_t tid = 0;  // per-thread streams: the thread
+    std::uint64_t handle = 0;  // created streams: the handle
+    bool destroyed = false;
+    bool sealed = true;  // the next work starts a new segment
+    std::vector<Segment> pending;  // in seq order, at most kMaxSegments
+  };
+  struct Event {
+    std::string id;
+    std::uint32_t number = 0;  // creation order
+    bool recorded = false;
+    std::uint32_t lane = 0;     // of the last record
+    std::string recorded_on;    // that stream's id
+    std::uint64_t seq = 0;      // work on that stream up to this seq is what the record captured
+    std::uint32_t tid = 0;
+    std::uint64_t ts_ns = 0, dur_ns = 0;
+  };
+  struct Process {
+    std::map<std::uint32_t, std::unique_ptr<Stream>> lanes;  // every stream, first seen first
+    std::uint32_t legacy = 0;  // lane + 1 of the default stream; 0: none yet
+    std::unordered_map<std::uint32_t, std::uint32_t> per_thread;  // tid -> lane
+    std::unordered_map<std::uint64_t, std::uint32_t> streams;     // handle -> lane
+    std::unordered_map<std::uint64_t, Event> events;              // by handle
+    std::map<std::uint32_t, std::uint64_t> event_order;           // number -> handle
+    std::uint32_t next_stream = 1, next_event = 1, next_lane = 0;
+    std::uint64_t seq = 0;
+    std::set<std::pair<std::uint16_t, std::uint64_t>> warned_sites;  // API id, caller
+  };
+  struct Gathering;
+
+  Stream& new_stream(Process& p, std::string id);
+  Stream* lane(Process& p, std::uint32_t lane);
+  Stream* stream_for(Process& p, const Call& c, std::uint64_t handle, bool assign);
+  Stream* created_stream(Process& p, std::uint64_t handle);
+  Event* event_for(Process& p, std::uint64_t handle, bool assign, bool created);
+  void drop_stream_if_done(Process& p, Stream& s);
+  void limit_handles(Process& p);
+  void annotate(Process& p, Call& c, bool outermost);
+  void apply(Process& p, Call& c);
+  void gather(Process& p, Stream& s, std::uint64_t until, Gathering& g);
+  void settle(Process& p, Gathering& g);  // drops the gathered work: it is complete
+  void finish_wait(Process& p, Gathering& g, WaitInfo::Kind kind, std::string target, std::string recorded_on,
+                   bool erase);
+  Segment& open_segment(Process& p, Stream& s, bool wait);
+  void queue(Stream& s, std::string label);
+
+  std::unordered_map<std::uint32_t, Process> procs_;
+  PageLockedMemory page_locked_;
+  StreamActivity activity_;
+  std::string lane_name_;  // activity_.queued->lane_name
+  WaitInfo wait_;
+  std::vector<std::string> call_ids_;  // the handle ids of the last applied call (Call::args[].id)
+  Forgotten forgotten_;
+  std::uint64_t next_flow_ = 1;
+};
+
+}  // namespace cudatrace

@@ -1,0 +1,150 @@
+// The table of traced CUDA APIs. Each row is a C signature in data form; the
+// probe cookies, decoders, group filters and docs/apis.md are derived from it,
+// so adding an API is adding one row in src/api_table.cpp.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cudatrace/decode/cuda_errors.h"
+
+namespace cudatrace {
+
+enum class Group : std::uint8_t { Mem, Xfer, Launch, Stream, Event, Device, Module, Query, Nvtx, Coll };
+inline constexpr int kGroupCount = 10;
+
+const char* group_name(Group g);
+// Whether -f without a list (the default) prints the group's calls, and why
+// (for --list-apis and docs/apis.md). Off: module (registration, traced for
+// kernel names anyway) and query (cheap getters that PyTorch calls dozens of
+// times per launch: probing them would cost more than all the rest).
+bool group_on_by_default(Group g);
+const char* group_description(Group g);
+std::optional<Group> parse_group(std::string_view name);
+const char* layer_name(Layer l);
+
+// How one argument is decoded. Out* types are out-parameters: the argument is
+// a pointer whose target the return probe reads.
+enum class ArgType : std::uint8_t {
+  Size,          // size_t, decimal
+  Int,           // int
+  UInt,          // unsigned int, decimal
+  Flags,         // unsigned flags, hex
+  Ptr,           // host or device pointer, hex
+  MemcpyKind,    // enum cudaMemcpyKind
+  Stream,        // cudaStream_t / CUstream
+  Event,         // cudaEvent_t / CUevent
+  Handle,        // any other opaque handle (graph, context, module, ...), hex
+  Func,          // kernel: host stub, cudaKernel_t, CUfunction or CUkernel
+  Dim3,          // dim3 passed by value: two registers (x | y << 32, z)
+  Dim3Split,     // three unsigned arguments x, y, z (driver launches)
+  String,        // const char*, read at return
+  LaunchConfig,  // const CUlaunchConfig* / const cudaLaunchConfig_t*, read at return
+  NcclDataType,  // ncclDataType_t
+  NcclRedOp,     // ncclRedOp_t: built-in ops by name, user ops (ncclRedOpCreatePreMulSum) as op#N
+  NcclUniqueId,  // ncclUniqueId passed by value: 128 bytes in the caller's stack argument area, no register
+  NcclUniqueIdPtr,  // ncclUniqueId*, read at return (ncclGetUniqueId's out-param; the first of
+                    // ncclCommInitRankScalable's ids)
+  NcclCommArray,    // ncclComm_t* array filled by ncclCommInitAll: its first kNcclMaxInitAllComms read at return
+  OutPtr,        // void** / CUdeviceptr*
+  OutSize,       // size_t*
+  OutInt,        // int*
+  OutFloat,      // float*
+  OutStream,     // cudaStream_t* / CUstream*
+  OutEvent,      // cudaEvent_t* / CUevent*
+  OutHandle,     // other handle*
+  OutFunc,       // CUfunction* / CUkernel* / cudaKernel_t*
+};
+
+// sizeof(ncclUniqueId) (NCCL_UNIQUE_ID_BYTES).
+inline constexpr int kNcclUniqueIdBytes = 128;
+// Communicators of one ncclCommInitAll call that the model learns.
+inline constexpr int kNcclMaxInitAllComms = 8;
+
+bool is_out(ArgType t);
+int slot_count(ArgType t);
+
+struct ArgSpec {
+  const char* name;  // CUDA's parameter name
+  ArgType type;
+};
+
+enum class Returns : std::uint8_t { Status, Void };
+
+// What a call does, for the analyses (summary, memory, streams, insights).
+// The arguments an effect needs are found by type: the first Stream, Event,
+// Ptr, Size or MemcpyKind argument, and out-param 0 for allocations.
+enum class Effect : std::uint8_t {
+  None,
+  AllocDevice,     // out-param 0: the pointer (or handle); first Size: bytes
+  AllocManaged,
+  AllocHost,       // page-locked host memory
+  RegisterHost,    // first Ptr, first Size: a host range becomes page-locked
+  UnregisterHost,  // first Ptr
+  Free,            // first Ptr: device or managed memory
+  FreeHost,        // first Ptr: page-locked host memory
+  Copy,            // direction from the MemcpyKind argument, else from the name
+  Memset,
+  Launch,
+  StreamCreate,  // out-param 0: the stream
+  StreamDestroy,
+  StreamSync,
+  StreamQuery,
+  StreamWaitEvent,
+  EventCreate,  // out-param 0: the event
+  EventRecord,
+  EventSync,
+  EventQuery,
+  EventDestroy,
+  DeviceSync,
+  SetDevice,
+  // NVTX ranges (docs/nvtx.md): the String argument is the message.
+  NvtxPush,  // first Handle: the domain
+  NvtxPop,   // first Handle: the domain
+  NvtxStart, // first Size: the range id
+  NvtxEnd,   // first Size: the range id
+  NvtxMark,
+  CommInit,     // NCCL: out-param 0 is the new communicator (nccl.h)
+  CommDestroy,  // first Handle: the communicator
+  Collective,   // NCCL collective or send/recv: first Handle is the communicator
+  GroupStart,
+  GroupEnd,
+};
+
+// One row of the table.
+struct ApiSpec {
+  const char* name;
+  Layer layer;
+  Group group;
+  Effect effect;
+  std::vector<ArgSpec> args;
+  Returns returns = Returns::Status;
+};
+
+// A probed symbol: a row, or one of its _ptsz / _ptds variants.
+struct Api {
+  std::uint16_t id;
+  std::string symbol;       // e.g. cudaMemcpyAsync_ptsz
+  const ApiSpec* spec;
+  std::vector<std::uint8_t> slots;  // first argument slot of each spec->args[i]
+  int out_index[2] = {-1, -1};      // spec->args index of out-params 0 and 1
+  int payload_index = -1;           // spec->args index of the String/LaunchConfig/NcclUniqueId* argument
+  std::uint64_t cookie;             // what the BPF programs are told (record.h)
+  bool variant;                     // a _ptsz/_ptds form of spec->name
+
+  Layer layer() const { return spec->layer; }
+  Group group() const { return spec->group; }
+  Effect effect() const { return spec->effect; }
+};
+
+inline constexpr std::uint16_t kNoApi = 0xffff;
+
+const std::vector<ApiSpec>& api_rows();
+const std::vector<Api>& apis();
+const Api* api_by_id(std::uint16_t id);
+const Api* api_by_symbol(std::string_view symbol);
+
+}  // namespace cudatrace

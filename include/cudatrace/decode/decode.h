@@ -1,0 +1,103 @@
+// Turns raw ring-buffer records into decoded calls: typed argument values
+// named as CUDA names them, return-code names, kernel names.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "cudatrace/decode/api_table.h"
+#include "cudatrace/record.h"
+#include "cudatrace/target/stacks.h"
+
+namespace cudatrace {
+
+class KernelNames;
+struct NvtxRange;
+
+struct Dim3 {
+  std::uint32_t x, y, z;
+};
+struct Hex {
+  std::uint64_t v;
+};
+// An enum value with its CUDA name; name is nullptr when the value is unknown.
+struct Named {
+  const char* name;
+  std::int64_t raw;
+};
+
+// Unavailable (an out-param that could not be read) is std::monostate.
+using Value = std::variant<std::monostate, std::uint64_t, std::int64_t, Hex, Dim3, double, Named, std::string_view>;
+
+struct NamedValue {
+  std::string_view name;
+  Value value;
+  ArgType type = ArgType::Handle;  // the table type it was decoded from
+  // A stream or event handle's short id ("s1", "default", "e2"), set by the
+  // stream model (streams.h); empty when there is none.
+  std::string_view id = {};
+};
+
+struct WaitInfo;
+struct NcclInfo;
+
+struct Call {
+  const ct_call* rec = nullptr;
+  const Api* api = nullptr;
+  const Api* parent = nullptr;  // enclosing probed call, if any
+  bool unfinished = false;
+  // Recorded at entry (CT_FLAG_ENTRY_ONLY): a nested call with no latency or
+  // status of its own; its parent's status covers it.
+  bool entry_only = false;
+  std::vector<NamedValue> args;
+  // Launches only: the kernel name, demangled and as CUDA gives it, and its
+  // short form (KernelNames::short_name); "?" when it cannot be known. Empty
+  // for non-launch calls.
+  std::string_view kernel, kernel_mangled, kernel_short;
+  std::uint64_t kernel_handle = 0;
+  std::string string_storage;  // a string argument read by the fallback reader
+  // Synchronisations and stream waits: what the call waited for, set by the
+  // stream model (streams.h) and valid until its next call; else nullptr.
+  const WaitInfo* waited = nullptr;
+  // NCCL calls: communicator id, rank, sequence number, group, bytes; set by
+  // the NCCL model (nccl.h) and valid until its next call; else nullptr.
+  const NcclInfo* nccl = nullptr;
+  // With --stack: the user stack, innermost first, symbolised by the session.
+  std::vector<StackFrame> stack;
+  // With --nvtx: the NVTX ranges open on the call's thread and the process's
+  // open start/end ranges, outermost first (nvtx.h); nullptr when none is.
+  const std::vector<NvtxRange>* nvtx = nullptr;
+  const std::vector<NvtxRange>* nvtx_process = nullptr;
+
+  std::string_view comm() const;
+  bool failed() const;  // returned an error (cudaErrorNotReady is not one)
+  const char* ret_name() const;
+};
+
+// The nth decoded argument of table type `t` (nullptr if there is none), and
+// its integer value: a handle, pointer, size, int or enum (nullopt if there
+// is no such argument or it could not be read).
+const NamedValue* arg_of_type(const Call& c, ArgType t, int nth = 0);
+std::optional<std::uint64_t> arg_value(const Call& c, ArgType t, int nth = 0);
+// A decoded value as an integer (handles, pointers, sizes, ints, enums).
+std::optional<std::uint64_t> integer_value(const Value& v);
+
+// Name of a cudaMemcpyKind value, nullptr if unknown.
+const char* memcpy_kind_name(std::uint64_t kind);
+// Special stream handles: the legacy default stream, cudaStreamLegacy,
+// cudaStreamPerThread; nullptr for ordinary handles.
+const char* special_stream_name(std::uint64_t handle);
+
+// Reads a string from the traced process when the BPF side could not.
+using StringReader = std::function<bool(std::uint32_t pid, std::uint64_t addr, std::string& out)>;
+
+// Decodes `rec` (with `payload_len` bytes of payload after it) into `call`,
+// reusing its storage. Returns false if the record names an unknown API.
+bool decode_call(const ct_call& rec, KernelNames* names, Call& call, const StringReader* read_string = nullptr);
+
+}  // namespace cudatrace

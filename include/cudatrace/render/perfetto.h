@@ -1,0 +1,64 @@
+// --perfetto FILE: a timeline in Chrome trace-event JSON, which
+// ui.perfetto.dev and chrome://tracing open (docs/timeline.md). Written as
+// the calls arrive; only the per-process bookkeeping stays in memory.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "cudatrace/decode/decode.h"
+#include "cudatrace/analysis/memory.h"
+#include "cudatrace/analysis/nvtx.h"
+#include "cudatrace/analysis/streams.h"
+
+namespace cudatrace {
+
+// Stream lanes are pseudo-threads of their process with this tid + lane
+// number: above any Linux tid (pid_max is at most 2^22).
+inline constexpr std::uint32_t kStreamLaneTidBase = 1u << 30;
+
+class PerfettoWriter {
+ public:
+  // Creates `path`; nullptr with `error` set if it cannot. `start_ns`
+  // (CLOCK_MONOTONIC) becomes timestamp 0.
+  static std::unique_ptr<PerfettoWriter> open(const std::string& path, std::uint64_t start_ns, std::string& error);
+  ~PerfettoWriter();
+
+  // One decoded call and what it did to the stream model.
+  void call(const Call& c, const StreamActivity& activity);
+  // An NVTX range that ended (--nvtx): a slice on its thread's track, around
+  // the calls made in it; start/end ranges are async slices of the process.
+  void nvtx_range(const NvtxClosed& r);
+  // Ends the JSON document and closes the file; later calls do nothing.
+  // False (with `error`) if any write failed.
+  bool finish(std::string& error);
+
+ private:
+  PerfettoWriter(std::FILE* f, std::uint64_t start_ns);
+  void begin_event(const char* ph, std::uint32_t pid, std::uint32_t tid, std::uint64_t ts_ns);
+  void name_threads(const Call& c);
+  void api_slice(const Call& c);
+  void queued_slice(const Call& c, const StreamActivity::Queued& q);
+  void flow(const Call& c, const StreamActivity::Consumed& from);
+  void memory_counter(const Call& c);
+  void end_event();
+  void flush_if_large();
+
+  std::FILE* file_;
+  std::uint64_t start_ns_;
+  fmt::memory_buffer buf_;
+  bool first_event_ = true;
+  bool write_failed_ = false;
+  std::set<std::uint32_t> named_processes_;
+  std::set<std::pair<std::uint32_t, std::uint32_t>> named_threads_;  // pid, tid (lanes included)
+  MemoryTracker memory_;  // for the live-memory counter
+};
+
+}  // namespace cudatrace

@@ -1,0 +1,63 @@
+// Maps addresses in a traced process to ELF function symbols and reads
+// strings it holds, through the process's mappings. The mappings and the
+// files behind them are captured while the process lives (at attach and at
+// every loader notification), so records are decodable after it exits;
+// forget() a process once its last records are decoded. The files stay
+// mapped (page cache, not the tracer's own memory) while a process maps them.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "cudatrace/target/elf_file.h"
+#include "cudatrace/target/process.h"
+
+namespace cudatrace {
+
+class Symbolizer {
+ public:
+  // The function symbol starting exactly at `addr` (exact: a kernel's host
+  // stub is its start address; anything else would be a guess), or "".
+  std::string function_at(pid_t pid, std::uint64_t addr);
+  // Where a code address lies: the file mapped there and the offset in it,
+  // and the function symbol whose [start, start + size) holds it.
+  struct Location {
+    std::string module;                // path as the process sees it; empty if unmapped
+    std::uint64_t module_offset = 0;   // file offset
+    std::string function;              // symbol name as in the ELF file; empty if none holds it
+    std::uint64_t function_offset = 0;
+  };
+  Location locate(pid_t pid, std::uint64_t addr);
+  // A string at `addr` (at most `max` bytes): from the live process, else
+  // from the file mapped there (constant data such as kernel names).
+  bool string_at(pid_t pid, std::uint64_t addr, std::size_t max, std::string& out);
+  // Records the process's current mappings and opens the files behind them.
+  void capture(pid_t pid, std::vector<Mapping> maps);
+  void forget(pid_t pid);
+  std::vector<pid_t> processes() const;
+
+ private:
+  using FileKey = std::pair<std::uint64_t, std::string>;  // inode, path
+  struct File {
+    std::unique_ptr<ElfFile> elf;  // null: not an ELF file
+    std::uint32_t users = 0;       // processes whose captured mappings hold it
+  };
+  const Mapping* mapping_at(pid_t pid, std::uint64_t addr);
+  void release(pid_t pid);
+
+  std::unordered_map<pid_t, std::vector<Mapping>> maps_;
+  std::unordered_map<pid_t, std::vector<const ElfFile*>> files_of_;  // parallel to maps_[pid]
+  std::unordered_map<pid_t, std::vector<FileKey>> keys_of_;          // the files each process holds
+  std::map<FileKey, File> files_;
+};
+
+// Reads a NUL-terminated string of at most `max` bytes at `addr` in `pid`.
+bool read_process_string(pid_t pid, std::uint64_t addr, std::size_t max, std::string& out);
+
+}  // namespace cudatrace

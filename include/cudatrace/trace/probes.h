@@ -1,0 +1,96 @@
+// Attaches the generic entry/return programs to every selected API that a
+// file defines, with the API's cookie. Each file's ELF is parsed once. One
+// uprobe_multi link per file and direction carries all its probes, so
+// attaching and detaching cost one kernel round trip each, not one per
+// probe. Links are owned here and detached on destruction.
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "cudatrace/decode/api_table.h"
+
+struct bpf_program;
+
+namespace cudatrace {
+
+struct Selection {
+  bool group[kGroupCount] = {};
+  bool layer[kLayerCount] = {true, true, false, true};  // indexed by Layer; nvtx with --nvtx
+  bool wants(const Api& a) const {
+    return group[static_cast<int>(a.group())] && layer[static_cast<int>(a.layer())];
+  }
+};
+
+// How a call's entry and return are probed; chosen once per session.
+enum class AttachMode : std::uint8_t {
+  MultiPair,     // uprobe_multi links (Linux 6.6): ct_enter on entry, ct_exit on return
+  MultiSession,  // one uprobe_multi session link (Linux 6.13): ct_session on both;
+                 // an entry may leave its return unprobed (one trap instead of two)
+};
+
+class Probes {
+ public:
+  using Warn = std::function<void(const std::string&)>;
+  Probes(bpf_program* enter, bpf_program* exit, bpf_program* map_change, Selection selection, Warn warn);
+  ~Probes();
+
+  struct FileResult {
+    int apis = 0;   // APIs attached in this file (0: none of ours)
+    bool runtime = false, driver = false;
+  };
+  // Attaches to `path` (openable from here). pid -1: every process mapping
+  // it; else only that process. A file already handled for `pid` returns
+  // the earlier result. On error returns false and sets `error`.
+  bool attach_file(const std::string& path, pid_t pid, FileResult& result, std::string& error);
+  // Attaches the map-change program to the dynamic loader's _dl_debug_state.
+  bool attach_loader(const std::string& path, pid_t pid, std::string& error);
+  // Attaches the entry program (and the return program if `with_return`) to
+  // the function at file `offset` of `path` with `cookie`: for measuring
+  // what a probe hit costs (overhead.h).
+  bool attach_function(const std::string& path, pid_t pid, std::uint64_t offset, std::uint64_t cookie,
+                       bool with_return, std::string& error);
+
+  std::size_t probe_count() const { return probes_; }
+  // Must be called on the programs before the BPF object is loaded.
+  static void prepare(bpf_program* prog);
+  static void prepare_session(bpf_program* prog);
+  // MultiSession when this kernel accepts a uprobe session link (found by
+  // trying one on a scratch file), else MultiPair.
+  static AttachMode detect_mode();
+  // From now on attach `session` (prepared with prepare_session) instead of
+  // the entry/return pair.
+  void use_session(bpf_program* session) {
+    session_ = session;
+    mode_ = AttachMode::MultiSession;
+  }
+  AttachMode mode() const { return mode_; }
+
+ private:
+  struct FileSymbols {
+    std::vector<std::pair<const Api*, std::uint64_t>> offsets;  // API, file offset
+  };
+  const FileSymbols* symbols_of(const std::string& path, std::string& error, std::tuple<dev_t, ino_t>& key);
+  enum class MultiLink : std::uint8_t { Entry, Return, Session };
+  bool attach_multi(bpf_program* prog, const std::string& path, pid_t pid, const std::vector<std::uint64_t>& offsets,
+                    const std::vector<std::uint64_t>& cookies, MultiLink kind, std::string& error);
+
+  bpf_program *enter_, *exit_, *map_change_, *session_ = nullptr;
+  AttachMode mode_ = AttachMode::MultiPair;
+  Selection selection_;
+  Warn warn_;
+  std::map<std::tuple<dev_t, ino_t>, FileSymbols> symbols_;
+  std::map<std::tuple<dev_t, ino_t, pid_t>, FileResult> attached_;
+  std::set<std::tuple<dev_t, ino_t, pid_t>> loaders_;
+  std::vector<int> link_fds_;
+  std::size_t probes_ = 0;
+};
+
+}  // namespace cudatrace

@@ -1,0 +1,182 @@
+#include "cudatrace/analysis/memory.h"
+
+#include <algorithm>
+
+#include "cudatrace/target/stacks.h"
+
+namespace cudatrace {
+
+namespace {
+
+// Out-param 0 (the new pointer or handle); nullopt-like 0 when unavailable.
+std::uint64_t out0(const Call& c) {
+  for (const NamedValue& a : c.args)
+    if (is_out(a.type)) return std::holds_alternative<Hex>(a.value) ? std::get<Hex>(a.value).v : 0;
+  return 0;
+}
+
+}  // namespace
+
+std::uint64_t allocation_bytes(const Call& c) {
+  if (arg_of_type(c, ArgType::OutSize)) {
+    std::uint64_t height = 0;
+    for (const NamedValue& a : c.args)
+      if (a.type == ArgType::Size) height = std::get<std::uint64_t>(a.value);
+    return arg_value(c, ArgType::OutSize).value_or(0) * height;
+  }
+  return arg_value(c, ArgType::Size).value_or(0);
+}
+
+int MemoryTracker::current_device(std::uint32_t tid) const {
+  auto it = thread_device_.find(tid);
+  return it == thread_device_.end() ? 0 : it->second;
+}
+
+void MemoryTracker::on_call(const Call& c) {
+  if (c.unfinished || c.failed() || !outermost(c)) return;
+  switch (c.api->effect()) {
+    case Effect::SetDevice: {
+      const int device = static_cast<int>(arg_value(c, ArgType::Int).value_or(0));
+      if (device)
+        thread_device_[c.rec->tid] = device;
+      else
+        thread_device_.erase(c.rec->tid);  // the default: threads that exited leave nothing behind
+      break;
+    }
+    case Effect::AllocDevice:
+      allocate(c, false);
+      break;
+    case Effect::AllocManaged:
+      allocate(c, true);
+      break;
+    case Effect::Free:
+      free(c);
+      break;
+    default:
+      break;
+  }
+  page_locked_.on_call(c);
+}
+
+void MemoryTracker::allocate(const Call& c, bool managed) {
+  const std::uint64_t ptr = out0(c);
+  const std::uint64_t bytes = allocation_bytes(c);
+  if (!ptr) return;
+  Allocation a;
+  a.pid = c.rec->pid;
+  a.tid = c.rec->tid;
+  a.ptr = ptr;
+  a.bytes = bytes;
+  a.device = current_device(c.rec->tid);
+  a.managed = managed;
+  a.ts_ns = c.rec->ts_ns;
+  a.call_ns = c.rec->dur_ns;
+  a.caller = c.rec->caller;
+  a.api = c.api;
+  a.order = next_order_++;
+  a.stack = record_stack(*c.rec);
+  DeviceMemory& d = devices_[{a.pid, a.device}];
+  ++d.allocs;
+  if (managed) {
+    d.managed_live_bytes += bytes;
+    d.managed_peak_bytes = std::max(d.managed_peak_bytes, d.managed_live_bytes);
+  } else {
+    d.live_bytes += bytes;
+    if (d.live_bytes > d.peak_bytes) {
+      d.peak_bytes = d.live_bytes;
+      d.peak_ts_ns = a.ts_ns;
+    }
+  }
+  // The same address again without a free seen: the old block is gone.
+  const std::uint64_t order = a.order;
+  auto [it, inserted] = live_.try_emplace({a.pid, ptr}, a);
+  if (!inserted) {
+    const Allocation& old = it->second;
+    DeviceMemory& od = devices_[{old.pid, old.device}];
+    (old.managed ? od.managed_live_bytes : od.live_bytes) -= old.bytes;
+    by_age_.erase(old.order);
+    it->second = std::move(a);
+  }
+  by_age_.emplace(order, it->first);
+  if (live_.size() > kMaxLive) {
+    auto oldest = by_age_.begin();
+    auto dropped = live_.find(oldest->second);
+    ++untracked_.allocations;
+    untracked_.bytes += dropped->second.bytes;
+    live_.erase(dropped);
+    by_age_.erase(oldest);
+  }
+}
+
+void MemoryTracker::free(const Call& c) {
+  const std::uint64_t ptr = arg_of_type(c, ArgType::Ptr) ? arg_value(c, ArgType::Ptr).value_or(0)
+                                                         : arg_value(c, ArgType::Handle).value_or(0);  // cuMemRelease
+  auto it = live_.find({c.rec->pid, ptr});
+  if (!ptr || it == live_.end()) return;  // allocated before tracing started
+  const Allocation& a = it->second;
+  DeviceMemory& d = devices_[{a.pid, a.device}];
+  ++d.frees;
+  (a.managed ? d.managed_live_bytes : d.live_bytes) -= a.bytes;
+  const ChurnKey key{a.pid, a.caller, a.bytes};
+  auto site = churn_.find(key);
+  if (site == churn_.end() && churn_.size() < kMaxChurnSites) site = churn_.emplace(key, ChurnSite{}).first;
+  if (site != churn_.end()) {
+    site->second.api = a.api;
+    ++site->second.pairs;
+    site->second.lifetime_ns += c.rec->ts_ns - std::min<std::uint64_t>(c.rec->ts_ns, a.ts_ns);
+    site->second.calls_ns += a.call_ns + c.rec->dur_ns;
+  } else {
+    ++untracked_.churn_pairs;
+  }
+  by_age_.erase(a.order);
+  live_.erase(it);
+}
+
+void PageLockedMemory::on_call(const Call& c) {
+  const std::uint32_t pid = c.rec->pid;
+  switch (c.api->effect()) {
+    case Effect::AllocHost:
+    case Effect::AllocManaged:
+    case Effect::RegisterHost: {
+      const auto ptr = c.api->effect() == Effect::RegisterHost ? arg_value(c, ArgType::Ptr) : arg_value(c, ArgType::OutPtr);
+      const auto bytes = arg_value(c, ArgType::Size);
+      if (!ptr || !*ptr || !bytes || !*bytes) break;
+      ranges_[{pid, *ptr}] = *ptr + *bytes;
+      if (ranges_.size() > kMaxRanges) {
+        auto oldest = ranges_.lower_bound({pid, 0});
+        if (oldest->first == std::make_pair(pid, *ptr)) ++oldest;
+        if (oldest == ranges_.end() || oldest->first.first != pid) oldest = ranges_.begin();
+        ranges_.erase(oldest);
+        ++evicted_;
+      }
+      break;
+    }
+    case Effect::FreeHost:
+    case Effect::UnregisterHost:
+    case Effect::Free:  // managed memory
+      if (const auto ptr = arg_value(c, ArgType::Ptr)) ranges_.erase({pid, *ptr});
+      break;
+    default:
+      break;
+  }
+}
+
+bool PageLockedMemory::contains(std::uint32_t pid, std::uint64_t addr, std::uint64_t bytes) const {
+  auto it = ranges_.upper_bound({pid, addr});
+  if (it == ranges_.begin()) return false;
+  --it;
+  return it->first.first == pid && addr >= it->first.second && addr + bytes <= it->second;
+}
+
+void PageLockedMemory::forget(std::uint32_t pid) {
+  ranges_.erase(ranges_.lower_bound({pid, 0}), ranges_.upper_bound({pid, ~std::uint64_t(0)}));
+}
+
+std::vector<const Allocation*> MemoryTracker::outstanding() const {
+  std::vector<const Allocation*> out;
+  for (const auto& [key, a] : live_) out.push_back(&a);
+  std::stable_sort(out.begin(), out.end(), [](const Allocation* x, const Allocation* y) { return x->bytes > y->bytes; });
+  return out;
+}
+
+}  // namespace cudatrace

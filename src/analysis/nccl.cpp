@@ -1,0 +1,443 @@
+#include "cudatrace/analysis/nccl.h"
+
+#include <algorithm>
+#include <cstring>
+#include <iterator>
+
+#include "cudatrace/render/json.h"
+#include "cudatrace/render/report.h"
+#include "cudatrace/analysis/summary.h"
+
+namespace cudatrace {
+namespace {
+
+using Buf = fmt::memory_buffer;
+
+std::uint64_t read_u64(const std::uint8_t* p) {
+  std::uint64_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// ct_api_stats's log-linear bucket (record.h), as the BPF side computes it.
+unsigned hist_bucket(std::uint64_t d) {
+  if (d < CT_HIST_SUB) return static_cast<unsigned>(d);
+  const unsigned p = 63 - static_cast<unsigned>(__builtin_clzll(d));
+  if (p > CT_HIST_MAX_POW) return CT_HIST_BUCKETS - 1;
+  return (p - 1) * CT_HIST_SUB + static_cast<unsigned>((d >> (p - 2)) & (CT_HIST_SUB - 1));
+}
+
+// The per-call fields are formatted by hand, like the rest of a trace line (output.cpp).
+template <typename Int>
+void append_number(Buf& out, Int v) {
+  const fmt::format_int text(v);
+  out.append(text.data(), text.data() + text.size());
+}
+
+// 16 lower-case hex digits, as nccl_id_text.
+void append_id(Buf& out, std::uint64_t id) {
+  static const char kHex[] = "0123456789abcdef";
+  char text[16];
+  for (int i = 15; i >= 0; --i, id >>= 4) text[i] = kHex[id & 15];
+  out.append(text, text + sizeof text);
+}
+
+}  // namespace
+
+const char* nccl_datatype_name(std::uint64_t type) {
+  static const char* const kNames[] = {"ncclInt8",    "ncclUint8",   "ncclInt32",      "ncclUint32",
+                                       "ncclInt64",   "ncclUint64",  "ncclFloat16",    "ncclFloat32",
+                                       "ncclFloat64", "ncclBfloat16", "ncclFloat8e4m3", "ncclFloat8e5m2"};
+  return type < std::size(kNames) ? kNames[type] : nullptr;
+}
+
+std::size_t nccl_datatype_size(std::uint64_t type) {
+  static const std::size_t kSizes[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
+  return type < std::size(kSizes) ? kSizes[type] : 0;
+}
+
+const char* nccl_redop_name(std::uint64_t op) {
+  static const char* const kNames[] = {"ncclSum", "ncclProd", "ncclMax", "ncclMin", "ncclAvg"};
+  return op < std::size(kNames) ? kNames[op] : nullptr;
+}
+
+std::optional<std::uint64_t> nccl_unique_id_hash(const std::uint8_t* payload, std::size_t len) {
+  if (len == std::size_t(kNcclUniqueIdBytes)) return nccl_fnv1a(payload, len);
+  if (len == 8) return read_u64(payload);
+  return std::nullopt;
+}
+
+std::uint64_t nccl_fnv1a(const void* data, std::size_t len, std::uint64_t seed) {
+  const auto* p = static_cast<const std::uint8_t*>(data);
+  std::uint64_t h = seed;
+  for (std::size_t i = 0; i < len; ++i) {
+    h ^= p[i];
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+std::uint64_t nccl_split_id(std::uint64_t parent, std::int64_t color, std::uint64_t index) {
+  std::uint8_t bytes[24];
+  for (int i = 0; i < 8; ++i) {
+    bytes[i] = static_cast<std::uint8_t>(parent >> (8 * i));
+    bytes[8 + i] = static_cast<std::uint8_t>(static_cast<std::uint64_t>(color) >> (8 * i));
+    bytes[16 + i] = static_cast<std::uint8_t>(index >> (8 * i));
+  }
+  return nccl_fnv1a(bytes, sizeof bytes);
+}
+
+std::string nccl_id_text(std::uint64_t id) { return fmt::format("{:016x}", id); }
+
+void add_latency(ct_api_stats& s, std::uint64_t ns) {
+  ct_api_stats one{};
+  one.calls = 1;
+  one.total_ns = one.min_ns = one.max_ns = ns;
+  const unsigned __int128 sq = static_cast<unsigned __int128>(ns) * ns;
+  one.sum_sq_lo = static_cast<std::uint64_t>(sq);
+  one.sum_sq_hi = static_cast<std::uint64_t>(sq >> 64);
+  one.hist[hist_bucket(ns)] = 1;
+  add_stats(s, one);
+}
+
+void append_nccl_text(Buf& out, const NcclInfo& n) {
+  if (n.has_comm) {
+    out.append(std::string_view(" comm_id="));
+    append_id(out, n.comm_id);
+    out.append(std::string_view(" rank="));
+    if (n.rank >= 0)
+      append_number(out, n.rank);
+    else
+      out.push_back('?');
+    out.push_back('/');
+    if (n.nranks >= 0)
+      append_number(out, n.nranks);
+    else
+      out.push_back('?');
+  }
+  if (n.has_seq) {
+    out.append(std::string_view(" seq="));
+    append_number(out, n.seq);
+  }
+  if (n.has_bytes) {
+    out.append(std::string_view(" bytes="));
+    append_number(out, n.bytes);
+  }
+  if (n.in_group) out.append(std::string_view(" [group]"));
+}
+
+void append_nccl_json(Buf& out, const NcclInfo& n) {
+  out.append(std::string_view(",\"nccl\":{\"comm_id\":"));
+  if (n.has_comm) {
+    out.push_back('"');
+    append_id(out, n.comm_id);
+    out.push_back('"');
+  } else {
+    out.append(std::string_view("null"));
+  }
+  const auto number = [&](std::string_view key, bool known, auto v) {
+    out.append(key);
+    if (known)
+      append_number(out, v);
+    else
+      out.append(std::string_view("null"));
+  };
+  number(",\"rank\":", n.rank >= 0, n.rank);
+  number(",\"nranks\":", n.nranks >= 0, n.nranks);
+  number(",\"seq\":", n.has_seq, n.seq);
+  out.append(n.in_group ? std::string_view(",\"in_group\":true") : std::string_view(",\"in_group\":false"));
+  number(",\"bytes\":", n.has_bytes, n.bytes);
+  out.push_back('}');
+}
+
+const NcclInfo* NcclTracker::on_call(const Call& c) {
+  if (c.api->layer() != Layer::Nccl) return nullptr;
+  const std::uint32_t tid = c.rec->tid;
+  info_ = NcclInfo{};
+  const auto depth = group_depth_.find(tid);
+  info_.in_group = depth != group_depth_.end() && depth->second > 0;
+  if (c.unfinished) return &info_;
+  switch (c.api->effect()) {
+    case Effect::GroupStart:
+      if (!c.failed()) ++group_depth_[tid];
+      break;
+    case Effect::GroupEnd:
+      // NCCL leaves the group even when ncclGroupEnd reports an error. The
+      // call is in a group when an enclosing one is still open.
+      if (depth != group_depth_.end()) {
+        info_.in_group = --depth->second > 0;
+        if (!info_.in_group) group_depth_.erase(depth);
+      }
+      break;
+    case Effect::CommInit:
+      on_comm_init(c);
+      break;
+    case Effect::CommDestroy:
+      if (const auto comm = arg_value(c, ArgType::Handle)) comms_.erase({c.rec->pid, *comm});
+      break;
+    case Effect::Collective:
+      on_collective(c, info_);
+      break;
+    default:
+      if (c.api->spec->args.size() == 1 && c.api->spec->args[0].type == ArgType::NcclUniqueIdPtr) {
+        // ncclGetUniqueId: ncclCommInitAll makes its communicators' id with it.
+        const auto* id = arg_of_type(c, ArgType::NcclUniqueIdPtr);
+        if (id && c.parent && c.parent->effect() == Effect::CommInit && std::holds_alternative<std::string_view>(id->value))
+          unique_id_[tid] = std::stoull(std::string(std::get<std::string_view>(id->value)), nullptr, 16);
+      } else if (const auto comm = arg_value(c, ArgType::Handle)) {
+        // ncclCommCount / ncclCommUserRank: what a split communicator does not tell at creation.
+        auto it = comms_.find({c.rec->pid, *comm});
+        const NamedValue* out = arg_of_type(c, ArgType::OutInt);
+        if (it != comms_.end() && out && std::holds_alternative<std::int64_t>(out->value)) {
+          const int v = static_cast<int>(std::get<std::int64_t>(out->value));
+          (std::string_view(out->name) == "count" ? it->second.nranks : it->second.rank) = v;
+        }
+      }
+  }
+  return &info_;
+}
+
+void NcclTracker::on_comm_init(const Call& c) {
+  if (c.failed()) return;
+  const std::uint32_t pid = c.rec->pid;
+  const auto* payload = reinterpret_cast<const std::uint8_t*>(c.rec + 1);
+  if (arg_of_type(c, ArgType::NcclCommArray)) {
+    // ncclCommInitAll: ndev communicators of this process, ranks 0..ndev-1, all
+    // with the id NCCL made for them in the ncclGetUniqueId call it nests.
+    const auto ndev = arg_value(c, ArgType::Int);
+    if (!ndev || c.rec->flags & CT_FLAG_PAYLOAD_FAULT) return;
+    const int n = static_cast<int>(static_cast<std::int32_t>(*ndev));
+    const auto uid = unique_id_.find(c.rec->tid);
+    std::uint64_t id;
+    if (uid != unique_id_.end()) {
+      id = uid->second;
+      unique_id_.erase(uid);
+    } else {
+      // Its id stays within this process anyway: any value unique to the call.
+      const std::uint64_t seed[2] = {pid, c.rec->ts_ns};
+      id = nccl_fnv1a(seed, sizeof seed);
+    }
+    const int known = std::min<int>({n, kNcclMaxInitAllComms, static_cast<int>(c.rec->payload_len / 8)});
+    for (int i = 0; i < known; ++i) comms_[{pid, read_u64(payload + 8 * i)}] = Comm{id, i, n, 0, 0};
+    info_.has_comm = true;
+    info_.comm_id = id;
+    info_.nranks = n;
+    return;
+  }
+  const auto handle = arg_value(c, ArgType::OutHandle);
+  if (!handle || !*handle) return;  // ncclCommSplit with NCCL_SPLIT_NOCOLOR gives no communicator
+  Comm comm;
+  const NamedValue* uid = arg_of_type(c, ArgType::NcclUniqueId);
+  if (!uid) uid = arg_of_type(c, ArgType::NcclUniqueIdPtr);  // ncclCommInitRankScalable: its first id
+  if (uid) {
+    if (!std::holds_alternative<std::string_view>(uid->value)) return;  // the id could not be read
+    const auto id = nccl_unique_id_hash(payload, c.rec->payload_len);
+    if (!id) return;
+    comm.id = *id;
+    comm.nranks = static_cast<int>(static_cast<std::int32_t>(arg_value(c, ArgType::Int, 0).value_or(-1)));
+    comm.rank = static_cast<int>(static_cast<std::int32_t>(arg_value(c, ArgType::Int, 1).value_or(-1)));
+  } else {
+    // ncclCommSplit: every rank splits the parent in the same order, so the
+    // parent's id, the color and the split's index agree across the ranks
+    // that end up in one new communicator.
+    const auto parent_handle = arg_value(c, ArgType::Handle);
+    auto parent = parent_handle ? comms_.find({pid, *parent_handle}) : comms_.end();
+    if (parent == comms_.end()) return;
+    const auto color = static_cast<std::int32_t>(arg_value(c, ArgType::Int, 0).value_or(0));
+    comm.id = nccl_split_id(parent->second.id, color, parent->second.splits++);
+  }
+  comms_[{pid, *handle}] = comm;
+  info_.has_comm = true;
+  info_.comm_id = comm.id;
+  info_.rank = comm.rank;
+  info_.nranks = comm.nranks;
+}
+
+void NcclTracker::on_collective(const Call& c, NcclInfo& info) {
+  const auto count = arg_value(c, ArgType::Size);
+  const auto type = arg_value(c, ArgType::NcclDataType);
+  if (count && type && nccl_datatype_size(*type & 0xffffffff)) {
+    info.has_bytes = true;
+    info.bytes = *count * nccl_datatype_size(*type & 0xffffffff);
+  }
+  const auto handle = arg_value(c, ArgType::Handle);
+  auto comm = handle ? comms_.find({c.rec->pid, *handle}) : comms_.end();
+  if (comm != comms_.end()) {
+    info.has_comm = true;
+    info.comm_id = comm->second.id;
+    info.rank = comm->second.rank;
+    info.nranks = comm->second.nranks;
+  }
+  // A failed call enqueued nothing: no sequence number, and the next call
+  // takes the number it would have had. A collective nested in another one
+  // (a library calling its own exported entry point) is not a second one.
+  const bool nested = c.parent && c.parent->effect() == Effect::Collective;
+  if (c.failed() || nested) return;
+  CollectiveStats& row = collectives_[{c.api->symbol, info.has_comm ? info.comm_id : 0}];
+  ++row.calls;
+  row.bytes += info.bytes;
+  add_latency(row.latency, c.rec->dur_ns);
+  if (comm == comms_.end()) return;
+  info.has_seq = true;
+  info.seq = comm->second.next_seq++;
+  note_entry(info, c.rec->pid, c.rec->ts_ns);
+}
+
+void NcclTracker::note_entry(const NcclInfo& info, std::uint32_t pid, std::uint64_t ts_ns) {
+  const auto key = std::make_tuple(info.comm_id, info.seq);
+  auto [it, inserted] = pending_.try_emplace(key);
+  Pending& p = it->second;
+  if (inserted) pending_order_.push_back(key);
+  if (info.nranks > 0) p.nranks = info.nranks;
+  p.entries.push_back({pid, info.rank, ts_ns});
+  if (p.nranks > 0 && static_cast<int>(p.entries.size()) >= p.nranks) {
+    fold(done_, p);
+    pending_.erase(it);
+  }
+  // Keys whose other ranks are not traced never complete: bound them.
+  while (pending_.size() > kMaxPendingKeys && pending_order_head_ < pending_order_.size()) {
+    auto old = pending_.find(pending_order_[pending_order_head_++]);
+    if (old == pending_.end()) continue;
+    fold(done_, old->second);
+    pending_.erase(old);
+  }
+  if (pending_order_.size() > 4 * kMaxPendingKeys) {
+    // Forget the keys already completed or evicted: at most kMaxPendingKeys
+    // are live, so this costs O(1) per key over time.
+    std::vector<std::tuple<std::uint64_t, std::uint64_t>> live;
+    for (std::size_t i = pending_order_head_; i < pending_order_.size(); ++i)
+      if (pending_.count(pending_order_[i])) live.push_back(pending_order_[i]);
+    pending_order_ = std::move(live);
+    pending_order_head_ = 0;
+  }
+}
+
+void NcclTracker::fold(RankSkew& skew, const Pending& p) {
+  // Ranks of one process (ncclCommInitAll) are issued one after the other by
+  // one thread: their spread says nothing about stragglers.
+  const bool several_processes = std::any_of(p.entries.begin(), p.entries.end(),
+                                             [&](const Entry& e) { return e.pid != p.entries.front().pid; });
+  if (!several_processes) return;
+  auto first = p.entries.front().ts_ns;
+  const Entry* last = &p.entries.front();
+  for (const Entry& e : p.entries) {
+    first = std::min(first, e.ts_ns);
+    if (e.ts_ns > last->ts_ns) last = &e;
+  }
+  ++skew.keys;
+  add_latency(skew.spread, last->ts_ns - first);
+  for (const Entry& e : p.entries) {
+    RankSkew::Rank& r = skew.ranks[{e.pid, e.rank}];
+    r.lag_ns += e.ts_ns - first;
+    r.last += &e == last;
+  }
+}
+
+RankSkew NcclTracker::skew() const {
+  RankSkew s = done_;
+  for (const auto& [key, p] : pending_) fold(s, p);
+  return s;
+}
+
+std::vector<Insight> nccl_insights(const RankSkew& skew) {
+  if (!skew.keys) return {};
+  // The straggler: the rank the others waited for longest in total.
+  const auto worst = std::max_element(skew.ranks.begin(), skew.ranks.end(),
+                                      [](const auto& a, const auto& b) { return a.second.lag_ns < b.second.lag_ns; });
+  const double med = percentile_ns(skew.spread, 0.5), p99 = percentile_ns(skew.spread, 0.99);
+  const auto& [who, r] = *worst;
+  Insight i;
+  i.rule = "rank-skew";
+  i.message = fmt::format(
+      "rank skew: {} collectives seen from several processes; host entry spread median {:.1f} us, p99 {:.1f} us, "
+      "max {:.1f} us; the straggler is rank {} (pid {}): last to enter {} of them, {:.3f} ms behind the first rank "
+      "in total",
+      skew.keys, med / 1e3, p99 / 1e3, double(skew.spread.max_ns) / 1e3, who.second, who.first, r.last,
+      double(r.lag_ns) / 1e6);
+  i.numbers = {{"keys", double(skew.keys)},
+               {"spread_med_ns", med},
+               {"spread_p99_ns", p99},
+               {"spread_max_ns", double(skew.spread.max_ns)},
+               {"straggler_pid", double(who.first)},
+               {"straggler_rank", double(who.second)},
+               {"straggler_last", double(r.last)},
+               {"straggler_lag_ns", double(r.lag_ns)}};
+  return {i};
+}
+
+void append_collectives_text(Buf& out, const NcclTracker& nccl) {
+  if (nccl.collectives().empty()) return;
+  auto it = std::back_inserter(out);
+  fmt::format_to(it, "\nNCCL collectives:\n\n");
+  std::vector<std::vector<std::string>> rows;
+  const std::vector<std::string> headers = {"Calls", "Total (B)", "Avg (ns)", "Med (ns)", "Min (ns)", "Max (ns)",
+                                            "Comm",  "Name"};
+  for (const auto& [key, s] : nccl.collectives())
+    rows.push_back({group_digits(s.calls), group_digits(s.bytes),
+                    group_tenths(double(s.latency.total_ns) / double(s.latency.calls)),
+                    group_tenths(percentile_ns(s.latency, 0.5)), group_digits(s.latency.min_ns),
+                    group_digits(s.latency.max_ns), key.second ? nccl_id_text(key.second) : "unknown", key.first});
+  std::vector<std::size_t> width(headers.size());
+  for (std::size_t c = 0; c < headers.size(); ++c) {
+    width[c] = headers[c].size();
+    for (const auto& r : rows) width[c] = std::max(width[c], r[c].size());
+  }
+  auto line = [&](const std::vector<std::string>& cells) {
+    std::string s;
+    for (std::size_t c = 0; c < cells.size(); ++c) {
+      const bool left = c + 2 >= cells.size();  // Comm and Name
+      if (c) s += "  ";
+      s += left ? fmt::format("{:<{}}", cells[c], width[c]) : fmt::format("{:>{}}", cells[c], width[c]);
+    }
+    while (!s.empty() && s.back() == ' ') s.pop_back();
+    fmt::format_to(it, " {}\n", s);
+  };
+  line(headers);
+  std::vector<std::string> rule;
+  for (std::size_t w : width) rule.push_back(std::string(w, '-'));
+  line(rule);
+  for (const auto& r : rows) line(r);
+  const RankSkew skew = nccl.skew();
+  if (!skew.keys) return;
+  fmt::format_to(it, "\nNCCL rank skew over {} collectives (spread med {} ns, p99 {} ns, max {} ns):\n\n",
+                 group_digits(skew.keys), group_tenths(percentile_ns(skew.spread, 0.5)),
+                 group_tenths(percentile_ns(skew.spread, 0.99)), group_digits(skew.spread.max_ns));
+  fmt::format_to(it, " {:>8}  {:>5}  {:>10}  {:>14}\n", "PID", "Rank", "Last", "Lag (ns)");
+  for (const auto& [who, r] : skew.ranks)
+    fmt::format_to(it, " {:>8}  {:>5}  {:>10}  {:>14}\n", who.first, who.second >= 0 ? std::to_string(who.second) : "?",
+                   group_digits(r.last), group_digits(r.lag_ns));
+}
+
+void append_collectives_json(Buf& out, const NcclTracker& nccl) {
+  auto it = std::back_inserter(out);
+  out.append(std::string_view(",\"collectives\":["));
+  bool first = true;
+  for (const auto& [key, s] : nccl.collectives()) {
+    fmt::format_to(it, "{}{{\"name\":\"{}\",\"comm_id\":", first ? "" : ",", key.first);
+    first = false;
+    if (key.second)
+      fmt::format_to(it, "\"{}\"", nccl_id_text(key.second));
+    else
+      out.append(std::string_view("null"));
+    fmt::format_to(it, ",\"calls\":{},\"bytes\":{},\"avg_ns\":{:.1f},\"med_ns\":{:.1f},\"min_ns\":{},\"max_ns\":{}}}",
+                   s.calls, s.bytes, double(s.latency.total_ns) / double(s.latency.calls),
+                   percentile_ns(s.latency, 0.5), s.latency.min_ns, s.latency.max_ns);
+  }
+  const RankSkew skew = nccl.skew();
+  fmt::format_to(it, "],\"rank_skew\":{{\"keys\":{},\"spread_med_ns\":{:.1f},\"spread_p99_ns\":{:.1f},\"spread_max_ns\":{},"
+                     "\"ranks\":[",
+                 skew.keys, percentile_ns(skew.spread, 0.5), percentile_ns(skew.spread, 0.99), skew.spread.max_ns);
+  first = true;
+  for (const auto& [who, r] : skew.ranks) {
+    fmt::format_to(it, "{}{{\"pid\":{},\"rank\":", first ? "" : ",", who.first);
+    first = false;
+    if (who.second >= 0)
+      fmt::format_to(it, "{}", who.second);
+    else
+      out.append(std::string_view("null"));
+    fmt::format_to(it, ",\"last\":{},\"lag_ns\":{}}}", r.last, r.lag_ns);
+  }
+  out.append(std::string_view("]}"));
+}
+
+}  // namespace cudatrace

@@ -1,0 +1,219 @@
+#include "cudatrace/analysis/nvtx.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <iterator>
+#include <set>
+
+#include "cudatrace/render/json.h"
+#include "cudatrace/analysis/summary.h"
+
+namespace cudatrace {
+
+// The bytes of libcudatrace_nvtx.so, generated at build time (cmake/embed.cmake).
+extern const unsigned char kNvtxInjectionLibrary[];
+extern const std::size_t kNvtxInjectionLibrarySize;
+
+namespace {
+
+std::string message_of(const Call& c) {
+  const NamedValue* v = arg_of_type(c, ArgType::String);
+  if (v && std::holds_alternative<std::string_view>(v->value)) return std::string(std::get<std::string_view>(v->value));
+  return "?";  // the message could not be read
+}
+
+std::uint64_t end_ns(const Call& c) { return c.rec->ts_ns + c.rec->dur_ns; }
+
+}  // namespace
+
+std::optional<NvtxClosed> NvtxTracker::on_call(const Call& c) {
+  const ct_call& r = *c.rec;
+  const std::uint64_t domain = arg_value(c, ArgType::Handle).value_or(0);
+  switch (c.api->effect()) {
+    case Effect::NvtxPush:
+      threads_[r.tid].push_back({message_of(c), domain, 0, r.ts_ns});
+      break;
+    case Effect::NvtxPop: {
+      auto it = threads_.find(r.tid);
+      if (it == threads_.end()) break;
+      std::vector<NvtxRange>& stack = it->second;
+      // NVTX keeps one stack per domain: pop the innermost range of this one.
+      auto open = std::find_if(stack.rbegin(), stack.rend(), [&](const NvtxRange& x) { return x.domain == domain; });
+      if (open == stack.rend()) break;
+      NvtxClosed closed{std::move(*open), r.pid, r.tid, end_ns(c), false};
+      stack.erase(std::next(open).base());
+      if (stack.empty()) threads_.erase(it);
+      return closed;
+    }
+    case Effect::NvtxStart:
+      processes_[r.pid].push_back({message_of(c), domain, arg_value(c, ArgType::Size).value_or(0), r.ts_ns});
+      break;
+    case Effect::NvtxEnd: {
+      auto it = processes_.find(r.pid);
+      if (it == processes_.end()) break;
+      const std::uint64_t id = arg_value(c, ArgType::Size).value_or(0);
+      auto open = std::find_if(it->second.begin(), it->second.end(), [&](const NvtxRange& x) { return x.id == id; });
+      if (open == it->second.end()) break;
+      NvtxClosed closed{std::move(*open), r.pid, r.tid, end_ns(c), true};
+      it->second.erase(open);
+      if (it->second.empty()) processes_.erase(it);
+      return closed;
+    }
+    default:  // marks change no range
+      break;
+  }
+  return std::nullopt;
+}
+
+void NvtxTracker::annotate(Call& c) const {
+  c.nvtx = c.nvtx_process = nullptr;
+  if (c.api->layer() == Layer::Nvtx) return;
+  if (auto it = threads_.find(c.rec->tid); it != threads_.end()) c.nvtx = &it->second;
+  if (auto it = processes_.find(c.rec->pid); it != processes_.end()) c.nvtx_process = &it->second;
+}
+
+namespace {
+
+void append_messages(fmt::memory_buffer& out, const char* key, const std::vector<NvtxRange>& ranges) {
+  out.append(std::string_view(key));
+  for (std::size_t i = 0; i < ranges.size(); ++i) {
+    out.push_back(i ? ',' : '[');
+    append_json_string(out, ranges[i].message);
+  }
+  out.push_back(']');
+}
+
+}  // namespace
+
+void append_nvtx_json(fmt::memory_buffer& out, const Call& c) {
+  if (c.nvtx) append_messages(out, ",\"nvtx\":", *c.nvtx);
+  if (c.nvtx_process) append_messages(out, ",\"nvtx_process\":", *c.nvtx_process);
+}
+
+void append_nvtx_text(fmt::memory_buffer& out, const Call& c) {
+  if (!c.nvtx) return;
+  fmt::format_to(std::back_inserter(out), " nvtx[{}]=", c.nvtx->size());
+  append_json_string(out, c.nvtx->back().message);
+}
+
+void RangeSummary::on_call(const Call& c) {
+  // Outermost calls only: a runtime call's nested driver calls are part of it.
+  if (c.unfinished || c.entry_only || c.rec->depth != 0 || c.api->layer() == Layer::Nvtx) return;
+  const std::uint64_t launches = c.api->effect() == Effect::Launch;
+  const std::uint64_t bytes = c.api->effect() == Effect::Copy ? transfer_bytes(c) : 0;
+  if (!c.nvtx) {
+    outside_.calls++;
+    outside_.api_ns += c.rec->dur_ns;
+    outside_.launches += launches;
+    outside_.bytes += bytes;
+    return;
+  }
+  Stats& self = ranges_[c.nvtx->back().message];
+  self.calls++;
+  self.api_ns += c.rec->dur_ns;
+  self.launches += launches;
+  self.bytes += bytes;
+  // Each name once per call, however often it is open on the stack.
+  std::set<std::string_view> seen;
+  for (const NvtxRange& r : *c.nvtx) {
+    if (!seen.insert(r.message).second) continue;
+    Stats& s = ranges_[r.message];
+    s.total_calls++;
+    s.total_api_ns += c.rec->dur_ns;
+    s.total_launches += launches;
+  }
+}
+
+void RangeSummary::report(fmt::memory_buffer& out, bool json) const {
+  std::vector<std::pair<const std::string*, const Stats*>> rows;
+  for (const auto& [name, s] : ranges_) rows.push_back({&name, &s});
+  std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
+    return a.second->total_api_ns > b.second->total_api_ns;
+  });
+  auto it = std::back_inserter(out);
+  if (json) {
+    out.append(std::string_view("{\"type\":\"nvtx_ranges\",\"ranges\":["));
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const Stats& s = *rows[i].second;
+      out.append(std::string_view(i ? ",{\"name\":" : "{\"name\":"));
+      append_json_string(out, *rows[i].first);
+      fmt::format_to(it,
+                     ",\"calls\":{},\"api_ns\":{},\"launches\":{},\"bytes\":{},\"total_calls\":{},"
+                     "\"total_api_ns\":{},\"total_launches\":{}}}",
+                     s.calls, s.api_ns, s.launches, s.bytes, s.total_calls, s.total_api_ns, s.total_launches);
+    }
+    fmt::format_to(it, "],\"outside\":{{\"calls\":{},\"api_ns\":{},\"launches\":{},\"bytes\":{}}}}}\n",
+                   outside_.calls, outside_.api_ns, outside_.launches, outside_.bytes);
+    return;
+  }
+  out.append(std::string_view("\nCUDA work per NVTX range (self: the innermost open range; total: anywhere on "
+                              "the thread's range stack)\n"));
+  fmt::format_to(it, "{:>12} {:>10} {:>10} {:>14} {:>12} {:>14}  {}\n", "Self ms", "Calls", "Launches", "Bytes copied",
+                 "Total ms", "Total launches", "Range");
+  auto row = [&](std::string_view name, const Stats& s, bool with_total) {
+    fmt::format_to(it, "{:>12.3f} {:>10} {:>10} {:>14} ", s.api_ns / 1e6, s.calls, s.launches, s.bytes);
+    if (with_total)
+      fmt::format_to(it, "{:>12.3f} {:>14}  ", s.total_api_ns / 1e6, s.total_launches);
+    else
+      fmt::format_to(it, "{:>12} {:>14}  ", "-", "-");
+    out.append(name);
+    out.push_back('\n');
+  };
+  for (const auto& [name, s] : rows) row(*name, *s, true);
+  row("(outside any range)", outside_, false);
+}
+
+std::unique_ptr<NvtxInjection> NvtxInjection::create(std::string& error) {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string dir = std::string(tmp && *tmp ? tmp : "/tmp") + "/cudatrace-nvtx-XXXXXX";
+  if (!mkdtemp(dir.data())) {
+    error = "cannot create a directory for the NVTX injection library: " + dir + ": " + std::strerror(errno);
+    return nullptr;
+  }
+  // Readable by a command that changes its user; writable by root only.
+  chmod(dir.c_str(), 0755);
+  std::string path = dir + "/libcudatrace_nvtx.so";
+  if (!write_nvtx_library(path, error)) {
+    rmdir(dir.c_str());
+    return nullptr;
+  }
+  return std::unique_ptr<NvtxInjection>(new NvtxInjection(std::move(dir), std::move(path)));
+}
+
+NvtxInjection::~NvtxInjection() {
+  unlink(path_.c_str());
+  rmdir(dir_.c_str());
+}
+
+bool write_nvtx_library(const std::string& path, std::string& error) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0755);
+  if (fd < 0) {
+    error = "cannot write " + path + ": " + std::strerror(errno);
+    return false;
+  }
+  const unsigned char* p = kNvtxInjectionLibrary;
+  std::size_t left = kNvtxInjectionLibrarySize;
+  while (left > 0) {
+    const ssize_t n = ::write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      error = "writing " + path + ": " + std::strerror(errno);
+      close(fd);
+      unlink(path.c_str());
+      return false;
+    }
+    p += n;
+    left -= static_cast<std::size_t>(n);
+  }
+  fchmod(fd, 0755);  // whatever the umask
+  close(fd);
+  return true;
+}
+
+}  // namespace cudatrace

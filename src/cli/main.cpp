@@ -1,0 +1,325 @@
+// cudatrace: trace a process's CUDA runtime and driver API calls with eBPF uprobes.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <iterator>
+#include <sstream>
+
+#include "cudatrace/decode/api_table.h"
+#include "cudatrace/cli/api_docs.h"
+#include "cudatrace/cli/offline.h"
+#include "cudatrace/analysis/nvtx.h"
+#include "cudatrace/trace/tracer.h"
+
+namespace {
+
+constexpr const char* kVersion = "cudatrace 0.2.0";
+
+constexpr const char* kDescription = "Trace the CUDA runtime and driver API calls of a process with eBPF uprobes.";
+
+constexpr const char* kUsage = R"(
+USAGE: cudatrace [OPTIONS] -p PID
+       cudatrace [OPTIONS] [--] COMMAND [ARGS...]
+       cudatrace report [OPTIONS] TRACE.jsonl     (cudatrace report --help)
+)";
+
+constexpr const char* kExamples = R"(
+EXAMPLES:
+  cudatrace -- ./app args          # run ./app, trace every CUDA call it makes
+  cudatrace -p 1234                # trace a running process
+  cudatrace -f mem,xfer -p 1234    # only allocations and copies
+  cudatrace --errors -- ./app      # only failed calls
+  cudatrace --min-us 1000 -p 1234  # only calls that took 1 ms or more
+  cudatrace --json -- python3 train.py | jq 'select(.api=="cudaMalloc")'
+  cudatrace --list-apis            # the traced APIs, their groups and arguments
+  cudatrace --summary -- ./app     # per-API/kernel/transfer/memory tables and insights at exit
+  cudatrace --summary -i 5 -c 3 -p 1234   # a report every 5 s, three times, then stop
+  cudatrace --hist -f stream -- ./app     # latency histograms of the stream calls
+  cudatrace --summary --stack -- ./app    # ... and where each leaked allocation was made
+  cudatrace --json -o run.jsonl -- ./app && cudatrace report --summary run.jsonl
+  cudatrace --nvtx --json -- python3 train.py    # each call with its NVTX range stack
+  cudatrace --summary --by-range -- python3 train.py  # CUDA time per NVTX range
+
+GROUPS: mem, xfer, launch, stream, event, device, coll (NCCL collectives,
+  point-to-point and communicator calls) (default: these seven), module (kernel registration and lookup calls; always traced for kernel names,
+  printed only when asked for), query (cudaGetDevice, cudaGetLastError,
+  cuCtxGetCurrent, attribute getters...: off by default, frameworks call them
+  dozens of times per launch and each probed call costs about 1 us), and all
+  (every group). --list-apis says which API is in which group. nvtx: NVTX
+  range calls, traced with --nvtx.
+
+OUTPUT: the trace goes to standard output (or -o FILE). In command mode without
+  -o, the command's own standard output goes to cudatrace's standard error, so
+  that standard output carries the trace alone (`| jq` sees only JSON). With -p
+  the process keeps its own standard output. Output its consumer has not read
+  yet waits in memory, up to --buffer-mb; beyond that, records are dropped and
+  counted as lost ("output" in the end line's lost_detail).
+
+EXIT STATUS: the command's own status in command mode; otherwise 0. Errors:
+  2 bad usage, 3 no such process / nothing to trace / command not found,
+  4 not permitted (needs root or CAP_BPF+CAP_PERFMON), 5 kernel or BPF failure,
+  6 output cannot be written, 7 (report) the trace cannot be read. 141 (128 + SIGPIPE):
+  the reader of the trace went away (`| head`); cudatrace stops quietly, the command
+  runs on untraced.)";
+
+constexpr const char* kReportUsage = R"(
+USAGE: cudatrace report [OPTIONS] TRACE.jsonl
+)";
+
+constexpr const char* kReportExamples = R"(
+Reads a trace recorded with --json (docs/json.md; "-" reads standard input)
+and prints what tracing live would have: the calls with stream annotations,
+or the --summary/--hist/--insights reports, and a --perfetto timeline.
+Times are relative to the trace's first call.
+
+EXAMPLES:
+  cudatrace --json -o run.jsonl -- ./app     # record once, at the lowest cost
+  cudatrace report run.jsonl                 # the calls, as text
+  cudatrace report --summary run.jsonl       # the tables and insights
+  cudatrace report --perfetto run.perfetto.json --insights run.jsonl
+
+EXIT STATUS: 0; 2 bad usage, 6 output cannot be written, 7 the trace cannot be
+  read or a line of it is not a cudatrace --json line (the message names the line).)";
+
+// --help's option groups, in this order.
+constexpr const char* kTargets = "TARGETS";
+constexpr const char* kSelection = "SELECTION";
+constexpr const char* kOutput = "OUTPUT";
+constexpr const char* kAnalysis = "ANALYSIS";
+constexpr const char* kTuning = "TUNING";
+constexpr const char* kOther = "OTHER";
+
+// One usage block (ours, not CLI11's "Usage: cudatrace [OPTIONS]"), and an
+// option's argument as a plain label: no CLI11 defaults ("{false}").
+class HelpFormatter : public CLI::Formatter {
+ public:
+  explicit HelpFormatter(const char* usage) : usage_(usage) { column_width(32); }
+  std::string make_option_name(const CLI::Option* opt, bool positional) const override {
+    if (positional) return opt->get_name(true, false);
+    std::string name = opt->get_name(false, true);
+    for (auto open = name.find('{'); open != std::string::npos; open = name.find('{'))
+      name.erase(open, name.find('}', open) - open + 1);
+    return name;
+  }
+  // The label alone: a check appends its own text after a ':'.
+  std::string make_option_opts(const CLI::Option* opt) const override {
+    return opt->get_type_size() == 0 ? std::string() : " " + opt->get_type_name().substr(0, opt->get_type_name().find(':'));
+  }
+  // Description, usage, arguments, option groups one blank line apart, footer.
+  std::string make_help(const CLI::App* app, std::string, CLI::AppFormatMode) const override {
+    std::string out = make_description(app) + usage_;
+    const auto positionals = app->get_options([](const CLI::Option* o) { return o->get_positional(); });
+    if (!positionals.empty()) out += make_group("ARGUMENTS", true, positionals);
+    for (const std::string& group : app->get_groups()) {
+      const auto opts = app->get_options([&](const CLI::Option* o) { return o->get_group() == group && o->nonpositional(); });
+      if (!opts.empty()) out += make_group(group, false, opts);
+    }
+    return out + make_footer(app);
+  }
+
+ private:
+  const char* usage_;
+};
+
+[[noreturn]] void usage_error(const std::string& msg) {
+  std::fprintf(stderr, "cudatrace: %s (see --help)\n", msg.c_str());
+  std::exit(cudatrace::kExitUsage);
+}
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, sep))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+// -f and --layer: which APIs are traced (opts.selection) and printed (opts.display).
+void apply_selection(cudatrace::Options& opts, const std::string& groups, const std::string& layer) {
+  using namespace cudatrace;
+  if (layer != "all" && layer != "runtime" && layer != "driver" && layer != "nccl")
+    usage_error("--layer must be runtime, driver, nccl or all, not '" + layer + "'");
+  // The nvtx layer is not chosen here: --nvtx turns it on.
+  for (const Layer l : {Layer::Runtime, Layer::Driver, Layer::Nccl})
+    opts.selection.layer[static_cast<int>(l)] = layer == "all" || layer == layer_name(l);
+  opts.display = opts.selection;
+  if (groups.empty()) {
+    for (int g = 0; g < kGroupCount; ++g) opts.display.group[g] = group_on_by_default(static_cast<Group>(g));
+  } else {
+    for (const std::string& name : split(groups, ',')) {
+      const auto g = parse_group(name);
+      if (name == "all")
+        std::fill(std::begin(opts.display.group), std::end(opts.display.group), true);
+      else if (g)
+        opts.display.group[static_cast<int>(*g)] = true;
+      else
+        usage_error("unknown group '" + name +
+                    "' (groups: mem, xfer, launch, stream, event, device, module, query, coll, all)");
+    }
+  }
+  opts.selection = opts.display;
+  // Kernel names come from registration and lookup calls: trace them whenever launches are.
+  if (opts.display.group[static_cast<int>(Group::Launch)]) opts.selection.group[static_cast<int>(Group::Module)] = true;
+}
+
+// Parses argv into `app`; --help prints and exits 0, a bad option exits 2.
+void parse_or_exit(CLI::App& app, int argc, char** argv) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::printf("%s", app.help().c_str());
+    std::exit(0);
+  } catch (const CLI::ParseError& e) {
+    usage_error(e.what());
+  }
+}
+
+// cudatrace report [OPTIONS] TRACE.jsonl
+int report_main(int argc, char** argv) {
+  using namespace cudatrace;
+  Options opts;
+  std::string groups, layer = "all", trace;
+
+  CLI::App app{kDescription, "cudatrace report"};
+  app.formatter(std::make_shared<HelpFormatter>(kReportUsage));
+  app.footer(kReportExamples);
+  app.add_option("TRACE.jsonl", trace, "The trace, JSON Lines written by --json; - reads standard input")->required()->type_name("");
+  // Selection
+  app.add_option("-f,--filter", groups, "Report only these groups, comma-separated; all: every group")->group(kSelection)->type_name("GROUPS");
+  app.add_option("--layer", layer, "runtime, driver, nccl or all (default)")->group(kSelection)->type_name("LAYER");
+  // Output
+  app.add_flag("--json", opts.json, "JSON Lines output (docs/json.md)")->group(kOutput);
+  app.add_option("--perfetto", opts.perfetto_path, "Also write a timeline to FILE (docs/timeline.md)")->group(kOutput)->type_name("FILE");
+  app.add_flag("--full-names", opts.full_names, "Print kernels by their whole demangled names")->group(kOutput);
+  // Analysis
+  app.add_flag("--summary", opts.summary_tables, "Print per-API, kernel, transfer and memory tables and insights instead of calls")->group(kAnalysis);
+  app.add_flag("--hist", opts.hist, "Print a log2 latency histogram per API instead of calls")->group(kAnalysis);
+  app.add_flag("--insights", opts.insights, "Print inferences about the host side")->group(kAnalysis);
+  // Other
+  app.set_help_flag("-h,--help", "Print this help and exit")->group(kOther);
+  // New report options go in the block of their group above.
+
+  parse_or_exit(app, argc, argv);
+  apply_selection(opts, groups, layer);
+  opts.summary = opts.summary_tables || opts.hist || opts.insights;
+  return run_report(opts, trace);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace cudatrace;
+  // "report" is a subcommand: a program of that name is traced with "cudatrace -- report".
+  if (argc > 1 && std::string(argv[1]) == "report") return report_main(argc - 1, argv + 1);
+
+  Options opts;
+  std::string groups, layer = "all", dlopen_stop;
+  bool no_dlopen_stop = false;
+  bool list_apis = false, version = false;
+  std::string nvtx_library_path;
+  long long pid = 0, tid = 0;
+
+  CLI::App app{kDescription, "cudatrace"};
+  app.formatter(std::make_shared<HelpFormatter>(kUsage));
+  app.footer(kExamples);
+  // One option per line, in blocks by --help group; a new option goes at the end of its block.
+  // Targets
+  app.add_option("-p,--pid", pid, "Trace the running process PID")->group(kTargets)->type_name("PID");
+  app.add_option("--lib", opts.libs, "Also probe this library or executable (repeatable)")->group(kTargets)->type_name("PATH");
+  // Selection
+  app.add_option("-f,--filter", groups, "Trace only these groups, comma-separated; all: every group")->group(kSelection)->type_name("GROUPS");
+  app.add_option("--layer", layer, "runtime, driver, nccl or all (default)")->group(kSelection)->type_name("LAYER");
+  // The range check also refuses "-3", which would otherwise wrap to a huge unsigned value.
+  app.add_option("--min-us", opts.min_us, "Only calls that took at least this many microseconds")->group(kSelection)->type_name("US")->check(CLI::Range(std::uint64_t(0), std::uint64_t(1000000000000)));
+  app.add_flag("--errors", opts.errors_only, "Only calls that returned an error")->group(kSelection);
+  app.add_option("--tid", tid, "Only this thread")->group(kSelection)->type_name("TID");
+  // Output
+  app.add_flag("--json", opts.json, "JSON Lines output (docs/json.md)")->group(kOutput);
+  app.add_option("-o,--output", opts.output_path, "Write the trace to FILE instead of standard output")->group(kOutput)->type_name("FILE");
+  app.add_option("--perfetto", opts.perfetto_path, "Also write a timeline to FILE, for ui.perfetto.dev (docs/timeline.md)")->group(kOutput)->type_name("FILE");
+  app.add_flag("--output-follow-symlinks", opts.output_follow_symlinks, "Let -o FILE write through a symbolic link in a world-writable directory (/tmp)")->group(kOutput);
+  app.add_flag("--full-names", opts.full_names, "Print kernels by their whole demangled names (default: short names; JSON has both)")->group(kOutput);
+  app.add_flag("--stack", opts.stack, "Capture and symbolise the user stack of each call (and of leaked allocations)")->group(kOutput);
+  app.add_flag("--nvtx", opts.nvtx, "Give each call the NVTX ranges open on its thread (torch.cuda.nvtx, emit_nvtx; docs/nvtx.md)")->group(kOutput);
+  // Analysis
+  app.add_flag("--summary", opts.summary_tables, "Print per-API, kernel, transfer, memory tables and insights, not calls (docs/summary.md)")->group(kAnalysis);
+  app.add_flag("--hist", opts.hist, "Print a log2 latency histogram per API instead of calls")->group(kAnalysis);
+  app.add_flag("--insights", opts.insights, "Print inferences about the host side (launch-bound, sync storms, ...)")->group(kAnalysis);
+  app.add_option("-i,--interval", opts.interval_s, "With --summary/--hist/--insights: also report every N seconds")->group(kAnalysis)->type_name("N");
+  app.add_option("-c,--count", opts.count, "With -i: stop after this many interval reports")->group(kAnalysis)->type_name("N");
+  app.add_flag("--by-range", opts.by_range, "With --summary: CUDA time, launches and bytes per NVTX range (implies --nvtx)")->group(kAnalysis);
+  // Tuning
+  app.add_option("--ring-mb", opts.ring_mb, "Ring buffer size in MiB, a power of two (default 16)")->group(kTuning)->type_name("MIB");
+  app.add_option("--buffer-mb", opts.buffer_mb, "Output not yet read by its consumer kept in memory, at most N MiB (default 128)")->group(kTuning)->type_name("MIB")->check(CLI::Range(1u, 65536u));
+  app.add_option("--dlopen-stop", dlopen_stop, "Pause a process while probes attach to a library it just loaded: auto (default: always, but not a -p target that is a job of an interactive shell), always, never")->group(kTuning)->type_name("WHEN");
+  app.add_flag("--no-dlopen-stop", no_dlopen_stop, "Same as --dlopen-stop=never")->group(kTuning);
+  app.add_flag("--nested-returns", opts.nested_returns, "Also time nested calls without out-params (a runtime call's launch or copy): one more trap each")->group(kTuning);
+  // Other
+  app.set_help_flag("-h,--help", "Print this help and exit")->group(kOther);
+  app.add_flag("--list-apis", list_apis, "List the traced APIs and exit")->group(kOther);
+  app.add_option("--write-nvtx-library", nvtx_library_path, "Write the NVTX injection library to FILE and exit (to start a program for -p --nvtx)")->group(kOther)->type_name("FILE");
+  app.add_flag("-v,--verbose", opts.verbose, "Say which files are probed; show libbpf messages")->group(kOther);
+  app.add_flag("-V,--version", version, "Print the version and exit")->group(kOther);
+  app.prefix_command(true);
+
+  parse_or_exit(app, argc, argv);
+  if (version) {
+    std::printf("%s\n", kVersion);
+    return 0;
+  }
+
+  opts.command = app.remaining();
+  if (!opts.command.empty() && opts.command.front() == "--")
+    opts.command.erase(opts.command.begin());
+  else if (!opts.command.empty() && opts.command.front().rfind('-', 0) == 0)
+    usage_error("unknown option " + opts.command.front());
+
+  apply_selection(opts, groups, layer);
+
+  if (!nvtx_library_path.empty()) {
+    std::string error;
+    if (!write_nvtx_library(nvtx_library_path, error)) {
+      std::fprintf(stderr, "cudatrace: %s\n", error.c_str());
+      return kExitOutput;
+    }
+    return 0;
+  }
+  if (opts.by_range && !opts.summary_tables) usage_error("--by-range needs --summary");
+  opts.nvtx |= opts.by_range;
+  if (opts.nvtx) {  // traced whatever -f says: every call needs the range stack
+    opts.selection.layer[static_cast<int>(Layer::Nvtx)] = opts.display.layer[static_cast<int>(Layer::Nvtx)] = true;
+    opts.selection.group[static_cast<int>(Group::Nvtx)] = true;
+    // Without -f the range calls are printed too (the nvtx group is off by default only because it needs --nvtx).
+    if (groups.empty()) opts.display.group[static_cast<int>(Group::Nvtx)] = true;
+  }
+  if (list_apis) {
+    std::fputs((opts.json ? api_list_json(opts.display) : api_list_markdown(opts.display)).c_str(), stdout);
+    return 0;
+  }
+  if (pid < 0 || pid > 0x7fffffff) usage_error("invalid PID " + std::to_string(pid));
+  if (tid < 0 || tid > 0x7fffffff) usage_error("invalid TID " + std::to_string(tid));
+  opts.pid = static_cast<pid_t>(pid);
+  opts.tid = static_cast<pid_t>(tid);
+  if (opts.pid > 0 && !opts.command.empty()) usage_error("give either -p PID or a command, not both");
+  if (opts.pid == 0 && opts.command.empty()) usage_error("nothing to trace: give -p PID or -- COMMAND");
+  opts.summary = opts.summary_tables || opts.hist || opts.insights;
+  if (opts.interval_s && !opts.summary) usage_error("-i needs --summary, --hist or --insights");
+  if (opts.count && !opts.interval_s) usage_error("-c needs -i");
+  if (opts.summary && (opts.min_us || opts.errors_only))
+    usage_error("--min-us and --errors select calls to print; they do not combine with --summary, --hist or --insights");
+  if (no_dlopen_stop && !dlopen_stop.empty() && dlopen_stop != "never")
+    usage_error("--no-dlopen-stop contradicts --dlopen-stop=" + dlopen_stop);
+  if (no_dlopen_stop || dlopen_stop == "never")
+    opts.dlopen_stop = Options::DlopenStop::Never;
+  else if (dlopen_stop == "always")
+    opts.dlopen_stop = Options::DlopenStop::Always;
+  else if (!dlopen_stop.empty() && dlopen_stop != "auto")
+    usage_error("--dlopen-stop must be auto, always or never, not '" + dlopen_stop + "'");
+  if (opts.ring_mb == 0 || opts.ring_mb > 1024 || (opts.ring_mb & (opts.ring_mb - 1)))
+    usage_error("--ring-mb must be a power of two between 1 and 1024");
+  return run_tracer(opts);
+}

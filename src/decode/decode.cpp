@@ -1,0 +1,265 @@
+#include "cudatrace/decode/decode.h"
+
+#include <cstring>
+
+#include "cudatrace/decode/kernel_names.h"
+#include "cudatrace/analysis/nccl.h"
+
+namespace cudatrace {
+namespace {
+
+constexpr const char* kUnknownKernel = "?";
+
+std::uint64_t read_u64(const std::uint8_t* p) {
+  std::uint64_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+std::uint32_t read_u32(const std::uint8_t* p) {
+  std::uint32_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+Value stream_value(std::uint64_t handle) {
+  if (const char* name = special_stream_name(handle)) return Named{name, static_cast<std::int64_t>(handle)};
+  return Hex{handle};
+}
+
+// Expands a CUlaunchConfig / cudaLaunchConfig_t payload into named values.
+// Layouts (both 56 bytes): runtime {dim3 grid; dim3 block; size_t smem; stream; attrs; n}
+// driver {u32 gx,gy,gz,bx,by,bz,smem; pad; stream; attrs; n}.
+void decode_launch_config(Layer layer, const std::uint8_t* p, std::size_t len,
+                          std::vector<NamedValue>& out) {
+  if (len < CT_LAUNCH_CONFIG_SIZE) {
+    out.push_back({"config", std::monostate{}, ArgType::LaunchConfig});
+    return;
+  }
+  const Dim3 grid{read_u32(p), read_u32(p + 4), read_u32(p + 8)};
+  const Dim3 block{read_u32(p + 12), read_u32(p + 16), read_u32(p + 20)};
+  const std::uint64_t smem = layer == Layer::Runtime ? read_u64(p + 24) : read_u32(p + 24);
+  out.push_back({"grid", grid, ArgType::Dim3});
+  out.push_back({"block", block, ArgType::Dim3});
+  out.push_back({layer == Layer::Runtime ? "sharedMem" : "sharedMemBytes", smem, ArgType::Size});
+  out.push_back({layer == Layer::Runtime ? "stream" : "hStream", stream_value(read_u64(p + 32)), ArgType::Stream});
+  // Attributes: {u32 id; pad; 64-byte value}. Cluster dimension is id 4 in both APIs.
+  constexpr std::uint32_t kClusterDimension = 4;
+  const std::size_t nattrs = (len - CT_LAUNCH_CONFIG_SIZE) / CT_LAUNCH_ATTR_SIZE;
+  for (std::size_t i = 0; i < nattrs; ++i) {
+    const std::uint8_t* a = p + CT_LAUNCH_CONFIG_SIZE + i * CT_LAUNCH_ATTR_SIZE;
+    if (read_u32(a) == kClusterDimension)
+      out.push_back({"clusterDim", Dim3{read_u32(a + 8), read_u32(a + 12), read_u32(a + 16)}, ArgType::Dim3});
+  }
+}
+
+}  // namespace
+
+const char* memcpy_kind_name(std::uint64_t kind) {
+  static const char* const kNames[] = {"cudaMemcpyHostToHost", "cudaMemcpyHostToDevice", "cudaMemcpyDeviceToHost",
+                                       "cudaMemcpyDeviceToDevice", "cudaMemcpyDefault"};
+  return kind < std::size(kNames) ? kNames[kind] : nullptr;
+}
+
+const NamedValue* arg_of_type(const Call& c, ArgType t, int nth) {
+  for (const NamedValue& a : c.args)
+    if (a.type == t && nth-- == 0) return &a;
+  return nullptr;
+}
+
+std::optional<std::uint64_t> arg_value(const Call& c, ArgType t, int nth) {
+  const NamedValue* a = arg_of_type(c, t, nth);
+  return a ? integer_value(a->value) : std::nullopt;
+}
+
+std::optional<std::uint64_t> integer_value(const Value& v) {
+  if (const auto* h = std::get_if<Hex>(&v)) return h->v;
+  if (const auto* n = std::get_if<Named>(&v)) return static_cast<std::uint64_t>(n->raw);
+  if (const auto* u = std::get_if<std::uint64_t>(&v)) return *u;
+  if (const auto* i = std::get_if<std::int64_t>(&v)) return static_cast<std::uint64_t>(*i);
+  return std::nullopt;
+}
+
+const char* special_stream_name(std::uint64_t handle) {
+  switch (handle) {
+    case 0:
+      return "default";
+    case 1:
+      return "cudaStreamLegacy";
+    case 2:
+      return "cudaStreamPerThread";
+    default:
+      return nullptr;
+  }
+}
+
+std::string_view Call::comm() const { return std::string_view(rec->comm, strnlen(rec->comm, sizeof rec->comm)); }
+
+bool Call::failed() const {
+  if (unfinished || entry_only || api->spec->returns == Returns::Void) return false;
+  const std::int32_t code = static_cast<std::int32_t>(rec->ret);
+  // 600: cudaErrorNotReady / CUDA_ERROR_NOT_READY; ncclInProgress: a nonblocking communicator is still working.
+  return code != 0 && code != (api->layer() == Layer::Nccl ? CT_NCCL_IN_PROGRESS : 600);
+}
+
+const char* Call::ret_name() const {
+  if (unfinished || entry_only || api->spec->returns == Returns::Void) return nullptr;
+  return cuda_error_name(api->layer(), static_cast<std::int32_t>(rec->ret));
+}
+
+bool decode_call(const ct_call& rec, KernelNames* names, Call& call, const StringReader* read_string) {
+  const Api* api = api_by_id(rec.api);
+  if (!api) return false;
+  call.rec = &rec;
+  call.api = api;
+  call.parent = rec.parent_api == kNoApi ? nullptr : api_by_id(rec.parent_api);
+  call.unfinished = rec.type == CT_REC_UNFINISHED;
+  call.entry_only = rec.flags & CT_FLAG_ENTRY_ONLY;
+  call.args.clear();
+  call.kernel = {};
+  call.kernel_mangled = {};
+  call.kernel_short = {};
+  call.kernel_handle = 0;
+  call.waited = nullptr;
+  call.nccl = nullptr;
+
+  const auto* payload = reinterpret_cast<const std::uint8_t*>(&rec + 1);
+  const std::size_t payload_len = rec.payload_len;
+  int out_no = 0;
+  bool is_launch = false;
+  for (std::size_t i = 0; i < api->spec->args.size(); ++i) {
+    const ArgSpec& spec = api->spec->args[i];
+    const int slot = api->slots[i];
+    const std::uint64_t raw = rec.args[slot];
+    const std::size_t first_value = call.args.size();
+    if (is_out(spec.type)) {
+      const int o = out_no++;
+      const bool fault = rec.flags & (o ? CT_FLAG_OUT1_FAULT : CT_FLAG_OUT0_FAULT);
+      // Out-params are only meaningful once the call has returned successfully (or
+      // ncclInProgress: a nonblocking NCCL communicator exists while it initialises).
+      const std::int32_t code = static_cast<std::int32_t>(rec.ret);
+      const bool written = code == 0 || (api->layer() == Layer::Nccl && code == CT_NCCL_IN_PROGRESS);
+      if (call.unfinished || fault || (api->spec->returns == Returns::Status && !written)) {
+        call.args.push_back({spec.name, std::monostate{}, spec.type});
+        continue;
+      }
+      const std::uint64_t v = rec.outs[o];
+      switch (spec.type) {
+        case ArgType::OutSize:
+          call.args.push_back({spec.name, v});
+          break;
+        case ArgType::OutInt:
+          call.args.push_back({spec.name, std::int64_t(static_cast<std::int32_t>(v))});
+          break;
+        case ArgType::OutFloat: {
+          float f;
+          const std::uint32_t bits = static_cast<std::uint32_t>(v);
+          std::memcpy(&f, &bits, sizeof f);
+          call.args.push_back({spec.name, double(f)});
+          break;
+        }
+        default:
+          call.args.push_back({spec.name, Hex{v}});
+      }
+      call.args.back().type = spec.type;
+      continue;
+    }
+    switch (spec.type) {
+      case ArgType::Size:
+        call.args.push_back({spec.name, raw});
+        break;
+      case ArgType::UInt:
+        call.args.push_back({spec.name, std::uint64_t(static_cast<std::uint32_t>(raw))});
+        break;
+      case ArgType::Int:
+        call.args.push_back({spec.name, std::int64_t(static_cast<std::int32_t>(raw))});
+        break;
+      case ArgType::Flags:
+        call.args.push_back({spec.name, Hex{static_cast<std::uint32_t>(raw)}});
+        break;
+      case ArgType::MemcpyKind:
+        call.args.push_back(
+            {spec.name, Named{memcpy_kind_name(static_cast<std::uint32_t>(raw)), static_cast<std::int32_t>(raw)}});
+        break;
+      case ArgType::Stream:
+        call.args.push_back({spec.name, stream_value(raw)});
+        break;
+      case ArgType::Func:
+        is_launch = api->group() == Group::Launch;
+        call.kernel_handle = raw;
+        call.args.push_back({spec.name, Hex{raw}});
+        break;
+      case ArgType::Dim3:
+        call.args.push_back({spec.name, Dim3{static_cast<std::uint32_t>(raw), static_cast<std::uint32_t>(raw >> 32),
+                                             static_cast<std::uint32_t>(rec.args[slot + 1])}});
+        break;
+      case ArgType::Dim3Split:
+        call.args.push_back({spec.name, Dim3{static_cast<std::uint32_t>(raw), static_cast<std::uint32_t>(rec.args[slot + 1]),
+                                             static_cast<std::uint32_t>(rec.args[slot + 2])}});
+        break;
+      case ArgType::String:
+        if (rec.flags & CT_FLAG_PAYLOAD_FAULT || payload_len == 0) {
+          // Typically a string in a page the process has not touched yet.
+          if (raw && read_string && (*read_string)(rec.pid, raw, call.string_storage))
+            call.args.push_back({spec.name, std::string_view(call.string_storage)});
+          else
+            call.args.push_back({spec.name, std::monostate{}});
+        } else {
+          const char* s = reinterpret_cast<const char*>(payload);
+          call.args.push_back({spec.name, std::string_view(s, strnlen(s, payload_len))});
+        }
+        break;
+      case ArgType::LaunchConfig:
+        // A fault reading the attributes still leaves the config itself (payload_len says what arrived).
+        decode_launch_config(api->layer(), payload, payload_len, call.args);
+        break;
+      case ArgType::NcclDataType:
+        call.args.push_back({spec.name, Named{nccl_datatype_name(raw & 0xffffffff), static_cast<std::int32_t>(raw)}});
+        break;
+      case ArgType::NcclRedOp:
+        if (const char* name = nccl_redop_name(raw & 0xffffffff)) {
+          call.args.push_back({spec.name, Named{name, static_cast<std::int32_t>(raw)}});
+        } else {
+          call.string_storage = "op#" + std::to_string(static_cast<std::int32_t>(raw));
+          call.args.push_back({spec.name, std::string_view(call.string_storage)});
+        }
+        break;
+      case ArgType::NcclUniqueId:
+      case ArgType::NcclUniqueIdPtr: {
+        // Shown as the communicator id it hashes to (nccl.h); one read through a pointer
+        // only once the call succeeded (ncclGetUniqueId's is an out-param).
+        const bool written = spec.type == ArgType::NcclUniqueId || (!call.unfinished && !call.failed());
+        const auto id = nccl_unique_id_hash(payload, payload_len);
+        if (!written || rec.flags & CT_FLAG_PAYLOAD_FAULT || !id) {
+          call.args.push_back({spec.name, std::monostate{}});
+        } else {
+          call.string_storage = nccl_id_text(*id);
+          call.args.push_back({spec.name, std::string_view(call.string_storage)});
+        }
+        break;
+      }
+      case ArgType::NcclCommArray: {
+        // The first communicator; the model (nccl.cpp) reads the others from the payload.
+        const bool ok = !call.unfinished && rec.ret == 0 && !(rec.flags & CT_FLAG_PAYLOAD_FAULT) && payload_len >= 8;
+        if (ok)
+          call.args.push_back({spec.name, Hex{read_u64(payload)}});
+        else
+          call.args.push_back({spec.name, std::monostate{}});
+        break;
+      }
+      default:  // Ptr, Event, Handle
+        call.args.push_back({spec.name, Hex{raw}});
+    }
+    // A launch config's expansion carries its own types.
+    if (spec.type != ArgType::LaunchConfig)
+      for (std::size_t k = first_value; k < call.args.size(); ++k) call.args[k].type = spec.type;
+  }
+  if (is_launch) {
+    const KernelNames::Name* n = names ? names->find(rec.pid, call.kernel_handle) : nullptr;
+    call.kernel = n ? std::string_view(n->demangled) : kUnknownKernel;
+    call.kernel_mangled = n ? std::string_view(n->mangled) : kUnknownKernel;
+    call.kernel_short = n ? std::string_view(n->short_name) : kUnknownKernel;
+  }
+  return true;
+}
+
+}  // namespace cudatrace

@@ -1,0 +1,218 @@
+#include "cudatrace/render/perfetto.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <iterator>
+
+#include "cudatrace/render/json.h"
+#include "cudatrace/render/output.h"
+
+namespace cudatrace {
+namespace {
+
+constexpr std::size_t kFlushBytes = 1 << 16;
+
+}  // namespace
+
+std::unique_ptr<PerfettoWriter> PerfettoWriter::open(const std::string& path, std::uint64_t start_ns,
+                                                     std::string& error) {
+  std::FILE* f = std::fopen(path.c_str(), "we");
+  if (!f) {
+    error = "cannot write " + path + ": " + std::strerror(errno);
+    return nullptr;
+  }
+  return std::unique_ptr<PerfettoWriter>(new PerfettoWriter(f, start_ns));
+}
+
+PerfettoWriter::PerfettoWriter(std::FILE* f, std::uint64_t start_ns) : file_(f), start_ns_(start_ns) {
+  buf_.append(std::string_view(
+      "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"generator\":\"cudatrace\",\"clock\":\"CLOCK_MONOTONIC, 0 = "
+      "tracing start\",\"stream_lanes\":\"work as the host queued it: placed at the enqueue call, not at GPU "
+      "execution\"},\"traceEvents\":[\n"));
+}
+
+PerfettoWriter::~PerfettoWriter() {
+  std::string ignored;
+  finish(ignored);
+}
+
+void PerfettoWriter::begin_event(const char* ph, std::uint32_t pid, std::uint32_t tid, std::uint64_t ts_ns) {
+  if (!first_event_) buf_.append(std::string_view(",\n"));
+  first_event_ = false;
+  const std::int64_t rel = static_cast<std::int64_t>(ts_ns - start_ns_);
+  fmt::format_to(std::back_inserter(buf_), "{{\"ph\":\"{}\",\"pid\":{},\"tid\":{},\"ts\":{:.3f}", ph, pid, tid,
+                 rel / 1e3);
+}
+
+void PerfettoWriter::end_event() {
+  buf_.push_back('}');
+  flush_if_large();
+}
+
+void PerfettoWriter::name_threads(const Call& c) {
+  const auto& r = *c.rec;
+  if (named_processes_.insert(r.pid).second) {
+    begin_event("M", r.pid, r.pid, start_ns_);
+    buf_.append(std::string_view(",\"name\":\"process_name\",\"args\":{\"name\":"));
+    append_json_string(buf_, c.comm());
+    buf_.push_back('}');
+    end_event();
+  }
+  if (named_threads_.emplace(r.pid, r.tid).second) {
+    begin_event("M", r.pid, r.tid, start_ns_);
+    buf_.append(std::string_view(",\"name\":\"thread_name\",\"args\":{\"name\":"));
+    append_json_string(buf_, c.comm());
+    buf_.push_back('}');
+    end_event();
+  }
+}
+
+void PerfettoWriter::api_slice(const Call& c) {
+  const auto& r = *c.rec;
+  auto it = std::back_inserter(buf_);
+  // A call that never returned has no end: a "B" event without its "E".
+  begin_event(c.unfinished ? "B" : "X", r.pid, r.tid, r.ts_ns);
+  if (!c.unfinished) fmt::format_to(it, ",\"dur\":{:.3f}", r.dur_ns / 1e3);
+  fmt::format_to(it, ",\"name\":\"{}\",\"cat\":\"{}\",\"args\":{{", c.api->symbol, layer_name(c.api->layer()));
+  for (const NamedValue& a : c.args) {
+    append_json_string(buf_, a.name);
+    buf_.push_back(':');
+    if (a.id.empty())
+      append_json_value(buf_, a.value);
+    else
+      append_json_string(buf_, a.id);
+    buf_.push_back(',');
+  }
+  if (!c.kernel.empty()) {
+    buf_.append(std::string_view("\"kernel\":"));
+    append_json_string(buf_, c.kernel);
+    buf_.push_back(',');
+  }
+  if (c.waited) {
+    fmt::memory_buffer text;
+    append_wait_text(text, *c.waited);
+    buf_.append(std::string_view("\"waited\":"));
+    // Drop the leading " waited: " / " waits: " label.
+    const std::string_view s(text.data(), text.size());
+    append_json_string(buf_, s.substr(s.find(": ") + 2));
+    buf_.push_back(',');
+  }
+  if (c.unfinished) {
+    buf_.append(std::string_view("\"ret\":\"unfinished\"}"));
+  } else if (c.api->spec->returns == Returns::Void || c.entry_only) {  // entry-only: a zero-length slice
+    buf_.append(std::string_view("\"ret\":null}"));
+  } else if (const char* name = c.ret_name()) {
+    fmt::format_to(it, "\"ret\":\"{}\"}}", name);
+  } else {
+    fmt::format_to(it, "\"ret\":{}}}", static_cast<std::int32_t>(r.ret));
+  }
+  end_event();
+}
+
+void PerfettoWriter::nvtx_range(const NvtxClosed& r) {
+  auto it = std::back_inserter(buf_);
+  const std::uint64_t start = r.range.start_ns;
+  if (!r.process_wide) {
+    begin_event("X", r.pid, r.tid, start);
+    fmt::format_to(it, ",\"dur\":{:.3f},\"cat\":\"nvtx\",\"name\":", (r.end_ns - std::min(r.end_ns, start)) / 1e3);
+    append_json_string(buf_, r.range.message);
+    end_event();
+    return;
+  }
+  for (const char* ph : {"b", "e"}) {
+    begin_event(ph, r.pid, r.tid, *ph == 'b' ? start : r.end_ns);
+    fmt::format_to(it, ",\"cat\":\"nvtx\",\"id\":\"{}:{}\",\"name\":", r.pid, r.range.id);
+    append_json_string(buf_, r.range.message);
+    end_event();
+  }
+}
+
+void PerfettoWriter::queued_slice(const Call& c, const StreamActivity::Queued& q) {
+  const auto& r = *c.rec;
+  const std::uint32_t lane_tid = kStreamLaneTidBase + q.lane;
+  auto it = std::back_inserter(buf_);
+  if (named_threads_.emplace(r.pid, lane_tid).second) {
+    begin_event("M", r.pid, lane_tid, start_ns_);
+    buf_.append(std::string_view(",\"name\":\"thread_name\",\"args\":{\"name\":"));
+    append_json_string(buf_, q.lane_name);
+    buf_.push_back('}');
+    end_event();
+    // Lanes after the process's threads, in the order streams were seen.
+    begin_event("M", r.pid, lane_tid, start_ns_);
+    fmt::format_to(it, ",\"name\":\"thread_sort_index\",\"args\":{{\"sort_index\":{}}}", lane_tid);
+    end_event();
+  }
+  begin_event("X", r.pid, lane_tid, r.ts_ns);
+  fmt::format_to(it, ",\"dur\":{:.3f},\"name\":", r.dur_ns / 1e3);
+  append_json_string(buf_, q.label);
+  fmt::format_to(it, ",\"cat\":\"queued\",\"args\":{{\"stream\":\"{}\",\"api\":\"{}\",\"tid\":{},", q.stream,
+                 c.api->symbol, r.tid);
+  if (!c.kernel.empty()) {
+    buf_.append(std::string_view("\"kernel\":"));
+    append_json_string(buf_, c.kernel);
+    buf_.push_back(',');
+  }
+  buf_.append(std::string_view("\"timing\":\"host enqueue call, not GPU execution\"}"));
+  end_event();
+}
+
+void PerfettoWriter::flow(const Call& c, const StreamActivity::Consumed& from) {
+  const auto& r = *c.rec;
+  auto it = std::back_inserter(buf_);
+  // Each end is bound to the slice around its timestamp: the middle of the
+  // record call and of the consuming call.
+  begin_event("s", r.pid, from.record_tid, from.record_ts_ns + from.record_dur_ns / 2);
+  fmt::format_to(it, ",\"id\":{},\"cat\":\"event\",\"name\":\"{}\"", from.flow_id, from.event);
+  end_event();
+  begin_event("f", r.pid, r.tid, r.ts_ns + r.dur_ns / 2);
+  fmt::format_to(it, ",\"bp\":\"e\",\"id\":{},\"cat\":\"event\",\"name\":\"{}\"", from.flow_id, from.event);
+  end_event();
+}
+
+void PerfettoWriter::memory_counter(const Call& c) {
+  const Effect effect = c.api->effect();
+  if (effect != Effect::AllocDevice && effect != Effect::AllocManaged && effect != Effect::Free) return;
+  const std::uint32_t pid = c.rec->pid;
+  auto live_bytes = [&] {
+    std::uint64_t total = 0;
+    for (const auto& [key, device] : memory_.devices())
+      if (key.first == pid) total += device.live_bytes + device.managed_live_bytes;
+    return total;
+  };
+  const std::uint64_t before = live_bytes();
+  memory_.on_call(c);
+  const std::uint64_t after = live_bytes();
+  if (effect == Effect::Free && after == before) return;  // not an allocation we saw
+  begin_event("C", pid, pid, c.rec->ts_ns + c.rec->dur_ns);
+  fmt::format_to(std::back_inserter(buf_), ",\"name\":\"device memory\",\"args\":{{\"bytes\":{}}}", after);
+  end_event();
+}
+
+void PerfettoWriter::call(const Call& c, const StreamActivity& activity) {
+  if (!file_) return;
+  name_threads(c);
+  api_slice(c);
+  if (activity.queued) queued_slice(c, *activity.queued);
+  if (activity.consumed) flow(c, *activity.consumed);
+  if (!c.parent && !c.unfinished && c.rec->ret == 0) memory_counter(c);
+}
+
+void PerfettoWriter::flush_if_large() {
+  if (buf_.size() < kFlushBytes) return;
+  if (std::fwrite(buf_.data(), 1, buf_.size(), file_) != buf_.size()) write_failed_ = true;
+  buf_.clear();
+}
+
+bool PerfettoWriter::finish(std::string& error) {
+  if (!file_) return !write_failed_;
+  buf_.append(std::string_view("\n]}\n"));
+  if (std::fwrite(buf_.data(), 1, buf_.size(), file_) != buf_.size()) write_failed_ = true;
+  buf_.clear();
+  if (std::fclose(file_) != 0) write_failed_ = true;
+  file_ = nullptr;
+  if (write_failed_) error = std::string("writing the timeline failed: ") + std::strerror(errno);
+  return !write_failed_;
+}
+
+}  // namespace cudatrace

@@ -1,0 +1,224 @@
+#include "cudatrace/target/elf_file.h"
+
+#include <elf.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace cudatrace {
+
+std::unique_ptr<ElfFile> ElfFile::open(const std::string& path, std::string& error) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    error = path + ": " + std::strerror(errno);
+    return nullptr;
+  }
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    error = path + ": not a regular file";
+    ::close(fd);
+    return nullptr;
+  }
+  if (static_cast<std::size_t>(st.st_size) < sizeof(Elf64_Ehdr)) {
+    error = path + ": not an ELF file (too small)";
+    ::close(fd);
+    return nullptr;
+  }
+  void* map = mmap(nullptr, st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  if (map == MAP_FAILED) {
+    error = path + ": mmap: " + std::strerror(errno);
+    return nullptr;
+  }
+  std::unique_ptr<ElfFile> elf(new ElfFile());
+  elf->path_ = path;
+  elf->data_ = static_cast<const std::uint8_t*>(map);
+  elf->size_ = st.st_size;
+
+  const auto* eh = reinterpret_cast<const Elf64_Ehdr*>(elf->data_);
+  if (std::memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0) {
+    error = path + ": not an ELF file";
+    return nullptr;
+  }
+  if (eh->e_ident[EI_CLASS] != ELFCLASS64 || eh->e_ident[EI_DATA] != ELFDATA2LSB || eh->e_machine != EM_X86_64) {
+    error = path + ": not an x86-64 ELF64 file (cudatrace decodes the x86-64 calling convention only)";
+    return nullptr;
+  }
+  const auto in_file = [&](std::uint64_t off, std::uint64_t len) {
+    return off <= elf->size_ && len <= elf->size_ - off;
+  };
+  // The headers are read in place from the mapping: a misaligned table is not one a linker wrote.
+  if (eh->e_shoff % alignof(Elf64_Shdr) || eh->e_phoff % alignof(Elf64_Phdr) ||
+      eh->e_shentsize != sizeof(Elf64_Shdr) || !in_file(eh->e_shoff, std::uint64_t(eh->e_shnum) * sizeof(Elf64_Shdr)) ||
+      eh->e_phentsize != sizeof(Elf64_Phdr) || !in_file(eh->e_phoff, std::uint64_t(eh->e_phnum) * sizeof(Elf64_Phdr))) {
+    error = path + ": corrupt ELF headers";
+    return nullptr;
+  }
+  const auto* sh = reinterpret_cast<const Elf64_Shdr*>(elf->data_ + eh->e_shoff);
+  for (int i = 0; i < eh->e_shnum; ++i) {
+    if (sh[i].sh_type != SHT_DYNSYM && sh[i].sh_type != SHT_SYMTAB) continue;
+    if (sh[i].sh_link >= eh->e_shnum || sh[i].sh_entsize != sizeof(Elf64_Sym) ||
+        sh[i].sh_offset % alignof(Elf64_Sym))
+      continue;
+    const Elf64_Shdr& strs = sh[sh[i].sh_link];
+    if (!in_file(sh[i].sh_offset, sh[i].sh_size) || !in_file(strs.sh_offset, strs.sh_size)) continue;
+    auto table = std::make_unique<Table>(Table{elf->data_ + sh[i].sh_offset, sh[i].sh_size / sizeof(Elf64_Sym),
+                                               reinterpret_cast<const char*>(elf->data_ + strs.sh_offset),
+                                               strs.sh_size});
+    (sh[i].sh_type == SHT_DYNSYM ? elf->dynsym_ : elf->symtab_) = std::move(table);
+  }
+  return elf;
+}
+
+ElfFile::~ElfFile() {
+  if (data_) munmap(const_cast<std::uint8_t*>(data_), size_);
+}
+
+template <typename Fn>
+void ElfFile::for_each_function(const Table& t, Fn&& fn) const {
+  const auto* syms = static_cast<const Elf64_Sym*>(t.syms);
+  for (std::size_t i = 0; i < t.count; ++i) {
+    const Elf64_Sym& s = syms[i];
+    const int type = ELF64_ST_TYPE(s.st_info);
+    if ((type != STT_FUNC && type != STT_GNU_IFUNC) || s.st_shndx == SHN_UNDEF || s.st_value == 0) continue;
+    if (s.st_name >= t.strings_size) continue;
+    const char* name = t.strings + s.st_name;
+    const std::size_t len = strnlen(name, t.strings_size - s.st_name);
+    fn(std::string_view(name, len), s, static_cast<std::uint32_t>(i));
+  }
+}
+
+std::unordered_map<std::string, std::uint64_t> ElfFile::find_functions(
+    const std::unordered_set<std::string_view>& wanted) const {
+  std::unordered_map<std::string, std::uint64_t> found;
+  for (const Table* t : {dynsym_.get(), symtab_.get()}) {
+    if (!t) continue;
+    for_each_function(*t, [&](std::string_view name, const Elf64_Sym& s, std::uint32_t) {
+      // .dynsym names carry no version; .symtab ones may ("cudaMalloc@@libcudart.so.13").
+      const std::string_view base = name.substr(0, name.find('@'));
+      if (wanted.count(base)) found.emplace(std::string(base), s.st_value);
+    });
+  }
+  return found;
+}
+
+std::uint64_t ElfFile::exported_object(std::string_view name) const {
+  if (!dynsym_) return 0;
+  const auto* syms = static_cast<const Elf64_Sym*>(dynsym_->syms);
+  for (std::size_t i = 0; i < dynsym_->count; ++i) {
+    const Elf64_Sym& s = syms[i];
+    if (ELF64_ST_TYPE(s.st_info) != STT_OBJECT || s.st_shndx == SHN_UNDEF || s.st_name >= dynsym_->strings_size)
+      continue;
+    const char* sym_name = dynsym_->strings + s.st_name;
+    if (std::string_view(sym_name, strnlen(sym_name, dynsym_->strings_size - s.st_name)) == name) return s.st_value;
+  }
+  return 0;
+}
+
+FunctionSymbol ElfFile::symbol(std::uint32_t ref) const {
+  const Table& t = ref & kSymtabBit ? *symtab_ : *dynsym_;
+  const Elf64_Sym& s = static_cast<const Elf64_Sym*>(t.syms)[ref & ~kSymtabBit];
+  const char* name = t.strings + s.st_name;
+  const std::string_view full(name, strnlen(name, t.strings_size - s.st_name));
+  return {full.substr(0, full.find('@')), s.st_value, s.st_size};
+}
+
+const std::vector<std::uint32_t>& ElfFile::by_address() const {
+  if (indexed_) return by_address_;
+  indexed_ = true;
+  for (const Table* t : {dynsym_.get(), symtab_.get()}) {
+    if (!t || t->count >= kSymtabBit) continue;
+    const std::uint32_t tag = t == symtab_.get() ? kSymtabBit : 0;
+    for_each_function(*t, [&](std::string_view, const Elf64_Sym&, std::uint32_t i) { by_address_.push_back(tag | i); });
+  }
+  // Sorting compares names only between aliases: few, so cheap.
+  const auto address = [this](std::uint32_t ref) {
+    const Table& t = ref & kSymtabBit ? *symtab_ : *dynsym_;
+    return static_cast<const Elf64_Sym*>(t.syms)[ref & ~kSymtabBit].st_value;
+  };
+  std::sort(by_address_.begin(), by_address_.end(), [&](std::uint32_t x, std::uint32_t y) {
+    const std::uint64_t a = address(x), b = address(y);
+    return a < b || (a == b && symbol(x).name < symbol(y).name);
+  });
+  by_address_.erase(std::unique(by_address_.begin(), by_address_.end(),
+                                [&](std::uint32_t x, std::uint32_t y) { return address(x) == address(y); }),
+                    by_address_.end());
+  by_address_.shrink_to_fit();
+  return by_address_;
+}
+
+std::vector<FunctionSymbol> ElfFile::functions() const {
+  std::vector<FunctionSymbol> out;
+  for (std::uint32_t ref : by_address()) out.push_back(symbol(ref));
+  return out;
+}
+
+std::optional<ElfFile::Section> ElfFile::section(std::string_view name) const {
+  const auto* eh = reinterpret_cast<const Elf64_Ehdr*>(data_);
+  const auto* sh = reinterpret_cast<const Elf64_Shdr*>(data_ + eh->e_shoff);
+  if (eh->e_shstrndx >= eh->e_shnum) return std::nullopt;
+  const Elf64_Shdr& names = sh[eh->e_shstrndx];
+  if (names.sh_offset > size_ || names.sh_size > size_ - names.sh_offset) return std::nullopt;
+  const char* strings = reinterpret_cast<const char*>(data_ + names.sh_offset);
+  for (int i = 0; i < eh->e_shnum; ++i) {
+    if (sh[i].sh_name >= names.sh_size || sh[i].sh_type == SHT_NOBITS) continue;
+    if (std::string_view(strings + sh[i].sh_name, strnlen(strings + sh[i].sh_name, names.sh_size - sh[i].sh_name)) != name)
+      continue;
+    if (sh[i].sh_offset > size_ || sh[i].sh_size > size_ - sh[i].sh_offset) return std::nullopt;
+    return Section{sh[i].sh_addr, sh[i].sh_offset, sh[i].sh_size};
+  }
+  return std::nullopt;
+}
+
+bool ElfFile::function_at(std::uint64_t vaddr, FunctionSymbol& out) const {
+  const auto& index = by_address();
+  auto it = std::lower_bound(index.begin(), index.end(), vaddr,
+                             [this](std::uint32_t ref, std::uint64_t v) { return symbol(ref).address < v; });
+  if (it == index.end() || symbol(*it).address != vaddr) return false;
+  out = symbol(*it);
+  return true;
+}
+
+bool ElfFile::function_containing(std::uint64_t vaddr, FunctionSymbol& out) const {
+  const auto& index = by_address();
+  auto it = std::upper_bound(index.begin(), index.end(), vaddr,
+                             [this](std::uint64_t v, std::uint32_t ref) { return v < symbol(ref).address; });
+  if (it == index.begin()) return false;
+  const FunctionSymbol f = symbol(*--it);
+  if (vaddr >= f.address + f.size) return false;
+  out = f;
+  return true;
+}
+
+bool ElfFile::vaddr_to_offset(std::uint64_t vaddr, std::uint64_t& offset) const {
+  const auto* eh = reinterpret_cast<const Elf64_Ehdr*>(data_);
+  const auto* ph = reinterpret_cast<const Elf64_Phdr*>(data_ + eh->e_phoff);
+  for (int i = 0; i < eh->e_phnum; ++i) {
+    if (ph[i].p_type != PT_LOAD || !(ph[i].p_flags & PF_X)) continue;
+    if (vaddr >= ph[i].p_vaddr && vaddr < ph[i].p_vaddr + ph[i].p_memsz) {
+      offset = vaddr - ph[i].p_vaddr + ph[i].p_offset;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool ElfFile::offset_to_vaddr(std::uint64_t offset, std::uint64_t& vaddr) const {
+  const auto* eh = reinterpret_cast<const Elf64_Ehdr*>(data_);
+  const auto* ph = reinterpret_cast<const Elf64_Phdr*>(data_ + eh->e_phoff);
+  for (int i = 0; i < eh->e_phnum; ++i) {
+    if (ph[i].p_type != PT_LOAD) continue;
+    if (offset >= ph[i].p_offset && offset < ph[i].p_offset + ph[i].p_filesz) {
+      vaddr = offset - ph[i].p_offset + ph[i].p_vaddr;
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace cudatrace

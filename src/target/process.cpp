@@ -1,0 +1,117 @@
+#include "cudatrace/target/process.h"
+
+#include <elf.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace cudatrace {
+
+bool read_maps(pid_t pid, std::vector<Mapping>& out) {
+  out.clear();
+  std::ifstream in("/proc/" + std::to_string(pid) + "/maps");
+  if (!in) return false;
+  std::string line;
+  while (std::getline(in, line)) {
+    // start-end perms offset dev inode path
+    Mapping m{};
+    char perms[5] = {};
+    unsigned long long start, end, offset, inode;
+    int path_pos = -1;
+    if (std::sscanf(line.c_str(), "%llx-%llx %4s %llx %*x:%*x %llu %n", &start, &end, perms, &offset, &inode,
+                    &path_pos) < 5)
+      continue;
+    m.start = start;
+    m.end = end;
+    m.offset = offset;
+    m.inode = inode;
+    m.exec = perms[2] == 'x';
+    if (path_pos > 0 && static_cast<std::size_t>(path_pos) < line.size() && line[path_pos] == '/')
+      m.path = line.substr(path_pos);
+    out.push_back(std::move(m));
+  }
+  return true;
+}
+
+std::string host_path(pid_t pid, const Mapping& m) {
+  const std::string proc = "/proc/" + std::to_string(pid);
+  const std::string via_root = proc + "/root" + m.path;
+  struct stat st {};
+  if (stat(via_root.c_str(), &st) == 0 && st.st_ino == m.inode) return via_root;
+  // Deleted or replaced on disk: the mapping itself still names the inode.
+  char range[64];
+  std::snprintf(range, sizeof range, "/map_files/%llx-%llx", static_cast<unsigned long long>(m.start),
+                static_cast<unsigned long long>(m.end));
+  return proc + range;
+}
+
+bool process_exists(pid_t pid) { return kill(pid, 0) == 0 || errno == EPERM; }
+
+std::string find_in_path(const std::string& name) {
+  if (name.find('/') != std::string::npos) return access(name.c_str(), X_OK) == 0 ? name : std::string();
+  const char* env = std::getenv("PATH");
+  std::stringstream dirs(env ? env : "/usr/local/bin:/usr/bin:/bin");
+  std::string dir;
+  while (std::getline(dirs, dir, ':')) {
+    const std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+    struct stat st {};
+    if (stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(candidate.c_str(), X_OK) == 0)
+      return candidate;
+  }
+  return {};
+}
+
+namespace {
+
+// The kernel follows at most 4 levels of "#!" (BINPRM_MAX_RECURSION); so do we.
+std::string interpreter_of(const std::string& path, int depth) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return {};
+  char head[2] = {};
+  in.read(head, 2);
+  if (head[0] == '#' && head[1] == '!') {
+    std::string line;
+    std::getline(in, line);
+    std::stringstream words(line);
+    std::string interp;
+    words >> interp;
+    return interp.empty() || depth >= 4 ? std::string() : interpreter_of(interp, depth + 1);
+  }
+  Elf64_Ehdr eh{};
+  in.seekg(0);
+  if (!in.read(reinterpret_cast<char*>(&eh), sizeof eh) || eh.e_ident[EI_CLASS] != ELFCLASS64) return {};
+  for (int i = 0; i < eh.e_phnum; ++i) {
+    Elf64_Phdr ph{};
+    in.seekg(eh.e_phoff + std::uint64_t(i) * sizeof ph);
+    if (!in.read(reinterpret_cast<char*>(&ph), sizeof ph)) return {};
+    if (ph.p_type != PT_INTERP || ph.p_filesz == 0 || ph.p_filesz > 4096) continue;
+    std::string interp(ph.p_filesz, '\0');
+    in.seekg(ph.p_offset);
+    if (!in.read(interp.data(), ph.p_filesz)) return {};
+    interp.resize(interp.find('\0') == std::string::npos ? interp.size() : interp.find('\0'));
+    return interp;
+  }
+  return {};
+}
+
+}  // namespace
+
+std::string program_interpreter(const std::string& path) { return interpreter_of(path, 0); }
+
+bool is_foreign_elf(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  Elf64_Ehdr eh{};
+  if (!in.read(reinterpret_cast<char*>(eh.e_ident), EI_NIDENT) || std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0)
+    return false;
+  in.read(reinterpret_cast<char*>(&eh.e_type), sizeof eh.e_type + sizeof eh.e_machine);
+  return eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_ident[EI_DATA] != ELFDATA2LSB || eh.e_machine != EM_X86_64;
+}
+
+}  // namespace cudatrace

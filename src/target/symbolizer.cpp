@@ -1,0 +1,135 @@
+#include "cudatrace/target/symbolizer.h"
+
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+namespace cudatrace {
+
+void Symbolizer::capture(pid_t pid, std::vector<Mapping> maps) {
+  std::vector<const ElfFile*> files;
+  std::vector<FileKey> keys;
+  for (const Mapping& m : maps) {
+    if (m.path.empty()) {
+      files.push_back(nullptr);
+      continue;
+    }
+    FileKey key{m.inode, m.path};
+    auto it = files_.find(key);
+    if (it == files_.end()) {
+      std::string error;
+      File f;
+      f.elf = ElfFile::open(host_path(pid, m), error);
+      it = files_.emplace(key, std::move(f)).first;
+    }
+    if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
+      ++it->second.users;
+      keys.push_back(std::move(key));
+    }
+    files.push_back(it->second.elf.get());
+  }
+  release(pid);  // after the new references: files still mapped stay open
+  maps_[pid] = std::move(maps);
+  files_of_[pid] = std::move(files);
+  keys_of_[pid] = std::move(keys);
+}
+
+void Symbolizer::release(pid_t pid) {
+  auto keys = keys_of_.find(pid);
+  if (keys == keys_of_.end()) return;
+  for (const FileKey& key : keys->second) {
+    auto it = files_.find(key);
+    if (it != files_.end() && --it->second.users == 0) files_.erase(it);
+  }
+  keys_of_.erase(keys);
+}
+
+void Symbolizer::forget(pid_t pid) {
+  release(pid);
+  maps_.erase(pid);
+  files_of_.erase(pid);
+}
+
+std::vector<pid_t> Symbolizer::processes() const {
+  std::vector<pid_t> out;
+  for (const auto& [pid, maps] : maps_) out.push_back(pid);
+  return out;
+}
+
+const Mapping* Symbolizer::mapping_at(pid_t pid, std::uint64_t addr) {
+  if (!maps_.count(pid)) {
+    std::vector<Mapping> maps;
+    if (!read_maps(pid, maps)) return nullptr;
+    capture(pid, std::move(maps));
+  }
+  for (const Mapping& m : maps_[pid])
+    if (addr >= m.start && addr < m.end) return &m;
+  return nullptr;
+}
+
+std::string Symbolizer::function_at(pid_t pid, std::uint64_t addr) {
+  const Mapping* m = mapping_at(pid, addr);
+  if (!m || !m->exec) return {};
+  const ElfFile* f = files_of_[pid][m - maps_[pid].data()];
+  std::uint64_t vaddr = 0;
+  FunctionSymbol sym;
+  if (!f || !f->offset_to_vaddr(addr - m->start + m->offset, vaddr) || !f->function_at(vaddr, sym)) return {};
+  return std::string(sym.name);
+}
+
+Symbolizer::Location Symbolizer::locate(pid_t pid, std::uint64_t addr) {
+  Location loc;
+  const Mapping* m = mapping_at(pid, addr);
+  if (!m || m->path.empty()) return loc;
+  loc.module = m->path;
+  loc.module_offset = addr - m->start + m->offset;
+  const ElfFile* f = files_of_[pid][m - maps_[pid].data()];
+  std::uint64_t vaddr = 0;
+  FunctionSymbol sym;
+  if (!m->exec || !f || !f->offset_to_vaddr(loc.module_offset, vaddr) || !f->function_containing(vaddr, sym)) return loc;
+  loc.function = std::string(sym.name);
+  loc.function_offset = vaddr - sym.address;
+  return loc;
+}
+
+bool Symbolizer::string_at(pid_t pid, std::uint64_t addr, std::size_t max, std::string& out) {
+  if (read_process_string(pid, addr, max, out)) return true;
+  const Mapping* m = mapping_at(pid, addr);
+  if (!m) return false;
+  const ElfFile* f = files_of_[pid][m - maps_[pid].data()];
+  if (!f) return false;
+  const std::string_view bytes = f->contents();
+  const std::uint64_t offset = addr - m->start + m->offset;
+  if (offset >= bytes.size()) return false;
+  const std::string_view rest = bytes.substr(offset, max);
+  const auto nul = rest.find('\0');
+  if (nul == std::string_view::npos) return false;
+  out.assign(rest.substr(0, nul));
+  return true;
+}
+
+bool read_process_string(pid_t pid, std::uint64_t addr, std::size_t max, std::string& out) {
+  out.clear();
+  char chunk[256];
+  while (out.size() < max) {
+    // Stay within one page per read: the next page may be unmapped.
+    const std::size_t to_page_end = 4096 - (addr & 4095);
+    const std::size_t want = std::min({sizeof chunk, to_page_end, max - out.size()});
+    iovec local{chunk, want};
+    iovec remote{reinterpret_cast<void*>(addr), want};
+    const ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+    if (n <= 0) return false;
+    const void* nul = std::memchr(chunk, '\0', static_cast<std::size_t>(n));
+    if (nul) {
+      out.append(chunk, static_cast<const char*>(nul) - chunk);
+      return true;
+    }
+    out.append(chunk, static_cast<std::size_t>(n));
+    addr += static_cast<std::uint64_t>(n);
+  }
+  return false;
+}
+
+}  // namespace cudatrace
