@@ -1,0 +1,36 @@
+// The command cudatrace runs (`cudatrace -- CMD`): forked at once, but held
+// before exec until released, so that probes are attached before its first
+// instruction runs.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace cudatrace {
+
+struct HeldCommand {
+  pid_t pid = -1;
+  int release_fd = -1;  // the command waits for a byte on this pipe before exec
+};
+
+struct CommandSetup {
+  std::string exe;                    // resolved path to execute
+  std::vector<std::string> argv;
+  bool stdout_to_stderr = false;      // keep a trace on standard output the trace alone
+  std::string nvtx_injection;         // NVTX_INJECTION64_PATH for the command; empty: unchanged
+};
+
+// Forks the command, which waits on a pipe. False with `error` set
+// ("pipe: ..." / "fork: ...") when it cannot.
+bool fork_held_command(const CommandSetup& setup, HeldCommand& cmd, std::string& error);
+
+// Lets the command exec. False with `error` set when the byte cannot be sent.
+bool release_command(HeldCommand& cmd, std::string& error);
+
+// Closes the release pipe unreleased: the command ends without running
+// (EOF instead of a byte means the tracer gave up).
+void abandon_command(HeldCommand& cmd);
+
+}  // namespace cudatrace

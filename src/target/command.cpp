@@ -1,0 +1,69 @@
+#include "cudatrace/target/command.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace cudatrace {
+
+bool fork_held_command(const CommandSetup& setup, HeldCommand& cmd, std::string& error) {
+  int pipefd[2];
+  if (pipe2(pipefd, O_CLOEXEC) != 0) {
+    error = std::string("pipe: ") + std::strerror(errno);
+    return false;
+  }
+  // Everything the child needs is prepared before fork.
+  std::vector<char*> argv;
+  for (const std::string& a : setup.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  cmd.pid = fork();
+  if (cmd.pid < 0) {
+    error = std::string("fork: ") + std::strerror(errno);
+    close(pipefd[0]);
+    close(pipefd[1]);
+    return false;
+  }
+  if (cmd.pid == 0) {
+    close(pipefd[1]);
+    // A trace on standard output stays the trace alone (a JSON stream for
+    // jq, say): the command's own standard output goes to cudatrace's
+    // standard error, as strace and ltrace keep theirs apart.
+    if (setup.stdout_to_stderr && dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
+      const int null_fd = open("/dev/null", O_WRONLY);
+      if (null_fd >= 0) dup2(null_fd, STDOUT_FILENO);
+    }
+    char go = 0;
+    // EOF instead of a byte: the tracer gave up; do not run untraced.
+    if (read(pipefd[0], &go, 1) != 1) _exit(127);
+    // --nvtx: the command's NVTX loads our injection library; nothing else in its environment changes.
+    if (!setup.nvtx_injection.empty()) setenv("NVTX_INJECTION64_PATH", setup.nvtx_injection.c_str(), 1);
+    execv(setup.exe.c_str(), argv.data());
+    std::fprintf(stderr, "cudatrace: cannot run %s: %s\n", setup.exe.c_str(), std::strerror(errno));
+    _exit(127);
+  }
+  close(pipefd[0]);
+  cmd.release_fd = pipefd[1];
+  return true;
+}
+
+bool release_command(HeldCommand& cmd, std::string& error) {
+  if (cmd.release_fd < 0) return true;
+  const char go = 1;
+  if (write(cmd.release_fd, &go, 1) != 1) {
+    error = std::string("cannot start the command: ") + std::strerror(errno);
+    return false;
+  }
+  abandon_command(cmd);
+  return true;
+}
+
+void abandon_command(HeldCommand& cmd) {
+  if (cmd.release_fd >= 0) close(cmd.release_fd);
+  cmd.release_fd = -1;
+}
+
+}  // namespace cudatrace

@@ -1,0 +1,252 @@
+// The session's course: run() sets up the trackers and outputs, loads and
+// attaches (session_bpf.cpp, session_attach.cpp), releases the command,
+// drains the ring until the target ends or a signal comes, then finishes
+// the trace and turns the outcome into the exit status.
+#include "cudatrace/trace/session.h"
+
+#include <bpf/libbpf.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+
+#include "cudatrace.skel.h"
+
+namespace cudatrace {
+
+void error_line(const std::string& msg) { std::fprintf(stderr, "cudatrace: %s\n", msg.c_str()); }
+void warn_line(const std::string& msg) { std::fprintf(stderr, "cudatrace: warning: %s\n", msg.c_str()); }
+
+std::uint64_t monotonic_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return std::uint64_t(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
+}
+
+namespace {
+
+volatile sig_atomic_t g_stop = 0;  // the signal that asked us to stop
+void on_signal(int sig) { g_stop = sig; }
+
+// At exit, how long the output may make no progress (its consumer reads
+// nothing) before cudatrace stops waiting for it.
+constexpr std::chrono::seconds kOutputStall{5};
+
+}  // namespace
+
+Session::~Session() {
+  writer_.reset();  // stop writing before the output is closed
+  probes_.reset();  // detach before the programs go away
+  cost_probes_.reset();
+  for (bpf_link* l : tp_links_) bpf_link__destroy(l);
+  cudatrace_bpf__destroy(skel_);
+  abandon_command(command_);
+  if (target_fd_ >= 0) close(target_fd_);
+  if (out_fd_ > 2) close(out_fd_);
+}
+
+void Session::drain_loop() {
+  // After Ctrl-C in command mode, give the command (which got the signal
+  // too) a moment to exit so its last calls are still traced.
+  std::uint64_t stop_deadline = 0;
+  while (true) {
+    // Most records are submitted without a wake-up: the timeout collects them.
+    if (!ring_->poll(100)) {
+      error_line(std::string("reading the ring buffer: ") + std::strerror(errno));
+      break;
+    }
+    if (!flush()) break;
+    forget_exited();
+    if (reporter_ && opts_.interval_s && monotonic_ns() >= next_report_ns_) {
+      summary_report(false);
+      if (!flush()) break;
+      if (opts_.count && ++reports_ >= opts_.count) {
+        count_reached_ = true;
+        break;
+      }
+    }
+    if (target_gone()) break;
+    if (g_stop) {
+      if (command_.pid <= 0) break;
+      // SIGTERM was sent to cudatrace alone (Ctrl-C reaches the command too): pass it on.
+      if (!stop_deadline && g_stop == SIGTERM) kill(command_.pid, SIGTERM);
+      if (!stop_deadline) stop_deadline = monotonic_ns() + 2000000000ull;
+      if (monotonic_ns() > stop_deadline) break;
+    }
+  }
+  ring_->drain();
+}
+
+void Session::finish() {
+  // Detach first, then read the ring to its end: every record written is
+  // seen, and a process stopped at a library load is continued.
+  probes_.reset();
+  cost_probes_.reset();
+  for (bpf_link* l : tp_links_) bpf_link__destroy(l);
+  tp_links_.clear();
+  ring_->drain();
+  report_open_calls();
+  const std::vector<__u64> totals = read_counters();
+  if (totals[CT_CNT_ACTIVITY_FULL])
+    warn_line(std::to_string(totals[CT_CNT_ACTIVITY_FULL]) + " launches and copies were sent as records: the BPF "
+              "activity table (" + std::to_string(CT_ACTIVITY_ENTRIES) + " entries) was full; nothing is lost");
+  CostReport cost;
+  if (cost_measured_) {
+    cost = cost_so_far();
+    stats_.cost = &cost;
+  }
+  stats_.lost_ringbuf = totals[CT_CNT_LOST_RINGBUF];
+  stats_.lost_threads = totals[CT_CNT_LOST_THREADS];
+  stats_.depth_overflow = totals[CT_CNT_DEPTH_OVERFLOW];
+  stats_.unmatched = totals[CT_CNT_UNMATCHED];
+  stats_.lost_control = totals[CT_CNT_LOST_CONTROL];
+  if (perfetto_) {
+    std::string error;
+    if (!perfetto_->finish(error)) error_line(opts_.perfetto_path + ": " + error);
+  }
+  if (reporter_) summary_report(true);
+  // Everything formatted is written before the end line, which counts what
+  // was not: the consumer may take its time, as long as it reads.
+  hand_over_output();
+  const OutputWriter::Drained drained = writer_->drain(kOutputStall);
+  count_unwritten(drained.unwritten);
+  output_ok();
+  if (output_closed_) return;
+  if (!drained.complete && !output_failed_)
+    warn_line(fmt::format("{} was not read for {} s: gave up writing it ({} records not written)",
+                          opts_.output_path.empty() ? std::string("standard output") : opts_.output_path,
+                          kOutputStall.count(), drained.unwritten.total()));
+  fmt::memory_buffer summary;
+  out_->end(stats_, summary);
+  stats_.cost = nullptr;  // `cost` is a local: formatted above, not needed after
+  bool end_written = false;
+  if (drained.complete) {
+    hand_over_output();
+    end_written = writer_->drain(kOutputStall).complete;
+  }
+  out_->buffer().clear();
+  output_ok();
+  if (output_closed_) return;
+  // The JSON end line did not get out: its counts go to stderr instead.
+  if (opts_.json && !end_written && !output_failed_) append_end_summary(stats_, summary);
+  if (summary.size()) std::fwrite(summary.data(), 1, summary.size(), stderr);
+  if (opts_.verbose) {
+    rusage self{};
+    getrusage(RUSAGE_SELF, &self);
+    std::fprintf(stderr, "cudatrace: read %llu call records\n", static_cast<unsigned long long>(records_));
+    std::fprintf(stderr, "cudatrace: tracer used %.2f s CPU, peak RSS %.1f MiB\n",
+                 double(self.ru_utime.tv_sec + self.ru_stime.tv_sec) +
+                     double(self.ru_utime.tv_usec + self.ru_stime.tv_usec) / 1e6,
+                 double(self.ru_maxrss) / 1024);
+  }
+  const StreamTracker::Forgotten& forgotten = streams_.forgotten();
+  if (forgotten.streams || forgotten.events)
+    warn_line(fmt::format("{} streams and {} events never destroyed were forgotten (over {} per process); a later use "
+                          "of one got a new id",
+                          forgotten.streams, forgotten.events, StreamTracker::kMaxHandles));
+  if (forgotten.merged_segments)
+    warn_line(fmt::format("{} times a stream held over {} pieces of queued work; waits on them say \"approximate\"",
+                          forgotten.merged_segments, StreamTracker::kMaxSegments));
+  if (opts_.json && end_written && stats_.lost())
+    warn_line(std::to_string(stats_.lost()) + " call records lost; see the end line's lost_detail");
+}
+
+int Session::run() {
+  start_ns_ = monotonic_ns();
+  names_.set_symbolizer(
+      [this](std::uint32_t pid, std::uint64_t addr) { return symbolizer_.function_at(static_cast<pid_t>(pid), addr); });
+  read_string_ = [this](std::uint32_t pid, std::uint64_t addr, std::string& out) {
+    return symbolizer_.string_at(static_cast<pid_t>(pid), addr, CT_MAX_PAYLOAD, out);
+  };
+  out_ = opts_.json ? make_json_output() : make_text_output(start_ns_, opts_.full_names);
+  if (opts_.summary) {
+    // NVTX calls are not CUDA work: --by-range has them, the per-API tables do not.
+    Selection reported = opts_.display;
+    reported.layer[static_cast<int>(Layer::Nvtx)] = false;
+    ReportOptions report{reported, opts_.summary_tables, opts_.hist, opts_.insights, opts_.json, start_ns_, {},
+                          opts_.full_names};
+    report.nccl = &nccl_;
+    reporter_ = std::make_unique<Reporter>(report, &stacks_);
+    next_report_ns_ = start_ns_ + std::uint64_t(opts_.interval_s) * 1000000000ull;
+  }
+  if (opts_.nvtx) nvtx_ = std::make_unique<NvtxTracker>();
+  if (opts_.by_range) by_range_ = std::make_unique<RangeSummary>();
+  if (!opts_.perfetto_path.empty()) {
+    std::string error;
+    perfetto_ = PerfettoWriter::open(opts_.perfetto_path, start_ns_, error);
+    if (!perfetto_) {
+      error_line(error);
+      return kExitOutput;
+    }
+  }
+  const std::uint64_t load_start_ns = monotonic_ns();
+  decide_dlopen_stop();
+  if (int rc = load()) return rc;
+  // -p: before the loader probe can stop the target. Command mode: after
+  // the command is forked (it waits to be released), so it is the first child.
+  if (opts_.pid > 0) start_stop_watchdog();
+  if (int rc = opts_.pid > 0 ? attach_pid_target() : start_command()) return rc;
+  if (opts_.pid <= 0) start_stop_watchdog();
+  if (opts_.verbose)
+    std::fprintf(stderr, "cudatrace: BPF loaded and %zu probes attached in %.1f ms (%s)\n", probes_->probe_count(),
+                 double(monotonic_ns() - load_start_ns) / 1e6,
+                 probes_->mode() == AttachMode::MultiSession ? "uprobe sessions" : "uprobe + uretprobe pairs");
+  // Only now: a start that failed leaves no empty -o file behind.
+  if (int rc = open_output()) return rc;
+
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  if (waiting_for_cuda_)
+    std::fprintf(stderr,
+                 "cudatrace: process %d has no CUDA library loaded yet; waiting for it to load one (Ctrl-C to stop)\n",
+                 opts_.pid);
+  else if (opts_.pid > 0)
+    std::fprintf(stderr, "cudatrace: tracing process %d (%zu probes); Ctrl-C to stop\n", opts_.pid,
+                 probes_->probe_count());
+  writer_ = std::make_unique<OutputWriter>(out_fd_, std::size_t(opts_.buffer_mb) << 20);
+  out_->buffer().reserve(OutputWriter::kChunkCapacity);
+  if (!reporter_) out_->header();
+  // Written before the command starts: an output that cannot be written
+  // (-o /dev/full) is found before anything runs.
+  hand_over_output();
+  writer_->wait_written(kOutputStall);
+  if (!output_ok()) return output_closed_ ? kExitBrokenPipe : kExitOutput;
+  std::string error;
+  if (!release_command(command_, error)) {
+    error_line(error);
+    return kExitTarget;
+  }
+  drain_loop();
+  finish();
+  return exit_status();
+}
+
+// The command's own status in command mode: 128 + the signal that ended it,
+// or that stopped cudatrace while it still ran (as a shell shows it).
+int Session::exit_status() const {
+  if (output_closed_) return kExitBrokenPipe;
+  if (output_failed_) return kExitOutput;
+  if (command_.pid > 0) {
+    if (!child_reaped_) return count_reached_ ? kExitOk : 128 + (g_stop ? g_stop : SIGINT);
+    if (WIFEXITED(child_status_)) return WEXITSTATUS(child_status_);
+    if (WIFSIGNALED(child_status_)) return 128 + WTERMSIG(child_status_);
+  }
+  return kExitOk;
+}
+
+int run_tracer(const Options& opts) {
+  Session session(opts);
+  return session.run();
+}
+
+}  // namespace cudatrace

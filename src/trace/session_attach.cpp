@@ -1,0 +1,244 @@
+// The session's target: a -p process or the command it starts, whether
+// library loads pause it (--dlopen-stop), attaching to what each process
+// maps, and forgetting processes and threads that exit.
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "cudatrace.skel.h"
+#include "cudatrace/target/elf_file.h"
+#include "cudatrace/target/process.h"
+#include "cudatrace/target/process_state.h"
+#include "cudatrace/trace/session.h"
+#include "cudatrace/trace/watchdog.h"
+
+namespace cudatrace {
+namespace {
+
+bool is_loader(const std::string& path) {
+  const std::string base = path.substr(path.rfind('/') + 1);
+  return base.rfind("ld-linux", 0) == 0 || base.rfind("ld-musl", 0) == 0 || base.rfind("ld.so", 0) == 0;
+}
+
+int pidfd_open(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
+
+}  // namespace
+
+void Session::decide_dlopen_stop() {
+  using Mode = Options::DlopenStop;
+  stop_at_loads_ = opts_.dlopen_stop == Mode::Always ||
+                   (opts_.dlopen_stop == Mode::Auto && !(opts_.pid > 0 && is_shell_job(opts_.pid)));
+  if (opts_.dlopen_stop == Mode::Auto && !stop_at_loads_)
+    warn_line("process " + std::to_string(opts_.pid) +
+              " is a job of an interactive shell, which would report it Stopped: not pausing it at library loads, "
+              "so its first calls into a library it loads from now on can be missed (--dlopen-stop=always pauses it)");
+}
+
+void Session::start_stop_watchdog() {
+  if (stop_at_loads_ && start_watchdog(bpf_map__fd(skel_->maps.events)) < 0)
+    warn_line(std::string("cannot start the watchdog process: ") + std::strerror(errno) +
+              "; if cudatrace is killed while a process waits at a library load, send it SIGCONT");
+}
+
+// Attaches to every CUDA-bearing file `pid` maps that was not seen before,
+// and to its dynamic loader. In -p mode probes are bound to that process;
+// in command mode they cover every process (the BPF side filters by tgid).
+void Session::attach_mappings(pid_t pid) {
+  std::vector<Mapping> maps;
+  if (!read_maps(pid, maps)) return;
+  symbolizer_.capture(pid, maps);
+  const pid_t probe_pid = opts_.pid > 0 ? pid : -1;
+  for (const Mapping& m : maps) {
+    if (!m.exec || m.path.empty()) continue;
+    if (!seen_mappings_.emplace(pid, m.inode, m.start).second) continue;
+    const std::string path = host_path(pid, m);
+    std::string error;
+    if (is_loader(m.path)) {
+      if (probes_->attach_loader(path, probe_pid, error))
+        loader_probed_ = true;
+      else
+        warn_line(error);
+      continue;
+    }
+    Probes::FileResult r;
+    if (!probes_->attach_file(path, probe_pid, r, error)) {
+      if (opts_.verbose) warn_line(error);
+      continue;
+    }
+    if (r.apis && opts_.verbose)
+      std::fprintf(stderr, "cudatrace: pid %d: %s: %d APIs\n", pid, m.path.c_str(), r.apis);
+  }
+}
+
+int Session::attach_libs(pid_t pid) {
+  for (const std::string& lib : opts_.libs) {
+    Probes::FileResult r;
+    std::string error;
+    if (!probes_->attach_file(lib, pid, r, error)) {
+      error_line(error);
+      return kExitTarget;
+    }
+    if (r.apis == 0) {
+      error_line(lib + ": no traced CUDA API symbol in it (a stripped program has no symbol table left to find them in)");
+      return kExitTarget;
+    }
+  }
+  return kExitOk;
+}
+
+int Session::attach_pid_target() {
+  if (!process_exists(opts_.pid)) {
+    error_line("no such process: " + std::to_string(opts_.pid));
+    return kExitTarget;
+  }
+  target_fd_ = pidfd_open(opts_.pid);
+  if (const auto cpu = process_cpu_ns(opts_.pid)) cpu_at_start_[static_cast<std::uint32_t>(opts_.pid)] = *cpu;
+  if (opts_.nvtx && !started_with_nvtx_injection(opts_.pid))
+    warn_line("process " + std::to_string(opts_.pid) +
+              " was started without NVTX_INJECTION64_PATH: its NVTX calls do nothing and no range will be seen "
+              "(docs/nvtx.md, -p mode)");
+  if (int rc = attach_libs(opts_.pid)) return rc;
+  attach_mappings(opts_.pid);
+  const std::size_t api_probes = probes_->probe_count() - (loader_probed_ ? 1 : 0);
+  if (api_probes == 0 && opts_.libs.empty() && loader_probed_) {
+    // Like a command that dlopens its CUDA library later: the loader probe
+    // reports the load, and probes are attached then.
+    waiting_for_cuda_ = true;
+    return kExitOk;
+  }
+  if (api_probes == 0 && opts_.libs.empty()) {
+    // Nothing to probe, and no dynamic loader that could map it later.
+    std::vector<Mapping> maps;
+    read_maps(opts_.pid, maps);
+    std::set<std::string> files;
+    for (const Mapping& m : maps)
+      if (m.exec && !m.path.empty()) files.insert(m.path);
+    std::string examples;
+    int n = 0;
+    for (const std::string& f : files)
+      if (n++ < 3) examples += (examples.empty() ? "" : ", ") + f;
+    error_line("no CUDA runtime or driver API found in process " + std::to_string(opts_.pid) + ": looked in the " +
+               std::to_string(files.size()) + " executable files it maps (" + examples + (n > 3 ? ", ..." : "") +
+               ") via /proc/" + std::to_string(opts_.pid) +
+               "/maps, and it has no dynamic loader to load one later; name the library with --lib PATH");
+    return kExitTarget;
+  }
+  return kExitOk;
+}
+
+int Session::start_command() {
+  const std::string exe = find_in_path(opts_.command[0]);
+  if (exe.empty()) {
+    error_line("command not found: " + opts_.command[0]);
+    return kExitTarget;
+  }
+  if (is_foreign_elf(exe)) {
+    error_line("cannot run " + exe + ": not an x86-64 program");
+    return kExitTarget;
+  }
+  if (opts_.nvtx) {
+    std::string error;
+    nvtx_library_ = NvtxInjection::create(error);
+    if (!nvtx_library_) {
+      error_line(error);
+      return kExitTarget;
+    }
+    if (const char* other = std::getenv("NVTX_INJECTION64_PATH"))
+      warn_line(std::string("--nvtx replaces NVTX_INJECTION64_PATH=") + other + " for the command");
+  }
+  CommandSetup setup{exe, opts_.command, opts_.output_path.empty(), nvtx_library_ ? nvtx_library_->path() : ""};
+  std::string error;
+  if (!fork_held_command(setup, command_, error)) {
+    error_line(error);
+    return kExitTarget;
+  }
+
+  const __u32 tgid = static_cast<__u32>(command_.pid);
+  const __u8 one = 1;
+  if (bpf_map__update_elem(skel_->maps.traced_tgids, &tgid, sizeof tgid, &one, sizeof one, BPF_ANY) != 0) {
+    error_line(std::string("cannot register the command's pid: ") + std::strerror(errno));
+    return kExitKernel;
+  }
+  if (int rc = attach_libs(-1)) return rc;
+  Probes::FileResult r;
+  // Before the command runs: its first range is traced even with --no-dlopen-stop.
+  if (nvtx_library_ && !probes_->attach_file(nvtx_library_->path(), -1, r, error)) {
+    error_line(error);
+    return kExitKernel;
+  }
+  if (!probes_->attach_file(exe, -1, r, error)) {
+    // A script or an unreadable binary: its interpreter's loader still tells us about libraries.
+    if (opts_.verbose) warn_line(error);
+  }
+  const std::string interp = program_interpreter(exe);
+  if (!interp.empty() && !probes_->attach_loader(interp, -1, error))
+    warn_line(error + " (libraries loaded by " + exe + " will be missed)");
+  return kExitOk;
+}
+
+bool Session::target_gone() {
+  if (command_.pid > 0) {
+    if (child_reaped_) return true;
+    int status = 0;
+    const pid_t r = waitpid(command_.pid, &status, WNOHANG);
+    if (r == command_.pid) {
+      child_status_ = status;
+      child_reaped_ = true;
+      return true;
+    }
+    return r < 0 && errno == ECHILD;
+  }
+  if (target_fd_ >= 0) {
+    pollfd p{target_fd_, POLLIN, 0};
+    return poll(&p, 1, 0) > 0;
+  }
+  return !process_exists(opts_.pid);
+}
+
+void Session::on_map_change(const ct_map_change& m) {
+  if (probes_) attach_mappings(static_cast<pid_t>(m.pid));
+  stacks_.forget(static_cast<pid_t>(m.pid));
+  if (m.stopped) kill(static_cast<pid_t>(m.pid), SIGCONT);
+}
+
+// What is kept per process and per thread goes when they exit. A process
+// found gone is forgotten one look later (a second on), after the ring has
+// been read past every record it wrote.
+void Session::forget_exited() {
+  const std::uint64_t now = monotonic_ns();
+  if (now < next_exit_check_ns_) return;
+  next_exit_check_ns_ = now + 1000000000ull;
+  for (pid_t pid : exited_) {
+    symbolizer_.forget(pid);
+    streams_.forget_process(static_cast<std::uint32_t>(pid));
+    names_.forget(static_cast<std::uint32_t>(pid));
+    stacks_.forget(pid);
+    seen_mappings_.erase(seen_mappings_.lower_bound({pid, 0, 0}), seen_mappings_.lower_bound({pid + 1, 0, 0}));
+  }
+  for (auto [pid, tid] : exited_threads_) streams_.forget_thread(pid, tid);
+  exited_.clear();
+  exited_threads_.clear();
+  std::set<pid_t> known;
+  for (pid_t pid : symbolizer_.processes()) known.insert(pid);
+  for (std::uint32_t pid : streams_.processes()) known.insert(static_cast<pid_t>(pid));
+  for (pid_t pid : known) {
+    if (!process_exists(pid)) {
+      exited_.push_back(pid);
+      continue;
+    }
+    for (std::uint32_t tid : streams_.threads(static_cast<std::uint32_t>(pid)))
+      if (access(fmt::format("/proc/{}/task/{}", pid, tid).c_str(), F_OK) != 0)
+        exited_threads_.emplace_back(static_cast<std::uint32_t>(pid), tid);
+  }
+}
+
+}  // namespace cudatrace

@@ -1,0 +1,199 @@
+// The session's BPF side: privileges and BTF, loading the object with the
+// options as read-only globals, the probe-cost measurement, the counters and
+// the maps read while tracing.
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+
+#include "cudatrace.skel.h"
+#include "cudatrace/trace/session.h"
+
+namespace cudatrace {
+namespace {
+
+bool g_verbose = false;
+int libbpf_log(enum libbpf_print_level level, const char* fmt, va_list args) {
+  if (level == LIBBPF_DEBUG || !g_verbose) return 0;
+  return std::vfprintf(stderr, fmt, args);
+}
+
+// CAP_BPF (39) and CAP_PERFMON (38) in the effective set, or root.
+bool has_bpf_privileges() {
+  if (geteuid() == 0) return true;
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("CapEff:", 0) != 0) continue;
+    const unsigned long long caps = std::stoull(line.substr(7), nullptr, 16);
+    return (caps >> 39 & 1) && (caps >> 38 & 1);
+  }
+  return false;
+}
+
+// The API id of the start-up measurement's probe: no table row, so its
+// records are ignored.
+constexpr std::uint16_t kProbeCostApi = 0xfffe;
+static_assert(CT_MAX_APIS < kProbeCostApi, "the probe-cost API id must not be a table row");
+
+}  // namespace
+
+int Session::load() {
+  if (!has_bpf_privileges()) {
+    error_line("needs root: run with sudo, or grant CAP_BPF and CAP_PERFMON");
+    return kExitPermission;
+  }
+  if (access("/sys/kernel/btf/vmlinux", R_OK) != 0) {
+    error_line("this kernel has no BTF (/sys/kernel/btf/vmlinux is missing); cudatrace needs CONFIG_DEBUG_INFO_BTF=y");
+    return kExitKernel;
+  }
+  g_verbose = opts_.verbose;
+  libbpf_set_print(libbpf_log);
+  skel_ = cudatrace_bpf__open();
+  if (!skel_) {
+    error_line(std::string("cannot open the BPF object: ") + std::strerror(errno));
+    return kExitKernel;
+  }
+  auto* ro = skel_->rodata;
+  ro->filter_tgid = opts_.pid > 0 ? static_cast<__u32>(opts_.pid) : 0;
+  ro->use_tgid_set = opts_.pid <= 0;
+  ro->follow_forks = opts_.pid <= 0;
+  ro->filter_tid = static_cast<__u32>(opts_.tid);
+  ro->min_dur_ns = opts_.min_us * 1000;
+  ro->errors_only = opts_.errors_only;
+  ro->stop_on_map_change = stop_at_loads_;
+  ro->summary_mode = opts_.summary;
+  ro->summary_records_all = opts_.by_range;
+  ro->capture_stack = opts_.stack;
+  // CUDATRACE_NO_UPROBE_SESSIONS=1 forces pairs, as on kernels before 6.13
+  // (tests and benchmarks compare the two; docs/benchmarks.md).
+  const char* no_sessions = std::getenv("CUDATRACE_NO_UPROBE_SESSIONS");
+  const AttachMode mode = no_sessions && std::strcmp(no_sessions, "0") != 0 ? AttachMode::MultiPair
+                                                                             : Probes::detect_mode();
+  ro->skip_nested_returns = mode == AttachMode::MultiSession && !opts_.nested_returns;
+  // A timeline needs every call's record.
+  activity_in_bpf_ = opts_.summary && opts_.perfetto_path.empty() && !opts_.by_range;
+  ro->activity_in_bpf = activity_in_bpf_;
+  bpf_map__set_max_entries(skel_->maps.api_stats, static_cast<__u32>(apis().size()));
+  bpf_map__set_max_entries(skel_->maps.activity_apis, static_cast<__u32>(apis().size()));
+  const std::uint64_t ring_bytes = std::uint64_t(opts_.ring_mb) << 20;
+  // Each CPU wakes the reader every wakeup_every records, so at most an
+  // eighth of the ring waits unannounced; otherwise the reader polls.
+  const int cpus = std::max(1, libbpf_num_possible_cpus());
+  ro->wakeup_every =
+      static_cast<__u32>(std::clamp<std::uint64_t>(ring_bytes / 8 / (cpus * sizeof(ct_call)), 16, 4096));
+  bpf_map__set_max_entries(skel_->maps.events, static_cast<__u32>(ring_bytes));
+  for (bpf_program* p : {skel_->progs.ct_enter, skel_->progs.ct_exit, skel_->progs.ct_map_change}) Probes::prepare(p);
+  // The session program only where the kernel has sessions. ct_enter/ct_exit
+  // are loaded in every mode: measure_cost() probes cudatrace's own functions
+  // with them (an entry-only and a paired probe).
+  if (mode == AttachMode::MultiSession) {
+    Probes::prepare_session(skel_->progs.ct_session);
+  } else {
+    bpf_program__set_autoload(skel_->progs.ct_session, false);
+  }
+  if (int err = cudatrace_bpf__load(skel_)) {
+    if (err == -EPERM || err == -EACCES)
+      error_line("permission denied loading BPF programs: run as root, or grant CAP_BPF and CAP_PERFMON");
+    else
+      error_line(std::string("cannot load the BPF programs: ") + std::strerror(-err) + " (run with -v for details)");
+    return err == -EPERM || err == -EACCES ? kExitPermission : kExitKernel;
+  }
+  for (const Api& a : apis()) {
+    const __u32 id = a.id;
+    const ct_activity_api meta = activity_api(a);
+    if (bpf_map__update_elem(skel_->maps.activity_apis, &id, sizeof id, &meta, sizeof meta, BPF_ANY) != 0) {
+      error_line(std::string("cannot fill the activity table: ") + std::strerror(errno));
+      return kExitKernel;
+    }
+  }
+  for (bpf_program* p : {skel_->progs.ct_fork, skel_->progs.ct_exec, skel_->progs.ct_thread_exit}) {
+    bpf_link* l = bpf_program__attach(p);
+    if (!l) {
+      error_line(std::string("cannot attach ") + bpf_program__name(p) + ": " + std::strerror(errno));
+      return kExitKernel;
+    }
+    tp_links_.push_back(l);
+  }
+  std::string ring_error;
+  ring_ = RingReader::open(bpf_map__fd(skel_->maps.events), on_record, this, ring_error);
+  if (!ring_) {
+    error_line("cannot open the ring buffer: " + ring_error);
+    return kExitKernel;
+  }
+  measure_cost();
+  probes_ = std::make_unique<Probes>(skel_->progs.ct_enter, skel_->progs.ct_exit, skel_->progs.ct_map_change,
+                                     opts_.selection, warn_line);
+  if (mode == AttachMode::MultiSession) probes_->use_session(skel_->progs.ct_session);
+  return kExitOk;
+}
+
+// Measures what one probe hit costs here (overhead.h), before anything is
+// traced: the ring then holds only the measurement's records, which name no
+// API, and the counters only what it caused.
+void Session::measure_cost() {
+  const Api* launch = api_by_symbol("cudaLaunchKernel");
+  const std::uint64_t cookie = (launch->cookie & ~std::uint64_t(0xffff)) | kProbeCostApi;
+  std::string error;
+  const std::uint64_t start_ns = monotonic_ns();
+  cost_probes_ = std::make_unique<Probes>(skel_->progs.ct_enter, skel_->progs.ct_exit, skel_->progs.ct_map_change,
+                                         Selection{}, warn_line);
+  cost_measured_ = measure_probe_cost(*cost_probes_, bpf_map__fd(skel_->maps.threads), cookie, probe_cost_, error);
+  ring_->drain();
+  clear_counters();
+  if (!cost_measured_)
+    warn_line("cannot measure what a probe costs (" + error + "); the tracing cost will not be reported");
+  else if (opts_.verbose)
+    std::fprintf(stderr,
+                 "cudatrace: a probe hit costs %.2f us of CPU time at entry, %.2f us at return (wall-clock: %.2f and "
+                 "%.2f us; measured in %.1f ms)\n",
+                 probe_cost_.entry_ns / 1e3, probe_cost_.return_ns / 1e3, probe_cost_.entry_wall_ns / 1e3,
+                 probe_cost_.return_wall_ns / 1e3, double(monotonic_ns() - start_ns) / 1e6);
+}
+
+std::vector<__u64> Session::read_counters() {
+  const int fd = bpf_map__fd(skel_->maps.counters);
+  const int ncpu = libbpf_num_possible_cpus();
+  std::vector<__u64> per_cpu(ncpu > 0 ? ncpu : 1), totals(CT_CNT_NR);
+  for (__u32 i = 0; i < CT_CNT_NR; ++i) {
+    if (bpf_map_lookup_elem(fd, &i, per_cpu.data()) != 0) continue;
+    for (__u64 v : per_cpu) totals[i] += v;
+  }
+  return totals;
+}
+
+void Session::clear_counters() {
+  const int fd = bpf_map__fd(skel_->maps.counters);
+  const int ncpu = libbpf_num_possible_cpus();
+  const std::vector<__u64> zeroes(ncpu > 0 ? ncpu : 1);
+  for (__u32 i = 0; i < CT_CNT_NR; ++i) bpf_map_update_elem(fd, &i, zeroes.data(), BPF_ANY);
+}
+
+CostReport Session::cost_so_far() {
+  std::vector<HitCount> counts;
+  read_hit_counts(bpf_map__fd(skel_->maps.process_cost), bpf_map__fd(skel_->maps.threads), counts);
+  return price_hits(counts, probe_cost_, cpu_at_start_, [](std::uint32_t pid) { return process_cpu_ns(pid); });
+}
+
+// Passes what BPF counted in the activity map to the reporter, as calls
+// rebuilt from the keys (summary.h: activity_record).
+void Session::read_activity(std::uint64_t below_gen) {
+  if (!activity_in_bpf_) return;
+  auto add = [&](const ct_activity_key& key, const ct_activity& n) {
+    ActivityRecord rec;
+    activity_record(key, n, rec);
+    if (!decode_call(rec.call(), &names_, call_, &read_string_) || !opts_.display.wants(*call_.api)) return;
+    reporter_->on_activity(call_, n);
+  };
+  const bool ok = activity_.read(bpf_map__fd(skel_->maps.activity), below_gen, add);
+  if (!ok) warn_line(std::string("cannot read the activity map: ") + std::strerror(errno));
+}
+
+}  // namespace cudatrace

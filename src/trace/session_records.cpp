@@ -1,0 +1,135 @@
+// The session's records: each ring-buffer record is checked against its
+// size, decoded, and its call passed to the trackers and the outputs; calls
+// still open at the end become unfinished records.
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include <cstring>
+
+#include "cudatrace.skel.h"
+#include "cudatrace/trace/session.h"
+
+namespace cudatrace {
+
+static_assert(sizeof(ct_call) == 176, "ct_call layout changed: check bpf/ and include/cudatrace/record.h agree");
+
+bool Session::on_record(void* ctx, const void* data, std::size_t size) {
+  auto* self = static_cast<Session*>(ctx);
+  if (size < sizeof(__u32)) return false;
+  switch (*static_cast<const __u32*>(data)) {
+    case CT_REC_CALL:
+    case CT_REC_UNFINISHED: {
+      const auto* rec = static_cast<const ct_call*>(data);
+      if (size < sizeof(ct_call)) break;
+      const std::size_t room = size - sizeof(ct_call);
+      const bool fits = rec->payload_len <= room &&
+                        (!rec->stack_len || CT_ALIGN8(rec->payload_len) + std::size_t(rec->stack_len) * 8 <= room);
+      if (fits) self->on_call(*rec);
+      break;
+    }
+    case CT_REC_MAP_CHANGE:
+      // Published at once: the stop watchdog reads what is left unread.
+      if (size >= sizeof(ct_map_change)) self->on_map_change(*static_cast<const ct_map_change*>(data));
+      return true;
+  }
+  return false;
+}
+
+void Session::on_call(const ct_call& rec) {
+  if (!decode_call(rec, &names_, call_, &read_string_)) return;
+  ++records_;
+  if (activity_in_bpf_ && !call_.unfinished && !call_.failed() && outermost(call_) &&
+      activity_api(*call_.api).kind == CT_ACT_PAGE_LOCK) {
+    // This call bumped the page-locked generation: the copies counted
+    // before it are judged by the page-locked memory before it.
+    read_activity(++page_locked_changes_);
+    decode_call(rec, &names_, call_, &read_string_);  // read_activity reused call_
+  }
+  if (call_.api->group() == Group::Module) names_.learn(call_);
+  const StreamActivity& activity = streams_.on_call(call_);
+  if (activity.pageable_host_ptr) warn_pageable_copy(*activity.pageable_host_ptr);
+  if (nvtx_) on_nvtx(call_);
+  call_.nccl = nccl_.on_call(call_);
+  if (!opts_.display.wants(*call_.api)) return;
+  if (perfetto_) perfetto_->call(call_, activity);
+  if (reporter_) {
+    // Summary mode: BPF counts every call; records come only for what the tables
+    // need (--by-range asks for all of them, for its own table).
+    if (by_range_) {
+      by_range_->on_call(call_);
+      // The other tables get what they get without --by-range.
+      if (!call_.unfinished && !(call_.api->cookie & CT_COOKIE_DETAIL)) return;
+    }
+    reporter_->on_call(call_);
+    stats_.unfinished += call_.unfinished;
+    return;
+  }
+  // NVTX calls are never slow or failed: --min-us and --errors leave them out.
+  if (call_.api->layer() == Layer::Nvtx && (opts_.min_us || opts_.errors_only)) return;
+  if (opts_.stack) call_.stack = stacks_.frames(static_cast<pid_t>(rec.pid), record_stack(rec));
+  if (call_.unfinished) {
+    ++stats_.unfinished;
+    out_->unfinished(call_);
+  } else {
+    ++stats_.calls;
+    out_->call(call_);
+  }
+  const std::size_t formatted = out_->buffer().size();
+  chunk_.record_ends.push_back(Chunk::record_end(formatted, call_.unfinished));
+  if (formatted >= OutputWriter::kChunkBytes) hand_over_output();
+}
+
+// NVTX calls move the range stacks; every other call is given the ranges it
+// was made in. A range that ends goes to the timeline.
+void Session::on_nvtx(Call& c) {
+  nvtx_->annotate(c);
+  if (c.api->layer() != Layer::Nvtx) return;
+  const std::optional<NvtxClosed> closed = nvtx_->on_call(c);
+  if (closed && perfetto_) perfetto_->nvtx_range(*closed);
+}
+
+void Session::warn_pageable_copy(std::uint64_t host_ptr) {
+  const ct_call& r = *call_.rec;
+  std::string site = r.caller ? fmt::format("{:#x}", r.caller) : std::string("an unknown call site");
+  if (r.caller) {
+    const Symbolizer::Location loc = symbolizer_.locate(static_cast<pid_t>(r.pid), r.caller);
+    if (!loc.module.empty())
+      site = fmt::format("{}+{:#x}", loc.module.substr(loc.module.rfind('/') + 1), loc.module_offset);
+    if (!loc.function.empty()) site += fmt::format(" ({}+{:#x})", loc.function, loc.function_offset);
+  }
+  const bool to_device = arg_value(call_, ArgType::Ptr, 1) == host_ptr;
+  Warning w{"pageable_async_copy", host_ptr, site,
+            fmt::format("{} {} pageable host memory {:#x} at {}: the copy is synchronous", call_.api->symbol,
+                        to_device ? "from" : "to", host_ptr, site)};
+  warn_line(w.message);
+  out_->warning(call_, w);
+}
+
+// Calls still in progress when tracing stops are reported as unfinished.
+void Session::report_open_calls() {
+  const int fd = bpf_map__fd(skel_->maps.threads);
+  __u32 key = 0, next = 0;
+  __u32* prev = nullptr;
+  ct_thread_state st{};
+  ct_call rec{};
+  while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+    key = next;
+    prev = &key;
+    if (bpf_map_lookup_elem(fd, &key, &st) != 0 || st.depth == 0) continue;
+    for (__u32 i = 0; i < st.depth && i < CT_MAX_DEPTH; ++i) {
+      rec = ct_call{};
+      rec.type = CT_REC_UNFINISHED;
+      rec.api = static_cast<__u16>(CT_COOKIE_API(st.frames[i].cookie));
+      rec.parent_api = i ? static_cast<__u16>(CT_COOKIE_API(st.frames[i - 1].cookie)) : kNoApi;
+      rec.pid = st.tgid;
+      rec.tid = key;
+      rec.ts_ns = st.frames[i].ts_ns;
+      std::memcpy(rec.args, st.frames[i].args, sizeof rec.args);
+      rec.depth = static_cast<__u8>(i);
+      std::memcpy(rec.comm, st.comm, sizeof rec.comm);
+      on_call(rec);
+    }
+  }
+}
+
+}  // namespace cudatrace
