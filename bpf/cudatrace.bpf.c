@@ -17,7 +17,6 @@
 #include "cudatrace/record.h"
 
 #define SIGSTOP 19
-#define CUDA_NOT_READY 600 /* cudaErrorNotReady == CUDA_ERROR_NOT_READY: not a failure */
 
 /* Set by user space between open and load. */
 const volatile __u32 filter_tgid = 0;      /* trace only this process (0: see use_tgid_set) */
@@ -265,7 +264,7 @@ static __always_inline int enter_call(struct pt_regs *ctx, bool session)
 	f->owner = CT_FRAME_RECORDED;
 	if (depth == 0) {
 		f->level = 0;
-		f->parent_api = 0xffff;
+		f->parent_api = CT_NO_API;
 	} else {
 		struct ct_frame *top = &st->frames[(depth - 1) & (CT_MAX_DEPTH - 1)];
 		__u32 rec = top->owner == CT_FRAME_RECORDED ? depth - 1 : top->owner;
@@ -637,7 +636,7 @@ static __always_inline void exit_call(struct pt_regs *ctx)
 		ret = f->fwd_ret;
 	}
 	__u64 dur = now - f->ts_ns;
-	__s64 not_failure = cookie & CT_COOKIE_NCCL_STATUS ? CT_NCCL_IN_PROGRESS : CUDA_NOT_READY;
+	__s64 not_failure = cookie & CT_COOKIE_NCCL_STATUS ? CT_NCCL_IN_PROGRESS : CT_CUDA_NOT_READY;
 	if (summary_mode) {
 		bool failed = ret != 0 && ret != not_failure;
 		aggregate(api, dur, failed);

@@ -19,6 +19,11 @@
 /* Largest string or struct payload read from user memory at return. */
 #define CT_MAX_PAYLOAD 2048
 #define CT_MAX_APIS 512
+/* The API id of "no API": parent_api of an outermost call. */
+#define CT_NO_API 0xffff
+/* cudaErrorNotReady == CUDA_ERROR_NOT_READY (a query's "not yet"): a status
+ * that is not a failure. */
+#define CT_CUDA_NOT_READY 600
 
 enum ct_record_type {
 	CT_REC_CALL = 1,       /* one completed call */
@@ -69,7 +74,8 @@ enum ct_payload_kind {
 	CT_PAYLOAD_LAUNCH_CONFIG = 3, /* CUlaunchConfig / cudaLaunchConfig_t + attrs */
 };
 
-#define CT_COOKIE_API(c) ((__u32)((c) & 0xffff))
+#define CT_COOKIE_API_MASK 0xffffull
+#define CT_COOKIE_API(c) ((__u32)((c) & CT_COOKIE_API_MASK))
 #define CT_COOKIE_STACK_WORDS(c) ((__u32)(((c) >> 16) & 0xf))
 #define CT_COOKIE_OUT_SLOT(c, i) ((__u32)(((c) >> (20 + 8 * (i))) & 0xf))
 #define CT_COOKIE_OUT_SIZE(c, i) ((__u32)(((c) >> (24 + 8 * (i))) & 0xf))
@@ -96,7 +102,7 @@ enum ct_payload_kind {
 struct ct_call {
 	__u32 type;        /* CT_REC_CALL or CT_REC_UNFINISHED */
 	__u16 api;         /* API id */
-	__u16 parent_api;  /* API id of the enclosing probed call, 0xffff if none */
+	__u16 parent_api;  /* API id of the enclosing probed call, CT_NO_API if none */
 	__u32 pid;         /* tgid */
 	__u32 tid;
 	__u64 ts_ns;       /* entry, CLOCK_MONOTONIC */
@@ -140,7 +146,7 @@ struct ct_frame {
 	__u64 cookie;
 	__u64 ts_ns;
 	__u64 args[CT_MAX_ARGS];
-	__u16 parent_api; /* of the record, 0xffff if none */
+	__u16 parent_api; /* of the record, CT_NO_API if none */
 	__u8 level;       /* the record's depth */
 	__u8 owner;       /* CT_FRAME_RECORDED, or the index of a forward's owner */
 	__u8 fwd_depth;   /* owners: 1 + stack index of the forward whose results

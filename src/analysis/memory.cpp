@@ -33,14 +33,14 @@ int MemoryTracker::current_device(std::uint32_t tid) const {
 }
 
 void MemoryTracker::on_call(const Call& c) {
-  if (c.unfinished || c.failed() || !outermost(c)) return;
+  if (!c.counted()) return;
   switch (c.api->effect()) {
     case Effect::SetDevice: {
       const int device = static_cast<int>(arg_value(c, ArgType::Int).value_or(0));
       if (device)
-        thread_device_[c.rec->tid] = device;
+        thread_device_[c.tid] = device;
       else
-        thread_device_.erase(c.rec->tid);  // the default: threads that exited leave nothing behind
+        thread_device_.erase(c.tid);  // the default: threads that exited leave nothing behind
       break;
     }
     case Effect::AllocDevice:
@@ -63,18 +63,18 @@ void MemoryTracker::allocate(const Call& c, bool managed) {
   const std::uint64_t bytes = allocation_bytes(c);
   if (!ptr) return;
   Allocation a;
-  a.pid = c.rec->pid;
-  a.tid = c.rec->tid;
+  a.pid = c.pid;
+  a.tid = c.tid;
   a.ptr = ptr;
   a.bytes = bytes;
-  a.device = current_device(c.rec->tid);
+  a.device = current_device(c.tid);
   a.managed = managed;
-  a.ts_ns = c.rec->ts_ns;
-  a.call_ns = c.rec->dur_ns;
-  a.caller = c.rec->caller;
+  a.ts_ns = c.ts_ns;
+  a.call_ns = c.dur_ns;
+  a.caller = c.caller;
   a.api = c.api;
   a.order = next_order_++;
-  a.stack = record_stack(*c.rec);
+  a.stack = c.stack_addresses;
   DeviceMemory& d = devices_[{a.pid, a.device}];
   ++d.allocs;
   if (managed) {
@@ -111,7 +111,7 @@ void MemoryTracker::allocate(const Call& c, bool managed) {
 void MemoryTracker::free(const Call& c) {
   const std::uint64_t ptr = arg_of_type(c, ArgType::Ptr) ? arg_value(c, ArgType::Ptr).value_or(0)
                                                          : arg_value(c, ArgType::Handle).value_or(0);  // cuMemRelease
-  auto it = live_.find({c.rec->pid, ptr});
+  auto it = live_.find({c.pid, ptr});
   if (!ptr || it == live_.end()) return;  // allocated before tracing started
   const Allocation& a = it->second;
   DeviceMemory& d = devices_[{a.pid, a.device}];
@@ -123,8 +123,8 @@ void MemoryTracker::free(const Call& c) {
   if (site != churn_.end()) {
     site->second.api = a.api;
     ++site->second.pairs;
-    site->second.lifetime_ns += c.rec->ts_ns - std::min<std::uint64_t>(c.rec->ts_ns, a.ts_ns);
-    site->second.calls_ns += a.call_ns + c.rec->dur_ns;
+    site->second.lifetime_ns += c.ts_ns - std::min<std::uint64_t>(c.ts_ns, a.ts_ns);
+    site->second.calls_ns += a.call_ns + c.dur_ns;
   } else {
     ++untracked_.churn_pairs;
   }
@@ -133,7 +133,7 @@ void MemoryTracker::free(const Call& c) {
 }
 
 void PageLockedMemory::on_call(const Call& c) {
-  const std::uint32_t pid = c.rec->pid;
+  const std::uint32_t pid = c.pid;
   switch (c.api->effect()) {
     case Effect::AllocHost:
     case Effect::AllocManaged:

@@ -152,7 +152,7 @@ void append_nccl_json(Buf& out, const NcclInfo& n) {
 
 const NcclInfo* NcclTracker::on_call(const Call& c) {
   if (c.api->layer() != Layer::Nccl) return nullptr;
-  const std::uint32_t tid = c.rec->tid;
+  const std::uint32_t tid = c.tid;
   info_ = NcclInfo{};
   const auto depth = group_depth_.find(tid);
   info_.in_group = depth != group_depth_.end() && depth->second > 0;
@@ -173,7 +173,7 @@ const NcclInfo* NcclTracker::on_call(const Call& c) {
       on_comm_init(c);
       break;
     case Effect::CommDestroy:
-      if (const auto comm = arg_value(c, ArgType::Handle)) comms_.erase({c.rec->pid, *comm});
+      if (const auto comm = arg_value(c, ArgType::Handle)) comms_.erase({c.pid, *comm});
       break;
     case Effect::Collective:
       on_collective(c, info_);
@@ -186,7 +186,7 @@ const NcclInfo* NcclTracker::on_call(const Call& c) {
           unique_id_[tid] = std::stoull(std::string(std::get<std::string_view>(id->value)), nullptr, 16);
       } else if (const auto comm = arg_value(c, ArgType::Handle)) {
         // ncclCommCount / ncclCommUserRank: what a split communicator does not tell at creation.
-        auto it = comms_.find({c.rec->pid, *comm});
+        auto it = comms_.find({c.pid, *comm});
         const NamedValue* out = arg_of_type(c, ArgType::OutInt);
         if (it != comms_.end() && out && std::holds_alternative<std::int64_t>(out->value)) {
           const int v = static_cast<int>(std::get<std::int64_t>(out->value));
@@ -199,25 +199,25 @@ const NcclInfo* NcclTracker::on_call(const Call& c) {
 
 void NcclTracker::on_comm_init(const Call& c) {
   if (c.failed()) return;
-  const std::uint32_t pid = c.rec->pid;
-  const auto* payload = reinterpret_cast<const std::uint8_t*>(c.rec + 1);
+  const std::uint32_t pid = c.pid;
+  const auto* payload = reinterpret_cast<const std::uint8_t*>(c.payload.data());
   if (arg_of_type(c, ArgType::NcclCommArray)) {
     // ncclCommInitAll: ndev communicators of this process, ranks 0..ndev-1, all
     // with the id NCCL made for them in the ncclGetUniqueId call it nests.
     const auto ndev = arg_value(c, ArgType::Int);
-    if (!ndev || c.rec->flags & CT_FLAG_PAYLOAD_FAULT) return;
+    if (!ndev || c.payload_fault) return;
     const int n = static_cast<int>(static_cast<std::int32_t>(*ndev));
-    const auto uid = unique_id_.find(c.rec->tid);
+    const auto uid = unique_id_.find(c.tid);
     std::uint64_t id;
     if (uid != unique_id_.end()) {
       id = uid->second;
       unique_id_.erase(uid);
     } else {
       // Its id stays within this process anyway: any value unique to the call.
-      const std::uint64_t seed[2] = {pid, c.rec->ts_ns};
+      const std::uint64_t seed[2] = {pid, c.ts_ns};
       id = nccl_fnv1a(seed, sizeof seed);
     }
-    const int known = std::min<int>({n, kNcclMaxInitAllComms, static_cast<int>(c.rec->payload_len / 8)});
+    const int known = std::min<int>({n, kNcclMaxInitAllComms, static_cast<int>(c.payload.size() / 8)});
     for (int i = 0; i < known; ++i) comms_[{pid, read_u64(payload + 8 * i)}] = Comm{id, i, n, 0, 0};
     info_.has_comm = true;
     info_.comm_id = id;
@@ -231,7 +231,7 @@ void NcclTracker::on_comm_init(const Call& c) {
   if (!uid) uid = arg_of_type(c, ArgType::NcclUniqueIdPtr);  // ncclCommInitRankScalable: its first id
   if (uid) {
     if (!std::holds_alternative<std::string_view>(uid->value)) return;  // the id could not be read
-    const auto id = nccl_unique_id_hash(payload, c.rec->payload_len);
+    const auto id = nccl_unique_id_hash(payload, c.payload.size());
     if (!id) return;
     comm.id = *id;
     comm.nranks = static_cast<int>(static_cast<std::int32_t>(arg_value(c, ArgType::Int, 0).value_or(-1)));
@@ -261,7 +261,7 @@ void NcclTracker::on_collective(const Call& c, NcclInfo& info) {
     info.bytes = *count * nccl_datatype_size(*type & 0xffffffff);
   }
   const auto handle = arg_value(c, ArgType::Handle);
-  auto comm = handle ? comms_.find({c.rec->pid, *handle}) : comms_.end();
+  auto comm = handle ? comms_.find({c.pid, *handle}) : comms_.end();
   if (comm != comms_.end()) {
     info.has_comm = true;
     info.comm_id = comm->second.id;
@@ -276,11 +276,11 @@ void NcclTracker::on_collective(const Call& c, NcclInfo& info) {
   CollectiveStats& row = collectives_[{c.api->symbol, info.has_comm ? info.comm_id : 0}];
   ++row.calls;
   row.bytes += info.bytes;
-  add_latency(row.latency, c.rec->dur_ns);
+  add_latency(row.latency, c.dur_ns);
   if (comm == comms_.end()) return;
   info.has_seq = true;
   info.seq = comm->second.next_seq++;
-  note_entry(info, c.rec->pid, c.rec->ts_ns);
+  note_entry(info, c.pid, c.ts_ns);
 }
 
 void NcclTracker::note_entry(const NcclInfo& info, std::uint32_t pid, std::uint64_t ts_ns) {

@@ -28,39 +28,36 @@ std::string message_of(const Call& c) {
   return "?";  // the message could not be read
 }
 
-std::uint64_t end_ns(const Call& c) { return c.rec->ts_ns + c.rec->dur_ns; }
-
 }  // namespace
 
 std::optional<NvtxClosed> NvtxTracker::on_call(const Call& c) {
-  const ct_call& r = *c.rec;
   const std::uint64_t domain = arg_value(c, ArgType::Handle).value_or(0);
   switch (c.api->effect()) {
     case Effect::NvtxPush:
-      threads_[r.tid].push_back({message_of(c), domain, 0, r.ts_ns});
+      threads_[c.tid].push_back({message_of(c), domain, 0, c.ts_ns});
       break;
     case Effect::NvtxPop: {
-      auto it = threads_.find(r.tid);
+      auto it = threads_.find(c.tid);
       if (it == threads_.end()) break;
       std::vector<NvtxRange>& stack = it->second;
       // NVTX keeps one stack per domain: pop the innermost range of this one.
       auto open = std::find_if(stack.rbegin(), stack.rend(), [&](const NvtxRange& x) { return x.domain == domain; });
       if (open == stack.rend()) break;
-      NvtxClosed closed{std::move(*open), r.pid, r.tid, end_ns(c), false};
+      NvtxClosed closed{std::move(*open), c.pid, c.tid, c.end_ns(), false};
       stack.erase(std::next(open).base());
       if (stack.empty()) threads_.erase(it);
       return closed;
     }
     case Effect::NvtxStart:
-      processes_[r.pid].push_back({message_of(c), domain, arg_value(c, ArgType::Size).value_or(0), r.ts_ns});
+      processes_[c.pid].push_back({message_of(c), domain, arg_value(c, ArgType::Size).value_or(0), c.ts_ns});
       break;
     case Effect::NvtxEnd: {
-      auto it = processes_.find(r.pid);
+      auto it = processes_.find(c.pid);
       if (it == processes_.end()) break;
       const std::uint64_t id = arg_value(c, ArgType::Size).value_or(0);
       auto open = std::find_if(it->second.begin(), it->second.end(), [&](const NvtxRange& x) { return x.id == id; });
       if (open == it->second.end()) break;
-      NvtxClosed closed{std::move(*open), r.pid, r.tid, end_ns(c), true};
+      NvtxClosed closed{std::move(*open), c.pid, c.tid, c.end_ns(), true};
       it->second.erase(open);
       if (it->second.empty()) processes_.erase(it);
       return closed;
@@ -74,8 +71,8 @@ std::optional<NvtxClosed> NvtxTracker::on_call(const Call& c) {
 void NvtxTracker::annotate(Call& c) const {
   c.nvtx = c.nvtx_process = nullptr;
   if (c.api->layer() == Layer::Nvtx) return;
-  if (auto it = threads_.find(c.rec->tid); it != threads_.end()) c.nvtx = &it->second;
-  if (auto it = processes_.find(c.rec->pid); it != processes_.end()) c.nvtx_process = &it->second;
+  if (auto it = threads_.find(c.tid); it != threads_.end()) c.nvtx = &it->second;
+  if (auto it = processes_.find(c.pid); it != processes_.end()) c.nvtx_process = &it->second;
 }
 
 namespace {
@@ -104,19 +101,19 @@ void append_nvtx_text(fmt::memory_buffer& out, const Call& c) {
 
 void RangeSummary::on_call(const Call& c) {
   // Outermost calls only: a runtime call's nested driver calls are part of it.
-  if (c.unfinished || c.entry_only || c.rec->depth != 0 || c.api->layer() == Layer::Nvtx) return;
+  if (c.unfinished || c.entry_only || c.depth != 0 || c.api->layer() == Layer::Nvtx) return;
   const std::uint64_t launches = c.api->effect() == Effect::Launch;
   const std::uint64_t bytes = c.api->effect() == Effect::Copy ? transfer_bytes(c) : 0;
   if (!c.nvtx) {
     outside_.calls++;
-    outside_.api_ns += c.rec->dur_ns;
+    outside_.api_ns += c.dur_ns;
     outside_.launches += launches;
     outside_.bytes += bytes;
     return;
   }
   Stats& self = ranges_[c.nvtx->back().message];
   self.calls++;
-  self.api_ns += c.rec->dur_ns;
+  self.api_ns += c.dur_ns;
   self.launches += launches;
   self.bytes += bytes;
   // Each name once per call, however often it is open on the stack.
@@ -125,7 +122,7 @@ void RangeSummary::on_call(const Call& c) {
     if (!seen.insert(r.message).second) continue;
     Stats& s = ranges_[r.message];
     s.total_calls++;
-    s.total_api_ns += c.rec->dur_ns;
+    s.total_api_ns += c.dur_ns;
     s.total_launches += launches;
   }
 }

@@ -41,10 +41,6 @@ CopyDirection queued_copy_direction(const Call& c) {
   return CopyDirection::Unknown;
 }
 
-bool succeeded(const Call& c) {
-  return !c.unfinished && (c.api->spec->returns == Returns::Void || static_cast<std::int32_t>(c.rec->ret) == 0);
-}
-
 void append_work_text(fmt::memory_buffer& out, const StreamWork& w) {
   auto it = std::back_inserter(out);
   fmt::format_to(it, "{}:", w.stream);
@@ -233,7 +229,7 @@ StreamTracker::Stream* StreamTracker::lane(Process& p, std::uint32_t lane) {
 StreamTracker::Stream* StreamTracker::stream_for(Process& p, const Call& c, std::uint64_t handle, bool assign) {
   const bool per_thread = handle == kPerThreadStream || (handle == 0 && c.api->variant);
   if (per_thread) {
-    const std::uint32_t tid = c.rec->tid;
+    const std::uint32_t tid = c.tid;
     if (auto it = p.per_thread.find(tid); it != p.per_thread.end()) return lane(p, it->second);
     Stream& s = new_stream(p, "per-thread");
     s.tid = tid;
@@ -305,7 +301,7 @@ StreamTracker::Event* StreamTracker::event_for(Process& p, std::uint64_t handle,
 void StreamTracker::annotate(Process& p, Call& c, bool outermost) {
   // A driver create inside a runtime create makes the same stream; one inside
   // anything else (the runtime's own set-up) is not the program's.
-  const bool creates = outermost || c.parent->effect() == c.api->effect();
+  const bool creates = outermost || (c.parent && c.parent->effect() == c.api->effect());
   for (NamedValue& a : c.args) {
     const auto raw = integer_value(a.value);
     if (!raw) continue;
@@ -443,9 +439,9 @@ void StreamTracker::apply(Process& p, Call& c) {
       if (copy && stream_arg && (dir == CopyDirection::HostToDevice || dir == CopyDirection::DeviceToHost)) {
         // cudaMemcpyAsync(dst, src, ...): the host side is src for H2D, dst for D2H.
         const auto host = arg_value(c, ArgType::Ptr, dir == CopyDirection::HostToDevice ? 1 : 0);
-        if (host && *host && !page_locked_.contains(c.rec->pid, *host, 1)) {
+        if (host && *host && !page_locked_.contains(c.pid, *host, 1)) {
           if (p.warned_sites.size() >= kMaxWarnedSites) p.warned_sites.clear();  // a site may warn again
-          if (p.warned_sites.emplace(c.api->id, c.rec->caller).second) activity_.pageable_host_ptr = *host;
+          if (p.warned_sites.emplace(c.api->id, c.caller).second) activity_.pageable_host_ptr = *host;
         }
       }
       if (copy && !stream_arg) {
@@ -463,9 +459,9 @@ void StreamTracker::apply(Process& p, Call& c) {
         e->lane = s.lane;
         e->recorded_on = s.id;
         e->seq = p.seq;
-        e->tid = c.rec->tid;
-        e->ts_ns = c.rec->ts_ns;
-        e->dur_ns = c.rec->dur_ns;
+        e->tid = c.tid;
+        e->ts_ns = c.ts_ns;
+        e->dur_ns = c.dur_ns;
         s.sealed = true;  // later work is not part of what the record captured
       }
       break;
@@ -533,10 +529,12 @@ void StreamTracker::apply(Process& p, Call& c) {
 
 const StreamActivity& StreamTracker::on_call(Call& c) {
   activity_ = StreamActivity{};
-  Process& p = procs_[c.rec->pid];
-  const bool outermost = c.parent == nullptr;
+  Process& p = procs_[c.pid];
+  const bool outermost = c.outermost();
   annotate(p, c, outermost);
-  if (outermost && succeeded(c)) {
+  // A counted call changes the model only when it succeeded: a query that
+  // says "not ready" (not a failure) has not seen the work complete.
+  if (c.counted() && c.succeeded()) {
     // apply() may drop a destroyed stream or event (or an old one over the
     // limit) whose id this call's arguments show: the output reads copies.
     std::size_t n = 0;

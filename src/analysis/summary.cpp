@@ -185,8 +185,8 @@ std::uint64_t transfer_bytes(const Call& c) {
 }
 
 void Activity::on_call(const Call& c, const MemoryTracker& memory) {
-  if (c.unfinished || c.failed() || !outermost(c)) return;
-  count(c, memory, {1, c.rec->dur_ns, c.rec->ts_ns, c.rec->ts_ns});
+  if (!c.counted()) return;
+  count(c, memory, {1, c.dur_ns, c.ts_ns, c.ts_ns});
 }
 
 void Activity::on_calls(const Call& c, const MemoryTracker& memory, const ct_activity& counted) {
@@ -233,7 +233,7 @@ void Activity::count(const Call& c, const MemoryTracker& memory, const ct_activi
   std::vector<std::uint64_t> ptrs;  // dst, src
   for (const NamedValue& a : c.args)
     if (a.type == ArgType::Ptr) ptrs.push_back(std::get<Hex>(a.value).v);
-  if (ptrs.size() >= 2 && !memory.pinned(c.rec->pid, ptrs[dir == Direction::HtoD ? 1 : 0], bytes)) {
+  if (ptrs.size() >= 2 && !memory.pinned(c.pid, ptrs[dir == Direction::HtoD ? 1 : 0], bytes)) {
     t.pageable += n;
     t.pageable_bytes += n * bytes;
     t.pageable_async += sync ? 0 : n;

@@ -92,26 +92,41 @@ const char* special_stream_name(std::uint64_t handle) {
   }
 }
 
-std::string_view Call::comm() const { return std::string_view(rec->comm, strnlen(rec->comm, sizeof rec->comm)); }
-
 bool Call::failed() const {
   if (unfinished || entry_only || api->spec->returns == Returns::Void) return false;
-  const std::int32_t code = static_cast<std::int32_t>(rec->ret);
-  // 600: cudaErrorNotReady / CUDA_ERROR_NOT_READY; ncclInProgress: a nonblocking communicator is still working.
-  return code != 0 && code != (api->layer() == Layer::Nccl ? CT_NCCL_IN_PROGRESS : 600);
+  // Not ready: a query's "not yet"; ncclInProgress: a nonblocking communicator is still working.
+  return status() != 0 && status() != (api->layer() == Layer::Nccl ? CT_NCCL_IN_PROGRESS : CT_CUDA_NOT_READY);
+}
+
+bool Call::succeeded() const {
+  return !unfinished && (api->spec->returns == Returns::Void || status() == 0);
 }
 
 const char* Call::ret_name() const {
   if (unfinished || entry_only || api->spec->returns == Returns::Void) return nullptr;
-  return cuda_error_name(api->layer(), static_cast<std::int32_t>(rec->ret));
+  return cuda_error_name(api->layer(), status());
+}
+
+std::vector<std::uint64_t> record_stack(const ct_call& rec) {
+  std::vector<std::uint64_t> out(rec.stack_len);
+  const auto* base = reinterpret_cast<const std::uint8_t*>(&rec + 1) + CT_ALIGN8(rec.payload_len);
+  if (!out.empty()) std::memcpy(out.data(), base, out.size() * sizeof(std::uint64_t));
+  return out;
 }
 
 bool decode_call(const ct_call& rec, KernelNames* names, Call& call, const StringReader* read_string) {
   const Api* api = api_by_id(rec.api);
   if (!api) return false;
-  call.rec = &rec;
   call.api = api;
   call.parent = rec.parent_api == kNoApi ? nullptr : api_by_id(rec.parent_api);
+  call.pid = rec.pid;
+  call.tid = rec.tid;
+  call.ts_ns = rec.ts_ns;
+  call.dur_ns = rec.dur_ns;
+  call.ret = rec.ret;
+  call.caller = rec.caller;
+  call.depth = rec.depth;
+  call.comm_ = std::string_view(rec.comm, strnlen(rec.comm, sizeof rec.comm));
   call.unfinished = rec.type == CT_REC_UNFINISHED;
   call.entry_only = rec.flags & CT_FLAG_ENTRY_ONLY;
   call.args.clear();
@@ -124,6 +139,9 @@ bool decode_call(const ct_call& rec, KernelNames* names, Call& call, const Strin
 
   const auto* payload = reinterpret_cast<const std::uint8_t*>(&rec + 1);
   const std::size_t payload_len = rec.payload_len;
+  call.payload = std::string_view(reinterpret_cast<const char*>(payload), payload_len);
+  call.payload_fault = rec.flags & CT_FLAG_PAYLOAD_FAULT;
+  call.stack_addresses = record_stack(rec);
   int out_no = 0;
   bool is_launch = false;
   for (std::size_t i = 0; i < api->spec->args.size(); ++i) {

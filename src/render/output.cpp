@@ -8,6 +8,7 @@
 #include "cudatrace/analysis/nvtx.h"
 #include "cudatrace/analysis/nccl.h"
 #include "cudatrace/analysis/streams.h"
+#include "cudatrace/target/stacks.h"
 
 namespace cudatrace {
 namespace {
@@ -184,16 +185,16 @@ class TextOutput final : public Output {
       return;
     }
     buf_.push_back(' ');
-    append_fixed(buf_, c.rec->dur_ns, 3, 10, Align::Right);  // microseconds
+    append_fixed(buf_, c.dur_ns, 3, 10, Align::Right);  // microseconds
     buf_.push_back(' ');
     if (c.api->spec->returns == Returns::Void)
       buf_.push_back('-');
-    else if (c.rec->ret == 0)
+    else if (c.ret == 0)
       buf_.push_back('0');
     else if (const char* name = c.ret_name())
       buf_.append(std::string_view(name));
     else
-      append_int(buf_, c.rec->ret);
+      append_int(buf_, c.ret);
     args(c);
   }
 
@@ -212,8 +213,7 @@ class TextOutput final : public Output {
   // Hand-formatted: this runs for every traced call, and fmt's format-string
   // parsing and float formatting dominated the reader's time.
   void line_start(const Call& c) {
-    const auto& r = *c.rec;
-    append_fixed(buf_, r.ts_ns >= start_ns_ ? (r.ts_ns - start_ns_) / 1000 : 0, 6, 12, Align::Left);  // seconds
+    append_fixed(buf_, c.ts_ns >= start_ns_ ? (c.ts_ns - start_ns_) / 1000 : 0, 6, 12, Align::Left);  // seconds
     buf_.push_back(' ');
     // comm is at most 15 bytes; escape anything that would break the line.
     const std::size_t comm_start = buf_.size();
@@ -230,12 +230,12 @@ class TextOutput final : public Output {
     }
     pad_to(buf_, comm_start + 16);
     buf_.push_back(' ');
-    append_right(buf_, fmt::format_int(r.pid).c_str(), 7);
+    append_right(buf_, fmt::format_int(c.pid).c_str(), 7);
     buf_.push_back(' ');
-    append_right(buf_, fmt::format_int(r.tid).c_str(), 7);
+    append_right(buf_, fmt::format_int(c.tid).c_str(), 7);
     buf_.push_back(' ');
     const std::size_t api_start = buf_.size();
-    for (int i = 0; i < 2 * r.depth; ++i) buf_.push_back(' ');
+    for (int i = 0; i < 2 * c.depth; ++i) buf_.push_back(' ');
     buf_.append(c.api->symbol);
     pad_to(buf_, api_start + 28);
   }
@@ -280,7 +280,7 @@ class JsonOutput final : public Output {
     auto it = std::back_inserter(buf_);
     fmt::format_to(it, "{{\"type\":\"warning\",\"kind\":\"{}\",\"ts_ns\":{},\"pid\":{},\"tid\":{},\"api\":\"{}\","
                    "\"host_ptr\":\"{:#x}\",\"caller\":\"{:#x}\",\"location\":",
-                   w.kind, c.rec->ts_ns, c.rec->pid, c.rec->tid, c.api->symbol, w.host_ptr, c.rec->caller);
+                   w.kind, c.ts_ns, c.pid, c.tid, c.api->symbol, w.host_ptr, c.caller);
     append_json_string(buf_, w.location);
     buf_.append(std::string_view(",\"message\":"));
     append_json_string(buf_, w.message);
@@ -306,15 +306,14 @@ class JsonOutput final : public Output {
   // Hand-formatted like the text output (fmt's format-string parsing
   // dominated the reader's time); the layout is docs/json.md.
   void object(const Call& c, std::string_view type) {
-    const auto& r = *c.rec;
     buf_.append(std::string_view("{\"type\":\""));
     buf_.append(type);
     buf_.append(std::string_view("\",\"ts_ns\":"));
-    append_uint(buf_, r.ts_ns);
+    append_uint(buf_, c.ts_ns);
     buf_.append(std::string_view(",\"pid\":"));
-    append_uint(buf_, r.pid);
+    append_uint(buf_, c.pid);
     buf_.append(std::string_view(",\"tid\":"));
-    append_uint(buf_, r.tid);
+    append_uint(buf_, c.tid);
     buf_.append(std::string_view(",\"comm\":"));
     append_json_string(buf_, c.comm());
     buf_.append(std::string_view(",\"layer\":\""));
@@ -326,10 +325,10 @@ class JsonOutput final : public Output {
       buf_.append(std::string_view(",\"entry_only\":true"));
     } else if (!c.unfinished) {
       buf_.append(std::string_view(",\"dur_ns\":"));
-      append_uint(buf_, r.dur_ns);
+      append_uint(buf_, c.dur_ns);
       if (c.api->spec->returns == Returns::Status) {
         buf_.append(std::string_view(",\"ret\":"));
-        append_int(buf_, static_cast<std::int32_t>(r.ret));
+        append_int(buf_, c.status());
         buf_.append(std::string_view(",\"ret_name\":"));
         if (const char* name = c.ret_name()) {
           buf_.push_back('"');
@@ -341,7 +340,7 @@ class JsonOutput final : public Output {
       }
     }
     buf_.append(std::string_view(",\"depth\":"));
-    append_uint(buf_, r.depth);
+    append_uint(buf_, c.depth);
     if (c.parent) {
       buf_.append(std::string_view(",\"parent_api\":\""));
       buf_.append(c.parent->symbol);
@@ -378,9 +377,9 @@ class JsonOutput final : public Output {
       append_json_string(buf_, c.kernel_short);
     }
     // The call site, for `cudatrace report` (allocation sites, warnings).
-    if (r.caller) {
+    if (c.caller) {
       buf_.append(std::string_view(",\"caller\":\""));
-      append_hex(buf_, r.caller);
+      append_hex(buf_, c.caller);
       buf_.push_back('"');
     }
     append_nvtx_json(buf_, c);

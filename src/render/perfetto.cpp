@@ -51,16 +51,15 @@ void PerfettoWriter::end_event() {
 }
 
 void PerfettoWriter::name_threads(const Call& c) {
-  const auto& r = *c.rec;
-  if (named_processes_.insert(r.pid).second) {
-    begin_event("M", r.pid, r.pid, start_ns_);
+  if (named_processes_.insert(c.pid).second) {
+    begin_event("M", c.pid, c.pid, start_ns_);
     buf_.append(std::string_view(",\"name\":\"process_name\",\"args\":{\"name\":"));
     append_json_string(buf_, c.comm());
     buf_.push_back('}');
     end_event();
   }
-  if (named_threads_.emplace(r.pid, r.tid).second) {
-    begin_event("M", r.pid, r.tid, start_ns_);
+  if (named_threads_.emplace(c.pid, c.tid).second) {
+    begin_event("M", c.pid, c.tid, start_ns_);
     buf_.append(std::string_view(",\"name\":\"thread_name\",\"args\":{\"name\":"));
     append_json_string(buf_, c.comm());
     buf_.push_back('}');
@@ -69,11 +68,10 @@ void PerfettoWriter::name_threads(const Call& c) {
 }
 
 void PerfettoWriter::api_slice(const Call& c) {
-  const auto& r = *c.rec;
   auto it = std::back_inserter(buf_);
   // A call that never returned has no end: a "B" event without its "E".
-  begin_event(c.unfinished ? "B" : "X", r.pid, r.tid, r.ts_ns);
-  if (!c.unfinished) fmt::format_to(it, ",\"dur\":{:.3f}", r.dur_ns / 1e3);
+  begin_event(c.unfinished ? "B" : "X", c.pid, c.tid, c.ts_ns);
+  if (!c.unfinished) fmt::format_to(it, ",\"dur\":{:.3f}", c.dur_ns / 1e3);
   fmt::format_to(it, ",\"name\":\"{}\",\"cat\":\"{}\",\"args\":{{", c.api->symbol, layer_name(c.api->layer()));
   for (const NamedValue& a : c.args) {
     append_json_string(buf_, a.name);
@@ -105,7 +103,7 @@ void PerfettoWriter::api_slice(const Call& c) {
   } else if (const char* name = c.ret_name()) {
     fmt::format_to(it, "\"ret\":\"{}\"}}", name);
   } else {
-    fmt::format_to(it, "\"ret\":{}}}", static_cast<std::int32_t>(r.ret));
+    fmt::format_to(it, "\"ret\":{}}}", c.status());
   }
   end_event();
 }
@@ -129,25 +127,24 @@ void PerfettoWriter::nvtx_range(const NvtxClosed& r) {
 }
 
 void PerfettoWriter::queued_slice(const Call& c, const StreamActivity::Queued& q) {
-  const auto& r = *c.rec;
   const std::uint32_t lane_tid = kStreamLaneTidBase + q.lane;
   auto it = std::back_inserter(buf_);
-  if (named_threads_.emplace(r.pid, lane_tid).second) {
-    begin_event("M", r.pid, lane_tid, start_ns_);
+  if (named_threads_.emplace(c.pid, lane_tid).second) {
+    begin_event("M", c.pid, lane_tid, start_ns_);
     buf_.append(std::string_view(",\"name\":\"thread_name\",\"args\":{\"name\":"));
     append_json_string(buf_, q.lane_name);
     buf_.push_back('}');
     end_event();
     // Lanes after the process's threads, in the order streams were seen.
-    begin_event("M", r.pid, lane_tid, start_ns_);
+    begin_event("M", c.pid, lane_tid, start_ns_);
     fmt::format_to(it, ",\"name\":\"thread_sort_index\",\"args\":{{\"sort_index\":{}}}", lane_tid);
     end_event();
   }
-  begin_event("X", r.pid, lane_tid, r.ts_ns);
-  fmt::format_to(it, ",\"dur\":{:.3f},\"name\":", r.dur_ns / 1e3);
+  begin_event("X", c.pid, lane_tid, c.ts_ns);
+  fmt::format_to(it, ",\"dur\":{:.3f},\"name\":", c.dur_ns / 1e3);
   append_json_string(buf_, q.label);
   fmt::format_to(it, ",\"cat\":\"queued\",\"args\":{{\"stream\":\"{}\",\"api\":\"{}\",\"tid\":{},", q.stream,
-                 c.api->symbol, r.tid);
+                 c.api->symbol, c.tid);
   if (!c.kernel.empty()) {
     buf_.append(std::string_view("\"kernel\":"));
     append_json_string(buf_, c.kernel);
@@ -158,14 +155,13 @@ void PerfettoWriter::queued_slice(const Call& c, const StreamActivity::Queued& q
 }
 
 void PerfettoWriter::flow(const Call& c, const StreamActivity::Consumed& from) {
-  const auto& r = *c.rec;
   auto it = std::back_inserter(buf_);
   // Each end is bound to the slice around its timestamp: the middle of the
   // record call and of the consuming call.
-  begin_event("s", r.pid, from.record_tid, from.record_ts_ns + from.record_dur_ns / 2);
+  begin_event("s", c.pid, from.record_tid, from.record_ts_ns + from.record_dur_ns / 2);
   fmt::format_to(it, ",\"id\":{},\"cat\":\"event\",\"name\":\"{}\"", from.flow_id, from.event);
   end_event();
-  begin_event("f", r.pid, r.tid, r.ts_ns + r.dur_ns / 2);
+  begin_event("f", c.pid, c.tid, c.ts_ns + c.dur_ns / 2);
   fmt::format_to(it, ",\"bp\":\"e\",\"id\":{},\"cat\":\"event\",\"name\":\"{}\"", from.flow_id, from.event);
   end_event();
 }
@@ -173,7 +169,7 @@ void PerfettoWriter::flow(const Call& c, const StreamActivity::Consumed& from) {
 void PerfettoWriter::memory_counter(const Call& c) {
   const Effect effect = c.api->effect();
   if (effect != Effect::AllocDevice && effect != Effect::AllocManaged && effect != Effect::Free) return;
-  const std::uint32_t pid = c.rec->pid;
+  const std::uint32_t pid = c.pid;
   auto live_bytes = [&] {
     std::uint64_t total = 0;
     for (const auto& [key, device] : memory_.devices())
@@ -184,7 +180,7 @@ void PerfettoWriter::memory_counter(const Call& c) {
   memory_.on_call(c);
   const std::uint64_t after = live_bytes();
   if (effect == Effect::Free && after == before) return;  // not an allocation we saw
-  begin_event("C", pid, pid, c.rec->ts_ns + c.rec->dur_ns);
+  begin_event("C", pid, pid, c.ts_ns + c.dur_ns);
   fmt::format_to(std::back_inserter(buf_), ",\"name\":\"device memory\",\"args\":{{\"bytes\":{}}}", after);
   end_event();
 }
@@ -195,7 +191,7 @@ void PerfettoWriter::call(const Call& c, const StreamActivity& activity) {
   api_slice(c);
   if (activity.queued) queued_slice(c, *activity.queued);
   if (activity.consumed) flow(c, *activity.consumed);
-  if (!c.parent && !c.unfinished && c.rec->ret == 0) memory_counter(c);
+  if (c.counted()) memory_counter(c);
 }
 
 void PerfettoWriter::flush_if_large() {

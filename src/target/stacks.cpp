@@ -8,13 +8,6 @@
 
 namespace cudatrace {
 
-std::vector<std::uint64_t> record_stack(const ct_call& rec) {
-  std::vector<std::uint64_t> out(rec.stack_len);
-  const auto* base = reinterpret_cast<const std::uint8_t*>(&rec + 1) + CT_ALIGN8(rec.payload_len);
-  if (!out.empty()) std::memcpy(out.data(), base, out.size() * sizeof(std::uint64_t));
-  return out;
-}
-
 StackFrame StackSymbolizer::frame(pid_t pid, std::uint64_t return_address) {
   const auto key = std::make_pair(pid, return_address);
   if (auto it = cache_.find(key); it != cache_.end()) return it->second;

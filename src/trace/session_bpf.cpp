@@ -140,7 +140,7 @@ int Session::load() {
 // API, and the counters only what it caused.
 void Session::measure_cost() {
   const Api* launch = api_by_symbol("cudaLaunchKernel");
-  const std::uint64_t cookie = (launch->cookie & ~std::uint64_t(0xffff)) | kProbeCostApi;
+  const std::uint64_t cookie = (launch->cookie & ~std::uint64_t(CT_COOKIE_API_MASK)) | kProbeCostApi;
   std::string error;
   const std::uint64_t start_ns = monotonic_ns();
   cost_probes_ = std::make_unique<Probes>(skel_->progs.ct_enter, skel_->progs.ct_exit, skel_->progs.ct_map_change,

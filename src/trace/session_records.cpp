@@ -38,8 +38,7 @@ bool Session::on_record(void* ctx, const void* data, std::size_t size) {
 void Session::on_call(const ct_call& rec) {
   if (!decode_call(rec, &names_, call_, &read_string_)) return;
   ++records_;
-  if (activity_in_bpf_ && !call_.unfinished && !call_.failed() && outermost(call_) &&
-      activity_api(*call_.api).kind == CT_ACT_PAGE_LOCK) {
+  if (activity_in_bpf_ && call_.counted() && activity_api(*call_.api).kind == CT_ACT_PAGE_LOCK) {
     // This call bumped the page-locked generation: the copies counted
     // before it are judged by the page-locked memory before it.
     read_activity(++page_locked_changes_);
@@ -66,7 +65,7 @@ void Session::on_call(const ct_call& rec) {
   }
   // NVTX calls are never slow or failed: --min-us and --errors leave them out.
   if (call_.api->layer() == Layer::Nvtx && (opts_.min_us || opts_.errors_only)) return;
-  if (opts_.stack) call_.stack = stacks_.frames(static_cast<pid_t>(rec.pid), record_stack(rec));
+  if (opts_.stack) call_.stack = stacks_.frames(static_cast<pid_t>(call_.pid), call_.stack_addresses);
   if (call_.unfinished) {
     ++stats_.unfinished;
     out_->unfinished(call_);
@@ -89,10 +88,9 @@ void Session::on_nvtx(Call& c) {
 }
 
 void Session::warn_pageable_copy(std::uint64_t host_ptr) {
-  const ct_call& r = *call_.rec;
-  std::string site = r.caller ? fmt::format("{:#x}", r.caller) : std::string("an unknown call site");
-  if (r.caller) {
-    const Symbolizer::Location loc = symbolizer_.locate(static_cast<pid_t>(r.pid), r.caller);
+  std::string site = call_.caller ? fmt::format("{:#x}", call_.caller) : std::string("an unknown call site");
+  if (call_.caller) {
+    const Symbolizer::Location loc = symbolizer_.locate(static_cast<pid_t>(call_.pid), call_.caller);
     if (!loc.module.empty())
       site = fmt::format("{}+{:#x}", loc.module.substr(loc.module.rfind('/') + 1), loc.module_offset);
     if (!loc.function.empty()) site += fmt::format(" ({}+{:#x})", loc.function, loc.function_offset);

@@ -38,11 +38,12 @@ struct CallSpec {
   std::vector<std::uint64_t> stack = {};
 };
 
-// Builds the record, decodes it and hands the call to `use` (the record
-// lives only as long as that). `payload`: a string or struct read at return.
-inline void with_call(std::string_view symbol, const std::vector<Arg>& args, const CallSpec& spec,
-                      const std::function<void(const cudatrace::Call&)>& use,
-                      cudatrace::KernelNames* names = nullptr, const std::vector<std::uint8_t>& payload = {}) {
+// Builds the record, decodes it and hands the record and the call to `use`
+// (the record lives only as long as that). `payload`: a string or struct
+// read at return.
+inline void with_record_call(std::string_view symbol, const std::vector<Arg>& args, const CallSpec& spec,
+                             const std::function<void(const ct_call&, const cudatrace::Call&)>& use,
+                             cudatrace::KernelNames* names = nullptr, const std::vector<std::uint8_t>& payload = {}) {
   auto b = std::make_unique<RecBuf>();
   init_rec(*b, symbol, spec.pid);
   b->rec.tid = spec.tid;
@@ -71,7 +72,14 @@ inline void with_call(std::string_view symbol, const std::vector<Arg>& args, con
   }
   cudatrace::Call call;
   ASSERT_TRUE(cudatrace::decode_call(b->rec, names, call));
-  use(call);
+  use(b->rec, call);
+}
+
+// The same, handing `use` the call only.
+inline void with_call(std::string_view symbol, const std::vector<Arg>& args, const CallSpec& spec,
+                      const std::function<void(const cudatrace::Call&)>& use,
+                      cudatrace::KernelNames* names = nullptr, const std::vector<std::uint8_t>& payload = {}) {
+  with_record_call(symbol, args, spec, [&](const ct_call&, const cudatrace::Call& c) { use(c); }, names, payload);
 }
 
 }  // namespace analysis_calls

@@ -72,8 +72,19 @@ TEST(DecodeCall, CudaMallocSuccessReadsDevPtrFromOut0) {
   b.rec.args[0] = 0x7ffc12340000;  // the void** itself
   b.rec.args[1] = 4096;
   b.rec.outs[0] = 0x7f0000200000;
+  b.rec.ts_ns = 123456789;
+  b.rec.dur_ns = 4321;
+  b.rec.caller = 0x401234;
   const Call c = decode(b);
-  EXPECT_EQ(c.rec, &b.rec);
+  // The record's fields are the call's: nothing downstream reads the record.
+  EXPECT_EQ(c.pid, b.rec.pid);
+  EXPECT_EQ(c.tid, b.rec.tid);
+  EXPECT_EQ(c.ts_ns, 123456789u);
+  EXPECT_EQ(c.dur_ns, 4321u);
+  EXPECT_EQ(c.end_ns(), 123456789u + 4321u);
+  EXPECT_EQ(c.caller, 0x401234u);
+  EXPECT_EQ(c.depth, 0u);
+  EXPECT_EQ(c.comm(), std::string_view(b.rec.comm));
   EXPECT_EQ(c.api, api_by_symbol("cudaMalloc"));
   EXPECT_EQ(c.parent, nullptr);
   EXPECT_FALSE(c.unfinished);
@@ -678,7 +689,7 @@ TEST(DecodeCall, ReusingACallResetsLaunchAndArgState) {
   ASSERT_TRUE(decode_call(launch.rec, nullptr, c));
   EXPECT_EQ(c.kernel, "?");
   ASSERT_TRUE(decode_call(malloc_rec.rec, nullptr, c));
-  EXPECT_EQ(c.rec, &malloc_rec.rec);
+  EXPECT_EQ(c.api, api_by_symbol("cudaMalloc"));
   EXPECT_TRUE(c.kernel.empty());
   EXPECT_TRUE(c.kernel_mangled.empty());
   EXPECT_EQ(c.kernel_handle, 0u);

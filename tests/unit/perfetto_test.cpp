@@ -265,6 +265,7 @@ TEST_F(Perfetto, HostileCommAndStringsStayValid) {
   put(s);
   feed_.record().rec.pid = 301;  // a new process, named from this comm
   std::memcpy(feed_.record().rec.comm, "a\"b\\\n\x01", 7);
+  ASSERT_TRUE(decode_call(feed_.record().rec, nullptr, feed_.call()));  // the call is a copy of the record
   writer_->call(feed_.call(), StreamActivity{});
   const auto names = with(events(), "M", "process_name");
   ASSERT_EQ(names.size(), 2u);

@@ -292,10 +292,9 @@ TEST(Activity, KernelsWithDistinctShapes) {
 
 // ---- Launches and copies counted in BPF ------------------------------------
 
-// The key bpf/cudatrace.bpf.c (count_activity) builds for a call.
-ct_activity_key bpf_key(const Call& c) {
-  const ct_activity_api a = activity_api(*c.api);
-  const ct_call& r = *c.rec;
+// The key bpf/cudatrace.bpf.c (count_activity) builds for a call's record.
+ct_activity_key bpf_key(const ct_call& r) {
+  const ct_activity_api a = activity_api(*api_by_id(r.api));
   ct_activity_key k{};
   k.tgid = r.pid;
   k.api = r.api;
@@ -366,21 +365,21 @@ TEST(ActivityInBpf, CountedCallsGiveTheTablesOfRecords) {
   std::map<std::string, std::pair<ct_activity_key, ct_activity>> counted;
   auto feed = [&](std::string_view api, std::vector<Arg> args, CallSpec spec,
                   const std::vector<std::uint8_t>& payload = {}) {
-    with_call(
+    with_record_call(
         api, args, spec,
-        [&](const Call& c) {
+        [&](const ct_call& rec, const Call& c) {
           memory.on_call(c);
           per_record.on_call(c, memory);
-          if (c.failed() || c.rec->depth || activity_api(*c.api).kind == CT_ACT_PAGE_LOCK ||
+          if (c.failed() || c.depth || activity_api(*c.api).kind == CT_ACT_PAGE_LOCK ||
               activity_api(*c.api).kind == CT_ACT_NONE)
             return;
-          const ct_activity_key k = bpf_key(c);
-          auto [it, fresh] = counted.try_emplace(key_bytes(k), k, ct_activity{0, 0, c.rec->ts_ns, c.rec->ts_ns});
+          const ct_activity_key k = bpf_key(rec);
+          auto [it, fresh] = counted.try_emplace(key_bytes(k), k, ct_activity{0, 0, c.ts_ns, c.ts_ns});
           ct_activity& v = it->second.second;
           ++v.calls;
-          v.total_ns += c.rec->dur_ns;
-          v.first_ts_ns = std::min<std::uint64_t>(v.first_ts_ns, c.rec->ts_ns);
-          v.last_ts_ns = std::max<std::uint64_t>(v.last_ts_ns, c.rec->ts_ns);
+          v.total_ns += c.dur_ns;
+          v.first_ts_ns = std::min<std::uint64_t>(v.first_ts_ns, c.ts_ns);
+          v.last_ts_ns = std::max<std::uint64_t>(v.last_ts_ns, c.ts_ns);
         },
         &names, payload);
   };

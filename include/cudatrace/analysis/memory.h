@@ -23,8 +23,6 @@
 
 namespace cudatrace {
 
-inline bool outermost(const Call& c) { return c.rec->depth == 0; }
-
 // Bytes an allocation call asks for: pitch x height for the pitched forms
 // (an OutSize out-parameter), else the first size.
 std::uint64_t allocation_bytes(const Call& c);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cudatrace/decode/cuda_errors.h"
+#include "cudatrace/record.h"
 
 namespace cudatrace {
 
@@ -140,7 +141,7 @@ struct Api {
   Effect effect() const { return spec->effect; }
 };
 
-inline constexpr std::uint16_t kNoApi = 0xffff;
+inline constexpr std::uint16_t kNoApi = CT_NO_API;
 
 const std::vector<ApiSpec>& api_rows();
 const std::vector<Api>& apis();

@@ -12,7 +12,7 @@
 
 #include "cudatrace/decode/api_table.h"
 #include "cudatrace/record.h"
-#include "cudatrace/target/stacks.h"
+#include "cudatrace/target/stack_frame.h"
 
 namespace cudatrace {
 
@@ -46,14 +46,32 @@ struct NamedValue {
 struct WaitInfo;
 struct NcclInfo;
 
+// Reads a string from the traced process when the BPF side could not.
+using StringReader = std::function<bool(std::uint32_t pid, std::uint64_t addr, std::string& out)>;
+
+// One decoded call: everything downstream of decoding (analyses, outputs)
+// reads this, never the ring-buffer record. Its string views (arguments,
+// payload) point into the record and the decoder's tables, valid until the
+// next call is decoded into it.
 struct Call {
-  const ct_call* rec = nullptr;
   const Api* api = nullptr;
   const Api* parent = nullptr;  // enclosing probed call, if any
+  std::uint32_t pid = 0, tid = 0;
+  std::uint64_t ts_ns = 0;   // entry, CLOCK_MONOTONIC
+  std::uint64_t dur_ns = 0;  // 0 for unfinished and entry-only calls
+  std::int64_t ret = 0;      // the raw return register; status() is the code
+  std::uint64_t caller = 0;  // return address: the call site; 0 when unknown
+  unsigned depth = 0;        // number of enclosing probed calls
   bool unfinished = false;
   // Recorded at entry (CT_FLAG_ENTRY_ONLY): a nested call with no latency or
   // status of its own; its parent's status covers it.
   bool entry_only = false;
+  // The bytes read from user memory at return (strings, NCCL unique ids and
+  // communicator arrays), and whether reading them failed.
+  std::string_view payload;
+  bool payload_fault = false;
+  // With --stack: the return addresses of the user stack, innermost first.
+  std::vector<std::uint64_t> stack_addresses;
   std::vector<NamedValue> args;
   // Launches only: the kernel name, demangled and as CUDA gives it, and its
   // short form (KernelNames::short_name); "?" when it cannot be known. Empty
@@ -74,9 +92,23 @@ struct Call {
   const std::vector<NvtxRange>* nvtx = nullptr;
   const std::vector<NvtxRange>* nvtx_process = nullptr;
 
-  std::string_view comm() const;
-  bool failed() const;  // returned an error (cudaErrorNotReady is not one)
+  std::string_view comm() const { return comm_; }  // the thread's name
+  std::int32_t status() const { return static_cast<std::int32_t>(ret); }
+  std::uint64_t end_ns() const { return ts_ns + dur_ns; }
+  bool outermost() const { return depth == 0; }
+  // Returned a status, and it was an error (cudaErrorNotReady is not one).
+  bool failed() const;
+  // Completed with success: returned, and void or a zero status.
+  bool succeeded() const;
+  // Counted as an operation by the analyses: the outermost probed call of an
+  // operation (cudaMalloc, not the cuMemAlloc_v2 it makes; with only the
+  // driver layer traced, the driver call), completed, and not failed.
+  bool counted() const { return !unfinished && outermost() && !failed(); }
   const char* ret_name() const;
+
+ private:
+  friend bool decode_call(const ct_call&, KernelNames*, Call&, const StringReader*);
+  std::string_view comm_;
 };
 
 // The nth decoded argument of table type `t` (nullptr if there is none), and
@@ -93,8 +125,8 @@ const char* memcpy_kind_name(std::uint64_t kind);
 // cudaStreamPerThread; nullptr for ordinary handles.
 const char* special_stream_name(std::uint64_t handle);
 
-// Reads a string from the traced process when the BPF side could not.
-using StringReader = std::function<bool(std::uint32_t pid, std::uint64_t addr, std::string& out)>;
+// The stack frames stored after a record's payload (record.h), innermost first.
+std::vector<std::uint64_t> record_stack(const ct_call& rec);
 
 // Decodes `rec` (with `payload_len` bytes of payload after it) into `call`,
 // reusing its storage. Returns false if the record names an unknown API.

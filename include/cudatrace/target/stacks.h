@@ -13,21 +13,11 @@
 #include <vector>
 
 #include "cudatrace/record.h"
+#include "cudatrace/target/stack_frame.h"
 
 namespace cudatrace {
 
 class Symbolizer;
-
-struct StackFrame {
-  std::uint64_t addr = 0;
-  std::string function;  // demangled; empty when no symbol holds the address
-  std::uint64_t function_offset = 0;
-  std::string module;  // the mapped file; empty when the address is not in one
-  std::uint64_t module_offset = 0;
-};
-
-// The frames stored after a record's payload (record.h), innermost first.
-std::vector<std::uint64_t> record_stack(const ct_call& rec);
 
 // Names stack addresses, caching per process (at most kMaxCached frames:
 // over it the cache starts afresh); forget() a process whose mappings
