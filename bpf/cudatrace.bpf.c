@@ -491,7 +491,7 @@ static __always_inline bool count_activity(__u32 api, struct ct_frame *f, __u32 
 	for (int i = 0; i < CT_MAX_ARGS; i++)
 		if (i + 1 == a->copy_kind_slot)
 			dir = f->args[i];
-	__u32 host_slot = dir == 1 ? a->src_slot : dir == 2 ? a->dst_slot : 0;
+	__u32 host_slot = dir == CT_COPY_HTOD ? a->src_slot : dir == CT_COPY_DTOH ? a->dst_slot : 0;
 	__u16 mask = a->key_args;
 	for (int i = 0; i < CT_MAX_ARGS; i++)
 		key->args[i] = (mask & (1u << i)) || i + 1 == host_slot ? f->args[i] : 0;

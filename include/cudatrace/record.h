@@ -203,6 +203,9 @@ struct ct_api_stats {
  * host side was page-locked when it ran.
  */
 #define CT_ACTIVITY_ENTRIES 16384
+/* cudaMemcpyKind values whose host side is part of a copy's key. */
+#define CT_COPY_HTOD 1
+#define CT_COPY_DTOH 2
 
 enum ct_activity_kind {
 	CT_ACT_NONE = 0,

@@ -5,7 +5,7 @@
 #include <limits>
 
 #include "cudatrace/render/json.h"
-#include "cudatrace/analysis/summary.h"
+#include "cudatrace/decode/transfer.h"
 
 namespace cudatrace {
 namespace {
@@ -17,29 +17,6 @@ constexpr std::size_t kKernelsShown = 4;  // per stream in a text line; JSON has
 // _ptsz/_ptds forms), 1 cudaStreamLegacy / CU_STREAM_LEGACY, 2
 // cudaStreamPerThread / CU_STREAM_PER_THREAD.
 constexpr std::uint64_t kLegacyStream = 1, kPerThreadStream = 2;
-
-CopyDirection queued_copy_direction(const Call& c) {
-  if (auto kind = arg_value(c, ArgType::MemcpyKind)) {
-    switch (*kind) {
-      case 0:
-        return CopyDirection::HostToHost;
-      case 1:
-        return CopyDirection::HostToDevice;
-      case 2:
-        return CopyDirection::DeviceToHost;
-      case 3:
-        return CopyDirection::DeviceToDevice;
-      default:
-        return CopyDirection::Unknown;
-    }
-  }
-  const std::string_view name = c.api->spec->name;
-  if (name.find("HtoD") != name.npos) return CopyDirection::HostToDevice;
-  if (name.find("DtoH") != name.npos) return CopyDirection::DeviceToHost;
-  if (name.find("DtoD") != name.npos) return CopyDirection::DeviceToDevice;
-  if (name.find("Peer") != name.npos) return CopyDirection::Peer;
-  return CopyDirection::Unknown;
-}
 
 void append_work_text(fmt::memory_buffer& out, const StreamWork& w) {
   auto it = std::back_inserter(out);
@@ -61,7 +38,7 @@ void append_work_text(fmt::memory_buffer& out, const StreamWork& w) {
     const StreamWork::Bytes& b = w.copies[d];
     if (!b.count) continue;
     fmt::format_to(it, "{}{} cop{} {} {}", sep, b.count, b.count == 1 ? "y" : "ies",
-                   copy_direction_name(static_cast<CopyDirection>(d)), format_bytes(b.bytes));
+                   direction_name(static_cast<Direction>(d)), format_bytes(b.bytes));
     sep = ", ";
   }
   if (w.memsets.count)
@@ -84,7 +61,7 @@ void append_work_json(fmt::memory_buffer& out, const StreamWork& w) {
   for (int d = 0; d < kCopyDirections; ++d) {
     const StreamWork::Bytes& b = w.copies[d];
     if (!b.count) continue;
-    fmt::format_to(it, "{}\"{}\":{{\"count\":{},\"bytes\":{}}}", sep, copy_direction_name(static_cast<CopyDirection>(d)),
+    fmt::format_to(it, "{}\"{}\":{{\"count\":{},\"bytes\":{}}}", sep, direction_name(static_cast<Direction>(d)),
                    b.count, b.bytes);
     sep = ",";
   }
@@ -100,11 +77,6 @@ void append_work_list_text(fmt::memory_buffer& out, const std::vector<StreamWork
 }
 
 }  // namespace
-
-const char* copy_direction_name(CopyDirection d) {
-  static const char* const kNames[kCopyDirections] = {"H2D", "D2H", "D2D", "H2H", "P2P", "any"};
-  return kNames[static_cast<int>(d)];
-}
 
 std::string format_bytes(std::uint64_t bytes) {
   if (bytes < 1024) return fmt::format("{} B", bytes);
@@ -426,7 +398,7 @@ void StreamTracker::apply(Process& p, Call& c) {
     case Effect::Copy:
     case Effect::Memset: {
       const bool copy = c.api->effect() == Effect::Copy;
-      const CopyDirection dir = copy ? queued_copy_direction(c) : CopyDirection::Unknown;
+      const Direction dir = copy_direction(c);
       const std::uint64_t bytes = transfer_bytes(c);
       Stream& s = call_stream();
       Segment& seg = open_segment(p, s, false);
@@ -434,11 +406,11 @@ void StreamTracker::apply(Process& p, Call& c) {
       ++b.count;
       b.bytes += bytes;
       seg.last_seq = ++p.seq;
-      queue(s, copy ? fmt::format("copy {} {}", copy_direction_name(dir), format_bytes(bytes))
+      queue(s, copy ? fmt::format("copy {} {}", direction_name(dir), format_bytes(bytes))
                     : fmt::format("memset {}", format_bytes(bytes)));
-      if (copy && stream_arg && (dir == CopyDirection::HostToDevice || dir == CopyDirection::DeviceToHost)) {
-        // cudaMemcpyAsync(dst, src, ...): the host side is src for H2D, dst for D2H.
-        const auto host = arg_value(c, ArgType::Ptr, dir == CopyDirection::HostToDevice ? 1 : 0);
+      if (copy && stream_arg && (dir == Direction::HtoD || dir == Direction::DtoH)) {
+        // cudaMemcpyAsync(dst, src, ...): the host side is src for HtoD, dst for DtoH.
+        const auto host = arg_value(c, ArgType::Ptr, dir == Direction::HtoD ? 1 : 0);
         if (host && *host && !page_locked_.contains(c.pid, *host, 1)) {
           if (p.warned_sites.size() >= kMaxWarnedSites) p.warned_sites.clear();  // a site may warn again
           if (p.warned_sites.emplace(c.api->id, c.caller).second) activity_.pageable_host_ptr = *host;

@@ -150,40 +150,6 @@ std::vector<ApiRow> api_rows(const std::vector<ct_api_stats>& by_id, const Selec
   return rows;
 }
 
-const char* direction_name(Direction d) {
-  static const char* const kNames[kDirections] = {"HtoH", "HtoD", "DtoH", "DtoD", "Default", "Memset"};
-  return kNames[static_cast<int>(d)];
-}
-
-Direction copy_direction(const Call& c) {
-  if (c.api->effect() == Effect::Memset) return Direction::Memset;
-  if (arg_of_type(c, ArgType::MemcpyKind)) {
-    const std::uint64_t kind = arg_value(c, ArgType::MemcpyKind).value_or(~0ull);
-    return kind <= static_cast<std::uint64_t>(Direction::Default) ? static_cast<Direction>(kind) : Direction::Default;
-  }
-  const std::string_view name = c.api->spec->name;
-  if (name.find("HtoD") != std::string_view::npos) return Direction::HtoD;
-  if (name.find("DtoH") != std::string_view::npos) return Direction::DtoH;
-  if (name.find("DtoD") != std::string_view::npos || name.find("Peer") != std::string_view::npos)
-    return Direction::DtoD;
-  return Direction::Default;
-}
-
-std::uint64_t transfer_bytes(const Call& c) {
-  std::vector<std::uint64_t> sizes;
-  for (const NamedValue& a : c.args)
-    if (a.type == ArgType::Size) sizes.push_back(std::get<std::uint64_t>(a.value));
-  if (sizes.empty()) return 0;
-  if (c.api->effect() == Effect::Memset) {
-    const std::string_view name = c.api->spec->name;
-    const std::uint64_t element = name.find("D32") != std::string_view::npos   ? 4
-                                  : name.find("D16") != std::string_view::npos ? 2
-                                                                               : 1;
-    return sizes.front() * element;
-  }
-  return sizes.size() > 2 ? sizes[sizes.size() - 2] * sizes.back() : sizes.front();
-}
-
 void Activity::on_call(const Call& c, const MemoryTracker& memory) {
   if (!c.counted()) return;
   count(c, memory, {1, c.dur_ns, c.ts_ns, c.ts_ns});
@@ -275,8 +241,8 @@ ct_activity_api activity_api(const Api& api) {
   }
   // Without a cudaMemcpyKind argument the name gives the direction.
   const std::string_view name = api.spec->name;
-  if (name.find("HtoD") != std::string_view::npos) a.copy_kind = static_cast<std::uint8_t>(Direction::HtoD);
-  if (name.find("DtoH") != std::string_view::npos) a.copy_kind = static_cast<std::uint8_t>(Direction::DtoH);
+  if (name.find("HtoD") != std::string_view::npos) a.copy_kind = CT_COPY_HTOD;
+  if (name.find("DtoH") != std::string_view::npos) a.copy_kind = CT_COPY_DTOH;
   return a;
 }
 

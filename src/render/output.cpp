@@ -235,7 +235,7 @@ class TextOutput final : public Output {
     append_right(buf_, fmt::format_int(c.tid).c_str(), 7);
     buf_.push_back(' ');
     const std::size_t api_start = buf_.size();
-    for (int i = 0; i < 2 * c.depth; ++i) buf_.push_back(' ');
+    for (unsigned i = 0; i < 2 * c.depth; ++i) buf_.push_back(' ');
     buf_.append(c.api->symbol);
     pad_to(buf_, api_start + 28);
   }

@@ -40,11 +40,11 @@ TEST_F(Streams, TextShowsTheProgramsEdgesAndWhatEachSyncWaitedFor) {
   const Result r = run(tracer() + " -- " STREAMS_APP " edges");
   ASSERT_EQ(r.status, 0) << r.err;
   const std::vector<std::string> expected = {
-      "cudaStreamWaitEvent | waits: e1 (recorded on s1) for s1: 1 launch (kernel_a), 1 copy H2D 1.0 MiB",
+      "cudaStreamWaitEvent | waits: e1 (recorded on s1) for s1: 1 launch (kernel_a), 1 copy HtoD 1.0 MiB",
       "cudaStreamWaitEvent | waits: e2 (recorded on s2) for s2: 2 launches (kernel_b x2); s1: 1 launch (kernel_a), "
-      "1 copy H2D 1.0 MiB",
+      "1 copy HtoD 1.0 MiB",
       "cudaEventSynchronize | waited: e2 (recorded on s2) for s2: 2 launches (kernel_b x2); s1: 1 launch (kernel_a), "
-      "1 copy H2D 1.0 MiB",
+      "1 copy HtoD 1.0 MiB",
       "cudaStreamSynchronize | waited: s3: 2 launches (kernel_c x2)",
       "cudaEventSynchronize | waited: e3 (never recorded)",
       "cudaStreamSynchronize | waited: per-thread: 1 launch (kernel_b)",
@@ -105,7 +105,7 @@ TEST_F(Streams, JsonCarriesHandlesIdsAndWaitedFor) {
   ASSERT_EQ(first["work"].size(), 2u);
   EXPECT_EQ(first["work"][0]["stream"], "s2");
   EXPECT_EQ(first["work"][1]["stream"], "s1");
-  EXPECT_EQ(first["work"][1]["copies"]["H2D"], json({{"count", 1}, {"bytes", 1 << 20}}));
+  EXPECT_EQ(first["work"][1]["copies"]["HtoD"], json({{"count", 1}, {"bytes", 1 << 20}}));
   EXPECT_TRUE(event_syncs[1]["waited_for"]["recorded_on"].is_null());
   EXPECT_TRUE(event_syncs[1]["waited_for"]["work"].empty());
   // Pinned memory only in this scenario: no warning.
@@ -144,7 +144,7 @@ TEST_F(Streams, PageableWarningIsAlsoAJsonLine) {
     EXPECT_EQ(w["location"].get<std::string>().rfind("streams_app+0x", 0), 0u) << w;
   }
   // The warned-about pointers are the pageable buffer: the source of the
-  // first (H2D) copy and the destination of the D2H one.
+  // first (HtoD) copy and the destination of the DtoH one.
   EXPECT_EQ(warnings[0]["host_ptr"], copies[0]["args"]["src"]);
   EXPECT_EQ(warnings[1]["host_ptr"], copies[3]["args"]["dst"]);
   EXPECT_EQ(copies[3]["args"]["dst"], copies[0]["args"]["src"]);
@@ -195,7 +195,7 @@ TEST_F(Timeline, TracksFlowsAndCountersOfTheEdgesScenario) {
   std::map<long, std::multiset<std::string>> queued;
   for (const json& e : events_where(doc, "X"))
     if (e["cat"] == "queued") queued[e["tid"].get<long>()].insert(e["name"].get<std::string>());
-  EXPECT_EQ(queued[lane_tid["stream s1"]], (std::multiset<std::string>{"copy H2D 1.0 MiB", "kernel_a", "kernel_a"}));
+  EXPECT_EQ(queued[lane_tid["stream s1"]], (std::multiset<std::string>{"copy HtoD 1.0 MiB", "kernel_a", "kernel_a"}));
   EXPECT_EQ(queued[lane_tid["stream s2"]], (std::multiset<std::string>{"kernel_b", "kernel_b"}));
   EXPECT_EQ(queued[lane_tid["stream s3"]], (std::multiset<std::string>{"kernel_c", "kernel_c"}));
   EXPECT_EQ(queued[lane_tid["stream per-thread"]], (std::multiset<std::string>{"kernel_b"}));

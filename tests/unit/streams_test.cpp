@@ -216,7 +216,7 @@ TEST_F(Streams, StreamSyncWaitsForWhatWasQueuedSinceTheLastSync) {
   launch(kK1, kS1);
   launch(kK2, kS1);
   copy_async(0xd000, 0x7000, 4 * kMiB, 1, kS1);
-  EXPECT_EQ(sync_stream(kS1), "waited: s1: 3 launches (k1 x2, k2), 1 copy H2D 4.0 MiB");
+  EXPECT_EQ(sync_stream(kS1), "waited: s1: 3 launches (k1 x2, k2), 1 copy HtoD 4.0 MiB");
   EXPECT_EQ(f.call().waited->kind, WaitInfo::Kind::Stream);
   EXPECT_EQ(f.call().waited->target, "s1");
   EXPECT_EQ(sync_stream(kS1), "waited: nothing");
@@ -241,7 +241,7 @@ TEST_F(Streams, DeviceSyncWaitsForEveryStreamInFirstSeenOrder) {
   launch(kK1, 0);
   copy_async(0x7000, 0xd000, 3 * 1024, 2, kS2);
   copy_async(0x7000, 0xd000, 1024, 2, kS2);
-  EXPECT_EQ(sync_device(), "waited: s1: 1 memset 512 B; s2: 1 launch (k2), 2 copies D2H 4.0 KiB; default: 1 launch (k1)");
+  EXPECT_EQ(sync_device(), "waited: s1: 1 memset 512 B; s2: 1 launch (k2), 2 copies DtoH 4.0 KiB; default: 1 launch (k1)");
   EXPECT_EQ(f.call().waited->kind, WaitInfo::Kind::Device);
   EXPECT_EQ(sync_device(), "waited: nothing");
   EXPECT_EQ(sync_stream(kS2), "waited: nothing");
@@ -288,7 +288,7 @@ TEST_F(Streams, DriverOnlyTraceCountsTheDriverCalls) {
   f.feed("cuLaunchKernel", {{"f", kK1}, {"hStream", kS1}});
   f.feed("cuMemcpyHtoDAsync_v2", {{"dstDevice", 0xd000}, {"srcHost", 0x7000}, {"ByteCount", 2048}, {"hStream", kS1}});
   f.feed("cuCtxSynchronize", {});
-  EXPECT_EQ(f.waited_text(), "waited: s1: 1 launch (k1), 1 copy H2D 2.0 KiB");
+  EXPECT_EQ(f.waited_text(), "waited: s1: 1 launch (k1), 1 copy HtoD 2.0 KiB");
 }
 
 TEST_F(Streams, FailedAndUnfinishedCallsQueueNothing) {
@@ -330,7 +330,7 @@ TEST_F(Streams, SynchronousCopyIsStillShownOnItsLane) {
   const StreamActivity& a = f.feed("cudaMemcpy", {{"dst", 0x7000}, {"src", 0xd000}, {"count", 64}, {"kind", 2}});
   ASSERT_TRUE(a.queued);
   EXPECT_EQ(a.queued->stream, "default");
-  EXPECT_EQ(a.queued->label, "copy D2H 64 B");
+  EXPECT_EQ(a.queued->label, "copy DtoH 64 B");
 }
 
 TEST_F(Streams, SuccessfulQueriesCompleteWorkNotReadyDoesNot) {
@@ -357,8 +357,8 @@ TEST_F(Streams, CopyDirectionsAndSizes) {
   copy_async(0xd000, 0xd100, 5, 4, kS1);  // cudaMemcpyDefault
   f.feed("cudaMemcpyPeerAsync", {{"dst", 0xd000}, {"src", 0xd100}, {"count", 7}, {"stream", kS1}});
   copy_async(0xd000, 0xd100, 8, 3, kS1);
-  EXPECT_EQ(sync_stream(kS1), "waited: s1: 1 copy H2D 2.9 KiB, 1 copy D2H 100 B, 1 copy D2D 8 B, 1 copy P2P 7 B, "
-                              "2 copies any 15 B");
+  EXPECT_EQ(sync_stream(kS1), "waited: s1: 1 copy HtoD 2.9 KiB, 1 copy DtoH 100 B, 1 copy DtoD 8 B, 1 copy Peer 7 B, "
+                              "2 copies Default 15 B");
 }
 
 // ---- Events ------------------------------------------------------------------
@@ -405,7 +405,7 @@ TEST_F(Streams, EventSyncWaitsOnlyForWorkBeforeTheRecord) {
   f.feed("cudaEventRecord", {{"event", kE1}, {"stream", kS1}});
   launch(kK2, kS1);
   const StreamActivity& a = f.feed("cudaEventSynchronize", {{"event", kE1}});
-  EXPECT_EQ(f.waited_text(), "waited: e1 (recorded on s1) for s1: 1 launch (k1), 1 copy D2H 2.0 MiB");
+  EXPECT_EQ(f.waited_text(), "waited: e1 (recorded on s1) for s1: 1 launch (k1), 1 copy DtoH 2.0 MiB");
   EXPECT_TRUE(a.consumed);
   EXPECT_EQ(sync_stream(kS1), "waited: s1: 1 launch (k2)");
 }
@@ -479,7 +479,7 @@ TEST_F(Streams, PageableAsyncCopyIsReportedOncePerCallSite) {
   EXPECT_FALSE(copy_async(0xd000, 0x7100, 64, 1, kS1, 0x401000).pageable_host_ptr) << "same call site";
   const StreamActivity& d2h = copy_async(0x7200, 0xd000, 64, 2, kS1, 0x402000);
   ASSERT_TRUE(d2h.pageable_host_ptr) << "another call site";
-  EXPECT_EQ(*d2h.pageable_host_ptr, 0x7200u) << "D2H: the destination is the host side";
+  EXPECT_EQ(*d2h.pageable_host_ptr, 0x7200u) << "DtoH: the destination is the host side";
 }
 
 TEST_F(Streams, PinnedRegisteredAndManagedMemoryIsNotPageable) {
@@ -706,7 +706,7 @@ TEST(StreamFormat, WaitJsonStructure) {
   work.stream = "s2";
   work.launches = 2;
   work.kernels = {{"void k(int)", "k", 2}};
-  work.copies[static_cast<int>(CopyDirection::HostToDevice)] = {1, 4096};
+  work.copies[static_cast<int>(Direction::HtoD)] = {1, 4096};
   work.memsets = {2, 100};
   w.work.push_back(work);
   fmt::memory_buffer b;
@@ -717,7 +717,7 @@ TEST(StreamFormat, WaitJsonStructure) {
   const std::string doc(b.data(), b.size());
   EXPECT_EQ(doc,
             R"({"x":0,"waited_for":{"kind":"event","event":"e3","recorded_on":"s2","work":[{"stream":"s2","launches":2,)"
-            R"j("kernels":[{"kernel":"void k(int)","count":2}],"copies":{"H2D":{"count":1,"bytes":4096}},)j"
+            R"j("kernels":[{"kernel":"void k(int)","count":2}],"copies":{"HtoD":{"count":1,"bytes":4096}},)j"
             R"("memsets":{"count":2,"bytes":100}}]}})");
   EXPECT_TRUE(JsonParser::valid(doc));
   w.recorded_on.clear();

@@ -205,7 +205,7 @@ TEST(Transfers, DirectionFromKindElseName) {
   EXPECT_EQ(dir("cuMemcpyHtoD_v2", {}), Direction::HtoD);
   EXPECT_EQ(dir("cuMemcpyDtoHAsync_v2", {}), Direction::DtoH);
   EXPECT_EQ(dir("cuMemcpyDtoD_v2", {}), Direction::DtoD);
-  EXPECT_EQ(dir("cudaMemcpyPeer", {}), Direction::DtoD);
+  EXPECT_EQ(dir("cudaMemcpyPeer", {}), Direction::Peer);
   EXPECT_EQ(dir("cuMemcpy", {}), Direction::Default);
   EXPECT_EQ(dir("cudaMemsetAsync", {}), Direction::Memset);
 }

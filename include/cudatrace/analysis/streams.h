@@ -26,14 +26,10 @@
 #include <vector>
 
 #include "cudatrace/decode/decode.h"
+#include "cudatrace/decode/transfer.h"
 #include "cudatrace/analysis/memory.h"
 
 namespace cudatrace {
-
-enum class CopyDirection : std::uint8_t { HostToDevice, DeviceToHost, DeviceToDevice, HostToHost, Peer, Unknown };
-inline constexpr int kCopyDirections = 6;
-// "H2D", "D2H", "D2D", "H2H", "P2P", "any" (cudaMemcpyDefault, cuMemcpy).
-const char* copy_direction_name(CopyDirection d);
 
 // "512 B", "1.5 KiB", "4.0 MiB", "2.0 GiB".
 std::string format_bytes(std::uint64_t bytes);
@@ -56,7 +52,7 @@ struct StreamWork {
   };
   std::vector<Kernel> kernels;  // launches per kernel, in launch order
   std::uint32_t unlisted_launches = 0;
-  Bytes copies[kCopyDirections];
+  Bytes copies[kCopyDirections];  // by Direction
   Bytes memsets;
   bool empty() const;
   void add_launch(std::string_view kernel, std::string_view short_name, std::uint32_t count = 1);
@@ -79,7 +75,7 @@ struct WaitInfo {
   bool approximate = false;
 };
 
-// " waited: s1: 2 launches (k x2), 1 copy H2D 4.0 MiB; s2: ..." etc. (docs in README.md)
+// " waited: s1: 2 launches (k x2), 1 copy HtoD 4.0 MiB; s2: ..." etc. (docs in README.md)
 void append_wait_text(fmt::memory_buffer& out, const WaitInfo& w);
 // ,"waited_for":{...} (docs/json.md)
 void append_wait_json(fmt::memory_buffer& out, const WaitInfo& w);
@@ -90,7 +86,7 @@ struct StreamActivity {
     std::string_view stream;   // short id
     std::uint32_t lane;        // per-process stream number, never reused: 0 is the first stream seen
     std::string_view lane_name;  // "stream s1", "stream per-thread (tid 42)"
-    std::string label;         // short kernel name, "copy H2D 4.0 MiB", "memset 1.0 KiB"
+    std::string label;         // short kernel name, "copy HtoD 4.0 MiB", "memset 1.0 KiB"
   };
   struct Consumed {  // the event record a wait or synchronisation consumed
     std::uint64_t flow_id;  // unique per consumer

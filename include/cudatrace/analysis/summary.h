@@ -12,6 +12,7 @@
 
 #include "cudatrace/decode/api_table.h"
 #include "cudatrace/decode/decode.h"
+#include "cudatrace/decode/transfer.h"
 #include "cudatrace/trace/probes.h"
 #include "cudatrace/record.h"
 
@@ -54,21 +55,8 @@ std::vector<ApiRow> api_rows(const std::vector<ct_api_stats>& by_id, const Selec
 
 // ---- Kernels and transfers from decoded calls ------------------------------
 
-// Copy directions in cudaMemcpyKind order, then memsets.
-enum class Direction : std::uint8_t { HtoH, HtoD, DtoH, DtoD, Default, Memset };
-inline constexpr int kDirections = 6;
-const char* direction_name(Direction d);
-
 // Host<->device copies smaller than this are "tiny" (insights.h).
 inline constexpr std::uint64_t kTinyTransferBytes = 64 * 1024;
-
-// A copy's direction: its cudaMemcpyKind argument, else its name (HtoD, DtoH,
-// DtoD, Peer), else Default (the driver decides from the pointers).
-Direction copy_direction(const Call& c);
-// Bytes a copy or memset moves: width x height for 2D copies (more than two
-// size arguments: the last two), else the first size; memsets of 16- and
-// 32-bit elements (D16/D32 in the name) multiply by the element size.
-std::uint64_t transfer_bytes(const Call& c);
 
 struct TransferStats {
   std::uint64_t count = 0, bytes = 0;

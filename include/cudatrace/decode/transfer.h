@@ -1,0 +1,30 @@
+// What a copy or memset call moves: its direction and its bytes, decided
+// once from the decoded call for every analysis and output. Directions are
+// spelled as CUDA's driver API names them (cuMemcpyHtoD: HtoD).
+#pragma once
+
+#include <cstdint>
+
+#include "cudatrace/decode/decode.h"
+
+namespace cudatrace {
+
+// Copy directions in cudaMemcpyKind order (HtoH..DtoD), then peer copies
+// (cudaMemcpyPeer, cuMemcpyPeer: between two devices), then Default (the
+// driver decides from the pointers: cudaMemcpyDefault, cuMemcpy), then
+// memsets, which tables list with the copies.
+enum class Direction : std::uint8_t { HtoH, HtoD, DtoH, DtoD, Peer, Default, Memset };
+inline constexpr int kDirections = 7;
+inline constexpr int kCopyDirections = 6;  // the directions of copies: all but Memset
+// "HtoH", "HtoD", "DtoH", "DtoD", "Peer", "Default", "Memset".
+const char* direction_name(Direction d);
+
+// A copy's direction: its cudaMemcpyKind argument, else its name (HtoD,
+// DtoH, DtoD, Peer), else Default; Memset for memsets.
+Direction copy_direction(const Call& c);
+// Bytes a copy or memset moves: width x height for 2D copies (more than two
+// size arguments: the last two), else the first size; memsets of 16- and
+// 32-bit elements (D16/D32 in the name) multiply by the element size.
+std::uint64_t transfer_bytes(const Call& c);
+
+}  // namespace cudatrace
