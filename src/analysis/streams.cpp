@@ -496,7 +496,6 @@ void StreamTracker::apply(Process& p, Call& c) {
     default:
       break;
   }
-  page_locked_.on_call(c);
 }
 
 const StreamActivity& StreamTracker::on_call(Call& c) {
@@ -522,7 +521,6 @@ const StreamActivity& StreamTracker::on_call(Call& c) {
 
 void StreamTracker::forget_process(std::uint32_t pid) {
   procs_.erase(pid);
-  page_locked_.forget(pid);
 }
 
 void StreamTracker::forget_thread(std::uint32_t pid, std::uint32_t tid) {

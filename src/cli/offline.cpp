@@ -16,10 +16,10 @@
 #include "cudatrace/decode/api_table.h"
 #include "cudatrace/decode/decode.h"
 #include "cudatrace/decode/kernel_names.h"
-#include "cudatrace/analysis/nccl.h"
+#include "cudatrace/analysis/pipeline.h"
 #include "cudatrace/render/perfetto.h"
 #include "cudatrace/render/report.h"
-#include "cudatrace/analysis/streams.h"
+#include "cudatrace/render/sink.h"
 
 namespace cudatrace {
 namespace {
@@ -388,7 +388,8 @@ bool TraceLine::parse(std::string_view line, std::string& error) {
 
 namespace {
 
-// The report of one trace file: Session::on_call's work without the BPF side.
+// The report of one trace file: decode -> pipeline -> sinks, as Session::on_call
+// does, without the BPF side.
 class OfflineReport {
  public:
   explicit OfflineReport(const Options& opts) : opts_(opts) {}
@@ -402,11 +403,11 @@ class OfflineReport {
 
   const Options& opts_;
   std::unique_ptr<Output> out_;
+  Pipeline pipeline_{PipelineOptions{opts_.display, false, false, opts_.summary}};
+  std::vector<std::unique_ptr<Sink>> sinks_;  // the trace or the summary, and the timeline
   std::unique_ptr<Reporter> reporter_;
-  std::unique_ptr<PerfettoWriter> perfetto_;
+  PerfettoWriter* perfetto_ = nullptr;  // one of sinks_
   KernelNames names_;
-  StreamTracker streams_;
-  NcclTracker nccl_;
   Call call_;
   std::vector<ct_api_stats> api_stats_;  // what BPF counts live, by API id
   std::vector<Warning> pending_warnings_;   // warnings about the next call line
@@ -438,16 +439,19 @@ bool OfflineReport::start(std::uint64_t start_ns, std::string& error) {
   out_ = opts_.json ? make_json_output() : make_text_output(start_ns, opts_.full_names);
   if (opts_.summary) {
     ReportOptions report{opts_.display, opts_.summary_tables, opts_.hist, opts_.insights, opts_.json, start_ns, {},
-                         opts_.full_names};
-    report.nccl = &nccl_;
-    reporter_ = std::make_unique<Reporter>(report, nullptr);
+                         opts_.full_names, true};
+    reporter_ = std::make_unique<Reporter>(report, pipeline_, nullptr);
     api_stats_.assign(apis().size(), ct_api_stats{});
+    sinks_.push_back(std::make_unique<SummarySink>(*out_, stats_));
   } else {
     out_->header();
+    sinks_.push_back(std::make_unique<TraceSink>(*out_, stats_, false, nullptr));
   }
   if (!opts_.perfetto_path.empty()) {
-    perfetto_ = PerfettoWriter::open(opts_.perfetto_path, start_ns, error);
-    if (!perfetto_) return false;
+    std::unique_ptr<PerfettoWriter> perfetto = PerfettoWriter::open(opts_.perfetto_path, start_ns, error);
+    if (!perfetto) return false;
+    perfetto_ = perfetto.get();
+    sinks_.push_back(std::move(perfetto));
   }
   return true;
 }
@@ -457,36 +461,26 @@ void OfflineReport::on_call(const TraceLine& line) {
   if (!line.kernel_mangled().empty()) names_.add(rec.pid, line.kernel_handle(), line.kernel_mangled());
   if (!decode_call(rec, &names_, call_)) return;
   if (call_.api->group() == Group::Module) names_.learn(call_);
-  // The stream model annotates the call; its pageable-copy warnings are the
-  // trace's own warning lines (their call sites were symbolised live).
-  const StreamActivity& activity = streams_.on_call(call_);
-  // The NCCL model recomputes comm_id, rank and seq, as the stream model its annotations.
-  call_.nccl = nccl_.on_call(call_);
-  last_ns_ = std::max<std::uint64_t>(last_ns_, rec.ts_ns + rec.dur_ns);
+  // The pipeline recomputes what the analyses annotate (stream ids, waits,
+  // NCCL comm_id, rank and seq); the pageable-copy warnings are the trace's
+  // own warning lines (their call sites were symbolised live).
+  const CallAnalysis& analysis = pipeline_.on_call(call_);
+  last_ns_ = std::max<std::uint64_t>(last_ns_, call_.end_ns());
   for (const Warning& w : pending_warnings_) {
     std::fprintf(stderr, "cudatrace: warning: %s\n", w.message.c_str());
-    out_->warning(call_, w);
+    for (const auto& sink : sinks_) sink->on_warning(call_, w);
   }
-  if (!opts_.display.wants(*call_.api)) return;
-  if (perfetto_) perfetto_->call(call_, activity);
+  if (!analysis.displayed) return;
   if (reporter_) {
-    reporter_->on_call(call_);
-    if (call_.unfinished)
-      ++stats_.unfinished;
-    else if (call_.entry_only)
+    // What BPF counts live in summary mode.
+    if (call_.entry_only && !call_.unfinished)
       ++api_stats_[call_.api->id].calls;  // counted; it has no latency to add
-    else
-      add_call(api_stats_[call_.api->id], rec.dur_ns, call_.failed());
-    return;
-  }
-  call_.stack = line.stack();
-  if (call_.unfinished) {
-    ++stats_.unfinished;
-    out_->unfinished(call_);
+    else if (!call_.unfinished)  // (the summary sink counts unfinished calls)
+      add_call(api_stats_[call_.api->id], call_.dur_ns, call_.failed());
   } else {
-    ++stats_.calls;
-    out_->call(call_);
+    call_.stack = line.stack();
   }
+  for (const auto& sink : sinks_) sink->on_call(call_, analysis);
 }
 
 int OfflineReport::run(std::istream& in, const std::string& name) {

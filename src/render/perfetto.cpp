@@ -108,7 +108,7 @@ void PerfettoWriter::api_slice(const Call& c) {
   end_event();
 }
 
-void PerfettoWriter::nvtx_range(const NvtxClosed& r) {
+void PerfettoWriter::on_nvtx_range(const NvtxClosed& r) {
   auto it = std::back_inserter(buf_);
   const std::uint64_t start = r.range.start_ns;
   if (!r.process_wide) {
@@ -166,32 +166,19 @@ void PerfettoWriter::flow(const Call& c, const StreamActivity::Consumed& from) {
   end_event();
 }
 
-void PerfettoWriter::memory_counter(const Call& c) {
-  const Effect effect = c.api->effect();
-  if (effect != Effect::AllocDevice && effect != Effect::AllocManaged && effect != Effect::Free) return;
-  const std::uint32_t pid = c.pid;
-  auto live_bytes = [&] {
-    std::uint64_t total = 0;
-    for (const auto& [key, device] : memory_.devices())
-      if (key.first == pid) total += device.live_bytes + device.managed_live_bytes;
-    return total;
-  };
-  const std::uint64_t before = live_bytes();
-  memory_.on_call(c);
-  const std::uint64_t after = live_bytes();
-  if (effect == Effect::Free && after == before) return;  // not an allocation we saw
-  begin_event("C", pid, pid, c.ts_ns + c.dur_ns);
-  fmt::format_to(std::back_inserter(buf_), ",\"name\":\"device memory\",\"args\":{{\"bytes\":{}}}", after);
+void PerfettoWriter::memory_counter(const Call& c, std::uint64_t device_bytes) {
+  begin_event("C", c.pid, c.pid, c.end_ns());
+  fmt::format_to(std::back_inserter(buf_), ",\"name\":\"device memory\",\"args\":{{\"bytes\":{}}}", device_bytes);
   end_event();
 }
 
-void PerfettoWriter::call(const Call& c, const StreamActivity& activity) {
+void PerfettoWriter::on_call(const Call& c, const CallAnalysis& a) {
   if (!file_) return;
   name_threads(c);
   api_slice(c);
-  if (activity.queued) queued_slice(c, *activity.queued);
-  if (activity.consumed) flow(c, *activity.consumed);
-  if (c.counted()) memory_counter(c);
+  if (a.streams && a.streams->queued) queued_slice(c, *a.streams->queued);
+  if (a.streams && a.streams->consumed) flow(c, *a.streams->consumed);
+  if (a.device_bytes) memory_counter(c, *a.device_bytes);
 }
 
 void PerfettoWriter::flush_if_large() {

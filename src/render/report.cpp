@@ -200,17 +200,6 @@ void append_histogram_json(Buf& out, const ApiRow& r) {
 
 }  // namespace
 
-void Reporter::on_call(const Call& c) {
-  memory_.on_call(c);
-  run_.on_call(c, memory_);
-  window_.on_call(c, memory_);
-}
-
-void Reporter::on_activity(const Call& c, const ct_activity& counted) {
-  run_.on_calls(c, memory_, counted);
-  window_.on_calls(c, memory_, counted);
-}
-
 std::uint64_t Reporter::calls(const std::vector<ct_api_stats>& run) const {
   std::uint64_t n = 0;
   for (const ApiRow& r : api_rows(run, opts_.display)) n += r.stats.calls;
@@ -231,10 +220,11 @@ InsightInput Reporter::insight_input(const std::vector<ct_api_stats>& run, std::
   }
   const ct_api_stats& runtime = per_layer[static_cast<int>(Layer::Runtime)];
   in.syncs = runtime.calls ? runtime : per_layer[static_cast<int>(Layer::Driver)];
-  in.launches = run_.launches;
-  in.launch_span_ns = run_.last_launch_ns - run_.first_launch_ns;
-  in.transfers = run_.transfers;
-  for (const auto& [key, site] : memory_.churn()) {
+  const Activity& whole_run = pipeline_.run_activity();
+  in.launches = whole_run.launches;
+  in.launch_span_ns = whole_run.last_launch_ns - whole_run.first_launch_ns;
+  in.transfers = whole_run.transfers;
+  for (const auto& [key, site] : pipeline_.memory().churn()) {
     const auto& [pid, caller, bytes] = key;
     std::string where = stacks_ && caller ? frame_text(stacks_->frame(static_cast<pid_t>(pid), caller))
                                           : fmt::format("{:#x}", caller);
@@ -252,7 +242,8 @@ void Reporter::report(Buf& out, const std::vector<ct_api_stats>& run, std::uint6
   std::vector<ct_api_stats> shown = run;
   if (!final)
     for (std::size_t id = 0; id < run.size() && id < previous_.size(); ++id) shown[id] = stats_since(run[id], previous_[id]);
-  const Activity& activity = final ? run_ : window_;
+  const Activity& activity = final ? pipeline_.run_activity() : pipeline_.window_activity();
+  const MemoryTracker& memory_tracker = pipeline_.memory();
   const std::uint64_t from_ns = final ? opts_.start_ns : previous_ns_;
   const double covered_s = double(now_ns - std::min(now_ns, from_ns)) / 1e9;
   const double at_s = double(now_ns - std::min(now_ns, opts_.start_ns)) / 1e9;
@@ -260,15 +251,15 @@ void Reporter::report(Buf& out, const std::vector<ct_api_stats>& run, std::uint6
   const bool with_insights = opts_.tables || opts_.insights;
   std::vector<Insight> insights =
       with_insights ? find_insights(insight_input(run, now_ns), opts_.thresholds) : std::vector<Insight>{};
-  if (with_insights && opts_.nccl)
-    for (Insight& i : nccl_insights(opts_.nccl->skew())) insights.push_back(std::move(i));
+  if (with_insights && opts_.collectives)
+    for (Insight& i : nccl_insights(pipeline_.nccl().skew())) insights.push_back(std::move(i));
   std::vector<const Allocation*> leaks;
-  if (final && opts_.tables) leaks = memory_.outstanding();
+  if (final && opts_.tables) leaks = memory_tracker.outstanding();
   if (!final) {
     ++intervals_;
     previous_ = run;
     previous_ns_ = now_ns;
-    window_ = Activity{};
+    pipeline_.start_window();
   }
   auto it = std::back_inserter(out);
   auto rel_s = [&](std::uint64_t ts) { return double(ts - std::min(ts, opts_.start_ns)) / 1e9; };
@@ -335,7 +326,7 @@ void Reporter::report(Buf& out, const std::vector<ct_api_stats>& run, std::uint6
       }
       out.append(std::string_view("],\"memory\":["));
       first = true;
-      for (const auto& [key, m] : memory_.devices()) {
+      for (const auto& [key, m] : memory_tracker.devices()) {
         fmt::format_to(it,
                        "{}{{\"pid\":{},\"device\":{},\"live_bytes\":{},\"peak_bytes\":{},\"peak_ts_ns\":{},"
                        "\"managed_live_bytes\":{},\"managed_peak_bytes\":{},\"allocs\":{},\"frees\":{}}}",
@@ -360,12 +351,12 @@ void Reporter::report(Buf& out, const std::vector<ct_api_stats>& run, std::uint6
           out.push_back('}');
         }
         out.push_back(']');
-        if (const MemoryTracker::Untracked& u = memory_.untracked(); u.allocations)
+        if (const MemoryTracker::Untracked& u = memory_tracker.untracked(); u.allocations)
           fmt::format_to(it, ",\"leaks_not_listed\":{{\"count\":{},\"bytes\":{}}}", u.allocations, u.bytes);
-        if (const std::uint64_t pairs = memory_.untracked().churn_pairs)
+        if (const std::uint64_t pairs = memory_tracker.untracked().churn_pairs)
           fmt::format_to(it, ",\"churn_pairs_not_followed\":{}", pairs);
       }
-      if (opts_.nccl) append_collectives_json(out, *opts_.nccl);
+      if (opts_.collectives) append_collectives_json(out, pipeline_.nccl());
     }
     if (with_insights) {
       out.append(std::string_view(",\"insights\":["));
@@ -446,24 +437,24 @@ void Reporter::report(Buf& out, const std::vector<ct_api_stats>& run, std::uint6
                   "Managed Peak (B)"},
                  {false, false, false, false, false, false, false, false, false},
                  {}};
-    for (const auto& [key, m] : memory_.devices())
+    for (const auto& [key, m] : memory_tracker.devices())
       memory.rows.push_back({std::to_string(key.first), std::to_string(key.second), group_digits(m.live_bytes),
                              group_digits(m.peak_bytes), m.peak_ts_ns ? fmt::format("{:.6f}", rel_s(m.peak_ts_ns)) : "-",
                              group_digits(m.allocs), group_digits(m.frees), group_digits(m.managed_live_bytes),
                              group_digits(m.managed_peak_bytes)});
     append_section(out, "Device memory", memory);
-    if (opts_.nccl) append_collectives_text(out, *opts_.nccl);
+    if (opts_.collectives) append_collectives_text(out, pipeline_.nccl());
 
     if (final) {
       std::uint64_t leaked = 0;
       for (const Allocation* a : leaks) leaked += a->bytes;
       fmt::format_to(it, "\nAllocations never freed: {} ({} bytes)\n", leaks.size(), group_digits(leaked));
-      if (const MemoryTracker::Untracked& u = memory_.untracked(); u.allocations)
+      if (const MemoryTracker::Untracked& u = memory_tracker.untracked(); u.allocations)
         fmt::format_to(it,
                        "  and {} older allocations ({} bytes) not listed: over {} tracked at once; if freed, the "
                        "live counts above still hold them\n",
                        group_digits(u.allocations), group_digits(u.bytes), MemoryTracker::kMaxLive);
-      if (const std::uint64_t pairs = memory_.untracked().churn_pairs)
+      if (const std::uint64_t pairs = memory_tracker.untracked().churn_pairs)
         fmt::format_to(it, "  {} allocate/free pairs of call sites beyond the {} followed are not in the churn insight\n",
                        group_digits(pairs), MemoryTracker::kMaxChurnSites);
     }

@@ -145,7 +145,7 @@ void Session::finish() {
                      double(self.ru_utime.tv_usec + self.ru_stime.tv_usec) / 1e6,
                  double(self.ru_maxrss) / 1024);
   }
-  const StreamTracker::Forgotten& forgotten = streams_.forgotten();
+  const StreamTracker::Forgotten& forgotten = pipeline_->streams().forgotten();
   if (forgotten.streams || forgotten.events)
     warn_line(fmt::format("{} streams and {} events never destroyed were forgotten (over {} per process); a later use "
                           "of one got a new id",
@@ -165,25 +165,28 @@ int Session::run() {
     return symbolizer_.string_at(static_cast<pid_t>(pid), addr, CT_MAX_PAYLOAD, out);
   };
   out_ = opts_.json ? make_json_output() : make_text_output(start_ns_, opts_.full_names);
+  pipeline_ = std::make_unique<Pipeline>(PipelineOptions{opts_.display, opts_.nvtx, opts_.by_range, opts_.summary});
   if (opts_.summary) {
     // NVTX calls are not CUDA work: --by-range has them, the per-API tables do not.
     Selection reported = opts_.display;
     reported.layer[static_cast<int>(Layer::Nvtx)] = false;
     ReportOptions report{reported, opts_.summary_tables, opts_.hist, opts_.insights, opts_.json, start_ns_, {},
-                          opts_.full_names};
-    report.nccl = &nccl_;
-    reporter_ = std::make_unique<Reporter>(report, &stacks_);
+                          opts_.full_names, true};
+    reporter_ = std::make_unique<Reporter>(report, *pipeline_, &stacks_);
     next_report_ns_ = start_ns_ + std::uint64_t(opts_.interval_s) * 1000000000ull;
+    sinks_.push_back(std::make_unique<SummarySink>(*out_, stats_));
+  } else {
+    sinks_.push_back(std::make_unique<TraceSink>(*out_, stats_, opts_.min_us || opts_.errors_only, &chunk_.record_ends));
   }
-  if (opts_.nvtx) nvtx_ = std::make_unique<NvtxTracker>();
-  if (opts_.by_range) by_range_ = std::make_unique<RangeSummary>();
   if (!opts_.perfetto_path.empty()) {
     std::string error;
-    perfetto_ = PerfettoWriter::open(opts_.perfetto_path, start_ns_, error);
-    if (!perfetto_) {
+    std::unique_ptr<PerfettoWriter> perfetto = PerfettoWriter::open(opts_.perfetto_path, start_ns_, error);
+    if (!perfetto) {
       error_line(error);
       return kExitOutput;
     }
+    perfetto_ = perfetto.get();
+    sinks_.push_back(std::move(perfetto));
   }
   const std::uint64_t load_start_ns = monotonic_ns();
   decide_dlopen_stop();

@@ -219,23 +219,23 @@ void Session::forget_exited() {
   next_exit_check_ns_ = now + 1000000000ull;
   for (pid_t pid : exited_) {
     symbolizer_.forget(pid);
-    streams_.forget_process(static_cast<std::uint32_t>(pid));
+    pipeline_->forget_process(static_cast<std::uint32_t>(pid));
     names_.forget(static_cast<std::uint32_t>(pid));
     stacks_.forget(pid);
     seen_mappings_.erase(seen_mappings_.lower_bound({pid, 0, 0}), seen_mappings_.lower_bound({pid + 1, 0, 0}));
   }
-  for (auto [pid, tid] : exited_threads_) streams_.forget_thread(pid, tid);
+  for (auto [pid, tid] : exited_threads_) pipeline_->forget_thread(pid, tid);
   exited_.clear();
   exited_threads_.clear();
   std::set<pid_t> known;
   for (pid_t pid : symbolizer_.processes()) known.insert(pid);
-  for (std::uint32_t pid : streams_.processes()) known.insert(static_cast<pid_t>(pid));
+  for (std::uint32_t pid : pipeline_->processes()) known.insert(static_cast<pid_t>(pid));
   for (pid_t pid : known) {
     if (!process_exists(pid)) {
       exited_.push_back(pid);
       continue;
     }
-    for (std::uint32_t tid : streams_.threads(static_cast<std::uint32_t>(pid)))
+    for (std::uint32_t tid : pipeline_->threads(static_cast<std::uint32_t>(pid)))
       if (access(fmt::format("/proc/{}/task/{}", pid, tid).c_str(), F_OK) != 0)
         exited_threads_.emplace_back(static_cast<std::uint32_t>(pid), tid);
   }

@@ -182,7 +182,7 @@ CostReport Session::cost_so_far() {
   return price_hits(counts, probe_cost_, cpu_at_start_, [](std::uint32_t pid) { return process_cpu_ns(pid); });
 }
 
-// Passes what BPF counted in the activity map to the reporter, as calls
+// Passes what BPF counted in the activity map to the pipeline, as calls
 // rebuilt from the keys (summary.h: activity_record).
 void Session::read_activity(std::uint64_t below_gen) {
   if (!activity_in_bpf_) return;
@@ -190,7 +190,7 @@ void Session::read_activity(std::uint64_t below_gen) {
     ActivityRecord rec;
     activity_record(key, n, rec);
     if (!decode_call(rec.call(), &names_, call_, &read_string_) || !opts_.display.wants(*call_.api)) return;
-    reporter_->on_activity(call_, n);
+    pipeline_->on_activity(call_, n);
   };
   const bool ok = activity_.read(bpf_map__fd(skel_->maps.activity), below_gen, add);
   if (!ok) warn_line(std::string("cannot read the activity map: ") + std::strerror(errno));

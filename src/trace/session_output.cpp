@@ -80,7 +80,7 @@ void Session::summary_report(bool final) {
   CostReport cost;
   if (!final && cost_measured_) cost = cost_so_far();
   reporter_->report(out_->buffer(), run, monotonic_ns(), final, !final && cost_measured_ ? &cost : nullptr);
-  if (by_range_ && final) by_range_->report(out_->buffer(), opts_.json);
+  if (pipeline_->by_range() && final) pipeline_->by_range()->report(out_->buffer(), opts_.json);
   next_report_ns_ += std::uint64_t(opts_.interval_s) * 1000000000ull;
 }
 

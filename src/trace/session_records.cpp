@@ -45,46 +45,14 @@ void Session::on_call(const ct_call& rec) {
     decode_call(rec, &names_, call_, &read_string_);  // read_activity reused call_
   }
   if (call_.api->group() == Group::Module) names_.learn(call_);
-  const StreamActivity& activity = streams_.on_call(call_);
-  if (activity.pageable_host_ptr) warn_pageable_copy(*activity.pageable_host_ptr);
-  if (nvtx_) on_nvtx(call_);
-  call_.nccl = nccl_.on_call(call_);
-  if (!opts_.display.wants(*call_.api)) return;
-  if (perfetto_) perfetto_->call(call_, activity);
-  if (reporter_) {
-    // Summary mode: BPF counts every call; records come only for what the tables
-    // need (--by-range asks for all of them, for its own table).
-    if (by_range_) {
-      by_range_->on_call(call_);
-      // The other tables get what they get without --by-range.
-      if (!call_.unfinished && !(call_.api->cookie & CT_COOKIE_DETAIL)) return;
-    }
-    reporter_->on_call(call_);
-    stats_.unfinished += call_.unfinished;
-    return;
-  }
-  // NVTX calls are never slow or failed: --min-us and --errors leave them out.
-  if (call_.api->layer() == Layer::Nvtx && (opts_.min_us || opts_.errors_only)) return;
-  if (opts_.stack) call_.stack = stacks_.frames(static_cast<pid_t>(call_.pid), call_.stack_addresses);
-  if (call_.unfinished) {
-    ++stats_.unfinished;
-    out_->unfinished(call_);
-  } else {
-    ++stats_.calls;
-    out_->call(call_);
-  }
-  const std::size_t formatted = out_->buffer().size();
-  chunk_.record_ends.push_back(Chunk::record_end(formatted, call_.unfinished));
-  if (formatted >= OutputWriter::kChunkBytes) hand_over_output();
-}
-
-// NVTX calls move the range stacks; every other call is given the ranges it
-// was made in. A range that ends goes to the timeline.
-void Session::on_nvtx(Call& c) {
-  nvtx_->annotate(c);
-  if (c.api->layer() != Layer::Nvtx) return;
-  const std::optional<NvtxClosed> closed = nvtx_->on_call(c);
-  if (closed && perfetto_) perfetto_->nvtx_range(*closed);
+  const CallAnalysis& analysis = pipeline_->on_call(call_);
+  if (analysis.streams->pageable_host_ptr) warn_pageable_copy(*analysis.streams->pageable_host_ptr);
+  if (analysis.closed_range)
+    for (const auto& sink : sinks_) sink->on_nvtx_range(*analysis.closed_range);
+  if (!analysis.displayed) return;
+  if (opts_.stack && !reporter_) call_.stack = stacks_.frames(static_cast<pid_t>(call_.pid), call_.stack_addresses);
+  for (const auto& sink : sinks_) sink->on_call(call_, analysis);
+  if (!reporter_ && out_->buffer().size() >= OutputWriter::kChunkBytes) hand_over_output();
 }
 
 void Session::warn_pageable_copy(std::uint64_t host_ptr) {
@@ -100,7 +68,7 @@ void Session::warn_pageable_copy(std::uint64_t host_ptr) {
             fmt::format("{} {} pageable host memory {:#x} at {}: the copy is synchronous", call_.api->symbol,
                         to_device ? "from" : "to", host_ptr, site)};
   warn_line(w.message);
-  out_->warning(call_, w);
+  for (const auto& sink : sinks_) sink->on_warning(call_, w);
 }
 
 // Calls still in progress when tracing stops are reported as unfinished.

@@ -46,8 +46,8 @@ class Perfetto : public ::testing::Test {
     put(s);
   }
   void put(const CallSpec& s) {
-    const StreamActivity& a = feed_.feed(s);
-    writer_->call(feed_.call(), a);
+    feed_.feed(s);
+    writer_->on_call(feed_.call(), feed_.analysis());
   }
 
   // Finishes the file and returns its events.
@@ -266,7 +266,7 @@ TEST_F(Perfetto, HostileCommAndStringsStayValid) {
   feed_.record().rec.pid = 301;  // a new process, named from this comm
   std::memcpy(feed_.record().rec.comm, "a\"b\\\n\x01", 7);
   ASSERT_TRUE(decode_call(feed_.record().rec, nullptr, feed_.call()));  // the call is a copy of the record
-  writer_->call(feed_.call(), StreamActivity{});
+  writer_->on_call(feed_.call(), CallAnalysis{});
   const auto names = with(events(), "M", "process_name");
   ASSERT_EQ(names.size(), 2u);
   EXPECT_EQ(str(*names[1].get("args"), "name"), "a\"b\\\n\x01");

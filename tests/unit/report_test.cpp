@@ -35,8 +35,20 @@ Selection all_groups() {
   return s;
 }
 
+// A reporter and the pipeline it reports on.
+struct ReportedRun {
+  ReportedRun(const ReportOptions& o) : pipeline(PipelineOptions{o.display, false, false, o.tables}), reporter(o, pipeline, nullptr) {}
+  void on_call(Call& c) { pipeline.on_call(c); }
+  void report(fmt::memory_buffer& out, const std::vector<ct_api_stats>& run, std::uint64_t now_ns, bool final) {
+    reporter.report(out, run, now_ns, final);
+  }
+  std::uint64_t calls(const std::vector<ct_api_stats>& run) const { return reporter.calls(run); }
+  Pipeline pipeline;
+  Reporter reporter;
+};
+
 // A small run: two mallocs (one leaked), a copy, two launches of one kernel.
-Reporter small_run(bool json, bool hist = false, bool full_names = false) {
+std::unique_ptr<ReportedRun> small_run(bool json, bool hist = false, bool full_names = false) {
   ReportOptions o;
   o.full_names = full_names;
   o.display = all_groups();
@@ -44,11 +56,11 @@ Reporter small_run(bool json, bool hist = false, bool full_names = false) {
   o.hist = hist;
   o.json = json;
   o.start_ns = 1000000000;
-  Reporter r(o, nullptr);
+  auto r = std::make_unique<ReportedRun>(o);
   KernelNames names;
   names.set_symbolizer([](std::uint32_t, std::uint64_t) { return std::string("_Z6addOnePfi"); });
   auto feed = [&](std::string_view api, std::vector<Arg> args, CallSpec s) {
-    with_call(api, args, s, [&](const Call& c) { r.on_call(c); }, &names);
+    with_call(api, args, s, [&](const Call& c) { Call copy = c; r->on_call(copy); }, &names);
   };
   CallSpec malloc1;
   malloc1.ts_ns = 1100000000;
@@ -93,17 +105,17 @@ TEST(Report, GroupDigits) {
 }
 
 TEST(Report, FullNamesInTheKernelTable) {
-  Reporter r = small_run(false, false, true);
+  auto r = small_run(false, false, true);
   fmt::memory_buffer out;
-  r.report(out, small_stats(), 2000000000, true);
+  r->report(out, small_stats(), 2000000000, true);
   EXPECT_NE(fmt::to_string(out).find("(4,2,1)x(128,1,1) (2)    addOne(float*, int)\n"), std::string::npos)
       << fmt::to_string(out);
 }
 
 TEST(Report, FinalTextTables) {
-  Reporter r = small_run(false);
+  auto r = small_run(false);
   fmt::memory_buffer out;
-  r.report(out, small_stats(), 2000000000, true);
+  r->report(out, small_stats(), 2000000000, true);
   EXPECT_EQ(fmt::to_string(out), R"(cudatrace summary: 1.000 s traced
 
 CUDA API summary:
@@ -143,13 +155,13 @@ Insights:
 
  none
 )");
-  EXPECT_EQ(r.calls(small_stats()), 6u);
+  EXPECT_EQ(r->calls(small_stats()), 6u);
 }
 
 TEST(Report, FinalJsonIsOneValidLineWithEveryTable) {
-  Reporter r = small_run(true, true);
+  auto r = small_run(true, true);
   fmt::memory_buffer out;
-  r.report(out, small_stats(), 2000000000, true);
+  r->report(out, small_stats(), 2000000000, true);
   const std::string line = fmt::to_string(out);
   ASSERT_EQ(line.back(), '\n');
   ASSERT_EQ(line.find('\n'), line.size() - 1);
@@ -184,13 +196,13 @@ TEST(Report, FinalJsonIsOneValidLineWithEveryTable) {
 }
 
 TEST(Report, IntervalCoversOnlyTheCallsSinceThePreviousReport) {
-  Reporter r = small_run(true);
+  auto r = small_run(true);
   std::vector<ct_api_stats> run = small_stats();
   fmt::memory_buffer first;
-  r.report(first, run, 1500000000, false);
+  r->report(first, run, 1500000000, false);
   add_calls(run, "cudaMalloc", 3, 3000);
   fmt::memory_buffer second;
-  r.report(second, run, 2000000000, false);
+  r->report(second, run, 2000000000, false);
   JsonValue v;
   std::string error;
   ASSERT_TRUE(JsonParser::parse(fmt::to_string(second), v, error)) << error;
@@ -200,7 +212,7 @@ TEST(Report, IntervalCoversOnlyTheCallsSinceThePreviousReport) {
   EXPECT_TRUE(v.get("kernels")->items.empty()) << "no launches since the first report";
   EXPECT_FALSE(v.has("leaks")) << "only at exit";
   fmt::memory_buffer last;
-  r.report(last, run, 2500000000, true);
+  r->report(last, run, 2500000000, true);
   JsonValue whole;
   ASSERT_TRUE(JsonParser::parse(fmt::to_string(last), whole, error)) << error;
   EXPECT_EQ(whole.get("apis")->items[0].get("calls")->text, "5") << "the final report covers the whole run";
@@ -210,7 +222,7 @@ TEST(Report, HistogramInBccStyle) {
   ReportOptions o;
   o.display = all_groups();
   o.hist = true;
-  Reporter r(o, nullptr);
+  ReportedRun r(o);
   std::vector<ct_api_stats> run(apis().size());
   add_calls(run, "cudaStreamSynchronize", 3, 1500);
   add_calls(run, "cudaStreamSynchronize", 1, 5000);
@@ -242,7 +254,7 @@ TEST(Report, OnlyInsights) {
   ReportOptions o;
   o.display = all_groups();
   o.insights = true;
-  Reporter r(o, nullptr);
+  ReportedRun r(o);
   fmt::memory_buffer out;
   r.report(out, std::vector<ct_api_stats>(apis().size()), 2000000000, true);
   EXPECT_EQ(fmt::to_string(out), "cudatrace summary: 2.000 s traced\n\nInsights:\n\n none\n");

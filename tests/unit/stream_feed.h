@@ -1,5 +1,5 @@
-// Feeds hand-built calls through decode_call and the stream model, for the
-// streams, output and perfetto tests.
+// Feeds hand-built calls through decode_call and the analysis pipeline (its
+// stream model above all), for the streams, output and perfetto tests.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "cudatrace/decode/kernel_names.h"
-#include "cudatrace/analysis/streams.h"
+#include "cudatrace/analysis/pipeline.h"
 #include "record_builder.h"
 
 namespace cudatrace_test {
@@ -39,6 +39,14 @@ struct CallSpec {
 
 class StreamFeed {
  public:
+  // Every API displayed: every call reaches the memory accounting.
+  static cudatrace::PipelineOptions all_apis() {
+    cudatrace::PipelineOptions o;
+    for (bool& g : o.display.group) g = true;
+    for (bool& l : o.display.layer) l = true;
+    return o;
+  }
+
   StreamFeed() {
     names_.set_symbolizer([](std::uint32_t, std::uint64_t addr) {
       auto it = kernel_symbols().find(addr);
@@ -67,7 +75,8 @@ class StreamFeed {
     for (const auto& [name, value] : s.args) set_arg(*api, name, value);
     if (!s.payload.empty()) set_payload(buf_, s.payload.data(), s.payload.size());
     EXPECT_TRUE(cudatrace::decode_call(buf_.rec, &names_, call_)) << s.symbol;
-    return tracker_.on_call(call_);
+    analysis_ = &pipeline_.on_call(call_);
+    return *analysis_->streams;
   }
 
   const cudatrace::StreamActivity& feed(std::string symbol,
@@ -81,7 +90,9 @@ class StreamFeed {
   }
 
   cudatrace::Call& call() { return call_; }
-  cudatrace::StreamTracker& tracker() { return tracker_; }
+  // What the pipeline found about the last call.
+  const cudatrace::CallAnalysis& analysis() const { return *analysis_; }
+  cudatrace::StreamTracker& tracker() { return pipeline_.streams(); }
   cudatrace_test::RecBuf& record() { return buf_; }
 
   // The short id given to argument `name` of the last call, "" if none.
@@ -118,7 +129,8 @@ class StreamFeed {
   }
 
   cudatrace::KernelNames names_;
-  cudatrace::StreamTracker tracker_;
+  cudatrace::Pipeline pipeline_{all_apis()};
+  const cudatrace::CallAnalysis* analysis_ = nullptr;
   cudatrace::Call call_;
   RecBuf buf_;
   std::uint64_t next_ts_ = 1'000'000;

@@ -87,6 +87,9 @@ class MemoryTracker {
   bool pinned(std::uint32_t pid, std::uint64_t addr, std::uint64_t bytes) const {
     return page_locked_.contains(pid, addr, bytes);
   }
+  // The page-locked ranges it follows: the one registry of the pipeline.
+  const PageLockedMemory& page_locked() const { return page_locked_; }
+  void forget_page_locked(std::uint32_t pid) { page_locked_.forget(pid); }
 
   const std::map<DeviceKey, DeviceMemory>& devices() const { return devices_; }
   // Allocations not freed, largest first.

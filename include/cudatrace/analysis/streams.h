@@ -1,8 +1,8 @@
 // The stream model: short ids for streams and events, the work queued on each
 // stream since it was last synchronised, event record -> wait edges, what
-// every synchronisation waited for, and the page-locked host ranges behind the
-// pageable-copy warning. Fed every decoded call in completion order; all state
-// is per process. Only the host side is seen: "queued" means a call returned
+// every synchronisation waited for, and the pageable-copy warning (checked
+// against the page-locked registry of memory.h). Fed every decoded call in
+// completion order; all state is per process. Only the host side is seen: "queued" means a call returned
 // success, "waited for" means queued and not yet known to be complete.
 //
 // Memory stays bounded whatever the program does: queued work is kept as
@@ -102,6 +102,10 @@ struct StreamActivity {
 
 class StreamTracker {
  public:
+  // Copies are judged pageable against `page_locked`, which the caller
+  // keeps up to date (pipeline.h: the memory accounting follows it).
+  explicit StreamTracker(const PageLockedMemory& page_locked) : page_locked_(page_locked) {}
+
   // Updates the model with `call` and annotates it: short ids on its stream
   // and event arguments, `waited` on synchronisations and stream waits. An
   // operation counts once, at its outermost traced call (a runtime call, not
@@ -185,7 +189,7 @@ class StreamTracker {
   void queue(Stream& s, std::string label);
 
   std::unordered_map<std::uint32_t, Process> procs_;
-  PageLockedMemory page_locked_;
+  const PageLockedMemory& page_locked_;  // followed by the memory accounting (memory.h)
   StreamActivity activity_;
   std::string lane_name_;  // activity_.queued->lane_name
   WaitInfo wait_;

@@ -13,7 +13,7 @@
 #include "cudatrace/decode/api_table.h"
 #include "cudatrace/decode/decode.h"
 #include "cudatrace/decode/transfer.h"
-#include "cudatrace/trace/probes.h"
+#include "cudatrace/decode/selection.h"
 #include "cudatrace/record.h"
 
 namespace cudatrace {

@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "cudatrace/trace/probes.h"
+#include "cudatrace/decode/selection.h"
 
 namespace cudatrace {
 

@@ -13,10 +13,10 @@
 
 #include <fmt/format.h>
 
-#include "cudatrace/decode/decode.h"
-#include "cudatrace/analysis/memory.h"
 #include "cudatrace/analysis/nvtx.h"
 #include "cudatrace/analysis/streams.h"
+#include "cudatrace/decode/decode.h"
+#include "cudatrace/render/sink.h"
 
 namespace cudatrace {
 
@@ -24,18 +24,19 @@ namespace cudatrace {
 // number: above any Linux tid (pid_max is at most 2^22).
 inline constexpr std::uint32_t kStreamLaneTidBase = 1u << 30;
 
-class PerfettoWriter {
+class PerfettoWriter final : public Sink {
  public:
   // Creates `path`; nullptr with `error` set if it cannot. `start_ns`
   // (CLOCK_MONOTONIC) becomes timestamp 0.
   static std::unique_ptr<PerfettoWriter> open(const std::string& path, std::uint64_t start_ns, std::string& error);
   ~PerfettoWriter();
 
-  // One decoded call and what it did to the stream model.
-  void call(const Call& c, const StreamActivity& activity);
+  // One call: its API slice, the work it queued on a stream lane, the event
+  // flow it consumed, and the process's live device memory it changed.
+  void on_call(const Call& c, const CallAnalysis& a) override;
   // An NVTX range that ended (--nvtx): a slice on its thread's track, around
   // the calls made in it; start/end ranges are async slices of the process.
-  void nvtx_range(const NvtxClosed& r);
+  void on_nvtx_range(const NvtxClosed& r) override;
   // Ends the JSON document and closes the file; later calls do nothing.
   // False (with `error`) if any write failed.
   bool finish(std::string& error);
@@ -47,7 +48,7 @@ class PerfettoWriter {
   void api_slice(const Call& c);
   void queued_slice(const Call& c, const StreamActivity::Queued& q);
   void flow(const Call& c, const StreamActivity::Consumed& from);
-  void memory_counter(const Call& c);
+  void memory_counter(const Call& c, std::uint64_t device_bytes);
   void end_event();
   void flush_if_large();
 
@@ -58,7 +59,6 @@ class PerfettoWriter {
   bool write_failed_ = false;
   std::set<std::uint32_t> named_processes_;
   std::set<std::pair<std::uint32_t, std::uint32_t>> named_threads_;  // pid, tid (lanes included)
-  MemoryTracker memory_;  // for the live-memory counter
 };
 
 }  // namespace cudatrace

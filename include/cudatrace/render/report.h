@@ -14,15 +14,15 @@
 
 #include "cudatrace/analysis/insights.h"
 #include "cudatrace/analysis/memory.h"
+#include "cudatrace/analysis/pipeline.h"
 #include "cudatrace/trace/overhead.h"
-#include "cudatrace/trace/probes.h"
+#include "cudatrace/decode/selection.h"
 #include "cudatrace/record.h"
 #include "cudatrace/analysis/summary.h"
 
 namespace cudatrace {
 
 class StackSymbolizer;
-class NcclTracker;
 
 struct ReportOptions {
   Selection display;        // APIs shown
@@ -33,17 +33,16 @@ struct ReportOptions {
   std::uint64_t start_ns = 0;  // CLOCK_MONOTONIC time shown as 0
   InsightThresholds thresholds;
   bool full_names = false;  // text tables: kernels by their whole demangled names
-  const NcclTracker* nccl = nullptr;  // collectives table and rank skew; may be null
+  bool collectives = false;  // the NCCL collectives table and the rank-skew insight
 };
 
 class Reporter {
  public:
-  // `stacks` names call sites and --stack stacks; may be null (addresses only).
-  Reporter(ReportOptions opts, StackSymbolizer* stacks) : opts_(std::move(opts)), stacks_(stacks) {}
-
-  void on_call(const Call& c);
-  // Launches and copies BPF counted (summary.h: Activity::on_calls).
-  void on_activity(const Call& c, const ct_activity& counted);
+  // Reports what `pipeline` found (its memory, kernel and transfer tables,
+  // NCCL) with the per-API statistics. `stacks` names call sites and --stack
+  // stacks; may be null (addresses only).
+  Reporter(ReportOptions opts, Pipeline& pipeline, StackSymbolizer* stacks)
+      : opts_(std::move(opts)), pipeline_(pipeline), stacks_(stacks) {}
   // Appends a report. `run` is api_stats summed over CPUs, indexed by API id,
   // as read now. An interval report covers the calls since the previous one
   // (memory and insights: the whole run so far); the final one covers the
@@ -54,15 +53,12 @@ class Reporter {
   // Completed calls of displayed APIs in `run`.
   std::uint64_t calls(const std::vector<ct_api_stats>& run) const;
 
-  const MemoryTracker& memory() const { return memory_; }
-
  private:
   InsightInput insight_input(const std::vector<ct_api_stats>& run, std::uint64_t now_ns) const;
 
   ReportOptions opts_;
+  Pipeline& pipeline_;
   StackSymbolizer* stacks_;
-  MemoryTracker memory_;
-  Activity run_, window_;
   std::vector<ct_api_stats> previous_;  // api_stats at the last interval report
   std::uint64_t previous_ns_ = 0;
   int intervals_ = 0;

@@ -16,18 +16,11 @@
 #include <vector>
 
 #include "cudatrace/decode/api_table.h"
+#include "cudatrace/decode/selection.h"
 
 struct bpf_program;
 
 namespace cudatrace {
-
-struct Selection {
-  bool group[kGroupCount] = {};
-  bool layer[kLayerCount] = {true, true, false, true};  // indexed by Layer; nvtx with --nvtx
-  bool wants(const Api& a) const {
-    return group[static_cast<int>(a.group())] && layer[static_cast<int>(a.layer())];
-  }
-};
 
 // How a call's entry and return are probed; chosen once per session.
 enum class AttachMode : std::uint8_t {

@@ -28,15 +28,15 @@
 #include <utility>
 #include <vector>
 
-#include "cudatrace/analysis/nccl.h"
 #include "cudatrace/analysis/nvtx.h"
-#include "cudatrace/analysis/streams.h"
+#include "cudatrace/analysis/pipeline.h"
 #include "cudatrace/decode/decode.h"
 #include "cudatrace/decode/kernel_names.h"
 #include "cudatrace/render/output.h"
 #include "cudatrace/render/output_writer.h"
 #include "cudatrace/render/perfetto.h"
 #include "cudatrace/render/report.h"
+#include "cudatrace/render/sink.h"
 #include "cudatrace/target/command.h"
 #include "cudatrace/target/stacks.h"
 #include "cudatrace/target/symbolizer.h"
@@ -87,7 +87,6 @@ class Session {
   // session_records.cpp
   static bool on_record(void* ctx, const void* data, std::size_t size);
   void on_call(const ct_call& rec);
-  void on_nvtx(Call& c);
   void warn_pageable_copy(std::uint64_t host_ptr);
   void report_open_calls();
 
@@ -115,17 +114,15 @@ class Session {
   std::vector<bpf_link*> tp_links_;
   KernelNames names_;
   Symbolizer symbolizer_;
-  StreamTracker streams_;
-  NcclTracker nccl_;
   StackSymbolizer stacks_{symbolizer_};
+  std::unique_ptr<Pipeline> pipeline_;     // every analysis, fed each call once
+  std::vector<std::unique_ptr<Sink>> sinks_;  // where analysed calls go: trace or summary, timeline
   std::unique_ptr<Reporter> reporter_;  // summary mode
   std::uint64_t next_report_ns_ = 0;    // with -i
   unsigned reports_ = 0;
   bool count_reached_ = false;          // -c reports made: stop tracing, leave the command running
-  std::unique_ptr<PerfettoWriter> perfetto_;
+  PerfettoWriter* perfetto_ = nullptr;           // --perfetto: one of sinks_
   std::unique_ptr<NvtxInjection> nvtx_library_;  // --nvtx in command mode
-  std::unique_ptr<NvtxTracker> nvtx_;            // --nvtx
-  std::unique_ptr<RangeSummary> by_range_;       // --by-range
   StringReader read_string_;
   ActivityReader activity_;                 // summary mode: launches and copies counted in BPF
   bool activity_in_bpf_ = false;

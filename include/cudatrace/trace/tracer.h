@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "cudatrace/trace/probes.h"
+#include "cudatrace/decode/selection.h"
 
 namespace cudatrace {
 

@@ -1,0 +1,89 @@
+// The analysis stage: every decoded call goes through here once, and each
+// analysis sees it once, in this order:
+//   1. the stream model (short handle ids, what synchronisations waited for,
+//      the pageable-copy check against the page-locked registry);
+//   2. NVTX ranges (--nvtx: the ranges each call was made in);
+//   3. NCCL (communicator, rank and sequence of each collective);
+//   then, for calls of displayed APIs only (the ones the outputs show):
+//   4. memory accounting, which owns the one page-locked registry;
+//   5. the per-range summary (--by-range) and the kernel and transfer
+//      tables (summary mode).
+// What one call did is returned for the sinks (render/sink.h). Analyses
+// count an operation once, at its outermost call (Call::counted).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "cudatrace/analysis/memory.h"
+#include "cudatrace/analysis/nccl.h"
+#include "cudatrace/analysis/nvtx.h"
+#include "cudatrace/analysis/streams.h"
+#include "cudatrace/analysis/summary.h"
+#include "cudatrace/decode/decode.h"
+#include "cudatrace/decode/selection.h"
+
+namespace cudatrace {
+
+struct PipelineOptions {
+  Selection display;      // APIs whose calls reach the sinks and the tables
+  bool nvtx = false;      // --nvtx: keep range stacks, annotate calls with them
+  bool by_range = false;  // --by-range: CUDA work per NVTX range
+  bool tables = false;    // summary mode: kernels and transfers, for the run and for the -i window
+};
+
+// What one call did, beyond the annotations the analyses put on it (handle
+// ids, waits, NCCL info, NVTX ranges). Valid until the next call.
+struct CallAnalysis {
+  bool displayed = false;  // of a displayed API: the sinks get it
+  const StreamActivity* streams = nullptr;
+  std::optional<NvtxClosed> closed_range;  // an NVTX range this call ended
+  // The process's live device memory (managed included) after a counted
+  // allocation, or a free of an allocation that was seen.
+  std::optional<std::uint64_t> device_bytes;
+};
+
+class Pipeline {
+ public:
+  explicit Pipeline(PipelineOptions opts);
+
+  const CallAnalysis& on_call(Call& c);
+  // `counted.calls` counted calls like `c` that BPF counted without sending
+  // records (summary.h: activity_record): to the kernel and transfer tables.
+  void on_activity(const Call& c, const ct_activity& counted);
+
+  // State kept for a process or a thread that exited goes.
+  void forget_process(std::uint32_t pid);
+  void forget_thread(std::uint32_t pid, std::uint32_t tid);
+  // Processes and threads with state, for the caller to check which exited.
+  std::vector<std::uint32_t> processes() const { return streams_.processes(); }
+  std::vector<std::uint32_t> threads(std::uint32_t pid) const { return streams_.threads(pid); }
+
+  const PipelineOptions& options() const { return opts_; }
+  StreamTracker& streams() { return streams_; }
+  const StreamTracker& streams() const { return streams_; }
+  const MemoryTracker& memory() const { return memory_; }
+  const NcclTracker& nccl() const { return nccl_; }
+  const RangeSummary* by_range() const { return by_range_.get(); }
+  // Kernel and transfer tables (with `tables`): the whole run, and the
+  // window since start_window().
+  const Activity& run_activity() const { return run_; }
+  const Activity& window_activity() const { return window_; }
+  void start_window() { window_ = Activity{}; }
+
+ private:
+  std::uint64_t live_device_bytes(std::uint32_t pid) const;
+
+  PipelineOptions opts_;
+  MemoryTracker memory_;
+  StreamTracker streams_{memory_.page_locked()};
+  NcclTracker nccl_;
+  std::unique_ptr<NvtxTracker> nvtx_;
+  std::unique_ptr<RangeSummary> by_range_;
+  Activity run_, window_;
+  CallAnalysis analysis_;
+};
+
+}  // namespace cudatrace
