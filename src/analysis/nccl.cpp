@@ -5,7 +5,7 @@
 #include <iterator>
 
 #include "cudatrace/render/json.h"
-#include "cudatrace/render/report.h"
+#include "cudatrace/render/format.h"
 #include "cudatrace/analysis/summary.h"
 
 namespace cudatrace {

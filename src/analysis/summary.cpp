@@ -132,6 +132,15 @@ double count_below(const ct_api_stats& s, std::uint64_t ns) {
   return n;
 }
 
+std::vector<std::uint64_t> log2_rows(const ct_api_stats& s) {
+  std::vector<std::uint64_t> rows(CT_HIST_MAX_POW + 2, 0);
+  for (unsigned b = 0; b < CT_HIST_BUCKETS; ++b) {
+    const unsigned row = b < CT_HIST_SUB ? (b < 2 ? 1 : 2) : b / CT_HIST_SUB + 2;
+    rows[row] += s.hist[b];
+  }
+  return rows;
+}
+
 std::vector<ApiRow> api_rows(const std::vector<ct_api_stats>& by_id, const Selection& display) {
   std::vector<ApiRow> rows;
   double total = 0;

@@ -13,7 +13,7 @@
 #include "cudatrace/render/json.h"
 #include "cudatrace/trace/probes.h"
 #include "cudatrace/record.h"
-#include "cudatrace/render/report.h"
+#include "cudatrace/render/format.h"
 
 // The probed functions of the start-up measurement. They begin like CUDA's
 // API functions, with push %rbp: the kernel emulates that instruction at a

@@ -44,6 +44,12 @@ double stddev_ns(const ct_api_stats& s);
 // How many calls took less than `ns` (interpolated inside the bucket holding `ns`).
 double count_below(const ct_api_stats& s, std::uint64_t ns);
 
+// The histogram in bcc's log2 rows: row i >= 1 holds [2^(i-1), 2^i - 1] ns,
+// row 1 also 0 (row 0 stays empty).
+std::vector<std::uint64_t> log2_rows(const ct_api_stats& s);
+inline std::uint64_t log2_row_low(unsigned i) { return i <= 1 ? 0 : std::uint64_t(1) << (i - 1); }
+inline std::uint64_t log2_row_high(unsigned i) { return (std::uint64_t(1) << i) - 1; }
+
 struct ApiRow {
   const Api* api;
   ct_api_stats stats;

@@ -36,6 +36,7 @@
 #include "cudatrace/render/output_writer.h"
 #include "cudatrace/render/perfetto.h"
 #include "cudatrace/render/report.h"
+#include "cudatrace/trace/bpf_maps.h"
 #include "cudatrace/render/sink.h"
 #include "cudatrace/target/command.h"
 #include "cudatrace/target/stacks.h"

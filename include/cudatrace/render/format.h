@@ -1,0 +1,36 @@
+// Small formatting helpers every renderer shares: numbers as nsys prints
+// them, and text tables in its layout.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace cudatrace {
+
+// "1,234,567" and (one decimal) "1,234.5", as nsys prints numbers.
+std::string group_digits(std::uint64_t v);
+std::string group_tenths(double v);
+
+// A JSON number with `decimals` decimals; null when it is not finite.
+void append_json_number(fmt::memory_buffer& out, double v, int decimals);
+
+// A text table in nsys's layout: right-aligned numbers, two spaces apart.
+struct Table {
+  std::vector<std::string> headers;
+  std::vector<bool> left;  // left-aligned columns
+  std::vector<std::vector<std::string>> rows;
+
+  // The header line, a rule, then one line per row; no trailing spaces.
+  std::vector<std::string> lines() const;
+};
+
+// Each line and a newline.
+void append_lines(fmt::memory_buffer& out, const std::vector<std::string>& lines);
+// "\nTITLE:\n\n" and the table, or " none" when it has no rows.
+void append_section(fmt::memory_buffer& out, std::string_view title, const Table& table);
+
+}  // namespace cudatrace

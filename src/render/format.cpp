@@ -1,0 +1,69 @@
+#include "cudatrace/render/format.h"
+
+#include <algorithm>
+#include <cmath>
+#include <iterator>
+
+namespace cudatrace {
+
+std::string group_digits(std::uint64_t v) {
+  std::string digits = std::to_string(v), out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i && (digits.size() - i) % 3 == 0) out.push_back(',');
+    out.push_back(digits[i]);
+  }
+  return out;
+}
+
+std::string group_tenths(double v) {
+  const auto tenths = static_cast<std::uint64_t>(std::llround(std::max(0.0, v) * 10));
+  return group_digits(tenths / 10) + "." + std::to_string(tenths % 10);
+}
+
+void append_json_number(fmt::memory_buffer& out, double v, int decimals) {
+  if (std::isfinite(v))
+    fmt::format_to(std::back_inserter(out), "{:.{}f}", v, decimals);
+  else
+    out.append(std::string_view("null"));
+}
+
+std::vector<std::string> Table::lines() const {
+  std::vector<std::size_t> width(headers.size());
+  for (std::size_t c = 0; c < headers.size(); ++c) {
+    width[c] = headers[c].size();
+    for (const auto& r : rows) width[c] = std::max(width[c], r[c].size());
+  }
+  auto line = [&](auto cell) {
+    std::string s;
+    for (std::size_t c = 0; c < headers.size(); ++c) {
+      const std::string v = cell(c);
+      const std::string pad(width[c] - v.size(), ' ');
+      s += c ? "  " : " ";
+      s += left[c] ? v + pad : pad + v;
+    }
+    while (!s.empty() && s.back() == ' ') s.pop_back();
+    return s;
+  };
+  std::vector<std::string> out;
+  out.push_back(line([&](std::size_t c) { return headers[c]; }));
+  out.push_back(line([&](std::size_t c) { return std::string(width[c], '-'); }));
+  for (const auto& r : rows) out.push_back(line([&](std::size_t c) { return r[c]; }));
+  return out;
+}
+
+void append_lines(fmt::memory_buffer& out, const std::vector<std::string>& lines) {
+  for (const std::string& l : lines) {
+    out.append(l);
+    out.push_back('\n');
+  }
+}
+
+void append_section(fmt::memory_buffer& out, std::string_view title, const Table& table) {
+  fmt::format_to(std::back_inserter(out), "\n{}:\n\n", title);
+  if (table.rows.empty())
+    out.append(std::string_view(" none\n"));
+  else
+    append_lines(out, table.lines());
+}
+
+}  // namespace cudatrace

@@ -1,0 +1,156 @@
+// Golden files of the summary's two renderers: one snapshot of a small run,
+// as text and as JSON, against tests/data/golden/. After a deliberate
+// change of the output, regenerate them (and review the diff):
+//   CUDATRACE_UPDATE_GOLDEN=1 build/tests/unit_tests --gtest_filter='SummaryGolden.*'
+#include "cudatrace/render/summary_render.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "analysis_calls.h"
+#include "cudatrace/analysis/summary_report.h"
+
+namespace {
+
+using namespace cudatrace;
+using cudatrace_test::Arg;
+using cudatrace_test::CallSpec;
+using cudatrace_test::dim3_arg;
+using cudatrace_test::with_call;
+
+constexpr std::uint64_t kStart = 1000000000;
+
+// Compares `actual` with the golden file `name`, or rewrites the file when
+// CUDATRACE_UPDATE_GOLDEN is set.
+void expect_golden(const std::string& name, const std::string& actual) {
+  const std::string path = std::string(GOLDEN_DIR) + "/" + name;
+  if (const char* update = std::getenv("CUDATRACE_UPDATE_GOLDEN"); update && *update && *update != '0') {
+    std::ofstream(path, std::ios::binary) << actual;
+    return;
+  }
+  std::ifstream in(path, std::ios::binary);
+  ASSERT_TRUE(in) << path << " is missing; see the top of " << __FILE__;
+  std::stringstream expected;
+  expected << in.rdbuf();
+  EXPECT_EQ(actual, expected.str()) << "differs from " << path << "; see the top of " << __FILE__;
+}
+
+void add_calls(std::vector<ct_api_stats>& run, std::string_view api, std::uint64_t n, std::uint64_t ns,
+               std::uint64_t errors = 0) {
+  for (std::uint64_t i = 0; i < n; ++i) add_call(run[api_by_symbol(api)->id], ns, i < errors);
+}
+
+class SummaryGolden : public ::testing::Test {
+ protected:
+  SummaryGolden() {
+    options_.display = display();
+    options_.tables = true;
+    options_.hist = true;
+    options_.start_ns = kStart;
+    names_.set_symbolizer([](std::uint32_t, std::uint64_t addr) {
+      return addr == 0x1000 ? std::string("_Z6addOnePfi") : std::string("_ZN2ns6reduceIfEEvPKT_i");
+    });
+  }
+
+  static Selection display() {
+    Selection s;
+    for (int g = 0; g < kGroupCount; ++g) s.group[g] = static_cast<Group>(g) != Group::Module;
+    return s;
+  }
+
+  void feed(std::string_view api, std::vector<Arg> args, CallSpec spec) {
+    with_call(
+        api, args, spec,
+        [&](const Call& c) {
+          Call call = c;
+          pipeline_.on_call(call);
+        },
+        &names_);
+    add_calls(run_, api, 1, spec.dur_ns, spec.ret != 0);
+  }
+
+  // Pinned and device memory, copies both ways (one from pageable memory),
+  // launches of two kernels in two shapes, a free; one allocation leaks.
+  void first_half() {
+    CallSpec s;
+    s.ts_ns = kStart + 100000000;
+    s.outs = {0x4000000000};
+    feed("cudaMallocHost", {{"size", 1 << 20}}, s);
+    s.outs = {0xd000100000};
+    s.caller = 0x401000;
+    s.ts_ns += 1000000;
+    feed("cudaMalloc", {{"size", 1 << 20}}, s);
+    s.outs = {0xd000200000};
+    s.ts_ns += 1000000;
+    feed("cudaMalloc", {{"size", 4096}}, s);
+    s.outs = {};
+    s.dur_ns = 2000;
+    s.ts_ns += 1000000;
+    feed("cudaMemcpy", {{"dst", 0xd000100000}, {"src", 0x4000000000}, {"count", 1 << 20}, {"kind", 1}}, s);
+    s.ts_ns += 1000000;
+    feed("cudaMemcpyAsync", {{"dst", 0x7f00}, {"src", 0xd000200000}, {"count", 100}, {"kind", 2}, {"stream", 0}}, s);
+    for (std::uint32_t i = 0; i < 3; ++i) {
+      s.ts_ns += 1000000;
+      s.dur_ns = 1500;
+      feed("cudaLaunchKernel", {{"func", 0x1000}, dim3_arg("grid", 4 << (i & 1), 2, 1), dim3_arg("block", 128, 1, 1)},
+           s);
+    }
+  }
+
+  void second_half() {
+    CallSpec s;
+    s.ts_ns = kStart + 600000000;
+    s.dur_ns = 1200;
+    feed("cudaLaunchKernel", {{"func", 0x2000}, dim3_arg("grid", 1, 1, 1), dim3_arg("block", 32, 1, 1)}, s);
+    s.ts_ns += 1000000;
+    s.ret = 2;  // cudaErrorMemoryAllocation: not counted in the tables, counted as an error
+    feed("cudaMalloc", {{"size", 1ull << 40}}, s);
+    s.ret = 0;
+    s.ts_ns += 1000000;
+    feed("cudaFree", {{"devPtr", 0xd000200000}}, s);
+  }
+
+  std::string text(const SummarySnapshot& s) {
+    fmt::memory_buffer out;
+    render_summary_text(out, s, false);
+    return fmt::to_string(out);
+  }
+  std::string json(const SummarySnapshot& s) {
+    fmt::memory_buffer out;
+    render_summary_json(out, s);
+    return fmt::to_string(out);
+  }
+
+  ReportOptions options_;
+  Pipeline pipeline_{PipelineOptions{display(), false, false, true}};
+  KernelNames names_;
+  std::vector<ct_api_stats> run_ = std::vector<ct_api_stats>(apis().size());
+};
+
+TEST_F(SummaryGolden, FinalReport) {
+  SummaryReport report(options_, pipeline_, nullptr);
+  first_half();
+  second_half();
+  const SummarySnapshot s = report.snapshot(run_, kStart + 2000000000, true, nullptr);
+  expect_golden("summary_final.txt", text(s));
+  expect_golden("summary_final.json", json(s));
+}
+
+TEST_F(SummaryGolden, IntervalReportsCoverTheirWindow) {
+  SummaryReport report(options_, pipeline_, nullptr);
+  first_half();
+  const SummarySnapshot first = report.snapshot(run_, kStart + 500000000, false, nullptr);
+  EXPECT_EQ(first.kernels.size(), 1u) << "the launches of the first window";
+  second_half();
+  const SummarySnapshot second = report.snapshot(run_, kStart + 1000000000, false, nullptr);
+  ASSERT_EQ(second.kernels.size(), 1u) << "only the launch since the first report";
+  EXPECT_EQ(second.kernels[0].name, "void ns::reduce<float>(float const*, int)");
+  expect_golden("summary_interval.txt", text(first) + text(second));
+  expect_golden("summary_interval.json", json(first) + json(second));
+}
+
+}  // namespace
