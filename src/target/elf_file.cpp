@@ -29,7 +29,11 @@ std::unique_ptr<ElfFile> ElfFile::open(const std::string& path, std::string& err
     ::close(fd);
     return nullptr;
   }
-  void* map = mmap(nullptr, st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+  // Shared, not private: the kernel writes a breakpoint into every private
+  // mapping of a probed file (even a read-only one), so code read through a
+  // private mapping shows the int3 of any uprobe on it, ours or another
+  // tracer's, and the static-runtime fingerprints no longer match.
+  void* map = mmap(nullptr, st.st_size, PROT_READ, MAP_SHARED, fd, 0);
   ::close(fd);
   if (map == MAP_FAILED) {
     error = path + ": mmap: " + std::strerror(errno);
