@@ -45,6 +45,9 @@ def main():
     app = os.path.join(args.build, "tests/fixtures/dlopen_app")
     lib = os.path.join(args.build, "tests/fixtures/fakecudart/libcudart.so.13")
     tmp = tempfile.mkdtemp(prefix="cudatrace-window-")
+    # The fake runtime finds its driver at $ORIGIN/../fakecuda.
+    os.symlink(os.path.abspath(os.path.join(os.path.dirname(lib), "..", "fakecuda")), os.path.join(tmp, "fakecuda"))
+    os.mkdir(os.path.join(tmp, "lib"))
     proc = subprocess.Popen([tracer, "-f", "all", "--all-processes", "--prometheus", "127.0.0.1:0"],
                             stderr=subprocess.PIPE, text=True)
     try:
@@ -59,7 +62,7 @@ def main():
             sys.exit("bench-node-window: cudatrace did not start")
         windows = []
         for run in range(args.runs):
-            copy = os.path.join(tmp, f"libcudart-{run}.so.13")
+            copy = os.path.join(tmp, "lib", f"libcudart-{run}.so.13")
             shutil.copy(lib, copy)  # a new inode: a library file never probed
             comm = f"ctwin{os.getpid() % 1000}x{run}"
             link = os.path.join(tmp, comm)

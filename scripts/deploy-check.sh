@@ -17,7 +17,7 @@ exec_args=$(sed -n 's|^ExecStart=/usr/bin/cudatrace ||p' "$unit")
 help=$("$bin" --help)
 for flag in $exec_args; do
   case $flag in
-    --*) grep -q -- "$flag" <<<"$help" || { echo "deploy-check: $unit: $flag is not a cudatrace option" >&2; exit 1; } ;;
+    --*) grep -qE -- "(^| |,)$flag( |,|=|$)" <<<"$help" || { echo "deploy-check: $unit: $flag is not a cudatrace option" >&2; exit 1; } ;;
   esac
 done
 
@@ -38,7 +38,7 @@ else
 fi
 
 python3 - "$bin" deploy/cudatrace-daemonset.yaml <<'PY'
-import subprocess, sys, yaml
+import re, subprocess, sys, yaml
 binary, path = sys.argv[1], sys.argv[2]
 docs = [d for d in yaml.safe_load_all(open(path)) if d]
 def fail(msg):
@@ -69,7 +69,7 @@ if {m["name"] for m in c["volumeMounts"]} - volumes:
     fail("a volume mount names no volume")
 help_text = subprocess.run([binary, "--help"], capture_output=True, text=True, check=True).stdout
 for arg in c["args"]:
-    if arg.startswith("--") and arg not in help_text:
+    if arg.startswith("--") and not re.search(r"(^| |,)" + re.escape(arg) + r"( |,|=|$)", help_text, re.M):
         fail(f"{arg} is not a cudatrace option")
 port = c["args"][c["args"].index("--prometheus") + 1].rsplit(":", 1)[1]
 if int(port) != c["ports"][0]["containerPort"]:

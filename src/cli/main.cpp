@@ -247,7 +247,7 @@ int main(int argc, char** argv) {
   app.add_flag("--output-follow-symlinks", opts.output_follow_symlinks, "Let -o FILE write through a symbolic link in a world-writable directory (/tmp)")->group(kOutput);
   app.add_flag("--full-names", opts.full_names, "Print kernels by their whole demangled names (default: short names; JSON has both)")->group(kOutput);
   app.add_flag("--stack", opts.stack, "Capture and symbolise the user stack of each call (and of leaked allocations)")->group(kOutput);
-  app.add_option("--prometheus", opts.prometheus_address, "Serve Prometheus metrics on ADDR:PORT/metrics instead of printing calls (docs/prometheus.md)")->group(kOutput)->type_name("ADDR:PORT");
+  app.add_option("--prometheus", opts.prometheus_address, "Serve Prometheus metrics at http://ADDRESS/metrics (HOST:PORT; :PORT for every address) instead of printing calls (docs/prometheus.md)")->group(kOutput)->type_name("ADDRESS");
   app.add_flag("--nvtx", opts.nvtx, "Give each call the NVTX ranges open on its thread (torch.cuda.nvtx, emit_nvtx; docs/nvtx.md)")->group(kOutput);
   // Analysis
   app.add_flag("--summary", opts.summary_tables, "Print per-API, kernel, transfer, memory tables and insights, not calls (docs/summary.md)")->group(kAnalysis);
