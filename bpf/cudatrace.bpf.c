@@ -60,6 +60,13 @@ struct {
 	__uint(max_entries, 16 << 20); /* resized by user space */
 } events SEC(".maps");
 
+/* Whole-node mode: map-change and exec records go here, not behind a backlog
+ * of call records in "events", so that new library files are found at once. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 << 10);
+} control SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
@@ -807,7 +814,8 @@ int ct_map_change(struct pt_regs *ctx)
 		if (r_state != RT_CONSISTENT)
 			return 0;
 	}
-	struct ct_map_change *m = bpf_ringbuf_reserve(&events, sizeof(*m), 0);
+	struct ct_map_change *m = report_execs ? bpf_ringbuf_reserve(&control, sizeof(*m), 0)
+					       : bpf_ringbuf_reserve(&events, sizeof(*m), 0);
 	if (!m) {
 		count(CT_CNT_LOST_CONTROL);
 		return 0;
@@ -845,7 +853,7 @@ int BPF_PROG(ct_exec, struct task_struct *task)
 		bpf_get_current_comm(st->comm, sizeof(st->comm));
 	}
 	if (report_execs) {
-		struct ct_map_change *m = bpf_ringbuf_reserve(&events, sizeof(*m), 0);
+		struct ct_map_change *m = bpf_ringbuf_reserve(&control, sizeof(*m), 0);
 		if (!m) {
 			count(CT_CNT_LOST_CONTROL);
 			return 0;

@@ -56,6 +56,9 @@ void Session::drain_loop() {
   // too) a moment to exit so its last calls are still traced.
   std::uint64_t stop_deadline = 0;
   while (true) {
+    // Library loads and execs first: they are waited for by no one, but a
+    // late attach misses calls (docs/prometheus.md).
+    if (control_ring_) control_ring_->drain();
     // Most records are submitted without a wake-up: the timeout collects them.
     if (!ring_->poll(100)) {
       error_line(std::string("reading the ring buffer: ") + std::strerror(errno));

@@ -86,6 +86,8 @@ int Session::load() {
   bpf_map__set_max_entries(skel_->maps.api_stats, static_cast<__u32>(apis().size()));
   bpf_map__set_max_entries(skel_->maps.activity_apis, static_cast<__u32>(apis().size()));
   bpf_map__set_max_entries(skel_->maps.export_apis, static_cast<__u32>(apis().size()));
+  if (!opts_.all_processes)  // unused: the smallest ring
+    bpf_map__set_max_entries(skel_->maps.control, static_cast<__u32>(sysconf(_SC_PAGESIZE)));
   const std::uint64_t ring_bytes = std::uint64_t(opts_.ring_mb) << 20;
   // Each CPU wakes the reader every wakeup_every records, so at most an
   // eighth of the ring waits unannounced; otherwise the reader polls.
@@ -130,6 +132,14 @@ int Session::load() {
   if (!ring_) {
     error_line("cannot open the ring buffer: " + ring_error);
     return kExitKernel;
+  }
+  if (opts_.all_processes) {
+    const int control_fd = bpf_map__fd(skel_->maps.control);
+    control_ring_ = RingReader::open(control_fd, on_record, this, ring_error);
+    if (!control_ring_ || !ring_->wake_on(control_fd)) {
+      error_line("cannot open the control ring buffer: " + (control_ring_ ? std::string(std::strerror(errno)) : ring_error));
+      return kExitKernel;
+    }
   }
   measure_cost();
   if (!opts_.prometheus_address.empty()) {

@@ -119,6 +119,7 @@ class Session {
   Chunk chunk_;  // where the records in out_'s buffer end; its bytes while handed over
   cudatrace_bpf* skel_ = nullptr;
   std::unique_ptr<RingReader> ring_;
+  std::unique_ptr<RingReader> control_ring_;  // --all-processes: map changes and execs
   std::unique_ptr<Probes> probes_;
   std::vector<bpf_link*> tp_links_;
   KernelNames names_;
