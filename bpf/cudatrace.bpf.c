@@ -580,14 +580,14 @@ static __always_inline bool export_call(__u32 api, struct ct_frame *f, __u64 dur
 		__u64 dir = a->copy_kind;
 		__u64 rows = 1;
 		for (int i = 0; i < CT_MAX_ARGS; i++) {
-			if (i + 1 == a->copy_kind_slot)
-				dir = f->args[i];
+			if (i + 1 == a->copy_kind_slot) /* cudaMemcpyKind 0..3 are HtoH..DtoD */
+				dir = f->args[i] <= 3 ? f->args[i] : CT_EXPORT_DIR_DEFAULT;
 			if (i + 1 == a->bytes_slot)
 				bytes = f->args[i];
 			if (i + 1 == a->rows_slot)
 				rows = f->args[i];
 		}
-		key.direction = dir <= 4 ? (__u8)dir : 4;
+		key.direction = dir <= CT_EXPORT_DIR_DEFAULT ? (__u8)dir : CT_EXPORT_DIR_DEFAULT;
 		bytes = outer_ok ? bytes * rows : 0;
 	}
 	struct ct_export_value *v = bpf_map_lookup_elem(&export_stats, &key);

@@ -273,6 +273,8 @@ struct ct_process_cost {
 	{ 1000ull, 2500ull, 5000ull, 10000ull, 25000ull, 50000ull, 100000ull, 250000ull, 500000ull,         \
 	  1000000ull, 2500000ull, 5000000ull, 10000000ull, 25000000ull, 50000000ull, 100000000ull,         \
 	  250000000ull, 500000000ull, 1000000000ull, 2500000000ull, 5000000000ull, 10000000000ull }
+/* Direction::Default: cudaMemcpyDefault, or a kind argument out of range. */
+#define CT_EXPORT_DIR_DEFAULT 5
 /* A status that is not a small non-negative number (ret outside 0..0xfffe). */
 #define CT_EXPORT_STATUS_OTHER 0xffff
 
@@ -289,7 +291,7 @@ struct ct_export_api {
 	__u8 bytes_slot;     /* argument slot + 1 of the byte count (copies; 0: none) */
 	__u8 rows_slot;      /* argument slot + 1 of a row count that multiplies it (2D); 0: none */
 	__u8 copy_kind_slot; /* argument slot + 1 of the cudaMemcpyKind; 0: copy_kind */
-	__u8 copy_kind;      /* direction without a kind argument (1 HtoD, 2 DtoH, 3 DtoD, 4 default) */
+	__u8 copy_kind;      /* direction without a kind argument (decode/transfer.h Direction) */
 	__u8 pad[3];
 };
 
@@ -297,7 +299,8 @@ struct ct_export_key {
 	__u32 tgid;
 	__u16 api;
 	__u16 status;   /* return code (0: success), CT_EXPORT_STATUS_OTHER */
-	__u8 direction; /* copies: cudaMemcpyKind (0..4); others 0 */
+	__u8 direction; /* copies: decode/transfer.h Direction (HtoH..DtoD as cudaMemcpyKind,
+			 * Peer, Default); others 0 */
 	__u8 pad[7];
 };
 

@@ -1,5 +1,6 @@
 #include <fmt/format.h>
 
+#include "cudatrace/decode/transfer.h"
 #include "cudatrace/render/metrics.h"
 
 namespace cudatrace {
@@ -17,9 +18,7 @@ std::string status_label(const Api& api, std::uint16_t status) {
 }
 
 const char* direction_label(std::uint8_t direction) {
-  static const char* const names[] = {"host_to_host", "host_to_device", "device_to_host", "device_to_device",
-                                      "default"};
-  return direction < 5 ? names[direction] : "default";
+  return direction_name(direction < kCopyDirections ? static_cast<Direction>(direction) : Direction::Default);
 }
 
 }  // namespace cudatrace

@@ -5,10 +5,15 @@
 #include <cerrno>
 #include <cstring>
 
+#include "cudatrace/decode/transfer.h"
 #include "cudatrace/target/identity.h"
 #include "cudatrace/target/process.h"
 
 namespace cudatrace {
+
+static_assert(static_cast<int>(Direction::Default) == CT_EXPORT_DIR_DEFAULT && static_cast<int>(Direction::HtoD) == 1 &&
+                  static_cast<int>(Direction::DtoD) == 3,
+              "record.h's export directions are decode/transfer.h's Direction");
 
 ct_export_api NodeExporter::export_api(const Api& api) {
   ct_export_api a{};
@@ -41,11 +46,14 @@ ct_export_api NodeExporter::export_api(const Api& api) {
   } else if (!sizes.empty()) {
     a.bytes_slot = static_cast<std::uint8_t>(sizes.front() + 1);
   }
+  // Without a cudaMemcpyKind argument the name says it (as copy_direction()).
   const std::string_view name = api.spec->name;
-  a.copy_kind = name.find("HtoD") != std::string_view::npos   ? 1
-                : name.find("DtoH") != std::string_view::npos ? 2
-                : name.find("DtoD") != std::string_view::npos || name.find("Peer") != std::string_view::npos ? 3
-                                                                                                            : 4;
+  Direction d = Direction::Default;
+  if (name.find("HtoD") != std::string_view::npos) d = Direction::HtoD;
+  if (name.find("DtoH") != std::string_view::npos) d = Direction::DtoH;
+  if (name.find("DtoD") != std::string_view::npos) d = Direction::DtoD;
+  if (name.find("Peer") != std::string_view::npos) d = Direction::Peer;
+  a.copy_kind = static_cast<std::uint8_t>(d);
   return a;
 }
 

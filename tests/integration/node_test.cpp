@@ -252,7 +252,7 @@ TEST_F(Node, PrometheusScrapesCountsOfProcessesRunningBeforeAndStartedAfter) {
   EXPECT_GT(*median, 0.025);
   EXPECT_LE(*median, 0.05);
   EXPECT_EQ(promql(prom_port, "sum(cuda_kernel_launches_total{" + by_comm + "})"), 2);
-  EXPECT_EQ(promql(prom_port, "sum(cuda_transfer_bytes_total{direction=\"host_to_device\"," + by_comm + "})"), 8192);
+  EXPECT_EQ(promql(prom_port, "sum(cuda_transfer_bytes_total{direction=\"HtoD\"," + by_comm + "})"), 8192);
   const std::optional<double> hits = promql(prom_port, "sum(cudatrace_probe_hits_total{" + by_comm + "})");
   ASSERT_TRUE(hits);
   EXPECT_GT(*hits, 0);

@@ -62,7 +62,7 @@ TEST(Prometheus, NamesFollowTheConventionsAndNoPidLabel) {
   m->set_lost(LossReason::AggregationFull, 9);
   m->set_node(1, 2, 1e-6, 2e-6);
   const std::string t = m->text();
-  EXPECT_NE(t.find("cuda_transfer_bytes_total{comm=\"app\",container_id=\"\",direction=\"host_to_device\",pod_uid=\"\"} 8192"),
+  EXPECT_NE(t.find("cuda_transfer_bytes_total{comm=\"app\",container_id=\"\",direction=\"HtoD\",pod_uid=\"\"} 8192"),
             std::string::npos) << t;
   EXPECT_NE(t.find("cuda_kernel_launches_total{comm=\"app\",container_id=\"\",pod_uid=\"\"} 5"), std::string::npos);
   EXPECT_NE(t.find("cuda_device_memory_bytes{comm=\"app\",container_id=\"\",pod_uid=\"\"} 1048576"), std::string::npos);
@@ -122,8 +122,9 @@ TEST(Prometheus, StatusAndDirectionLabels) {
   EXPECT_EQ(status_label(*api_by_symbol("cuMemAlloc_v2"), 2), "CUDA_ERROR_OUT_OF_MEMORY");
   EXPECT_EQ(status_label(malloc_api, CT_EXPORT_STATUS_OTHER), "other");
   EXPECT_EQ(status_label(malloc_api, 54321), "code_54321");
-  EXPECT_STREQ(direction_label(2), "device_to_host");
-  EXPECT_STREQ(direction_label(200), "default");
+  EXPECT_STREQ(direction_label(2), "DtoH");
+  EXPECT_STREQ(direction_label(4), "Peer");
+  EXPECT_STREQ(direction_label(200), "Default");
 }
 
 TEST(Prometheus, ServeRejectsABadAddress) {
@@ -145,6 +146,8 @@ TEST(ExportTable, CopiesKnowTheirBytesAndDirection) {
   const ct_export_api htod = NodeExporter::export_api(*api_by_symbol("cuMemcpyHtoD_v2"));
   EXPECT_EQ(htod.copy_kind_slot, 0);
   EXPECT_EQ(htod.copy_kind, 1);
+  EXPECT_EQ(NodeExporter::export_api(*api_by_symbol("cudaMemcpyPeer")).copy_kind, 4);
+  EXPECT_EQ(NodeExporter::export_api(*api_by_symbol("cuMemcpy")).copy_kind, CT_EXPORT_DIR_DEFAULT);
   EXPECT_EQ(NodeExporter::export_api(*api_by_symbol("cudaLaunchKernel")).kind, CT_EXP_LAUNCH);
   EXPECT_EQ(NodeExporter::export_api(*api_by_symbol("cudaFree")).kind, CT_EXP_MEMORY);
   EXPECT_EQ(NodeExporter::export_api(*api_by_symbol("cudaStreamSynchronize")).kind, CT_EXP_NONE);
