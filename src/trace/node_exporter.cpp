@@ -101,6 +101,7 @@ void NodeExporter::tick(const std::vector<__u64>& lost, std::size_t probed_files
   for (const NodeStats::CallDelta& d : calls) {
     const Api* api = api_by_id(d.key.api);
     if (!api) continue;
+    calls_counted_ += d.grew.calls;
     metrics_->add_calls(identity(d.key.tgid, {}), *api, d.key.status, d.key.direction, d.grew);
   }
   // Live device memory of the running processes, summed by identity; the

@@ -97,6 +97,11 @@ void Session::finish() {
   tp_links_.clear();
   ring_->drain();
   report_open_calls();
+  if (exporter_) {  // the last counts, for the end line
+    next_export_ns_ = 0;
+    export_tick();
+    stats_.calls = exporter_->calls_counted();
+  }
   const std::vector<__u64> totals = read_counters();
   if (totals[CT_CNT_ACTIVITY_FULL])
     warn_line(std::to_string(totals[CT_CNT_ACTIVITY_FULL]) + " launches and copies were sent as records: the BPF "

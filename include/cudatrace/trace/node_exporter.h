@@ -41,6 +41,7 @@ class NodeExporter {
   void tick(const std::vector<__u64>& lost, std::size_t probed_files, std::string& error);
 
   const NodeStats& stats() const { return stats_; }  // per-process counters (budget work)
+  std::uint64_t calls_counted() const { return calls_counted_; }  // by every tick so far
   int port() const { return metrics_->port(); }
 
   // The export_apis row of an API (record.h ct_export_api).
@@ -57,6 +58,7 @@ class NodeExporter {
   MemoryTracker memory_;
   std::map<std::uint32_t, MetricsIdentity> identities_;  // running processes (and those gone this tick)
   std::map<MetricsIdentity, std::uint64_t> peaks_;
+  std::uint64_t calls_counted_ = 0;
 };
 
 }  // namespace cudatrace
