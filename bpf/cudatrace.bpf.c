@@ -33,10 +33,17 @@ const volatile bool capture_stack = false;   /* append the user stack to each re
 /* Session programs only: record nested calls without out-params at entry and
  * skip their return probe (record.h: CT_FLAG_ENTRY_ONLY). */
 const volatile bool skip_nested_returns = false;
+/* Exporter mode (record.h): count calls in export_stats, records only for
+ * allocations and frees. */
+const volatile bool export_mode = false;
+/* Whole-node mode (--all-processes): every exec sends a map-change record,
+ * so that user space looks at the new program's files (a static runtime, a
+ * container's own dynamic loader) without stopping it. */
+const volatile bool report_execs = false;
 
 /* Such a record has no status, latency or return-time stack: only when no
  * filter or summary needs them. */
-#define record_at_entry (skip_nested_returns && !summary_mode && !errors_only && !min_dur_ns && !capture_stack)
+#define record_at_entry (skip_nested_returns && !summary_mode && !export_mode && !errors_only && !min_dur_ns && !capture_stack)
 
 /* Kernel functions of session programs (Linux 6.10 kprobes, 6.13 uprobes).
  * Weak: on older kernels ct_session is not loaded. */
@@ -52,6 +59,13 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 16 << 20); /* resized by user space */
 } events SEC(".maps");
+
+/* Whole-node mode: map-change and exec records go here, not behind a backlog
+ * of call records in "events", so that new library files are found at once. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 << 10);
+} control SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -132,6 +146,21 @@ struct {
 	__type(key, __u32); /* tgid */
 	__type(value, struct ct_process_cost);
 } process_cost SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, CT_EXPORT_ENTRIES);
+	__type(key, struct ct_export_key);
+	__type(value, struct ct_export_value);
+} export_stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, CT_MAX_APIS); /* resized by user space to the table's size */
+	__type(key, __u32);
+	__type(value, struct ct_export_api);
+} export_apis SEC(".maps");
 
 /* Never written: a source of zeroes for new thread_state entries. */
 struct {
@@ -283,10 +312,10 @@ static __always_inline int enter_call(struct pt_regs *ctx, bool session)
 	}
 	/* An NVTX range call (--nvtx) has no result: its message is read now,
 	 * and one trap is spent instead of two. */
-	if (session && (cookie & CT_COOKIE_ALWAYS) && !capture_stack)
+	if (session && (cookie & CT_COOKIE_ALWAYS) && !capture_stack && !export_mode)
 		return emit_at_entry(ctx, pid_tgid, st, f, cookie);
 	st->depth = depth + 1;
-	if (summary_mode && !summary_records_all && !(cookie & CT_COOKIE_DETAIL)) {
+	if ((summary_mode && !summary_records_all || export_mode) && !(cookie & CT_COOKIE_DETAIL)) {
 		/* Only its latency is kept: the arguments are not needed. */
 		f->ts_ns = bpf_ktime_get_ns();
 		return 0;
@@ -519,6 +548,71 @@ static __always_inline bool count_activity(__u32 api, struct ct_frame *f, __u32 
 	return true;
 }
 
+static const __u64 export_bounds_ns[CT_EXPORT_BUCKETS - 1] = CT_EXPORT_BOUNDS_NS;
+
+static __always_inline __u32 export_bucket(__u64 dur)
+{
+	__u32 b = CT_EXPORT_BUCKETS - 1;
+	for (__u32 i = 0; i < CT_EXPORT_BUCKETS - 1; i++) {
+		if (dur <= export_bounds_ns[i]) {
+			b = i;
+			break;
+		}
+	}
+	return b;
+}
+
+/* Exporter mode: counts a completed call in export_stats. Returns true when
+ * the call also needs its record (an allocation or a free). */
+static __always_inline bool export_call(__u32 api, struct ct_frame *f, __u64 dur, __s64 ret, bool failed,
+					__u64 pid_tgid)
+{
+	struct ct_export_api *a = bpf_map_lookup_elem(&export_apis, &api);
+	if (!a)
+		return false;
+	struct ct_export_key key = {};
+	key.tgid = pid_tgid >> 32;
+	key.api = api;
+	key.status = ret >= 0 && ret < CT_EXPORT_STATUS_OTHER ? (__u16)ret : CT_EXPORT_STATUS_OTHER;
+	bool outer_ok = !failed && f->level == 0;
+	__u64 bytes = 0;
+	if (a->kind == CT_EXP_COPY) {
+		__u64 dir = a->copy_kind;
+		__u64 rows = 1;
+		for (int i = 0; i < CT_MAX_ARGS; i++) {
+			if (i + 1 == a->copy_kind_slot) /* cudaMemcpyKind 0..3 are HtoH..DtoD */
+				dir = f->args[i] <= 3 ? f->args[i] : CT_EXPORT_DIR_DEFAULT;
+			if (i + 1 == a->bytes_slot)
+				bytes = f->args[i];
+			if (i + 1 == a->rows_slot)
+				rows = f->args[i];
+		}
+		key.direction = dir <= CT_EXPORT_DIR_DEFAULT ? (__u8)dir : CT_EXPORT_DIR_DEFAULT;
+		bytes = outer_ok ? bytes * rows : 0;
+	}
+	struct ct_export_value *v = bpf_map_lookup_elem(&export_stats, &key);
+	if (!v) {
+		struct ct_export_value zero = {};
+		bpf_map_update_elem(&export_stats, &key, &zero, BPF_NOEXIST);
+		v = bpf_map_lookup_elem(&export_stats, &key); /* ours, or another CPU's */
+		if (!v) {
+			count(CT_CNT_EXPORT_FULL);
+			return a->kind == CT_EXP_MEMORY;
+		}
+	}
+	__sync_fetch_and_add(&v->calls, 1);
+	__sync_fetch_and_add(&v->total_ns, dur);
+	if (outer_ok)
+		__sync_fetch_and_add(&v->outer_ok, 1);
+	if (bytes)
+		__sync_fetch_and_add(&v->bytes, bytes);
+	__u32 b = export_bucket(dur);
+	barrier_var(b);
+	if (b < CT_EXPORT_BUCKETS)
+		__sync_fetch_and_add(&v->buckets[b], 1);
+	return a->kind == CT_EXP_MEMORY;
+}
+
 /* Sends the record of a completed (or entry-only) call. */
 static __always_inline void emit_call(void *ctx, __u64 pid_tgid, struct ct_thread_state *st, struct ct_frame *f,
 				      __u64 dur, __s64 ret, __u64 caller, __u8 flags)
@@ -637,7 +731,10 @@ static __always_inline void exit_call(struct pt_regs *ctx)
 	}
 	__u64 dur = now - f->ts_ns;
 	__s64 not_failure = cookie & CT_COOKIE_NCCL_STATUS ? CT_NCCL_IN_PROGRESS : CT_CUDA_NOT_READY;
-	if (summary_mode) {
+	if (export_mode) {
+		if (!export_call(api, f, dur, ret, ret != 0 && ret != not_failure, pid_tgid))
+			return;
+	} else if (summary_mode) {
 		bool failed = ret != 0 && ret != not_failure;
 		aggregate(api, dur, failed);
 		if (count_activity(api, f, f->level, failed, dur, pid_tgid))
@@ -717,7 +814,8 @@ int ct_map_change(struct pt_regs *ctx)
 		if (r_state != RT_CONSISTENT)
 			return 0;
 	}
-	struct ct_map_change *m = bpf_ringbuf_reserve(&events, sizeof(*m), 0);
+	struct ct_map_change *m = report_execs ? bpf_ringbuf_reserve(&control, sizeof(*m), 0)
+					       : bpf_ringbuf_reserve(&events, sizeof(*m), 0);
 	if (!m) {
 		count(CT_CNT_LOST_CONTROL);
 		return 0;
@@ -753,6 +851,19 @@ int BPF_PROG(ct_exec, struct task_struct *task)
 	if (st) {
 		st->depth = 0;
 		bpf_get_current_comm(st->comm, sizeof(st->comm));
+	}
+	if (report_execs) {
+		struct ct_map_change *m = bpf_ringbuf_reserve(&control, sizeof(*m), 0);
+		if (!m) {
+			count(CT_CNT_LOST_CONTROL);
+			return 0;
+		}
+		__u64 pid_tgid = bpf_get_current_pid_tgid();
+		m->type = CT_REC_MAP_CHANGE;
+		m->pid = pid_tgid >> 32;
+		m->tid = (__u32)pid_tgid;
+		m->stopped = 0;
+		bpf_ringbuf_submit(m, BPF_RB_FORCE_WAKEUP);
 	}
 	return 0;
 }

@@ -3,12 +3,14 @@
 # real eBPF), the Debian package (scripts/package-check.sh) and the overhead guard (scripts/bench.py --guard),
 # then the same suite built with AddressSanitizer and
 # UndefinedBehaviorSanitizer, then the fuzzers for a bounded time
-# (scripts/fuzz.sh). Run from anywhere; dependencies: scripts/install-deps.sh.
+# (scripts/fuzz.sh). deploy/ is checked by scripts/deploy-check.sh. Run from anywhere; dependencies: scripts/install-deps.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 ninja -C build
 ctest --test-dir build --output-on-failure
+# deploy/: the systemd unit verifies, the DaemonSet parses and holds its shape.
+bash scripts/deploy-check.sh build/cudatrace
 # The Debian package installs, runs and has its man page.
 bash scripts/package-check.sh build
 # Overhead regression guard: cudatrace's added cost per call as a ratio to

@@ -254,6 +254,64 @@ struct ct_process_cost {
 	char comm[CT_COMM_LEN];
 };
 
+/*
+ * Exporter mode (--prometheus, docs/prometheus.md): every completed call is
+ * counted in the "export_stats" hash by process, API, status and copy
+ * direction, so no call sends a ring record but allocations and frees (for
+ * live device memory). User space reads the cumulative values and turns
+ * them into Prometheus counters and histograms; entries of processes that
+ * exited are read one last time and deleted.
+ *
+ * Latencies go to fixed buckets: bucket i < CT_EXPORT_BUCKETS - 1 counts
+ * calls with dur_ns <= ct_export_bounds_ns[i] (and above the previous bound);
+ * the last one counts everything longer. The bounds are the documented
+ * cuda_api_duration_seconds buckets (1, 2.5, 5, 10 ... 10^7 us).
+ */
+#define CT_EXPORT_BUCKETS 23
+#define CT_EXPORT_ENTRIES 16384
+#define CT_EXPORT_BOUNDS_NS                                                                                 \
+	{ 1000ull, 2500ull, 5000ull, 10000ull, 25000ull, 50000ull, 100000ull, 250000ull, 500000ull,         \
+	  1000000ull, 2500000ull, 5000000ull, 10000000ull, 25000000ull, 50000000ull, 100000000ull,         \
+	  250000000ull, 500000000ull, 1000000000ull, 2500000000ull, 5000000000ull, 10000000000ull }
+/* Direction::Default: cudaMemcpyDefault, or a kind argument out of range. */
+#define CT_EXPORT_DIR_DEFAULT 5
+/* A status that is not a small non-negative number (ret outside 0..0xfffe). */
+#define CT_EXPORT_STATUS_OTHER 0xffff
+
+enum ct_export_kind {
+	CT_EXP_NONE = 0,
+	CT_EXP_LAUNCH = 1, /* counted in outer_ok */
+	CT_EXP_COPY = 2,   /* bytes and direction */
+	CT_EXP_MEMORY = 3, /* allocation or free: also sends its record */
+};
+
+/* Per API ("export_apis" array, filled by user space from the API table). */
+struct ct_export_api {
+	__u8 kind;           /* enum ct_export_kind */
+	__u8 bytes_slot;     /* argument slot + 1 of the byte count (copies; 0: none) */
+	__u8 rows_slot;      /* argument slot + 1 of a row count that multiplies it (2D); 0: none */
+	__u8 copy_kind_slot; /* argument slot + 1 of the cudaMemcpyKind; 0: copy_kind */
+	__u8 copy_kind;      /* direction without a kind argument (decode/transfer.h Direction) */
+	__u8 pad[3];
+};
+
+struct ct_export_key {
+	__u32 tgid;
+	__u16 api;
+	__u16 status;   /* return code (0: success), CT_EXPORT_STATUS_OTHER */
+	__u8 direction; /* copies: decode/transfer.h Direction (HtoH..DtoD as cudaMemcpyKind,
+			 * Peer, Default); others 0 */
+	__u8 pad[7];
+};
+
+struct ct_export_value {
+	__u64 calls;
+	__u64 outer_ok;  /* successful outermost calls (launches and copies count these) */
+	__u64 total_ns;
+	__u64 bytes;     /* copies: bytes of the successful outermost calls */
+	__u64 buckets[CT_EXPORT_BUCKETS];
+};
+
 /* Counters in the per-CPU "counters" array. */
 enum ct_counter {
 	CT_CNT_LOST_RINGBUF = 0, /* ring buffer full: call record dropped */
@@ -262,6 +320,7 @@ enum ct_counter {
 	CT_CNT_UNMATCHED,        /* frames discarded because a return skipped them */
 	CT_CNT_LOST_CONTROL,     /* ring full: map-change or unfinished record dropped */
 	CT_CNT_ACTIVITY_FULL,    /* activity map full: the call was sent as a record instead */
+	CT_CNT_EXPORT_FULL,      /* export_stats map full: the call was not counted (exporter mode) */
 	CT_CNT_NR,
 };
 

@@ -1,6 +1,7 @@
 #include "cudatrace/analysis/memory.h"
 
 #include <algorithm>
+#include <climits>
 
 #include "cudatrace/target/stacks.h"
 
@@ -166,6 +167,14 @@ bool PageLockedMemory::contains(std::uint32_t pid, std::uint64_t addr, std::uint
   if (it == ranges_.begin()) return false;
   --it;
   return it->first.first == pid && addr >= it->first.second && addr + bytes <= it->second;
+}
+
+void MemoryTracker::forget(std::uint32_t pid) {
+  for (auto it = live_.lower_bound({pid, 0}); it != live_.end() && it->first.first == pid; it = live_.erase(it))
+    by_age_.erase(it->second.order);
+  devices_.erase(devices_.lower_bound({pid, INT_MIN}), devices_.lower_bound({pid + 1, INT_MIN}));
+  churn_.erase(churn_.lower_bound({pid, 0, 0}), churn_.lower_bound({pid + 1, 0, 0}));
+  page_locked_.forget(pid);
 }
 
 void PageLockedMemory::forget(std::uint32_t pid) {

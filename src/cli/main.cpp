@@ -23,6 +23,7 @@ constexpr const char* kDescription = "Trace the CUDA runtime and driver API call
 constexpr const char* kUsage = R"(
 USAGE: cudatrace [OPTIONS] -p PID
        cudatrace [OPTIONS] [--] COMMAND [ARGS...]
+       cudatrace [OPTIONS] --all-processes
        cudatrace report [OPTIONS] TRACE.jsonl     (cudatrace report --help)
 )";
 
@@ -42,6 +43,7 @@ EXAMPLES:
   cudatrace --json -o run.jsonl -- ./app && cudatrace report --summary run.jsonl
   cudatrace --nvtx --json -- python3 train.py    # each call with its NVTX range stack
   cudatrace --summary --by-range -- python3 train.py  # CUDA time per NVTX range
+  cudatrace --all-processes --prometheus 127.0.0.1:9400  # every CUDA process of the host, as metrics
 
 GROUPS: mem, xfer, launch, stream, event, device, coll (NCCL collectives,
   point-to-point and communicator calls) (default: these seven), module (kernel registration and lookup calls; always traced for kernel names,
@@ -229,6 +231,7 @@ int main(int argc, char** argv) {
   // One option per line, in blocks by --help group; a new option goes at the end of its block.
   // Targets
   app.add_option("-p,--pid", pid, "Trace the running process PID")->group(kTargets)->type_name("PID");
+  app.add_flag("--all-processes", opts.all_processes, "Trace every process of this host that maps a CUDA library, now and later; stops none (docs/prometheus.md)")->group(kTargets);
   app.add_option("--lib", opts.libs, "Also probe this library or executable (repeatable)")->group(kTargets)->type_name("PATH");
   // Selection
   app.add_option("-f,--filter", groups, "Trace only these groups, comma-separated; all: every group")->group(kSelection)->type_name("GROUPS");
@@ -244,6 +247,7 @@ int main(int argc, char** argv) {
   app.add_flag("--output-follow-symlinks", opts.output_follow_symlinks, "Let -o FILE write through a symbolic link in a world-writable directory (/tmp)")->group(kOutput);
   app.add_flag("--full-names", opts.full_names, "Print kernels by their whole demangled names (default: short names; JSON has both)")->group(kOutput);
   app.add_flag("--stack", opts.stack, "Capture and symbolise the user stack of each call (and of leaked allocations)")->group(kOutput);
+  app.add_option("--prometheus", opts.prometheus_address, "Serve Prometheus metrics at http://ADDRESS/metrics (HOST:PORT; :PORT for every address) instead of printing calls (docs/prometheus.md)")->group(kOutput)->type_name("ADDRESS");
   app.add_flag("--nvtx", opts.nvtx, "Give each call the NVTX ranges open on its thread (torch.cuda.nvtx, emit_nvtx; docs/nvtx.md)")->group(kOutput);
   // Analysis
   app.add_flag("--summary", opts.summary_tables, "Print per-API, kernel, transfer, memory tables and insights, not calls (docs/summary.md)")->group(kAnalysis);
@@ -304,8 +308,21 @@ int main(int argc, char** argv) {
   if (tid < 0 || tid > 0x7fffffff) usage_error("invalid TID " + std::to_string(tid));
   opts.pid = static_cast<pid_t>(pid);
   opts.tid = static_cast<pid_t>(tid);
-  if (opts.pid > 0 && !opts.command.empty()) usage_error("give either -p PID or a command, not both");
-  if (opts.pid == 0 && opts.command.empty()) usage_error("nothing to trace: give -p PID or -- COMMAND");
+  if ((opts.pid > 0) + !opts.command.empty() + opts.all_processes > 1)
+    usage_error("give one of -p PID, --all-processes or a command");
+  if (opts.pid == 0 && opts.command.empty() && !opts.all_processes)
+    usage_error("nothing to trace: give -p PID, --all-processes or -- COMMAND");
+  if (opts.all_processes && (opts.tid || dlopen_stop == "always"))
+    usage_error("--all-processes traces every process and stops none: --tid and --dlopen-stop=always do not apply");
+  if (!opts.prometheus_address.empty()) {
+    if (opts.prometheus_address.rfind(':') == std::string::npos)
+      usage_error("--prometheus needs ADDR:PORT (127.0.0.1:9400, or :9400 for every address), not '" +
+                  opts.prometheus_address + "'");
+    if (opts.json || !opts.output_path.empty() || !opts.perfetto_path.empty() || opts.summary_tables || opts.hist ||
+        opts.insights || opts.stack || opts.nvtx || opts.min_us || opts.errors_only || opts.tid)
+      usage_error("--prometheus serves metrics instead of a trace: it does not combine with --json, -o, --perfetto, "
+                  "--summary, --hist, --insights, --stack, --nvtx, --min-us, --errors or --tid");
+  }
   opts.summary = opts.summary_tables || opts.hist || opts.insights;
   if (opts.interval_s && !opts.summary) usage_error("-i needs --summary, --hist or --insights");
   if (opts.count && !opts.interval_s) usage_error("-c needs -i");

@@ -63,6 +63,12 @@ bool RingReader::poll(int timeout_ms) {
   return true;
 }
 
+bool RingReader::wake_on(int map_fd) {
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  return epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, map_fd, &ev) == 0;
+}
+
 void RingReader::drain() {
   auto* consumer_pos = static_cast<std::uint64_t*>(consumer_page_);
   const auto* producer_pos = static_cast<const std::uint64_t*>(producer_area_);

@@ -56,6 +56,9 @@ void Session::drain_loop() {
   // too) a moment to exit so its last calls are still traced.
   std::uint64_t stop_deadline = 0;
   while (true) {
+    // Library loads and execs first: they are waited for by no one, but a
+    // late attach misses calls (docs/prometheus.md).
+    if (control_ring_) control_ring_->drain();
     // Most records are submitted without a wake-up: the timeout collects them.
     if (!ring_->poll(100)) {
       error_line(std::string("reading the ring buffer: ") + std::strerror(errno));
@@ -63,6 +66,8 @@ void Session::drain_loop() {
     }
     if (!flush()) break;
     forget_exited();
+    if (exporter_) export_tick();
+    if (opts_.all_processes) rescan_node();
     if (reporter_ && opts_.interval_s && monotonic_ns() >= next_report_ns_) {
       summary_report(false);
       if (!flush()) break;
@@ -92,6 +97,11 @@ void Session::finish() {
   tp_links_.clear();
   ring_->drain();
   report_open_calls();
+  if (exporter_) {  // the last counts, for the end line
+    next_export_ns_ = 0;
+    export_tick();
+    stats_.calls = exporter_->calls_counted();
+  }
   const std::vector<__u64> totals = read_counters();
   if (totals[CT_CNT_ACTIVITY_FULL])
     warn_line(std::to_string(totals[CT_CNT_ACTIVITY_FULL]) + " launches and copies were sent as records: the BPF "
@@ -194,7 +204,7 @@ int Session::run() {
   // -p: before the loader probe can stop the target. Command mode: after
   // the command is forked (it waits to be released), so it is the first child.
   if (opts_.pid > 0) start_stop_watchdog();
-  if (int rc = opts_.pid > 0 ? attach_pid_target() : start_command()) return rc;
+  if (int rc = opts_.all_processes ? attach_node() : opts_.pid > 0 ? attach_pid_target() : start_command()) return rc;
   if (opts_.pid <= 0) start_stop_watchdog();
   if (opts_.verbose)
     std::fprintf(stderr, "cudatrace: BPF loaded and %zu probes attached in %.1f ms (%s)\n", probes_->probe_count(),
@@ -209,6 +219,12 @@ int Session::run() {
   sigaction(SIGTERM, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
+  if (opts_.all_processes)
+    std::fprintf(stderr, "cudatrace: tracing every process of this host (%zu files probed); Ctrl-C to stop\n",
+                 probed_files_.size());
+  if (exporter_)
+    std::fprintf(stderr, "cudatrace: serving Prometheus metrics on port %d (%s/metrics)\n", exporter_->port(),
+                 opts_.prometheus_address.c_str());
   if (waiting_for_cuda_)
     std::fprintf(stderr,
                  "cudatrace: process %d has no CUDA library loaded yet; waiting for it to load one (Ctrl-C to stop)\n",
@@ -218,7 +234,7 @@ int Session::run() {
                  probes_->probe_count());
   writer_ = std::make_unique<OutputWriter>(out_fd_, std::size_t(opts_.buffer_mb) << 20);
   out_->buffer().reserve(OutputWriter::kChunkCapacity);
-  if (!reporter_) out_->header();
+  if (!reporter_ && !exporter_) out_->header();
   // Written before the command starts: an output that cannot be written
   // (-o /dev/full) is found before anything runs.
   hand_over_output();

@@ -5,6 +5,7 @@
 #include <bpf/libbpf.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -35,9 +36,11 @@ int pidfd_open(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid,
 
 void Session::decide_dlopen_stop() {
   using Mode = Options::DlopenStop;
-  stop_at_loads_ = opts_.dlopen_stop == Mode::Always ||
-                   (opts_.dlopen_stop == Mode::Auto && !(opts_.pid > 0 && is_shell_job(opts_.pid)));
-  if (opts_.dlopen_stop == Mode::Auto && !stop_at_loads_)
+  // Whole-node mode stops no process (docs/prometheus.md: what can be missed).
+  stop_at_loads_ = !opts_.all_processes &&
+                   (opts_.dlopen_stop == Mode::Always ||
+                    (opts_.dlopen_stop == Mode::Auto && !(opts_.pid > 0 && is_shell_job(opts_.pid))));
+  if (opts_.dlopen_stop == Mode::Auto && !stop_at_loads_ && !opts_.all_processes)
     warn_line("process " + std::to_string(opts_.pid) +
               " is a job of an interactive shell, which would report it Stopped: not pausing it at library loads, "
               "so its first calls into a library it loads from now on can be missed (--dlopen-stop=always pauses it)");
@@ -65,7 +68,7 @@ void Session::attach_mappings(pid_t pid) {
     if (is_loader(m.path)) {
       if (probes_->attach_loader(path, probe_pid, error))
         loader_probed_ = true;
-      else
+      else if (!opts_.all_processes || opts_.verbose)  // whole node: often a process that just exited
         warn_line(error);
       continue;
     }
@@ -73,6 +76,11 @@ void Session::attach_mappings(pid_t pid) {
     if (!probes_->attach_file(path, probe_pid, r, error)) {
       if (opts_.verbose) warn_line(error);
       continue;
+    }
+    if (r.apis) {
+      struct stat st {};
+      if (stat(path.c_str(), &st) == 0) probed_files_.emplace(st.st_dev, st.st_ino);
+      if (exporter_) exporter_->note_process(pid);
     }
     if (r.apis && opts_.verbose)
       std::fprintf(stderr, "cudatrace: pid %d: %s: %d APIs\n", pid, m.path.c_str(), r.apis);
@@ -186,6 +194,7 @@ int Session::start_command() {
 }
 
 bool Session::target_gone() {
+  if (opts_.all_processes) return false;  // until stopped
   if (command_.pid > 0) {
     if (child_reaped_) return true;
     int status = 0;

@@ -63,8 +63,10 @@ int Session::load() {
   }
   auto* ro = skel_->rodata;
   ro->filter_tgid = opts_.pid > 0 ? static_cast<__u32>(opts_.pid) : 0;
-  ro->use_tgid_set = opts_.pid <= 0;
-  ro->follow_forks = opts_.pid <= 0;
+  ro->use_tgid_set = opts_.pid <= 0 && !opts_.all_processes;
+  ro->follow_forks = ro->use_tgid_set;
+  ro->report_execs = opts_.all_processes;
+  ro->export_mode = !opts_.prometheus_address.empty();
   ro->filter_tid = static_cast<__u32>(opts_.tid);
   ro->min_dur_ns = opts_.min_us * 1000;
   ro->errors_only = opts_.errors_only;
@@ -83,6 +85,9 @@ int Session::load() {
   ro->activity_in_bpf = activity_in_bpf_;
   bpf_map__set_max_entries(skel_->maps.api_stats, static_cast<__u32>(apis().size()));
   bpf_map__set_max_entries(skel_->maps.activity_apis, static_cast<__u32>(apis().size()));
+  bpf_map__set_max_entries(skel_->maps.export_apis, static_cast<__u32>(apis().size()));
+  if (!opts_.all_processes)  // unused: the smallest ring
+    bpf_map__set_max_entries(skel_->maps.control, static_cast<__u32>(sysconf(_SC_PAGESIZE)));
   const std::uint64_t ring_bytes = std::uint64_t(opts_.ring_mb) << 20;
   // Each CPU wakes the reader every wakeup_every records, so at most an
   // eighth of the ring waits unannounced; otherwise the reader polls.
@@ -128,7 +133,26 @@ int Session::load() {
     error_line("cannot open the ring buffer: " + ring_error);
     return kExitKernel;
   }
+  if (opts_.all_processes) {
+    const int control_fd = bpf_map__fd(skel_->maps.control);
+    control_ring_ = RingReader::open(control_fd, on_record, this, ring_error);
+    if (!control_ring_ || !ring_->wake_on(control_fd)) {
+      error_line("cannot open the control ring buffer: " + (control_ring_ ? std::string(std::strerror(errno)) : ring_error));
+      return kExitKernel;
+    }
+  }
   measure_cost();
+  if (!opts_.prometheus_address.empty()) {
+    const NodeExporter::Maps maps{bpf_map__fd(skel_->maps.export_stats), bpf_map__fd(skel_->maps.export_apis),
+                                  bpf_map__fd(skel_->maps.process_cost), bpf_map__fd(skel_->maps.threads)};
+    std::string error;
+    exporter_ = NodeExporter::start(maps, opts_.prometheus_address, error);
+    if (!exporter_) {
+      error_line(error);
+      return kExitOutput;
+    }
+    if (cost_measured_) exporter_->set_probe_cost(probe_cost_);
+  }
   probes_ = std::make_unique<Probes>(skel_->progs.ct_enter, skel_->progs.ct_exit, skel_->progs.ct_map_change,
                                      opts_.selection, warn_line);
   if (mode == AttachMode::MultiSession) probes_->use_session(skel_->progs.ct_session);

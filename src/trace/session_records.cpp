@@ -38,6 +38,10 @@ bool Session::on_record(void* ctx, const void* data, std::size_t size) {
 void Session::on_call(const ct_call& rec) {
   if (!decode_call(rec, &names_, call_, &read_string_)) return;
   ++records_;
+  if (exporter_) {  // exporter mode: only allocations and frees send records
+    exporter_->on_call(call_);
+    return;
+  }
   if (activity_in_bpf_ && call_.counted() && activity_api(*call_.api).kind == CT_ACT_PAGE_LOCK) {
     // This call bumped the page-locked generation: the copies counted
     // before it are judged by the page-locked memory before it.

@@ -92,6 +92,8 @@ class MemoryTracker {
   void forget_page_locked(std::uint32_t pid) { page_locked_.forget(pid); }
 
   const std::map<DeviceKey, DeviceMemory>& devices() const { return devices_; }
+  // Drops everything kept about a process that exited (whole-node mode).
+  void forget(std::uint32_t pid);
   // Allocations not freed, largest first.
   std::vector<const Allocation*> outstanding() const;
   const std::map<ChurnKey, ChurnSite>& churn() const { return churn_; }

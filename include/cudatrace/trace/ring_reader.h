@@ -26,6 +26,9 @@ class RingReader {
   // Waits up to timeout_ms for a wake-up, then drains. Returns false on a
   // wait error other than EINTR (errno is set).
   bool poll(int timeout_ms);
+  // Also ends poll()'s wait when the ring buffer `map_fd` (read by another
+  // RingReader) has a record.
+  bool wake_on(int map_fd);
   // Handles the complete records present when called, then publishes the
   // read position.
   void drain();

@@ -10,6 +10,8 @@
 //                        dispatch of each call, unfinished calls
 //   session_output.cpp   the -o file, handing output to the writer thread,
 //                        summary reports (-i)
+//   session_node.cpp     --all-processes (every process of the host) and
+//                        --prometheus (the exporter's ticks)
 // Helpers that know nothing of a session live with their stage: the command
 // start in target/command.h, job control in target/process_state.h, the -o
 // file in render/output_file.h.
@@ -41,6 +43,7 @@
 #include "cudatrace/target/command.h"
 #include "cudatrace/target/stacks.h"
 #include "cudatrace/target/symbolizer.h"
+#include "cudatrace/trace/node_exporter.h"
 #include "cudatrace/trace/overhead.h"
 #include "cudatrace/trace/probes.h"
 #include "cudatrace/trace/ring_reader.h"
@@ -99,6 +102,11 @@ class Session {
   void count_unwritten(const RecordCount& n);
   void summary_report(bool final);
 
+  // session_node.cpp
+  int attach_node();
+  void rescan_node();
+  void export_tick();
+
   // session.cpp
   void drain_loop();
   void finish();
@@ -111,6 +119,7 @@ class Session {
   Chunk chunk_;  // where the records in out_'s buffer end; its bytes while handed over
   cudatrace_bpf* skel_ = nullptr;
   std::unique_ptr<RingReader> ring_;
+  std::unique_ptr<RingReader> control_ring_;  // --all-processes: map changes and execs
   std::unique_ptr<Probes> probes_;
   std::vector<bpf_link*> tp_links_;
   KernelNames names_;
@@ -149,6 +158,10 @@ class Session {
   std::vector<pid_t> exited_;  // found gone at the last look; forgotten at the next
   std::vector<std::pair<std::uint32_t, std::uint32_t>> exited_threads_;  // pid, tid: the same
   std::uint64_t next_exit_check_ns_ = 0;
+  std::unique_ptr<NodeExporter> exporter_;    // --prometheus
+  std::uint64_t next_export_ns_ = 0;
+  std::uint64_t next_rescan_ns_ = 0;          // --all-processes
+  std::set<std::pair<dev_t, ino_t>> probed_files_;  // files with traced APIs
 };
 
 }  // namespace cudatrace

@@ -57,6 +57,8 @@ struct Options {
   bool verbose = false;
   bool nvtx = false;      // --nvtx: NVTX range stacks on every call (docs/nvtx.md)
   bool by_range = false;  // --by-range: with --summary, CUDA work per NVTX range
+  bool all_processes = false;      // --all-processes: every process of the host (docs/prometheus.md)
+  std::string prometheus_address;  // --prometheus ADDR:PORT: serve metrics, print no calls; empty: off
 };
 
 // Runs the session; returns the process exit status (the command's own

@@ -1,0 +1,65 @@
+// The Prometheus metrics of exporter mode (--prometheus, docs/prometheus.md),
+// fed from the in-kernel aggregation. The names, labels and buckets are
+// documented there; label cardinality is bounded: no pid, address, stream or
+// kernel name; a process is known by comm, container id and pod UID, and
+// past kMaxIdentities distinct ones, new ones are folded into comm="other".
+//
+// Built on prometheus-cpp (core + pull). A build without it (a static
+// binary made without CUDATRACE_STATIC_PROMETHEUS) has create() fail with
+// one line saying so.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <tuple>
+
+#include "cudatrace/decode/api_table.h"
+#include "cudatrace/record.h"
+
+namespace cudatrace {
+
+struct MetricsIdentity {
+  std::string comm, container_id, pod_uid;
+  bool operator<(const MetricsIdentity& o) const {
+    return std::tie(comm, container_id, pod_uid) < std::tie(o.comm, o.container_id, o.pod_uid);
+  }
+};
+
+// Reasons of cudatrace_lost_records_total.
+enum class LossReason : std::uint8_t { RingFull, ThreadTableFull, DepthOverflow, ControlRecord, AggregationFull };
+inline constexpr int kLossReasons = 5;
+
+class PrometheusMetrics {
+ public:
+  static constexpr std::size_t kMaxIdentities = 512;
+  // The histogram's upper bounds in seconds (record.h CT_EXPORT_BOUNDS_NS).
+  static const double kDurationBounds[CT_EXPORT_BUCKETS - 1];
+
+  // nullptr with `error` set when this build has no exporter.
+  static std::unique_ptr<PrometheusMetrics> create(std::string& error);
+  virtual ~PrometheusMetrics() = default;
+
+  // Serves /metrics on ADDR:PORT ("127.0.0.1:9400", "[::1]:9400", ":9400"
+  // for every address). False with `error` set if it cannot listen there.
+  virtual bool serve(const std::string& address, std::string& error) = 0;
+  // The port actually bound (serve() with port 0 picks a free one).
+  virtual int port() const = 0;
+
+  // What one aggregation entry (process, API, status, copy direction) grew by.
+  virtual void add_calls(const MetricsIdentity& who, const Api& api, std::uint16_t status, std::uint8_t direction,
+                         const ct_export_value& delta) = 0;
+  virtual void add_cost(const MetricsIdentity& who, std::uint64_t probe_hits, double added_seconds) = 0;
+  virtual void set_memory(const MetricsIdentity& who, std::uint64_t live_bytes, std::uint64_t peak_bytes) = 0;
+  virtual void set_lost(LossReason reason, std::uint64_t total) = 0;
+  virtual void set_node(std::size_t traced_processes, std::size_t probed_files, double entry_hit_seconds,
+                        double return_hit_seconds) = 0;
+  // The exposition as a scrape gets it (tests, the README).
+  virtual std::string text() const = 0;
+};
+
+// The label values of a status and a copy direction.
+std::string status_label(const Api& api, std::uint16_t status);
+const char* direction_label(std::uint8_t direction);
+
+}  // namespace cudatrace

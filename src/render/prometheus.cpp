@@ -1,0 +1,188 @@
+// PrometheusMetrics on prometheus-cpp: one registry, families created up
+// front, series added as identities and APIs appear. Counters only grow by
+// the deltas they are given; gauges are set.
+#include <prometheus/counter.h>
+#include <prometheus/exposer.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <vector>
+
+#include "cudatrace/render/metrics.h"
+
+namespace cudatrace {
+namespace {
+
+using prometheus::BuildCounter;
+using prometheus::BuildGauge;
+using prometheus::BuildHistogram;
+using prometheus::Labels;
+
+class PromCpp final : public PrometheusMetrics {
+ public:
+  PromCpp()
+      : registry_(std::make_shared<prometheus::Registry>()),
+        calls_(BuildCounter().Name("cuda_api_calls_total").Help("CUDA, NCCL and NVTX API calls by API, layer and status "
+                                                                 "(error: success, the error's name, or other)")
+                   .Register(*registry_)),
+        duration_(BuildHistogram().Name("cuda_api_duration_seconds")
+                      .Help("Time inside each API call, entry to return (fixed buckets, docs/prometheus.md)")
+                      .Register(*registry_)),
+        launches_(BuildCounter().Name("cuda_kernel_launches_total")
+                      .Help("Successful outermost kernel launches (a runtime launch nesting a driver launch counts once)")
+                      .Register(*registry_)),
+        transfer_(BuildCounter().Name("cuda_transfer_bytes_total")
+                      .Help("Bytes of successful outermost copies by direction (cudaMemcpyKind; default: unified "
+                            "addressing decides)")
+                      .Register(*registry_)),
+        memory_(BuildGauge().Name("cuda_device_memory_bytes")
+                    .Help("Device memory allocated and not yet freed by the running processes")
+                    .Register(*registry_)),
+        memory_peak_(BuildGauge().Name("cuda_device_memory_peak_bytes")
+                         .Help("Highest cuda_device_memory_bytes seen for these labels since cudatrace started")
+                         .Register(*registry_)),
+        lost_(BuildCounter().Name("cudatrace_lost_records_total")
+                  .Help("Calls or records cudatrace could not count, by reason").Register(*registry_)),
+        hits_(BuildCounter().Name("cudatrace_probe_hits_total")
+                  .Help("Uprobe hits (entries and returns) in the traced processes").Register(*registry_)),
+        added_(BuildCounter().Name("cudatrace_added_seconds_total")
+                   .Help("Estimated time tracing added to the traced processes: hits times the cost of a hit "
+                         "measured at start-up")
+                   .Register(*registry_)),
+        folded_(BuildCounter().Name("cudatrace_folded_identities_total")
+                    .Help("Process identities beyond the label limit, counted under comm=\"other\"")
+                    .Register(*registry_)
+                    .Add({})),
+        node_(BuildGauge().Name("cudatrace_traced_processes")
+                  .Help("Processes with traced calls that are running").Register(*registry_).Add({})),
+        files_(BuildGauge().Name("cudatrace_probed_files")
+                   .Help("Distinct library and program files with probes attached").Register(*registry_).Add({})),
+        hit_cost_(BuildGauge().Name("cudatrace_probe_hit_cost_seconds")
+                      .Help("CPU time one probe hit adds to a call, measured at start-up").Register(*registry_)) {
+    bounds_.assign(std::begin(kDurationBounds), std::end(kDurationBounds));
+  }
+
+  bool serve(const std::string& address, std::string& error) override {
+    // ":9400" (every address) is civetweb's "9400".
+    const std::string listen = !address.empty() && address[0] == ':' ? address.substr(1) : address;
+    try {
+      exposer_ = std::make_unique<prometheus::Exposer>(listen, 2);
+    } catch (const std::exception& e) {
+      error = "cannot serve Prometheus metrics on " + address + ": " + e.what();
+      return false;
+    }
+    exposer_->RegisterCollectable(registry_);
+    return true;
+  }
+
+  int port() const override {
+    if (!exposer_) return 0;
+    const std::vector<int> ports = exposer_->GetListeningPorts();
+    return ports.empty() ? 0 : ports.front();
+  }
+
+  void add_calls(const MetricsIdentity& who, const Api& api, std::uint16_t status, std::uint8_t direction,
+                 const ct_export_value& d) override {
+    Labels process = labels(who);
+    Labels call = process;
+    call["api"] = api.spec->name;
+    call["layer"] = layer_name(api.layer());
+    if (d.calls) {
+      Labels with_status = call;
+      with_status["error"] = status_label(api, status);
+      calls_.Add(with_status).Increment(double(d.calls));
+      std::vector<double> buckets(d.buckets, d.buckets + CT_EXPORT_BUCKETS);
+      duration_.Add(call, bounds_).ObserveMultiple(buckets, double(d.total_ns) / 1e9);
+    }
+    if (api.effect() == Effect::Launch && d.outer_ok) launches_.Add(process).Increment(double(d.outer_ok));
+    if (d.bytes) {
+      Labels with_direction = process;
+      with_direction["direction"] = direction_label(direction);
+      transfer_.Add(with_direction).Increment(double(d.bytes));
+    }
+  }
+
+  void add_cost(const MetricsIdentity& who, std::uint64_t probe_hits, double added_seconds) override {
+    const Labels l = labels(who);
+    if (probe_hits) hits_.Add(l).Increment(double(probe_hits));
+    if (added_seconds > 0) added_.Add(l).Increment(added_seconds);
+  }
+
+  void set_memory(const MetricsIdentity& who, std::uint64_t live_bytes, std::uint64_t peak_bytes) override {
+    const Labels l = labels(who);
+    memory_.Add(l).Set(double(live_bytes));
+    memory_peak_.Add(l).Set(double(peak_bytes));
+  }
+
+  void set_lost(LossReason reason, std::uint64_t total) override {
+    static const char* const names[kLossReasons] = {"ring_buffer_full", "thread_table_full", "depth_overflow",
+                                                    "control_record", "aggregation_map_full"};
+    const int i = static_cast<int>(reason);
+    prometheus::Counter& c = lost_.Add({{"reason", names[i]}});
+    if (total > lost_seen_[i]) c.Increment(double(total - lost_seen_[i]));
+    lost_seen_[i] = std::max(lost_seen_[i], total);
+  }
+
+  void set_node(std::size_t traced_processes, std::size_t probed_files, double entry_hit_seconds,
+                double return_hit_seconds) override {
+    node_.Set(double(traced_processes));
+    files_.Set(double(probed_files));
+    hit_cost_.Add({{"probe", "entry"}}).Set(entry_hit_seconds);
+    hit_cost_.Add({{"probe", "return"}}).Set(return_hit_seconds);
+  }
+
+  std::string text() const override {
+    std::ostringstream out;
+    prometheus::TextSerializer().Serialize(out, registry_->Collect());
+    return out.str();
+  }
+
+ private:
+  // The labels of a process; an identity past the limit is folded into "other".
+  Labels labels(const MetricsIdentity& who) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (identities_.count(who) == 0) {
+      if (identities_.size() >= kMaxIdentities) {
+        if (folded_seen_.size() < kMaxFoldedRemembered && folded_seen_.insert(who).second) folded_.Increment();
+        return {{"comm", "other"}, {"container_id", ""}, {"pod_uid", ""}};
+      }
+      identities_.insert(who);
+    }
+    return {{"comm", who.comm}, {"container_id", who.container_id}, {"pod_uid", who.pod_uid}};
+  }
+
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Family<prometheus::Counter>& calls_;
+  prometheus::Family<prometheus::Histogram>& duration_;
+  prometheus::Family<prometheus::Counter>& launches_;
+  prometheus::Family<prometheus::Counter>& transfer_;
+  prometheus::Family<prometheus::Gauge>& memory_;
+  prometheus::Family<prometheus::Gauge>& memory_peak_;
+  prometheus::Family<prometheus::Counter>& lost_;
+  prometheus::Family<prometheus::Counter>& hits_;
+  prometheus::Family<prometheus::Counter>& added_;
+  prometheus::Counter& folded_;
+  prometheus::Gauge& node_;
+  prometheus::Gauge& files_;
+  prometheus::Family<prometheus::Gauge>& hit_cost_;
+  prometheus::Histogram::BucketBoundaries bounds_;
+  std::uint64_t lost_seen_[kLossReasons] = {};
+  std::mutex mutex_;
+  std::set<MetricsIdentity> identities_;
+  static constexpr std::size_t kMaxFoldedRemembered = 65536;  // then new ones are no longer counted
+  std::set<MetricsIdentity> folded_seen_;  // each counted once; never a label
+  std::unique_ptr<prometheus::Exposer> exposer_;
+};
+
+}  // namespace
+
+std::unique_ptr<PrometheusMetrics> PrometheusMetrics::create(std::string&) { return std::make_unique<PromCpp>(); }
+
+}  // namespace cudatrace

@@ -1,0 +1,282 @@
+// Whole-node mode and the Prometheus exporter end to end: cudatrace
+// --all-processes --prometheus, scraped by Debian's real Prometheus server on
+// loopback, checked with PromQL through its HTTP API. The fixture runs under
+// a name of its own (a symbolic link) so that other CUDA programs on this
+// host, which whole-node mode traces too, do not count.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include "harness.h"
+
+namespace cudatrace_test {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A program running in the background, its output in files, its standard
+// input a pipe (release() writes a line); stopped (SIGTERM, then SIGKILL
+// after 10 s) when destroyed.
+class Daemon {
+ public:
+  Daemon(const std::vector<std::string>& argv, const std::string& tag, const std::vector<std::string>& env = {})
+      : out_(temp_path(tag + ".out")), err_(temp_path(tag + ".err")) {
+    int in[2];
+    if (pipe2(in, O_CLOEXEC) != 0) return;
+    pid_ = fork();
+    if (pid_ == 0) {
+      const int out = open(out_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      const int err = open(err_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      dup2(out, 1);
+      dup2(err, 2);
+      dup2(in[0], 0);
+      for (const std::string& e : env) putenv(const_cast<char*>(e.c_str()));
+      std::vector<char*> args;
+      for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+      args.push_back(nullptr);
+      execv(args[0], args.data());
+      _exit(127);
+    }
+    close(in[0]);
+    stdin_ = in[1];
+  }
+  void release() {
+    if (stdin_ >= 0 && write(stdin_, "go\n", 3) == 3) close(stdin_);
+    stdin_ = -1;
+  }
+  ~Daemon() {
+    if (stdin_ >= 0) close(stdin_);
+    stop();
+    std::remove(out_.c_str());
+    std::remove(err_.c_str());
+  }
+  // SIGTERM and wait; returns the exit status (-1: killed or not ours).
+  int stop() {
+    if (pid_ <= 0) return status_;
+    kill(pid_, SIGTERM);
+    int st = 0;
+    if (!wait_until([&] { return waitpid(pid_, &st, WNOHANG) == pid_; }, 10s)) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, &st, 0);
+    }
+    pid_ = -1;
+    status_ = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return status_;
+  }
+  bool running() {
+    int st = 0;
+    return pid_ > 0 && waitpid(pid_, &st, WNOHANG) == 0;
+  }
+  std::string err() const { return read_file(err_); }
+  pid_t pid() const { return pid_; }
+
+ private:
+  std::string out_, err_;
+  pid_t pid_ = -1;
+  int status_ = -1;
+  int stdin_ = -1;
+};
+
+// One HTTP GET on loopback; the body, or "" on any failure (5 s limit).
+std::string http_get(int port, const std::string& target) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return {};
+  timeval tv{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string response;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+    const std::string request = "GET " + target + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+    if (write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
+      char buf[65536];
+      ssize_t n;
+      while ((n = read(fd, buf, sizeof buf)) > 0) response.append(buf, static_cast<std::size_t>(n));
+    }
+  }
+  close(fd);
+  const auto body = response.find("\r\n\r\n");
+  return response.rfind("HTTP/1.", 0) == 0 && response.find(" 200 ") < body && body != std::string::npos
+             ? response.substr(body + 4)
+             : std::string();
+}
+
+std::string url_encode(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      char hex[4];
+      std::snprintf(hex, sizeof hex, "%%%02X", c);
+      out += hex;
+    }
+  }
+  return out;
+}
+
+// A TCP port free on loopback right now.
+int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  int port = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
+    port = ntohs(addr.sin_port);
+  close(fd);
+  return port;
+}
+
+// The single value of an instant PromQL query, or nullopt (no result yet).
+std::optional<double> promql(int port, const std::string& query) {
+  const std::string body = http_get(port, "/api/v1/query?query=" + url_encode(query));
+  if (body.empty()) return std::nullopt;
+  const json j = json::parse(body, nullptr, false);
+  if (j.is_discarded() || j.value("status", "") != "success") return std::nullopt;
+  const json& result = j["data"]["result"];
+  if (!result.is_array() || result.size() != 1) return std::nullopt;
+  return std::stod(result[0]["value"][1].get<std::string>());
+}
+
+class Node : public NeedsRoot {
+ protected:
+  void SetUp() override {
+    NeedsRoot::SetUp();
+    if (IsSkipped()) return;
+    if (access("/usr/bin/prometheus", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/prometheus (apt install prometheus)";
+    dir_ = temp_path("node");
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    if (!dir_.empty()) fs::remove_all(dir_);
+  }
+
+  // Starts cudatrace --all-processes --prometheus on a port it picks; returns
+  // the port, 0 if it did not come up within 60 s.
+  int start_tracer(std::unique_ptr<Daemon>& tracer) {
+    tracer = std::make_unique<Daemon>(
+        std::vector<std::string>{tracer_path(), "-v", "--all-processes", "--prometheus", "127.0.0.1:0"}, "tracer");
+    const std::regex serving("serving Prometheus metrics on port ([0-9]+)");
+    std::smatch m;
+    int port = 0;
+    wait_until(
+        [&] {
+          const std::string err = tracer->err();
+          if (std::regex_search(err, m, serving)) port = std::stoi(m[1]);
+          return port != 0 || !tracer->running();
+        },
+        60s);
+    return port;
+  }
+  static std::string tracer_path() { return tracer(); }
+
+  std::string dir_;
+};
+
+TEST_F(Node, PrometheusScrapesCountsOfProcessesRunningBeforeAndStartedAfter) {
+  // The fixture under a name of its own: comm is what the metrics label.
+  const std::string name = "ctn" + std::to_string(getpid() % 100000);
+  const std::string app = dir_ + "/" + name;
+  fs::create_symlink(FAKE_APP, app);
+  const std::vector<std::string> env = {"FAKE_CUDA_SYNC_US=30000"};  // cudaStreamSynchronize: 30 ms
+
+  // One process maps the runtime before cudatrace starts...
+  Daemon before({app, "wait-then-basic"}, "before", env);
+  std::unique_ptr<Daemon> tracer;
+  const int ct_port = start_tracer(tracer);
+  ASSERT_NE(ct_port, 0) << tracer->err();
+  const std::string self = "pid " + std::to_string(before.pid()) + ": ";
+  ASSERT_TRUE(tracer->err().find(self) != std::string::npos) << "the process running at start was not probed:\n"
+                                                             << tracer->err();
+  // ... and one starts after: no process is stopped, so wait until the new
+  // process's runtime is probed (the exec record, the loader probe or the
+  // rescan, at most 5 s) before letting it call.
+  Daemon after({app, "wait-then-basic"}, "after", env);
+  const std::string after_line = "pid " + std::to_string(after.pid()) + ": ";
+  EXPECT_TRUE(wait_until([&] { return tracer->err().find(after_line) != std::string::npos; }, 20s))
+      << tracer->err();
+  // `basic`: 2 cudaMalloc (one fails), one cudaStreamSynchronize, one launch,
+  // a 4096-byte copy each way. One process after the other.
+  before.release();
+  EXPECT_TRUE(wait_until([&] { return !before.running(); }, 20s));
+  after.release();
+  EXPECT_TRUE(wait_until([&] { return !after.running(); }, 20s));
+
+  const int prom_port = free_port();
+  ASSERT_NE(prom_port, 0);
+  {
+    std::ofstream config(dir_ + "/prometheus.yml");
+    config << "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+           << "scrape_configs:\n  - job_name: cudatrace\n    static_configs:\n      - targets: ['127.0.0.1:" << ct_port
+           << "']\n";
+  }
+  Daemon prometheus({"/usr/bin/prometheus", "--config.file=" + dir_ + "/prometheus.yml",
+                     "--storage.tsdb.path=" + dir_ + "/tsdb", "--web.listen-address=127.0.0.1:" + std::to_string(prom_port),
+                     "--log.level=warn"},
+                    "prometheus");
+  const std::string by_comm = "comm=\"" + name + "\"";
+  std::optional<double> mallocs;
+  EXPECT_TRUE(wait_until(
+      [&] {
+        mallocs = promql(prom_port, "sum(cuda_api_calls_total{api=\"cudaMalloc\"," + by_comm + "})");
+        return mallocs && *mallocs >= 4;
+      },
+      60s))
+      << "Prometheus: " << prometheus.err() << "\ncudatrace: " << tracer->err();
+  ASSERT_TRUE(mallocs);
+  EXPECT_EQ(*mallocs, 4);  // 2 processes x 2
+  EXPECT_EQ(promql(prom_port, "sum(cuda_api_calls_total{api=\"cudaMalloc\",error=\"success\"," + by_comm + "})"), 2);
+  EXPECT_EQ(promql(prom_port,
+                   "sum(cuda_api_calls_total{api=\"cudaMalloc\",error=\"cudaErrorMemoryAllocation\"," + by_comm + "})"),
+            2);
+  // The two 30 ms synchronizations lie in the (25 ms, 50 ms] bucket.
+  const std::optional<double> median = promql(
+      prom_port, "histogram_quantile(0.5, sum by (le) (cuda_api_duration_seconds_bucket{api=\"cudaStreamSynchronize\"," +
+                     by_comm + "}))");
+  ASSERT_TRUE(median);
+  EXPECT_GT(*median, 0.025);
+  EXPECT_LE(*median, 0.05);
+  EXPECT_EQ(promql(prom_port, "sum(cuda_kernel_launches_total{" + by_comm + "})"), 2);
+  EXPECT_EQ(promql(prom_port, "sum(cuda_transfer_bytes_total{direction=\"HtoD\"," + by_comm + "})"), 8192);
+  const std::optional<double> hits = promql(prom_port, "sum(cudatrace_probe_hits_total{" + by_comm + "})");
+  ASSERT_TRUE(hits);
+  EXPECT_GT(*hits, 0);
+  // Both processes are gone: their allocations no longer count as live; the
+  // peak is the largest one process held (1 MiB each).
+  EXPECT_EQ(promql(prom_port, "sum(cuda_device_memory_bytes{" + by_comm + "})"), 0);
+  EXPECT_EQ(promql(prom_port, "max(cuda_device_memory_peak_bytes{" + by_comm + "})"), 1048576);
+  EXPECT_EQ(promql(prom_port, "count(cuda_api_calls_total{pid!=\"\"})"), std::nullopt);  // no pid label
+  EXPECT_EQ(prometheus.stop(), 0) << prometheus.err();
+  EXPECT_EQ(tracer->stop(), 0) << tracer->err();
+}
+
+TEST_F(Node, BadPrometheusAddressIsOneLine) {
+  const Result r = run(tracer() + " --all-processes --prometheus nonsense");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("cudatrace: --prometheus needs ADDR:PORT"), std::string::npos) << r.err;
+  const Result taken = run(tracer() + " --all-processes --prometheus 256.0.0.1:80");
+  EXPECT_EQ(taken.status, 6);
+  EXPECT_EQ(lines_of(taken.err).size(), 1u) << taken.err;
+  EXPECT_NE(taken.err.find("cudatrace: cannot serve Prometheus metrics on 256.0.0.1:80"), std::string::npos) << taken.err;
+  const Result both = run(tracer() + " --all-processes -p 1");
+  EXPECT_EQ(both.status, 2);
+  EXPECT_NE(both.err.find("give one of -p PID, --all-processes or a command"), std::string::npos) << both.err;
+}
+
+}  // namespace
+}  // namespace cudatrace_test

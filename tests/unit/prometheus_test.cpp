@@ -1,0 +1,167 @@
+// The exposition of exporter mode: names, labels, buckets, the label cap,
+// and how the API table becomes the BPF export table.
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <set>
+
+#include "cudatrace/render/metrics.h"
+#include "cudatrace/trace/node_exporter.h"
+#include "cudatrace/trace/node_stats.h"
+
+namespace cudatrace {
+namespace {
+
+std::unique_ptr<PrometheusMetrics> make() {
+  std::string error;
+  auto m = PrometheusMetrics::create(error);
+  EXPECT_TRUE(m) << error;
+  return m;
+}
+
+ct_export_value calls(std::uint64_t n, std::uint64_t ns_each, int bucket) {
+  ct_export_value v{};
+  v.calls = n;
+  v.outer_ok = n;
+  v.total_ns = n * ns_each;
+  v.buckets[bucket] = n;
+  return v;
+}
+
+TEST(Prometheus, CallsHistogramAndLabels) {
+  auto m = make();
+  const MetricsIdentity who{"python3", std::string(64, 'a'), "0f6c2a1e-8d3b-4c5a-9e7f-1a2b3c4d5e6f"};
+  m->add_calls(who, *api_by_symbol("cudaMalloc"), 0, 0, calls(3, 4000, 2));  // 4 us: bucket (2.5, 5] us
+  m->add_calls(who, *api_by_symbol("cudaMalloc"), 2, 0, calls(1, 900, 0));
+  const std::string t = m->text();
+  EXPECT_NE(t.find("cuda_api_calls_total{api=\"cudaMalloc\",comm=\"python3\",container_id=\"" + std::string(64, 'a') +
+                   "\",error=\"success\",layer=\"runtime\",pod_uid=\"0f6c2a1e-8d3b-4c5a-9e7f-1a2b3c4d5e6f\"} 3"),
+            std::string::npos)
+      << t;
+  EXPECT_NE(t.find("error=\"cudaErrorMemoryAllocation\""), std::string::npos) << t;
+  // Cumulative buckets in seconds: 1 call <= 1 us, 4 calls <= 5 us, and +Inf.
+  EXPECT_NE(t.find("cuda_api_duration_seconds_bucket{api=\"cudaMalloc\",comm=\"python3\""), std::string::npos);
+  EXPECT_TRUE(std::regex_search(t, std::regex("cuda_api_duration_seconds_bucket\\{[^}]*le=\"1e-06\"\\} 1\\n")))
+      << t;
+  EXPECT_TRUE(std::regex_search(t, std::regex("cuda_api_duration_seconds_bucket\\{[^}]*le=\"5e-06\"\\} 4\\n")));
+  EXPECT_TRUE(std::regex_search(t, std::regex("cuda_api_duration_seconds_bucket\\{[^}]*le=\"\\+Inf\"\\} 4\\n")));
+  EXPECT_TRUE(std::regex_search(t, std::regex("cuda_api_duration_seconds_count\\{[^}]*\\} 4\\n")));
+  EXPECT_TRUE(std::regex_search(t, std::regex("cuda_api_duration_seconds_sum\\{[^}]*\\} 1.29e-05\\n"))) << t;
+}
+
+TEST(Prometheus, NamesFollowTheConventionsAndNoPidLabel) {
+  auto m = make();
+  const MetricsIdentity who{"app", "", ""};
+  ct_export_value copy = calls(2, 1000, 1);
+  copy.bytes = 8192;
+  m->add_calls(who, *api_by_symbol("cudaMemcpy"), 0, 1, copy);
+  m->add_calls(who, *api_by_symbol("cudaLaunchKernel"), 0, 0, calls(5, 3000, 2));
+  m->add_cost(who, 14, 14e-6);
+  m->set_memory(who, 1 << 20, 2 << 20);
+  m->set_lost(LossReason::AggregationFull, 7);
+  m->set_lost(LossReason::AggregationFull, 9);
+  m->set_node(1, 2, 1e-6, 2e-6);
+  const std::string t = m->text();
+  EXPECT_NE(t.find("cuda_transfer_bytes_total{comm=\"app\",container_id=\"\",direction=\"HtoD\",pod_uid=\"\"} 8192"),
+            std::string::npos) << t;
+  EXPECT_NE(t.find("cuda_kernel_launches_total{comm=\"app\",container_id=\"\",pod_uid=\"\"} 5"), std::string::npos);
+  EXPECT_NE(t.find("cuda_device_memory_bytes{comm=\"app\",container_id=\"\",pod_uid=\"\"} 1048576"), std::string::npos);
+  EXPECT_NE(t.find("cuda_device_memory_peak_bytes{comm=\"app\",container_id=\"\",pod_uid=\"\"} 2097152"), std::string::npos);
+  EXPECT_NE(t.find("cudatrace_lost_records_total{reason=\"aggregation_map_full\"} 9"), std::string::npos);
+  EXPECT_NE(t.find("cudatrace_probe_hits_total{comm=\"app\",container_id=\"\",pod_uid=\"\"} 14"), std::string::npos);
+  EXPECT_NE(t.find("cudatrace_added_seconds_total{comm=\"app\",container_id=\"\",pod_uid=\"\"} 1.4e-05"),
+            std::string::npos);
+  // Every family: snake case, counters end in _total, units in the name.
+  std::set<std::string> types;
+  const std::regex type_line("# TYPE ([a-z_]+) (counter|gauge|histogram)");
+  for (auto it = std::sregex_iterator(t.begin(), t.end(), type_line); it != std::sregex_iterator(); ++it) {
+    const std::string name = (*it)[1], type = (*it)[2];
+    types.insert(name);
+    if (type == "counter") EXPECT_TRUE(name.size() > 6 && name.substr(name.size() - 6) == "_total") << name;
+    if (type == "histogram") EXPECT_NE(name.find("_seconds"), std::string::npos) << name;
+    EXPECT_TRUE(name.rfind("cuda_", 0) == 0 || name.rfind("cudatrace_", 0) == 0) << name;
+  }
+  EXPECT_EQ(types.size(), 13u);
+  for (const char* forbidden : {"pid=", "tid=", "stream=", "kernel=", "address="})
+    EXPECT_EQ(t.find(forbidden), std::string::npos) << forbidden;
+}
+
+TEST(Prometheus, BucketBoundsMatchTheBpfOnes) {
+  const std::uint64_t ns[] = CT_EXPORT_BOUNDS_NS;
+  static_assert(sizeof ns / sizeof ns[0] == CT_EXPORT_BUCKETS - 1, "one bound per bucket but the last");
+  for (int i = 0; i < CT_EXPORT_BUCKETS - 1; ++i) {
+    EXPECT_DOUBLE_EQ(PrometheusMetrics::kDurationBounds[i], double(ns[i]) / 1e9) << i;
+    if (i) EXPECT_LT(ns[i - 1], ns[i]);
+  }
+}
+
+TEST(Prometheus, IdentitiesBeyondTheCapAreFoldedIntoOther) {
+  auto m = make();
+  const Api& api = *api_by_symbol("cudaFree");
+  for (std::size_t i = 0; i < PrometheusMetrics::kMaxIdentities + 10; ++i)
+    m->add_calls({"p" + std::to_string(i), "", ""}, api, 0, 0, calls(1, 100, 0));
+  m->add_calls({"p0", "", ""}, api, 0, 0, calls(1, 100, 0));  // an identity already labelled stays
+  const std::string t = m->text();
+  std::set<std::string> comms;
+  const std::regex series("cuda_api_calls_total\\{[^}]*comm=\"([^\"]*)\"");
+  for (auto it = std::sregex_iterator(t.begin(), t.end(), series); it != std::sregex_iterator(); ++it)
+    comms.insert((*it)[1]);
+  EXPECT_EQ(comms.size(), PrometheusMetrics::kMaxIdentities + 1);
+  EXPECT_TRUE(comms.count("other"));
+  EXPECT_NE(t.find("cuda_api_calls_total{api=\"cudaFree\",comm=\"other\",container_id=\"\",error=\"success\",layer=\"runtime\",pod_uid=\"\"} 10"),
+            std::string::npos);
+  EXPECT_NE(t.find("cuda_api_calls_total{api=\"cudaFree\",comm=\"p0\",container_id=\"\",error=\"success\",layer=\"runtime\",pod_uid=\"\"} 2"),
+            std::string::npos);
+  EXPECT_NE(t.find("cudatrace_folded_identities_total 10"), std::string::npos);
+}
+
+TEST(Prometheus, StatusAndDirectionLabels) {
+  const Api& malloc_api = *api_by_symbol("cudaMalloc");
+  EXPECT_EQ(status_label(malloc_api, 0), "success");
+  EXPECT_EQ(status_label(malloc_api, 2), "cudaErrorMemoryAllocation");
+  EXPECT_EQ(status_label(*api_by_symbol("cuMemAlloc_v2"), 2), "CUDA_ERROR_OUT_OF_MEMORY");
+  EXPECT_EQ(status_label(malloc_api, CT_EXPORT_STATUS_OTHER), "other");
+  EXPECT_EQ(status_label(malloc_api, 54321), "code_54321");
+  EXPECT_STREQ(direction_label(2), "DtoH");
+  EXPECT_STREQ(direction_label(4), "Peer");
+  EXPECT_STREQ(direction_label(200), "Default");
+}
+
+TEST(Prometheus, ServeRejectsABadAddress) {
+  auto m = make();
+  std::string error;
+  EXPECT_FALSE(m->serve("256.1.1.1:99999", error));
+  EXPECT_NE(error.find("cannot serve Prometheus metrics on 256.1.1.1:99999"), std::string::npos) << error;
+}
+
+TEST(ExportTable, CopiesKnowTheirBytesAndDirection) {
+  const ct_export_api memcpy_row = NodeExporter::export_api(*api_by_symbol("cudaMemcpy"));
+  EXPECT_EQ(memcpy_row.kind, CT_EXP_COPY);
+  EXPECT_EQ(memcpy_row.bytes_slot, 3);  // (dst, src, count, kind)
+  EXPECT_EQ(memcpy_row.copy_kind_slot, 4);
+  EXPECT_EQ(memcpy_row.rows_slot, 0);
+  const ct_export_api two_d = NodeExporter::export_api(*api_by_symbol("cudaMemcpy2D"));
+  EXPECT_EQ(two_d.bytes_slot, 5);  // (dst, dpitch, src, spitch, width, height, kind): width x height
+  EXPECT_EQ(two_d.rows_slot, 6);
+  const ct_export_api htod = NodeExporter::export_api(*api_by_symbol("cuMemcpyHtoD_v2"));
+  EXPECT_EQ(htod.copy_kind_slot, 0);
+  EXPECT_EQ(htod.copy_kind, 1);
+  EXPECT_EQ(NodeExporter::export_api(*api_by_symbol("cudaMemcpyPeer")).copy_kind, 4);
+  EXPECT_EQ(NodeExporter::export_api(*api_by_symbol("cuMemcpy")).copy_kind, CT_EXPORT_DIR_DEFAULT);
+  EXPECT_EQ(NodeExporter::export_api(*api_by_symbol("cudaLaunchKernel")).kind, CT_EXP_LAUNCH);
+  EXPECT_EQ(NodeExporter::export_api(*api_by_symbol("cudaFree")).kind, CT_EXP_MEMORY);
+  EXPECT_EQ(NodeExporter::export_api(*api_by_symbol("cudaStreamSynchronize")).kind, CT_EXP_NONE);
+}
+
+TEST(ExportTable, DeltaNeverGoesNegative) {
+  ct_export_value before = calls(5, 10, 3), now = calls(7, 10, 3);
+  now.bytes = 4;
+  const ct_export_value d = export_delta(now, before);
+  EXPECT_EQ(d.calls, 2u);
+  EXPECT_EQ(d.buckets[3], 2u);
+  EXPECT_EQ(d.bytes, 4u);
+  EXPECT_EQ(export_delta(before, now).calls, 0u);
+}
+
+}  // namespace
+}  // namespace cudatrace
