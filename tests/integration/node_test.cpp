@@ -265,6 +265,39 @@ TEST_F(Node, PrometheusScrapesCountsOfProcessesRunningBeforeAndStartedAfter) {
   EXPECT_EQ(tracer->stop(), 0) << tracer->err();
 }
 
+#ifdef CUBLAS_APP
+// Whole-node probes carry no pid filter, so the kernel writes their int3 into
+// every private mapping of the probed file, a reader's too. A second cudatrace
+// must still recognise cuBLAS's static runtime by its code (fingerprints), so
+// it reads ELF files through shared mappings, which the kernel leaves alone.
+TEST_F(Node, AnotherTracersProbesDoNotHideTheStaticRuntime) {
+  std::unique_ptr<Daemon> tracer;
+  const int ct_port = start_tracer(tracer);
+  ASSERT_NE(ct_port, 0) << tracer->err();
+  // A process holding libcublas (its embedded runtime gets probed) while the
+  // second tracer reads the same file.
+  const std::string cublas = fs::path(CUBLAS_LIB).string();
+  Daemon holder({FAKE_APP, "wait-then-basic"}, "holder", {"LD_PRELOAD=" + cublas});
+  const std::string line = "pid " + std::to_string(holder.pid()) + ": ";
+  ASSERT_TRUE(wait_until(
+      [&] {
+        const std::string err = tracer->err();
+        const auto at = err.find(line);
+        return at != std::string::npos && err.find("libcublas", at) != std::string::npos;
+      },
+      60s))
+      << tracer->err();
+  const Result r = run(tracer_path() + " --json -- " CUBLAS_APP);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto frees = calls(r, "cudaFree");
+  ASSERT_EQ(frees.size(), 1u) << r.out << r.err;
+  EXPECT_EQ(frees[0]["ret_name"], "cudaErrorInsufficientDriver");
+  holder.release();
+  EXPECT_TRUE(wait_until([&] { return !holder.running(); }, 20s));
+  EXPECT_EQ(tracer->stop(), 0) << tracer->err();
+}
+#endif
+
 TEST_F(Node, BadPrometheusAddressIsOneLine) {
   const Result r = run(tracer() + " --all-processes --prometheus nonsense");
   EXPECT_EQ(r.status, 2);
