@@ -27,21 +27,6 @@ unsigned hist_bucket(std::uint64_t d) {
   return (p - 1) * CT_HIST_SUB + static_cast<unsigned>((d >> (p - 2)) & (CT_HIST_SUB - 1));
 }
 
-// The per-call fields are formatted by hand, like the rest of a trace line (output.cpp).
-template <typename Int>
-void append_number(Buf& out, Int v) {
-  const fmt::format_int text(v);
-  out.append(text.data(), text.data() + text.size());
-}
-
-// 16 lower-case hex digits, as nccl_id_text.
-void append_id(Buf& out, std::uint64_t id) {
-  static const char kHex[] = "0123456789abcdef";
-  char text[16];
-  for (int i = 15; i >= 0; --i, id >>= 4) text[i] = kHex[id & 15];
-  out.append(text, text + sizeof text);
-}
-
 }  // namespace
 
 const char* nccl_datatype_name(std::uint64_t type) {
@@ -100,55 +85,7 @@ void add_latency(ct_api_stats& s, std::uint64_t ns) {
   add_stats(s, one);
 }
 
-void append_nccl_text(Buf& out, const NcclInfo& n) {
-  if (n.has_comm) {
-    out.append(std::string_view(" comm_id="));
-    append_id(out, n.comm_id);
-    out.append(std::string_view(" rank="));
-    if (n.rank >= 0)
-      append_number(out, n.rank);
-    else
-      out.push_back('?');
-    out.push_back('/');
-    if (n.nranks >= 0)
-      append_number(out, n.nranks);
-    else
-      out.push_back('?');
-  }
-  if (n.has_seq) {
-    out.append(std::string_view(" seq="));
-    append_number(out, n.seq);
-  }
-  if (n.has_bytes) {
-    out.append(std::string_view(" bytes="));
-    append_number(out, n.bytes);
-  }
-  if (n.in_group) out.append(std::string_view(" [group]"));
-}
 
-void append_nccl_json(Buf& out, const NcclInfo& n) {
-  out.append(std::string_view(",\"nccl\":{\"comm_id\":"));
-  if (n.has_comm) {
-    out.push_back('"');
-    append_id(out, n.comm_id);
-    out.push_back('"');
-  } else {
-    out.append(std::string_view("null"));
-  }
-  const auto number = [&](std::string_view key, bool known, auto v) {
-    out.append(key);
-    if (known)
-      append_number(out, v);
-    else
-      out.append(std::string_view("null"));
-  };
-  number(",\"rank\":", n.rank >= 0, n.rank);
-  number(",\"nranks\":", n.nranks >= 0, n.nranks);
-  number(",\"seq\":", n.has_seq, n.seq);
-  out.append(n.in_group ? std::string_view(",\"in_group\":true") : std::string_view(",\"in_group\":false"));
-  number(",\"bytes\":", n.has_bytes, n.bytes);
-  out.push_back('}');
-}
 
 const NcclInfo* NcclTracker::on_call(const Call& c) {
   if (c.api->layer() != Layer::Nccl) return nullptr;

@@ -75,30 +75,6 @@ void NvtxTracker::annotate(Call& c) const {
   if (auto it = processes_.find(c.pid); it != processes_.end()) c.nvtx_process = &it->second;
 }
 
-namespace {
-
-void append_messages(fmt::memory_buffer& out, const char* key, const std::vector<NvtxRange>& ranges) {
-  out.append(std::string_view(key));
-  for (std::size_t i = 0; i < ranges.size(); ++i) {
-    out.push_back(i ? ',' : '[');
-    append_json_string(out, ranges[i].message);
-  }
-  out.push_back(']');
-}
-
-}  // namespace
-
-void append_nvtx_json(fmt::memory_buffer& out, const Call& c) {
-  if (c.nvtx) append_messages(out, ",\"nvtx\":", *c.nvtx);
-  if (c.nvtx_process) append_messages(out, ",\"nvtx_process\":", *c.nvtx_process);
-}
-
-void append_nvtx_text(fmt::memory_buffer& out, const Call& c) {
-  if (!c.nvtx) return;
-  fmt::format_to(std::back_inserter(out), " nvtx[{}]=", c.nvtx->size());
-  append_json_string(out, c.nvtx->back().message);
-}
-
 void RangeSummary::on_call(const Call& c) {
   // Outermost calls only: a runtime call's nested driver calls are part of it.
   if (c.unfinished || c.entry_only || c.depth != 0 || c.api->layer() == Layer::Nvtx) return;

@@ -4,77 +4,20 @@
 #include <iterator>
 #include <limits>
 
-#include "cudatrace/render/json.h"
 #include "cudatrace/decode/transfer.h"
 
 namespace cudatrace {
 namespace {
 
 constexpr std::uint64_t kAll = std::numeric_limits<std::uint64_t>::max();
-constexpr std::size_t kKernelsShown = 4;  // per stream in a text line; JSON has all
 
 // Handles as CUDA defines them: 0 is the default stream (per-thread in the
 // _ptsz/_ptds forms), 1 cudaStreamLegacy / CU_STREAM_LEGACY, 2
 // cudaStreamPerThread / CU_STREAM_PER_THREAD.
 constexpr std::uint64_t kLegacyStream = 1, kPerThreadStream = 2;
 
-void append_work_text(fmt::memory_buffer& out, const StreamWork& w) {
-  auto it = std::back_inserter(out);
-  fmt::format_to(it, "{}:", w.stream);
-  const char* sep = " ";
-  if (w.launches) {
-    fmt::format_to(it, "{}{} launch{} (", sep, w.launches, w.launches == 1 ? "" : "es");
-    for (std::size_t i = 0; i < w.kernels.size() && i < kKernelsShown; ++i) {
-      fmt::format_to(it, "{}{}", i ? ", " : "", w.kernels[i].short_name);
-      if (w.kernels[i].count > 1) fmt::format_to(it, " x{}", w.kernels[i].count);
-    }
-    if (w.kernels.size() > kKernelsShown) fmt::format_to(it, ", +{} more", w.kernels.size() - kKernelsShown);
-    if (w.unlisted_launches)
-      fmt::format_to(it, ", +{} launch{} of other kernels", w.unlisted_launches, w.unlisted_launches == 1 ? "" : "es");
-    out.push_back(')');
-    sep = ", ";
-  }
-  for (int d = 0; d < kCopyDirections; ++d) {
-    const StreamWork::Bytes& b = w.copies[d];
-    if (!b.count) continue;
-    fmt::format_to(it, "{}{} cop{} {} {}", sep, b.count, b.count == 1 ? "y" : "ies",
-                   direction_name(static_cast<Direction>(d)), format_bytes(b.bytes));
-    sep = ", ";
-  }
-  if (w.memsets.count)
-    fmt::format_to(it, "{}{} memset{} {}", sep, w.memsets.count, w.memsets.count == 1 ? "" : "s",
-                   format_bytes(w.memsets.bytes));
-}
 
-void append_work_json(fmt::memory_buffer& out, const StreamWork& w) {
-  auto it = std::back_inserter(out);
-  fmt::format_to(it, "{{\"stream\":\"{}\",\"launches\":{},\"kernels\":[", w.stream, w.launches);
-  for (std::size_t i = 0; i < w.kernels.size(); ++i) {
-    out.append(std::string_view(i ? ",{\"kernel\":" : "{\"kernel\":"));
-    append_json_string(out, w.kernels[i].name);
-    fmt::format_to(it, ",\"count\":{}}}", w.kernels[i].count);
-  }
-  out.push_back(']');
-  if (w.unlisted_launches) fmt::format_to(it, ",\"unlisted_launches\":{}", w.unlisted_launches);
-  out.append(std::string_view(",\"copies\":{"));
-  const char* sep = "";
-  for (int d = 0; d < kCopyDirections; ++d) {
-    const StreamWork::Bytes& b = w.copies[d];
-    if (!b.count) continue;
-    fmt::format_to(it, "{}\"{}\":{{\"count\":{},\"bytes\":{}}}", sep, direction_name(static_cast<Direction>(d)),
-                   b.count, b.bytes);
-    sep = ",";
-  }
-  fmt::format_to(it, "}},\"memsets\":{{\"count\":{},\"bytes\":{}}}}}", w.memsets.count, w.memsets.bytes);
-}
 
-void append_work_list_text(fmt::memory_buffer& out, const std::vector<StreamWork>& work) {
-  if (work.empty()) out.append(std::string_view("nothing"));
-  for (std::size_t i = 0; i < work.size(); ++i) {
-    if (i) out.append(std::string_view("; "));
-    append_work_text(out, work[i]);
-  }
-}
 
 }  // namespace
 
@@ -120,53 +63,7 @@ bool StreamWork::empty() const {
   return true;
 }
 
-void append_wait_text(fmt::memory_buffer& out, const WaitInfo& w) {
-  switch (w.kind) {
-    case WaitInfo::Kind::Stream:
-    case WaitInfo::Kind::Device:
-      out.append(std::string_view(" waited: "));
-      append_work_list_text(out, w.work);
-      break;
-    case WaitInfo::Kind::Event:
-    case WaitInfo::Kind::StreamWaitEvent:
-      out.append(std::string_view(w.kind == WaitInfo::Kind::Event ? " waited: " : " waits: "));
-      out.append(w.target);
-      if (w.recorded_on.empty()) {
-        out.append(std::string_view(" (never recorded)"));
-        return;
-      }
-      fmt::format_to(std::back_inserter(out), " (recorded on {}) for ", w.recorded_on);
-      append_work_list_text(out, w.work);
-  }
-  if (w.approximate) out.append(std::string_view(" (approximate: older queued work summarised together)"));
-}
 
-void append_wait_json(fmt::memory_buffer& out, const WaitInfo& w) {
-  auto it = std::back_inserter(out);
-  switch (w.kind) {
-    case WaitInfo::Kind::Stream:
-      fmt::format_to(it, ",\"waited_for\":{{\"kind\":\"stream\",\"stream\":\"{}\"", w.target);
-      break;
-    case WaitInfo::Kind::Device:
-      out.append(std::string_view(",\"waited_for\":{\"kind\":\"device\""));
-      break;
-    case WaitInfo::Kind::Event:
-    case WaitInfo::Kind::StreamWaitEvent:
-      fmt::format_to(it, ",\"waited_for\":{{\"kind\":\"{}\",\"event\":\"{}\",\"recorded_on\":",
-                     w.kind == WaitInfo::Kind::Event ? "event" : "stream_wait_event", w.target);
-      if (w.recorded_on.empty())
-        out.append(std::string_view("null"));
-      else
-        fmt::format_to(it, "\"{}\"", w.recorded_on);
-  }
-  if (w.approximate) out.append(std::string_view(",\"approximate\":true"));
-  out.append(std::string_view(",\"work\":["));
-  for (std::size_t i = 0; i < w.work.size(); ++i) {
-    if (i) out.push_back(',');
-    append_work_json(out, w.work[i]);
-  }
-  out.append(std::string_view("]}"));
-}
 
 // ---- StreamTracker ----------------------------------------------------------
 

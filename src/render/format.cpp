@@ -6,6 +6,30 @@
 
 namespace cudatrace {
 
+void append_uint(fmt::memory_buffer& out, std::uint64_t v) {
+  const fmt::format_int text(v);
+  out.append(text.data(), text.data() + text.size());
+}
+
+void append_int(fmt::memory_buffer& out, std::int64_t v) {
+  const fmt::format_int text(v);
+  out.append(text.data(), text.data() + text.size());
+}
+
+void append_hex(fmt::memory_buffer& out, std::uint64_t v) {
+  static const char kHex[] = "0123456789abcdef";
+  char text[18];
+  char* const end = text + sizeof text;
+  char* p = end;
+  do {
+    *--p = kHex[v & 15];
+    v >>= 4;
+  } while (v);
+  *--p = 'x';
+  *--p = '0';
+  out.append(p, end);
+}
+
 std::string group_digits(std::uint64_t v) {
   std::string digits = std::to_string(v), out;
   for (std::size_t i = 0; i < digits.size(); ++i) {

@@ -1,7 +1,11 @@
 #include "cudatrace/render/json.h"
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
+
+#include "cudatrace/render/format.h"
 
 namespace cudatrace {
 namespace {
@@ -110,5 +114,49 @@ void append_json_string(fmt::memory_buffer& out, std::string_view s) {
   flush_run(s.size());
   out.push_back('"');
 }
+
+void append_json_value(fmt::memory_buffer& out, const Value& v) {
+  std::visit(
+      [&](const auto& x) {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, std::monostate>) {
+          out.append(std::string_view("null"));
+        } else if constexpr (std::is_same_v<T, Hex>) {
+          out.push_back('"');
+          append_hex(out, x.v);
+          out.push_back('"');
+        } else if constexpr (std::is_same_v<T, Dim3>) {
+          out.push_back('[');
+          append_uint(out, x.x);
+          out.push_back(',');
+          append_uint(out, x.y);
+          out.push_back(',');
+          append_uint(out, x.z);
+          out.push_back(']');
+        } else if constexpr (std::is_same_v<T, Named>) {
+          if (x.name) {  // a CUDA enum name: nothing to escape
+            out.push_back('"');
+            out.append(std::string_view(x.name));
+            out.push_back('"');
+          } else {
+            append_int(out, x.raw);
+          }
+        } else if constexpr (std::is_same_v<T, std::string_view>) {
+          append_json_string(out, x);
+        } else if constexpr (std::is_same_v<T, double>) {
+          // JSON has no NaN or infinity: an event timing that is not a number is null.
+          if (std::isfinite(x))
+            fmt::format_to(std::back_inserter(out), "{}", x);
+          else
+            out.append(std::string_view("null"));
+        } else if constexpr (std::is_same_v<T, std::uint64_t>) {
+          append_uint(out, x);
+        } else {
+          append_int(out, x);
+        }
+      },
+      v);
+}
+
 
 }  // namespace cudatrace

@@ -4,41 +4,18 @@
 #include <cstring>
 #include <iterator>
 
+#include "cudatrace/render/format.h"
 #include "cudatrace/render/json.h"
 #include "cudatrace/analysis/nvtx.h"
 #include "cudatrace/analysis/nccl.h"
 #include "cudatrace/analysis/streams.h"
 #include "cudatrace/target/stacks.h"
+#include "cudatrace/render/annotations.h"
 
 namespace cudatrace {
 namespace {
 
 using Buf = fmt::memory_buffer;
-
-void append_uint(Buf& out, std::uint64_t v) {
-  const fmt::format_int text(v);
-  out.append(text.data(), text.data() + text.size());
-}
-
-void append_int(Buf& out, std::int64_t v) {
-  const fmt::format_int text(v);
-  out.append(text.data(), text.data() + text.size());
-}
-
-// As fmt's "{:#x}": 0x, lower case, no leading zeros.
-void append_hex(Buf& out, std::uint64_t v) {
-  static const char kHex[] = "0123456789abcdef";
-  char text[18];
-  char* const end = text + sizeof text;
-  char* p = end;
-  do {
-    *--p = kHex[v & 15];
-    v >>= 4;
-  } while (v);
-  *--p = 'x';
-  *--p = '0';
-  out.append(p, end);
-}
 
 void append_dim3(Buf& out, const Dim3& d, char open, char close) {
   out.push_back(open);
@@ -111,43 +88,6 @@ void append_text_value(Buf& out, const Value& v) {
 }
 
 }  // namespace
-
-void append_json_value(Buf& out, const Value& v) {
-  std::visit(
-      [&](const auto& x) {
-        using T = std::decay_t<decltype(x)>;
-        if constexpr (std::is_same_v<T, std::monostate>) {
-          out.append(std::string_view("null"));
-        } else if constexpr (std::is_same_v<T, Hex>) {
-          out.push_back('"');
-          append_hex(out, x.v);
-          out.push_back('"');
-        } else if constexpr (std::is_same_v<T, Dim3>) {
-          append_dim3(out, x, '[', ']');
-        } else if constexpr (std::is_same_v<T, Named>) {
-          if (x.name) {  // a CUDA enum name: nothing to escape
-            out.push_back('"');
-            out.append(std::string_view(x.name));
-            out.push_back('"');
-          } else {
-            append_int(out, x.raw);
-          }
-        } else if constexpr (std::is_same_v<T, std::string_view>) {
-          append_json_string(out, x);
-        } else if constexpr (std::is_same_v<T, double>) {
-          // JSON has no NaN or infinity: an event timing that is not a number is null.
-          if (std::isfinite(x))
-            fmt::format_to(std::back_inserter(out), "{}", x);
-          else
-            out.append(std::string_view("null"));
-        } else if constexpr (std::is_same_v<T, std::uint64_t>) {
-          append_uint(out, x);
-        } else {
-          append_int(out, x);
-        }
-      },
-      v);
-}
 
 void append_end_summary(const EndStats& s, Buf& out) {
   auto it = std::back_inserter(out);

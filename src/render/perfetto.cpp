@@ -6,7 +6,7 @@
 #include <iterator>
 
 #include "cudatrace/render/json.h"
-#include "cudatrace/render/output.h"
+#include "cudatrace/render/annotations.h"
 
 namespace cudatrace {
 namespace {
@@ -89,11 +89,9 @@ void PerfettoWriter::api_slice(const Call& c) {
   }
   if (c.waited) {
     fmt::memory_buffer text;
-    append_wait_text(text, *c.waited);
+    append_wait_description(text, *c.waited);
     buf_.append(std::string_view("\"waited\":"));
-    // Drop the leading " waited: " / " waits: " label.
-    const std::string_view s(text.data(), text.size());
-    append_json_string(buf_, s.substr(s.find(": ") + 2));
+    append_json_string(buf_, std::string_view(text.data(), text.size()));
     buf_.push_back(',');
   }
   if (c.unfinished) {

@@ -6,6 +6,7 @@
 #include "cudatrace/render/format.h"
 #include "cudatrace/render/summary_render.h"
 #include "cudatrace/target/stacks.h"
+#include "cudatrace/render/annotations.h"
 
 namespace cudatrace {
 namespace {

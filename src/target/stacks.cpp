@@ -2,7 +2,6 @@
 
 #include <cstring>
 
-#include "cudatrace/render/json.h"
 #include "cudatrace/decode/kernel_names.h"
 #include "cudatrace/target/symbolizer.h"
 
@@ -53,35 +52,6 @@ std::string frame_text(const StackFrame& f) {
   return "?";
 }
 
-void append_stack_text(fmt::memory_buffer& out, const std::vector<StackFrame>& stack, int indent) {
-  for (std::size_t i = 0; i < stack.size(); ++i)
-    fmt::format_to(std::back_inserter(out), "{:{}}#{:<2} {:#018x} {}\n", "", indent, i, stack[i].addr,
-                   frame_text(stack[i]));
-}
 
-void append_stack_json(fmt::memory_buffer& out, const std::vector<StackFrame>& stack) {
-  auto it = std::back_inserter(out);
-  out.push_back('[');
-  for (std::size_t i = 0; i < stack.size(); ++i) {
-    const StackFrame& f = stack[i];
-    if (i) out.push_back(',');
-    fmt::format_to(it, "{{\"addr\":\"{:#x}\",\"function\":", f.addr);
-    if (f.function.empty()) {
-      out.append(std::string_view("null,\"function_offset\":null"));
-    } else {
-      append_json_string(out, f.function);
-      fmt::format_to(it, ",\"function_offset\":{}", f.function_offset);
-    }
-    out.append(std::string_view(",\"module\":"));
-    if (f.module.empty()) {
-      out.append(std::string_view("null,\"module_offset\":null"));
-    } else {
-      append_json_string(out, f.module);
-      fmt::format_to(it, ",\"module_offset\":{}", f.module_offset);
-    }
-    out.push_back('}');
-  }
-  out.push_back(']');
-}
 
 }  // namespace cudatrace

@@ -1,5 +1,6 @@
 // The NCCL model (nccl.h) and the decoding of NCCL arguments, on records built by hand.
 #include "cudatrace/analysis/nccl.h"
+#include "cudatrace/render/annotations.h"
 
 #include <gtest/gtest.h>
 

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "cudatrace/analysis/nvtx.h"
+#include "cudatrace/render/annotations.h"
 #include "record_builder.h"
 
 namespace {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "cudatrace/render/output.h"
 #include "cudatrace/render/output_writer.h"
 #include "cudatrace/render/sink.h"
 #include "json_checker.h"

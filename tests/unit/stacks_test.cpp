@@ -5,6 +5,7 @@
 
 #include "analysis_calls.h"
 #include "cudatrace/target/symbolizer.h"
+#include "cudatrace/render/annotations.h"
 #include "json_checker.h"
 
 namespace cudatrace_stack_test {

@@ -14,6 +14,7 @@
 
 #include "cudatrace/decode/kernel_names.h"
 #include "cudatrace/analysis/pipeline.h"
+#include "cudatrace/render/annotations.h"
 #include "record_builder.h"
 
 namespace cudatrace_test {

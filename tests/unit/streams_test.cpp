@@ -1,4 +1,5 @@
 #include "cudatrace/analysis/streams.h"
+#include "cudatrace/render/annotations.h"
 
 #include <gtest/gtest.h>
 

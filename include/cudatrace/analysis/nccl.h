@@ -53,10 +53,6 @@ struct NcclInfo {
   std::uint64_t bytes = 0;  // count x element size
 };
 
-// Text and JSON forms of NcclInfo (docs/json.md): " comm_id=... rank=0/2 seq=12 bytes=4096 [group]"
-// and ",\"nccl\":{...}".
-void append_nccl_text(fmt::memory_buffer& out, const NcclInfo& n);
-void append_nccl_json(fmt::memory_buffer& out, const NcclInfo& n);
 
 // One (op, comm_id) row of the collectives table.
 struct CollectiveStats {

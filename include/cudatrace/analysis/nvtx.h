@@ -49,11 +49,6 @@ class NvtxTracker {
   std::unordered_map<std::uint32_t, std::vector<NvtxRange>> processes_;  // start/end ranges by pid, in start order
 };
 
-// `,"nvtx":[...]` and `,"nvtx_process":[...]` for a JSON record (docs/json.md);
-// nothing when no range is open.
-void append_nvtx_json(fmt::memory_buffer& out, const Call& c);
-// ` nvtx[DEPTH]=INNERMOST` for a text line; nothing when no range is open.
-void append_nvtx_text(fmt::memory_buffer& out, const Call& c);
 
 // --summary --by-range: CUDA work per NVTX range, from the recorded calls.
 class RangeSummary {

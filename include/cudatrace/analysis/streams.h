@@ -75,11 +75,6 @@ struct WaitInfo {
   bool approximate = false;
 };
 
-// " waited: s1: 2 launches (k x2), 1 copy HtoD 4.0 MiB; s2: ..." etc. (docs in README.md)
-void append_wait_text(fmt::memory_buffer& out, const WaitInfo& w);
-// ,"waited_for":{...} (docs/json.md)
-void append_wait_json(fmt::memory_buffer& out, const WaitInfo& w);
-
 // What one call did to the model, for the timeline and the warnings.
 struct StreamActivity {
   struct Queued {              // work the call put on a stream

@@ -11,6 +11,12 @@
 
 namespace cudatrace {
 
+// Integers appended without a format string (these run for every traced
+// call): decimal, and hex as fmt's "{:#x}" (0x, lower case, no leading zeros).
+void append_uint(fmt::memory_buffer& out, std::uint64_t v);
+void append_int(fmt::memory_buffer& out, std::int64_t v);
+void append_hex(fmt::memory_buffer& out, std::uint64_t v);
+
 // "1,234,567" and (one decimal) "1,234.5", as nsys prints numbers.
 std::string group_digits(std::uint64_t v);
 std::string group_tenths(double v);

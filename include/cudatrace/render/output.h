@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "cudatrace/decode/decode.h"
+#include "cudatrace/render/warning.h"
 #include "cudatrace/trace/overhead.h"
 
 namespace cudatrace {
@@ -29,14 +30,6 @@ struct EndStats {
   std::uint64_t lost() const { return lost_ringbuf + lost_threads + depth_overflow + lost_output; }
 };
 
-// A problem the analyses found in the traced program. The session prints
-// `message` to stderr; JSON output also writes it as a "warning" line.
-struct Warning {
-  const char* kind;        // "pageable_async_copy"
-  std::uint64_t host_ptr;  // the host memory concerned
-  std::string location;    // the call site: "app+0x1234 (main+0x2a)"
-  std::string message;     // one line, without "cudatrace: warning: "
-};
 
 class Output {
  public:
@@ -54,9 +47,6 @@ class Output {
  protected:
   fmt::memory_buffer buf_;
 };
-
-// A value as the JSON output writes it (docs/json.md).
-void append_json_value(fmt::memory_buffer& out, const Value& v);
 
 // The closing summary as text (what text mode prints on stderr).
 void append_end_summary(const EndStats& s, fmt::memory_buffer& out);

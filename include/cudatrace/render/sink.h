@@ -14,9 +14,12 @@
 
 #include "cudatrace/analysis/pipeline.h"
 #include "cudatrace/decode/decode.h"
-#include "cudatrace/render/output.h"
+#include "cudatrace/render/warning.h"
 
 namespace cudatrace {
+
+class Output;
+struct EndStats;
 
 class Sink {
  public:
@@ -40,7 +43,7 @@ class TraceSink final : public Sink {
   TraceSink(Output& out, EndStats& stats, bool drop_nvtx, std::vector<std::uint32_t>* record_ends)
       : out_(out), stats_(stats), drop_nvtx_(drop_nvtx), record_ends_(record_ends) {}
   void on_call(const Call& c, const CallAnalysis& a) override;
-  void on_warning(const Call& c, const Warning& w) override { out_.warning(c, w); }
+  void on_warning(const Call& c, const Warning& w) override;
 
  private:
   Output& out_;
@@ -54,8 +57,8 @@ class TraceSink final : public Sink {
 class SummarySink final : public Sink {
  public:
   SummarySink(Output& out, EndStats& stats) : out_(out), stats_(stats) {}
-  void on_call(const Call& c, const CallAnalysis&) override { stats_.unfinished += c.unfinished; }
-  void on_warning(const Call& c, const Warning& w) override { out_.warning(c, w); }
+  void on_call(const Call& c, const CallAnalysis&) override;
+  void on_warning(const Call& c, const Warning& w) override;
 
  private:
   Output& out_;

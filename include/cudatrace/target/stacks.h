@@ -39,9 +39,5 @@ class StackSymbolizer {
 
 // "func+0x1c (libfoo.so)", "libfoo.so+0x1234", or "?".
 std::string frame_text(const StackFrame& f);
-// One line per frame: `indent` spaces, "#N 0x<addr> <frame_text>".
-void append_stack_text(fmt::memory_buffer& out, const std::vector<StackFrame>& stack, int indent);
-// A JSON array of {"addr","function","function_offset","module","module_offset"}; unknown parts are null.
-void append_stack_json(fmt::memory_buffer& out, const std::vector<StackFrame>& stack);
 
 }  // namespace cudatrace
