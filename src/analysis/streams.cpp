@@ -1,3 +1,6 @@
+// The stream model (streams.h). Over 400 lines because it is one state
+// machine: queueing, event records, waits and their settling share the
+// per-process state and are read together.
 #include "cudatrace/analysis/streams.h"
 
 #include <algorithm>

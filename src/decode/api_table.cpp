@@ -1,3 +1,5 @@
+// The API table: one row per traced function, and the cookie each row gives
+// the BPF programs. Its length is the table's; the logic is short.
 #include "cudatrace/decode/api_table.h"
 
 #include <stdexcept>

@@ -10,45 +10,10 @@
 #include <string_view>
 #include <vector>
 
-#include "cudatrace/render/output.h"
-#include "cudatrace/record.h"
-#include "cudatrace/target/stacks.h"
+#include "cudatrace/cli/trace_line.h"
 #include "cudatrace/trace/tracer.h"
 
 namespace cudatrace {
-
-class TraceLine {
- public:
-  enum class Type { Call, Warning, End };
-
-  // Parses one line of a --json trace; false with `error` set (one phrase,
-  // no line number) when it is not one.
-  bool parse(std::string_view line, std::string& error);
-
-  Type type() const { return type_; }
-  // Type::Call: the record, payload and stack as the ring buffer held them
-  // (a "call" or "unfinished" line).
-  const ct_call& record() const { return *reinterpret_cast<const ct_call*>(buf_.data()); }
-  // Launches of a known kernel: the function handle and the kernel's mangled name.
-  std::uint64_t kernel_handle() const { return kernel_handle_; }
-  const std::string& kernel_mangled() const { return kernel_mangled_; }
-  // The line's symbolised stack (--stack), innermost first.
-  const std::vector<StackFrame>& stack() const { return stack_; }
-  // Type::Warning
-  const Warning& warning() const { return warning_; }
-  // Type::End: the loss counters (calls and unfinished are counted again).
-  const EndStats& end() const { return end_; }
-
- private:
-  Type type_ = Type::Call;
-  std::vector<std::uint64_t> buf_;  // ct_call, payload, stack frames: 8-byte aligned
-  std::uint64_t kernel_handle_ = 0;
-  std::string kernel_mangled_;
-  std::vector<StackFrame> stack_;
-  std::string warning_kind_;
-  Warning warning_;
-  EndStats end_;
-};
 
 // Reads `path` ("-": standard input) and writes what `opts` asks for: the
 // text or JSON trace with stream annotations, --summary/--hist/--insights
