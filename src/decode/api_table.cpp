@@ -164,7 +164,7 @@ const std::vector<ApiSpec> kRows = {
   {"cuLibraryGetKernel", DRV, MODULE, E::None, {{"pKernel", A::OutFunc}, {"library", A::Handle}, {"name", A::String}}},
   {"cuKernelGetFunction", DRV, MODULE, E::None, {{"pFunc", A::OutFunc}, {"kernel", A::Func}}},
 
-  // ---- NVTX: the probe targets of cudatrace's injection library (src/nvtx/nvtx_inject.c), with --nvtx
+  // ---- NVTX: the probe targets of cudatrace's injection library (src/target/nvtx_inject.c), with --nvtx
   {"cudatrace_nvtx_push", NVTXL, NVTX, E::NvtxPush, {{"message", A::String}, {"domain", A::Handle}}, Returns::Void},
   {"cudatrace_nvtx_pop", NVTXL, NVTX, E::NvtxPop, {{"domain", A::Handle}}, Returns::Void},
   {"cudatrace_nvtx_start", NVTXL, NVTX, E::NvtxStart, {{"message", A::String}, {"domain", A::Handle}, {"id", A::Size}}, Returns::Void},

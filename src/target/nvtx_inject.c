@@ -18,7 +18,7 @@
 #include <wchar.h>
 
 /* ---- The probe targets: names and arguments are part of cudatrace's API
- * table (src/api_table.cpp). domain is 0 for NVTX's default domain.
+ * table (src/decode/api_table.cpp). domain is 0 for NVTX's default domain.
  * Written in assembly so that each starts with `push %rbp`, which the
  * kernel's x86 uprobes emulate: a compiler may reduce an empty function to a
  * bare `ret`, which a uprobe has to single-step out of line, a second trap. */

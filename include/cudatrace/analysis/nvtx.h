@@ -1,5 +1,5 @@
 // NVTX ranges as framework operators (--nvtx, docs/nvtx.md). The traced
-// command loads cudatrace's injection library (src/nvtx/nvtx_inject.c) through
+// command loads cudatrace's injection library (src/target/nvtx_inject.c) through
 // NVTX_INJECTION64_PATH; its range calls arrive as ordinary records of the
 // nvtx layer. This file keeps each thread's range stack from them, gives each
 // CUDA call the ranges it was made in, and sums CUDA work per range.

@@ -1,6 +1,6 @@
 // The table of traced CUDA APIs. Each row is a C signature in data form; the
 // probe cookies, decoders, group filters and docs/apis.md are derived from it,
-// so adding an API is adding one row in src/api_table.cpp.
+// so adding an API is adding one row in src/decode/api_table.cpp.
 #pragma once
 
 #include <cstdint>
