@@ -1,7 +1,7 @@
 // The summary as one JSON line of type "summary" (docs/json.md).
 #include <iterator>
 
-#include "cudatrace/analysis/nccl.h"
+#include "cudatrace/render/collectives.h"
 #include "cudatrace/render/format.h"
 #include "cudatrace/render/json.h"
 #include "cudatrace/render/summary_render.h"

@@ -2,7 +2,7 @@
 #include <cmath>
 #include <iterator>
 
-#include "cudatrace/analysis/nccl.h"
+#include "cudatrace/render/collectives.h"
 #include "cudatrace/render/format.h"
 #include "cudatrace/render/summary_render.h"
 #include "cudatrace/target/stacks.h"

@@ -11,6 +11,8 @@
 #include "cudatrace/target/process_state.h"
 #include "cudatrace/trace/session.h"
 
+#include "cudatrace/render/range_summary.h"
+
 namespace cudatrace {
 
 int Session::open_output() {
@@ -80,7 +82,7 @@ void Session::summary_report(bool final) {
   CostReport cost;
   if (!final && cost_measured_) cost = cost_so_far();
   reporter_->report(out_->buffer(), run, monotonic_ns(), final, !final && cost_measured_ ? &cost : nullptr);
-  if (pipeline_->by_range() && final) pipeline_->by_range()->report(out_->buffer(), opts_.json);
+  if (pipeline_->by_range() && final) append_range_summary(out_->buffer(), *pipeline_->by_range(), opts_.json);
   next_report_ns_ += std::uint64_t(opts_.interval_s) * 1000000000ull;
 }
 

@@ -6,6 +6,7 @@
 
 #include "cudatrace/analysis/nvtx.h"
 #include "cudatrace/render/annotations.h"
+#include "cudatrace/render/range_summary.h"
 #include "record_builder.h"
 
 namespace {
@@ -158,7 +159,7 @@ TEST(RangeSummary, SelfTotalAndOutside) {
   f.nvtx("cudatrace_nvtx_push", 1, "step");  // the same name twice on the stack
   f.cuda(1, "cudaLaunchKernel");
   fmt::memory_buffer out;
-  f.summary.report(out, true);
+  append_range_summary(out, f.summary, true);
   EXPECT_EQ(fmt::to_string(out),
             "{\"type\":\"nvtx_ranges\",\"ranges\":[{\"name\":\"step\",\"calls\":2,\"api_ns\":5000,\"launches\":2,"
             "\"bytes\":0,\"total_calls\":2,\"total_api_ns\":5000,\"total_launches\":2}],"

@@ -127,9 +127,5 @@ void add_latency(ct_api_stats& s, std::uint64_t ns);
 
 // The rank-skew insight (rule "rank-skew"), or nothing with no multi-rank keys.
 std::vector<Insight> nccl_insights(const RankSkew& skew);
-// The --summary collectives table (text) and its JSON array member
-// (",\"collectives\":[...],\"rank_skew\":{...}").
-void append_collectives_text(fmt::memory_buffer& out, const NcclTracker& nccl);
-void append_collectives_json(fmt::memory_buffer& out, const NcclTracker& nccl);
 
 }  // namespace cudatrace

@@ -54,12 +54,13 @@ class NvtxTracker {
 class RangeSummary {
  public:
   void on_call(const Call& c);  // a CUDA call annotated by NvtxTracker
-  void report(fmt::memory_buffer& out, bool json) const;
 
   struct Stats {
     std::uint64_t calls = 0, api_ns = 0, launches = 0, bytes = 0;  // innermost range (self)
     std::uint64_t total_calls = 0, total_api_ns = 0, total_launches = 0;  // anywhere on the stack
   };
+  const std::map<std::string, Stats>& ranges() const { return ranges_; }
+  const Stats& outside() const { return outside_; }
 
  private:
   std::map<std::string, Stats> ranges_;
