@@ -7,7 +7,7 @@ _cudatrace() {
   prev="${COMP_WORDS[COMP_CWORD-1]}"
   local opts="--pid --all-processes --lib --filter --layer --min-us --errors --tid --json --output --perfetto
     --output-follow-symlinks --full-names --stack --prometheus --nvtx --by-range --write-nvtx-library --summary --hist --insights --interval --count --ring-mb --buffer-mb
-    --dlopen-stop --no-dlopen-stop --nested-returns --help --list-apis --verbose --version"
+    --dlopen-stop --no-dlopen-stop --attach --nested-returns --help --list-apis --verbose --version"
   local report_opts="--filter --layer --json --perfetto --full-names --summary --hist --insights --help"
   local groups="mem xfer launch stream event device module query coll all"
 
@@ -30,6 +30,9 @@ _cudatrace() {
       return ;;
     --layer)
       COMPREPLY=($(compgen -W "runtime driver nccl all" -- "$cur"))
+      return ;;
+    --attach)
+      COMPREPLY=($(compgen -W "auto multi perf" -- "$cur"))
       return ;;
     -o|--output|--perfetto|--lib)
       COMPREPLY=($(compgen -f -- "$cur"))

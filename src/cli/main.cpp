@@ -219,7 +219,7 @@ int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "report") return report_main(argc - 1, argv + 1);
 
   Options opts;
-  std::string groups, layer = "all", dlopen_stop;
+  std::string groups, layer = "all", dlopen_stop, attach = "auto";
   bool no_dlopen_stop = false;
   bool list_apis = false, version = false;
   std::string nvtx_library_path;
@@ -261,6 +261,7 @@ int main(int argc, char** argv) {
   app.add_option("--buffer-mb", opts.buffer_mb, "Output not yet read by its consumer kept in memory, at most N MiB (default 128)")->group(kTuning)->type_name("MIB")->check(CLI::Range(1u, 65536u));
   app.add_option("--dlopen-stop", dlopen_stop, "Pause a process while probes attach to a library it just loaded: auto (default: always, but not a -p target that is a job of an interactive shell), always, never")->group(kTuning)->type_name("WHEN");
   app.add_flag("--no-dlopen-stop", no_dlopen_stop, "Same as --dlopen-stop=never")->group(kTuning);
+  app.add_option("--attach", attach, "How uprobes are attached: auto (default: multi where the kernel has it), multi (uprobe_multi links, Linux 6.6) or perf (one perf-event uprobe per function and direction, Linux 5.15)")->group(kTuning)->type_name("HOW");
   app.add_flag("--nested-returns", opts.nested_returns, "Also time nested calls without out-params (a runtime call's launch or copy): one more trap each")->group(kTuning);
   // Other
   app.set_help_flag("-h,--help", "Print this help and exit")->group(kOther);
@@ -336,6 +337,12 @@ int main(int argc, char** argv) {
     opts.dlopen_stop = Options::DlopenStop::Always;
   else if (!dlopen_stop.empty() && dlopen_stop != "auto")
     usage_error("--dlopen-stop must be auto, always or never, not '" + dlopen_stop + "'");
+  if (attach == "multi")
+    opts.attach = AttachRequest::Multi;
+  else if (attach == "perf")
+    opts.attach = AttachRequest::Perf;
+  else if (attach != "auto")
+    usage_error("--attach must be auto, multi or perf, not '" + attach + "'");
   if (opts.ring_mb == 0 || opts.ring_mb > 1024 || (opts.ring_mb & (opts.ring_mb - 1)))
     usage_error("--ring-mb must be a power of two between 1 and 1024");
   return run_tracer(opts);

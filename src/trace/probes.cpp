@@ -2,8 +2,10 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
-#include <sys/mman.h>
+#include <fmt/format.h>
 #include <link.h>
+#include <linux/perf_event.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -12,10 +14,12 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
+#include <thread>
 #include <unordered_set>
 
 #include "cudatrace/target/elf_file.h"
 #include "cudatrace/target/static_runtime.h"
+#include "cudatrace/trace/kernel_features.h"
 
 namespace cudatrace {
 namespace {
@@ -48,8 +52,10 @@ struct UprobeMultiAttr {
   __u32 cnt, multi_flags, pid;
 };
 
-void Probes::prepare(bpf_program* prog) {
-  bpf_program__set_expected_attach_type(prog, static_cast<bpf_attach_type>(kTraceUprobeMulti));
+void Probes::prepare(bpf_program* prog, AttachMode mode) {
+  // A perf-event uprobe takes a program of the default attach type.
+  if (mode != AttachMode::PerfPair)
+    bpf_program__set_expected_attach_type(prog, static_cast<bpf_attach_type>(kTraceUprobeMulti));
 }
 
 void Probes::prepare_session(bpf_program* prog) {
@@ -94,10 +100,35 @@ AttachMode Probes::detect_mode() {
 Probes::Probes(bpf_program* enter, bpf_program* exit, bpf_program* map_change, Selection selection, Warn warn)
     : enter_(enter), exit_(exit), map_change_(map_change), selection_(selection), warn_(std::move(warn)) {}
 
+namespace {
+
+// Closing a uprobe link waits for an RCU Tasks Trace grace period (Linux
+// 6.12+; 25-35 ms each on the loaded build VM), outside any lock: closed from
+// many threads at once, the links share grace periods (80 perf links: 2.6 s
+// one by one, 70 ms from 80 threads).
+void close_all(const std::vector<int>& fds) {
+  constexpr std::size_t kMaxThreads = 64;
+  const std::size_t threads = std::min(fds.size(), kMaxThreads);
+  if (threads <= 1) {
+    for (int fd : fds) close(fd);
+    return;
+  }
+  std::vector<std::thread> closers;
+  for (std::size_t t = 0; t < threads; ++t)
+    closers.emplace_back([&fds, t, threads] {
+      for (std::size_t i = t; i < fds.size(); i += threads) close(fds[i]);
+    });
+  for (std::thread& c : closers) c.join();
+}
+
+}  // namespace
+
 Probes::~Probes() {
-  // Newest first: a file's entry link goes before its return link, so no
-  // call is entered that could not be seen returning.
-  for (auto fd = link_fds_.rbegin(); fd != link_fds_.rend(); ++fd) close(*fd);
+  // Entry links before return links, so no call is entered that could not
+  // be seen returning.
+  close_all(entry_link_fds_);
+  close_all(return_link_fds_);
+  keeper_.reset();  // after the links: the keeper destroys only events no link uses
 }
 
 const Probes::FileSymbols* Probes::symbols_of(const std::string& path, std::string& error,
@@ -153,17 +184,112 @@ bool Probes::attach_multi(bpf_program* prog, const std::string& path, pid_t pid,
   attr.cookies = reinterpret_cast<std::uintptr_t>(cookies.data());
   attr.cnt = static_cast<__u32>(offsets.size());
   attr.multi_flags = kind == MultiLink::Return ? kUprobeMultiReturn : 0;
-  attr.pid = pid > 0 ? static_cast<__u32>(pid) : 0;
+  attr.pid = pid > 0 && multi_pid_filter_ ? static_cast<__u32>(pid) : 0;
   const int fd = static_cast<int>(syscall(__NR_bpf, kBpfLinkCreate, &attr, sizeof attr));
   if (fd < 0) {
     const int err = errno;
     error = path + ": attaching " + std::to_string(offsets.size()) + " uprobes: " + std::strerror(err);
     if (err == EINVAL || err == EOPNOTSUPP)
-      error += " (cudatrace needs uprobe_multi links: Linux 6.6 or later)";
+      error += " (uprobe_multi links need Linux 6.6; --attach perf does not)";
     return false;
   }
-  link_fds_.push_back(fd);
+  (kind == MultiLink::Return ? return_link_fds_ : entry_link_fds_).push_back(fd);
   probes_ += offsets.size();
+  return true;
+}
+
+namespace {
+
+// Open while it lives: the keeper destroys no event meanwhile.
+class AttachWindow {
+ public:
+  explicit AttachWindow(UprobeKeeper* keeper) : keeper_(keeper) {
+    if (keeper_) keeper_->attaching(true);
+  }
+  ~AttachWindow() {
+    if (keeper_) keeper_->attaching(false);
+  }
+  AttachWindow(const AttachWindow&) = delete;
+  AttachWindow& operator=(const AttachWindow&) = delete;
+
+ private:
+  UprobeKeeper* keeper_;
+};
+
+}  // namespace
+
+bool Probes::attach_pairs(bpf_program* entry, bpf_program* ret, const std::string& path,
+                          const std::tuple<dev_t, ino_t>& file, pid_t pid, const std::vector<std::uint64_t>& offsets,
+                          const std::vector<std::uint64_t>& cookies, std::string& error) {
+  if (mode_ != AttachMode::PerfPair)
+    return (!ret || attach_multi(ret, path, pid, offsets, cookies, MultiLink::Return, error)) &&
+           attach_multi(entry, path, pid, offsets, cookies, MultiLink::Entry, error);
+  if (!keeper_ && !keeper_failed_) {
+    std::string why;
+    keeper_ = UprobeKeeper::connect(why);
+    keeper_failed_ = !keeper_;
+    if (!keeper_)
+      warn_("cannot start the process that keeps perf-event uprobes (" + why +
+            "); cudatrace will take longer to exit");
+  }
+  const AttachWindow window(keeper_.get());
+  return (!ret || attach_perf(ret, path, file, offsets, cookies, true, error)) &&
+         attach_perf(entry, path, file, offsets, cookies, false, error);
+}
+
+// One perf event of the uprobe PMU per probe, each with a BPF link carrying
+// the cookie. The keeper holds a reference to the event (a reused one, or
+// one made here), so that closing the link later costs no grace period.
+// A failure midway leaves the probes made so far attached: return probes
+// go first, so at worst some calls are not seen, none half-seen.
+bool Probes::attach_perf(bpf_program* prog, const std::string& path, const std::tuple<dev_t, ino_t>& file,
+                         const std::vector<std::uint64_t>& offsets, const std::vector<std::uint64_t>& cookies,
+                         bool retprobe, std::string& error) {
+  static int pmu_type = -1, retprobe_bit = 0;
+  if (pmu_type < 0 && !uprobe_pmu(pmu_type, retprobe_bit)) {
+    pmu_type = -1;
+    error = "this kernel has no uprobe PMU (/sys/bus/event_source/devices/uprobe; CONFIG_UPROBE_EVENTS)";
+    return false;
+  }
+  const int prog_fd = bpf_program__fd(prog);
+  for (std::size_t i = 0; i < offsets.size(); ++i) {
+    UprobeKey key;
+    key.dev = std::get<0>(file);
+    key.ino = std::get<1>(file);
+    key.offset = offsets[i];
+    key.retprobe = retprobe;
+    LIBBPF_OPTS(bpf_link_create_opts, opts, .perf_event = {.bpf_cookie = cookies[i]});
+    int link = -1;
+    int event = keeper_ ? keeper_->take(key) : -1;
+    // EEXIST: the run that had it died a moment ago and its link is not
+    // closed yet; make a new one.
+    if (event >= 0 && (link = bpf_link_create(prog_fd, event, BPF_PERF_EVENT, &opts)) < 0) {
+      close(event);
+      event = -1;
+    }
+    if (event < 0) {
+      perf_event_attr attr{};
+      attr.size = sizeof attr;
+      attr.type = static_cast<__u32>(pmu_type);
+      attr.config = retprobe ? 1ull << retprobe_bit : 0;
+      attr.config1 = reinterpret_cast<std::uintptr_t>(path.c_str());
+      attr.config2 = offsets[i];
+      // In every process, on any CPU: reusable by later runs whatever they
+      // trace (uprobe_keeper.h); the BPF programs filter by process.
+      event = static_cast<int>(syscall(__NR_perf_event_open, &attr, -1, 0, -1, PERF_FLAG_FD_CLOEXEC));
+      if (event >= 0 && (link = bpf_link_create(prog_fd, event, BPF_PERF_EVENT, &opts)) >= 0 && keeper_)
+        keeper_->give(key, event);
+    }
+    if (link < 0) {
+      error = path + ": attaching a uprobe at offset " + fmt::format("{:#x}", offsets[i]) + ": " +
+              std::strerror(errno);
+      if (event >= 0) close(event);
+      return false;
+    }
+    close(event);  // the link (and the keeper) hold it
+    (retprobe ? return_link_fds_ : entry_link_fds_).push_back(link);
+    ++probes_;
+  }
   return true;
 }
 
@@ -190,14 +316,10 @@ bool Probes::attach_file(const std::string& path, pid_t pid, FileResult& result,
     r.runtime |= api->layer() == Layer::Runtime;
     r.driver |= api->layer() == Layer::Driver;
   }
-  // Pairs: the return probes first, so that a call entered between the two
-  // attaches has neither half, rather than an entry whose return never comes.
   if (!offsets.empty()) {
-    const bool attached =
-        mode_ == AttachMode::MultiSession
-            ? attach_multi(session_, path, pid, offsets, cookies, MultiLink::Session, error)
-            : attach_multi(exit_, path, pid, offsets, cookies, MultiLink::Return, error) &&
-                  attach_multi(enter_, path, pid, offsets, cookies, MultiLink::Entry, error);
+    const bool attached = mode_ == AttachMode::MultiSession
+                              ? attach_multi(session_, path, pid, offsets, cookies, MultiLink::Session, error)
+                              : attach_pairs(enter_, exit_, path, file, pid, offsets, cookies, error);
     if (!attached) return false;
   }
   for (Layer layer : {Layer::Runtime, Layer::Driver, Layer::Nccl}) {
@@ -237,15 +359,21 @@ bool Probes::attach_loader(const std::string& path, pid_t pid, std::string& erro
   std::uint64_t to_r_state = 0;
   if (const std::uint64_t debug = elf->exported_object("_r_debug"))
     to_r_state = debug + offsetof(struct r_debug, r_state) - found.begin()->second;
-  if (!attach_multi(map_change_, path, pid, {offset}, {to_r_state}, MultiLink::Entry, error)) return false;
+  const std::tuple<dev_t, ino_t> file{st.st_dev, st.st_ino};
+  if (!attach_pairs(map_change_, nullptr, path, file, pid, {offset}, {to_r_state}, error)) return false;
   loaders_.insert(key);
   return true;
 }
 
 bool Probes::attach_function(const std::string& path, pid_t pid, std::uint64_t offset, std::uint64_t cookie,
                              bool with_return, std::string& error) {
-  return (!with_return || attach_multi(exit_, path, pid, {offset}, {cookie}, MultiLink::Return, error)) &&
-         attach_multi(enter_, path, pid, {offset}, {cookie}, MultiLink::Entry, error);
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) {
+    error = path + ": " + std::strerror(errno);
+    return false;
+  }
+  return attach_pairs(enter_, with_return ? exit_ : nullptr, path, {st.st_dev, st.st_ino}, pid, {offset}, {cookie},
+                      error);
 }
 
 }  // namespace cudatrace

@@ -209,7 +209,9 @@ int Session::run() {
   if (opts_.verbose)
     std::fprintf(stderr, "cudatrace: BPF loaded and %zu probes attached in %.1f ms (%s)\n", probes_->probe_count(),
                  double(monotonic_ns() - load_start_ns) / 1e6,
-                 probes_->mode() == AttachMode::MultiSession ? "uprobe sessions" : "uprobe + uretprobe pairs");
+                 probes_->mode() == AttachMode::MultiSession ? "uprobe sessions"
+                 : probes_->mode() == AttachMode::PerfPair   ? "perf-event uprobe + uretprobe pairs"
+                                                             : "uprobe + uretprobe pairs");
   // Only now: a start that failed leaves no empty -o file behind.
   if (int rc = open_output()) return rc;
 

@@ -14,6 +14,7 @@
 #include <fstream>
 
 #include "cudatrace.skel.h"
+#include "cudatrace/trace/kernel_features.h"
 #include "cudatrace/trace/session.h"
 
 namespace cudatrace {
@@ -38,6 +39,10 @@ bool has_bpf_privileges() {
   return false;
 }
 
+// Threads with a call in progress, where the kernel cannot grow the map at
+// run time (see KernelFeatures::run_time_alloc_in_uprobes).
+constexpr __u32 kPreallocatedThreads = 8192;
+
 // The API id of the start-up measurement's probe: no table row, so its
 // records are ignored.
 constexpr std::uint16_t kProbeCostApi = 0xfffe;
@@ -56,6 +61,21 @@ int Session::load() {
   }
   g_verbose = opts_.verbose;
   libbpf_set_print(libbpf_log);
+  if (const std::string missing = missing_kernel_feature(); !missing.empty()) {
+    error_line(missing);
+    return kExitKernel;
+  }
+  const KernelFeatures kernel = probe_kernel_features();
+  // CUDATRACE_NO_UPROBE_SESSIONS=1 forces pairs, as on kernels before 6.13
+  // (tests and benchmarks compare the two; docs/benchmarks.md).
+  const char* no_sessions = std::getenv("CUDATRACE_NO_UPROBE_SESSIONS");
+  AttachMode& mode = attach_mode_;
+  if (const std::string why =
+          choose_attach_mode(opts_.attach, kernel, !no_sessions || std::strcmp(no_sessions, "0") == 0, mode);
+      !why.empty()) {
+    error_line(why);
+    return kExitKernel;
+  }
   skel_ = cudatrace_bpf__open();
   if (!skel_) {
     error_line(std::string("cannot open the BPF object: ") + std::strerror(errno));
@@ -74,11 +94,6 @@ int Session::load() {
   ro->summary_mode = opts_.summary;
   ro->summary_records_all = opts_.by_range;
   ro->capture_stack = opts_.stack;
-  // CUDATRACE_NO_UPROBE_SESSIONS=1 forces pairs, as on kernels before 6.13
-  // (tests and benchmarks compare the two; docs/benchmarks.md).
-  const char* no_sessions = std::getenv("CUDATRACE_NO_UPROBE_SESSIONS");
-  const AttachMode mode = no_sessions && std::strcmp(no_sessions, "0") != 0 ? AttachMode::MultiPair
-                                                                             : Probes::detect_mode();
   ro->skip_nested_returns = mode == AttachMode::MultiSession && !opts_.nested_returns;
   // A timeline needs every call's record.
   activity_in_bpf_ = opts_.summary && opts_.perfetto_path.empty() && !opts_.by_range;
@@ -95,7 +110,13 @@ int Session::load() {
   ro->wakeup_every =
       static_cast<__u32>(std::clamp<std::uint64_t>(ring_bytes / 8 / (cpus * sizeof(ct_call)), 16, 4096));
   bpf_map__set_max_entries(skel_->maps.events, static_cast<__u32>(ring_bytes));
-  for (bpf_program* p : {skel_->progs.ct_enter, skel_->progs.ct_exit, skel_->progs.ct_map_change}) Probes::prepare(p);
+  if (!kernel.run_time_alloc_in_uprobes) {
+    // Preallocated, so smaller: each thread's state is about 0.9 KiB.
+    bpf_map__set_map_flags(skel_->maps.threads, 0);
+    bpf_map__set_max_entries(skel_->maps.threads, kPreallocatedThreads);
+  }
+  for (bpf_program* p : {skel_->progs.ct_enter, skel_->progs.ct_exit, skel_->progs.ct_map_change})
+    Probes::prepare(p, mode);
   // The session program only where the kernel has sessions. ct_enter/ct_exit
   // are loaded in every mode: measure_cost() probes cudatrace's own functions
   // with them (an entry-only and a paired probe).
@@ -122,7 +143,8 @@ int Session::load() {
   for (bpf_program* p : {skel_->progs.ct_fork, skel_->progs.ct_exec, skel_->progs.ct_thread_exit}) {
     bpf_link* l = bpf_program__attach(p);
     if (!l) {
-      error_line(std::string("cannot attach ") + bpf_program__name(p) + ": " + std::strerror(errno));
+      error_line(std::string("cannot attach ") + bpf_program__name(p) + ": " + std::strerror(errno) +
+                 " (BPF programs on BTF tracepoints need Linux 5.5)");
       return kExitKernel;
     }
     tp_links_.push_back(l);
@@ -156,6 +178,10 @@ int Session::load() {
   probes_ = std::make_unique<Probes>(skel_->progs.ct_enter, skel_->progs.ct_exit, skel_->progs.ct_map_change,
                                      opts_.selection, warn_line);
   if (mode == AttachMode::MultiSession) probes_->use_session(skel_->progs.ct_session);
+  if (mode == AttachMode::PerfPair) probes_->use_perf_events();
+  // uprobe_multi links given a pid fired only in the thread of that id
+  // before 6.9: there the BPF programs' own filter selects the process.
+  probes_->limit_multi_to_pid(kernel.uprobe_multi_pid_filter);
   return kExitOk;
 }
 
@@ -169,6 +195,7 @@ void Session::measure_cost() {
   const std::uint64_t start_ns = monotonic_ns();
   cost_probes_ = std::make_unique<Probes>(skel_->progs.ct_enter, skel_->progs.ct_exit, skel_->progs.ct_map_change,
                                          Selection{}, warn_line);
+  if (attach_mode_ == AttachMode::PerfPair) cost_probes_->use_perf_events();
   cost_measured_ = measure_probe_cost(*cost_probes_, bpf_map__fd(skel_->maps.threads), cookie, probe_cost_, error);
   ring_->drain();
   clear_counters();

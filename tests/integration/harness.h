@@ -29,7 +29,31 @@ struct Result {
   std::vector<json> lines;  // stdout lines that are JSON objects
 };
 
-inline std::string tracer() { return CUDATRACE_BIN; }
+// The tracer's command line. CUDATRACE_TEST_ATTACH=MODE adds --attach MODE:
+// ctest runs the suites again with "perf", the fallback for kernels before 6.6.
+inline std::vector<std::string> tracer_argv() {
+  std::vector<std::string> argv = {CUDATRACE_BIN};
+  const char* mode = std::getenv("CUDATRACE_TEST_ATTACH");
+  if (mode && *mode) argv.insert(argv.end(), {"--attach", mode});
+  return argv;
+}
+
+inline std::string tracer() {
+  std::string cmdline;
+  for (const std::string& a : tracer_argv()) cmdline += (cmdline.empty() ? "" : " ") + a;
+  return cmdline;
+}
+
+// In a forked child: becomes the tracer with these arguments.
+[[noreturn]] inline void exec_tracer(const std::vector<std::string>& args) {
+  std::vector<std::string> argv = tracer_argv();
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<char*> ptrs;
+  for (const std::string& a : argv) ptrs.push_back(const_cast<char*>(a.c_str()));
+  ptrs.push_back(nullptr);
+  execv(ptrs[0], ptrs.data());
+  _exit(127);
+}
 // The default groups plus query, whose cudaGetDevice many fixtures call.
 inline constexpr const char* kWithQuery = " -f mem,xfer,launch,stream,event,device,query";
 

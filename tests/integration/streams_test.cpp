@@ -291,9 +291,7 @@ TEST_F(Timeline, FileIsCompleteJsonAfterCtrlC) {
   if (t == 0) {
     const int fd = open(ready.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     dup2(fd, STDOUT_FILENO);
-    execl(CUDATRACE_BIN, CUDATRACE_BIN, "--perfetto", path.c_str(), "-o", "/dev/null", "--", FAKE_APP, "block",
-          nullptr);
-    _exit(127);
+    exec_tracer({"--perfetto", path, "-o", "/dev/null", "--", FAKE_APP, "block"});
   }
   // The app prints "ready" just before blocking in cudaStreamSynchronize.
   ASSERT_TRUE(wait_until([&] { return read_file(ready).find("ready") != std::string::npos; }, 30s));

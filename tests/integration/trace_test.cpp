@@ -2,6 +2,7 @@
 // (a) the fake CUDA libraries of tests/fixtures, (b) the toolkit's real
 // libcudart through nvcc-built programs (shared and static runtime), and
 // (c) -p attach to a running process. Skipped (not passed) without root.
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -270,7 +271,8 @@ TEST_F(Trace, AttachToRunningProcessWithPid) {
     _exit(127);
   }
   std::thread go([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    // Once attached (run() puts cudatrace's stderr there).
+    wait_until([] { return read_file(temp_path("err")).find("tracing process") != std::string::npos; });
     ASSERT_EQ(write(go_pipe[1], "go\n", 3), 3);
     close(go_pipe[1]);
   });
@@ -287,13 +289,18 @@ TEST_F(Trace, AttachToRunningProcessWithPid) {
 }
 
 TEST_F(Trace, CallThatNeverReturnsIsReportedUnfinished) {
-  const std::string out = temp_path("block.jsonl");
+  const std::string out = temp_path("block.jsonl"), ready = temp_path("ready");
   const pid_t t = fork();
   if (t == 0) {
-    execl(CUDATRACE_BIN, CUDATRACE_BIN, "--json", "-o", out.c_str(), "--", FAKE_APP, "block", nullptr);
-    _exit(127);
+    const int fd = open(ready.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(fd, STDOUT_FILENO);
+    exec_tracer({"--json", "-o", out, "--", FAKE_APP, "block"});
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  // The app prints "ready" (to the stdout it shares with cudatrace) just
+  // before the call that blocks.
+  ASSERT_TRUE(wait_until([&] { return read_file(ready).find("ready") != std::string::npos; }));
+  std::remove(ready.c_str());
+  std::this_thread::sleep_for(200ms);  // into the blocking call
   const pid_t app = first_child(t);
   ASSERT_NE(app, 0);
   ASSERT_EQ(kill(app, SIGKILL), 0);

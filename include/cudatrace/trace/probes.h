@@ -1,8 +1,11 @@
 // Attaches the generic entry/return programs to every selected API that a
-// file defines, with the API's cookie. Each file's ELF is parsed once. One
-// uprobe_multi link per file and direction carries all its probes, so
-// attaching and detaching cost one kernel round trip each, not one per
-// probe. Links are owned here and detached on destruction.
+// file defines, with the API's cookie. Each file's ELF is parsed once. Where
+// the kernel has them (6.6), one uprobe_multi link per file and direction
+// carries all its probes, so attaching and detaching cost one kernel round
+// trip each, not one per probe; elsewhere (5.15) each probe is a perf-event
+// uprobe with its own link, its event kept by an UprobeKeeper process
+// (uprobe_keeper.h). Links are owned here and detached on destruction:
+// closing one is cheap in every mode.
 #pragma once
 
 #include <sys/types.h>
@@ -17,6 +20,7 @@
 
 #include "cudatrace/decode/api_table.h"
 #include "cudatrace/decode/selection.h"
+#include "cudatrace/trace/uprobe_keeper.h"
 
 struct bpf_program;
 
@@ -27,6 +31,7 @@ enum class AttachMode : std::uint8_t {
   MultiPair,     // uprobe_multi links (Linux 6.6): ct_enter on entry, ct_exit on return
   MultiSession,  // one uprobe_multi session link (Linux 6.13): ct_session on both;
                  // an entry may leave its return unprobed (one trap instead of two)
+  PerfPair,      // one perf-event uprobe per function and direction (Linux 5.15; --attach perf)
 };
 
 class Probes {
@@ -53,11 +58,18 @@ class Probes {
 
   std::size_t probe_count() const { return probes_; }
   // Must be called on the programs before the BPF object is loaded.
-  static void prepare(bpf_program* prog);
+  static void prepare(bpf_program* prog, AttachMode mode = AttachMode::MultiPair);
   static void prepare_session(bpf_program* prog);
   // MultiSession when this kernel accepts a uprobe session link (found by
   // trying one on a scratch file), else MultiPair.
   static AttachMode detect_mode();
+  // From now on attach perf-event uprobes (kernels without uprobe_multi).
+  // They fire in every process, whatever pid attach_* is given: the BPF
+  // programs must filter (uprobe_keeper.h says why).
+  void use_perf_events() { mode_ = AttachMode::PerfPair; }
+  // False: uprobe_multi links are not limited to a pid given to attach_*
+  // (kernels whose filter selects one thread), the BPF programs filter.
+  void limit_multi_to_pid(bool limit) { multi_pid_filter_ = limit; }
   // From now on attach `session` (prepared with prepare_session) instead of
   // the entry/return pair.
   void use_session(bpf_program* session) {
@@ -74,6 +86,16 @@ class Probes {
   enum class MultiLink : std::uint8_t { Entry, Return, Session };
   bool attach_multi(bpf_program* prog, const std::string& path, pid_t pid, const std::vector<std::uint64_t>& offsets,
                     const std::vector<std::uint64_t>& cookies, MultiLink kind, std::string& error);
+  // Entry or return probes, each a perf-event uprobe with its own link.
+  bool attach_perf(bpf_program* prog, const std::string& path, const std::tuple<dev_t, ino_t>& file,
+                   const std::vector<std::uint64_t>& offsets, const std::vector<std::uint64_t>& cookies, bool retprobe,
+                   std::string& error);
+  // `entry` on every offset, and `ret` (unless null) on their returns,
+  // attached first: a call entered between the two attaches then has neither
+  // half, rather than an entry whose return never comes.
+  bool attach_pairs(bpf_program* entry, bpf_program* ret, const std::string& path,
+                    const std::tuple<dev_t, ino_t>& file, pid_t pid, const std::vector<std::uint64_t>& offsets,
+                    const std::vector<std::uint64_t>& cookies, std::string& error);
 
   bpf_program *enter_, *exit_, *map_change_, *session_ = nullptr;
   AttachMode mode_ = AttachMode::MultiPair;
@@ -82,7 +104,10 @@ class Probes {
   std::map<std::tuple<dev_t, ino_t>, FileSymbols> symbols_;
   std::map<std::tuple<dev_t, ino_t, pid_t>, FileResult> attached_;
   std::set<std::tuple<dev_t, ino_t, pid_t>> loaders_;
-  std::vector<int> link_fds_;
+  std::vector<int> entry_link_fds_, return_link_fds_;  // entry: also session and loader links
+  std::unique_ptr<UprobeKeeper> keeper_;  // PerfPair: holds the perf events
+  bool keeper_failed_ = false;
+  bool multi_pid_filter_ = true;
   std::size_t probes_ = 0;
 };
 

@@ -141,6 +141,7 @@ class Session {
   ProbeCost probe_cost_;
   bool cost_measured_ = false;
   std::unique_ptr<Probes> cost_probes_;  // the measurement's, attached until the end
+  AttachMode attach_mode_ = AttachMode::MultiPair;
   std::map<std::uint32_t, std::uint64_t> cpu_at_start_;  // -p: the target's CPU time when tracing began
   Call call_;
   EndStats stats_;

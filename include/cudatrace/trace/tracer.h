@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "cudatrace/decode/selection.h"
+#include "cudatrace/trace/kernel_features.h"
+#include "cudatrace/trace/probes.h"
 
 namespace cudatrace {
 
@@ -44,6 +46,7 @@ struct Options {
   // target that is a job of an interactive shell (the shell would report
   // it "Stopped" and take the terminal back).
   enum class DlopenStop { Auto, Always, Never } dlopen_stop = DlopenStop::Auto;
+  AttachRequest attach = AttachRequest::Auto;  // --attach
   bool summary = false;  // summary mode: aggregate in BPF, print reports instead of calls
                          // (set by --summary, --hist and --insights)
   bool summary_tables = false;  // --summary: the tables (docs/summary.md)
