@@ -7,9 +7,12 @@
      interleaved repetitions, medians, each added cost as a ratio to the floor's
      (workload "nested": a runtime launch that makes a driver launch, on the
      fake libraries of tests/fixtures: entry/return pairs against uprobe
-     sessions that leave the nested call's return unprobed)
+     sessions that leave the nested call's return unprobed); also the floor
+     and cudatrace with perf-event uprobes (--attach perf, the fallback for
+     kernels before 6.6), as ratios to the uprobe_multi floor
   b. throughput: 1, 4 and 16 threads calling as fast as they can
-  c. time to load the BPF object and attach every probe of libcudart + libcuda
+  c. time to load the BPF object and attach every probe of libcudart + libcuda,
+     with uprobe_multi links and with perf-event uprobes (--attach perf)
   d. tracer peak RSS and CPU time
 
 Runs against the toolkit's real runtime (without a GPU driver every call fails
@@ -78,8 +81,22 @@ def find_cuda_libraries():
     return cudart, cuda
 
 
+def wait_keeper_gone(limit_s=600):
+    """Seconds until no ct-uprobes process is left: it keeps the perf-event
+    uprobes of earlier --attach perf runs (src/trace/uprobe_keeper.cpp), and
+    until it has destroyed them they still trap on the same symbols."""
+    start = time.monotonic()
+    while subprocess.run(["pgrep", "-x", "ct-uprobes"], capture_output=True).returncode == 0:
+        if time.monotonic() - start > limit_s:
+            die(f"ct-uprobes still holds perf-event uprobes after {limit_s} s")
+        time.sleep(0.1)
+    return time.monotonic() - start
+
+
 def run(cmd, env=None):
-    """Runs cmd; returns (stdout+stderr, rusage of the process)."""
+    """Runs cmd once no earlier run's perf-event uprobes are left; returns
+    (stdout+stderr, rusage of the process)."""
+    wait_keeper_gone()
     with tempfile.TemporaryFile() as out:
         p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
         _, status, usage = os.wait4(p.pid, 0)
@@ -121,6 +138,9 @@ def overhead_configs(t, workload):
         "cudatrace": [t.cudatrace, *CT_ALL, "-o", "/dev/null", "--"] + app,
         "cudatrace --summary": [t.cudatrace, *CT_ALL, "--summary", "-o", "/dev/null", "--"] + app,
         "naive": [t.probe_bench, "naive"] + libs + ["--"] + app,
+        # The fallback for kernels without uprobe_multi (before 6.6).
+        "floor (perf-event uprobes)": [t.probe_bench, "floor-perf"] + libs + ["--"] + app,
+        "cudatrace --attach perf": [t.cudatrace, *CT_ALL, "--attach", "perf", "-o", "/dev/null", "--"] + app,
     }
     if t.bpftrace:
         configs["bpftrace"] = [t.bpftrace, "-q", "-o", "/dev/null", "-e",
@@ -164,7 +184,7 @@ def bench_overhead(t, workload, reps, only=None):
                 losses[name].append(field(text, "lost", int))
     med = {k: statistics.median(v) for k, v in samples.items()}
     base = med["untraced"]
-    floor_added = med["floor"] - base
+    floor_added = med["floor"] - base  # every ratio is to the uprobe_multi floor
     rows = []
     for name in configs:
         added = med[name] - base
@@ -207,19 +227,33 @@ def bench_attach(t, reps):
     if not libs:
         print("(no libcudart or libcuda found)")
         return
-    times, probes = [], None
-    for _ in range(reps):
-        cmd = [t.cudatrace, *CT_ALL, "-v", "-o", "/dev/null"]
-        for lib in libs:
-            cmd += ["--lib", lib]
-        text, _ = run(cmd + ["--", "/bin/true"])
-        m = re.search(r"BPF loaded and (\d+) probes attached in ([0-9.]+) ms", text)
-        if not m:
-            die(f"no attach time in:\n{text[-2000:]}")
-        probes = int(m.group(1))
-        times.append(float(m.group(2)))
-    print(f"{' + '.join(libs)}: {probes} probes; load + attach "
-          f"{', '.join(f'{x:.1f}' for x in times)} ms (median {statistics.median(times):.1f} ms)")
+    print(f"{' + '.join(libs)}; cudatrace -v --lib ... -- /bin/true. perf, new: no ct-uprobes running "
+          "(every event made); perf, reused: the run after (the events of the run before)\n")
+    print("| attach | probes | load + attach (ms) | whole run (s) |")
+    print("| --- | --- | --- | --- |")
+    for mode in ("multi", "perf, new", "perf, reused"):
+        times, runs, probes = [], [], None
+        for _ in range(reps):
+            cmd = [t.cudatrace, *CT_ALL, "-v", "--attach", mode.split(",")[0], "-o", "/dev/null"]
+            for lib in libs:
+                cmd += ["--lib", lib]
+            if mode == "perf, reused":
+                run(cmd + ["--", "/bin/true"])  # leaves its events with the keeper
+            else:
+                wait_keeper_gone()
+            start = time.monotonic()
+            with tempfile.TemporaryFile() as out:  # not run(): that waits for the keeper
+                subprocess.run(cmd + ["--", "/bin/true"], stdout=out, stderr=subprocess.STDOUT)
+                runs.append(time.monotonic() - start)
+                out.seek(0)
+                text = out.read().decode(errors="replace")
+            m = re.search(r"BPF loaded and (\d+) probes attached in ([0-9.]+) ms", text)
+            if not m:
+                die(f"no attach time in:\n{text[-2000:]}")
+            probes = int(m.group(1))
+            times.append(float(m.group(2)))
+        print(f"| {mode} | {probes} | {', '.join(f'{x:.0f}' for x in times)} (median {statistics.median(times):.0f}) "
+              f"| {', '.join(f'{x:.2f}' for x in runs)} |")
 
 
 def bench_resources(t, calls):
@@ -240,6 +274,7 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--only", default="a,b,c,d")
     ap.add_argument("--workloads", default="getdevice,launch,nested", help="for (a)")
+    ap.add_argument("--setups", help="for (a): only these setups, comma-separated (untraced and floor always run)")
     ap.add_argument("--guard", type=float, help="CI guard: fail if cudatrace's added cost exceeds this x the floor's")
     args = ap.parse_args()
     if os.geteuid() != 0:
@@ -265,13 +300,14 @@ def main():
     print(f"\nmachine: {os.uname().nodename}, kernel {os.uname().release}, {os.cpu_count()} CPUs; "
           f"workload {t.app}; bpftrace: {t.bpftrace or 'not installed'}")
     workloads = args.workloads.split(",")
+    setups = set(args.setups.split(",")) | {"untraced", "floor"} if args.setups else None
     if "a" in only and "getdevice" in workloads:
         print_overhead(f"cudaGetDevice x {args.calls}, {args.reps} interleaved runs",
-                       bench_overhead(t, ["getdevice", str(args.calls)], args.reps))
+                       bench_overhead(t, ["getdevice", str(args.calls)], args.reps, setups))
     if "a" in only and "launch" in workloads:
         launches = args.calls // 4
         print_overhead(f"empty kernel launch x {launches}, {args.reps} interleaved runs",
-                       bench_overhead(t, ["launch", str(launches)], args.reps))
+                       bench_overhead(t, ["launch", str(launches)], args.reps, setups))
     if "a" in only and "nested" in workloads:
         print_overhead(f"runtime launch nesting a driver launch (fake libraries) x {args.calls // 4}, "
                        f"{args.reps} interleaved runs",

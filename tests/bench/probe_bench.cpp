@@ -1,6 +1,7 @@
 // Attaches the reference programs of probe_bench.bpf.c (empty "floor" pairs,
 // empty uprobe sessions that keep ("floor-session") or skip
-// ("floor-session-entry") every return, or "naive" two-records-per-call) to
+// ("floor-session-entry") every return, "floor-perf" pairs attached as
+// perf-event uprobes (--attach perf), or "naive" two-records-per-call) to
 // the CUDA symbols of the given files, the way cudatrace attaches its own,
 // runs a command and reports what the programs saw. Used by scripts/bench.py only.
 //   probe_bench MODE --lib FILE [--lib FILE...] -- COMMAND [ARGS...]
@@ -38,8 +39,9 @@ int main(int argc, char** argv) {
   if (argc < 4) return fail("usage: probe_bench MODE --lib FILE... -- COMMAND [ARGS...]");
   const std::string mode = argv[1];
   const bool session = mode == "floor-session" || mode == "floor-session-entry";
-  if (mode != "floor" && mode != "naive" && !session)
-    return fail("mode must be floor, floor-session, floor-session-entry or naive");
+  const bool perf = mode == "floor-perf";
+  if (mode != "floor" && mode != "naive" && !session && !perf)
+    return fail("mode must be floor, floor-perf, floor-session, floor-session-entry or naive");
   std::vector<std::string> libs;
   int i = 2;
   for (; i < argc && std::strcmp(argv[i], "--") != 0; ++i) {
@@ -53,7 +55,7 @@ int main(int argc, char** argv) {
   if (!skel) return fail("cannot open the BPF object");
   for (bpf_program* p : {skel->progs.floor_enter, skel->progs.floor_exit, skel->progs.naive_enter,
                          skel->progs.naive_exit})
-    cudatrace::Probes::prepare(p);
+    cudatrace::Probes::prepare(p, perf ? cudatrace::AttachMode::PerfPair : cudatrace::AttachMode::MultiPair);
   bpf_program* session_prog = mode == "floor-session" ? skel->progs.floor_session : skel->progs.floor_session_entry;
   if (session) {
     if (cudatrace::Probes::detect_mode() != cudatrace::AttachMode::MultiSession)
@@ -74,6 +76,7 @@ int main(int argc, char** argv) {
       naive ? skel->progs.naive_exit : skel->progs.floor_exit, nullptr, all,
       [](const std::string& w) { std::fprintf(stderr, "probe_bench: warning: %s\n", w.c_str()); });
   if (session) probes->use_session(session_prog);
+  if (perf) probes->use_perf_events();
   for (const std::string& lib : libs) {
     cudatrace::Probes::FileResult r;
     std::string error;
