@@ -126,9 +126,35 @@ void close_all(const std::vector<int>& fds) {
 Probes::~Probes() {
   // Entry links before return links, so no call is entered that could not
   // be seen returning.
-  close_all(entry_link_fds_);
-  close_all(return_link_fds_);
+  Links all = std::move(other_links_);
+  for (auto& [key, links] : file_links_) {
+    all.entry.insert(all.entry.end(), links.entry.begin(), links.entry.end());
+    all.ret.insert(all.ret.end(), links.ret.begin(), links.ret.end());
+  }
+  close_all(all.entry);
+  close_all(all.ret);
   keeper_.reset();  // after the links: the keeper destroys only events no link uses
+}
+
+void Probes::detach(Links& links) {
+  close_all(links.entry);
+  close_all(links.ret);
+  probes_ -= links.probes;
+  if (keeper_)
+    for (const UprobeKey& key : links.events) keeper_->release(key);
+  links = {};
+}
+
+bool Probes::detach_file(const std::string& path, pid_t pid) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) return false;
+  const auto key = std::make_tuple(st.st_dev, st.st_ino, pid);
+  const auto links = file_links_.find(key);
+  if (links == file_links_.end()) return false;
+  detach(links->second);
+  file_links_.erase(links);
+  attached_.erase(key);
+  return true;
 }
 
 const Probes::FileSymbols* Probes::symbols_of(const std::string& path, std::string& error,
@@ -175,7 +201,7 @@ const Probes::FileSymbols* Probes::symbols_of(const std::string& path, std::stri
 
 bool Probes::attach_multi(bpf_program* prog, const std::string& path, pid_t pid,
                           const std::vector<std::uint64_t>& offsets, const std::vector<std::uint64_t>& cookies,
-                          MultiLink kind, std::string& error) {
+                          MultiLink kind, Links& into, std::string& error) {
   UprobeMultiAttr attr{};
   attr.prog_fd = static_cast<__u32>(bpf_program__fd(prog));
   attr.attach_type = kind == MultiLink::Session ? kTraceUprobeSession : kTraceUprobeMulti;
@@ -193,8 +219,9 @@ bool Probes::attach_multi(bpf_program* prog, const std::string& path, pid_t pid,
       error += " (uprobe_multi links need Linux 6.6; --attach perf does not)";
     return false;
   }
-  (kind == MultiLink::Return ? return_link_fds_ : entry_link_fds_).push_back(fd);
+  (kind == MultiLink::Return ? into.ret : into.entry).push_back(fd);
   probes_ += offsets.size();
+  into.probes += offsets.size();
   return true;
 }
 
@@ -220,10 +247,10 @@ class AttachWindow {
 
 bool Probes::attach_pairs(bpf_program* entry, bpf_program* ret, const std::string& path,
                           const std::tuple<dev_t, ino_t>& file, pid_t pid, const std::vector<std::uint64_t>& offsets,
-                          const std::vector<std::uint64_t>& cookies, std::string& error) {
+                          const std::vector<std::uint64_t>& cookies, Links& into, std::string& error) {
   if (mode_ != AttachMode::PerfPair)
-    return (!ret || attach_multi(ret, path, pid, offsets, cookies, MultiLink::Return, error)) &&
-           attach_multi(entry, path, pid, offsets, cookies, MultiLink::Entry, error);
+    return (!ret || attach_multi(ret, path, pid, offsets, cookies, MultiLink::Return, into, error)) &&
+           attach_multi(entry, path, pid, offsets, cookies, MultiLink::Entry, into, error);
   if (!keeper_ && !keeper_failed_) {
     std::string why;
     keeper_ = UprobeKeeper::connect(why);
@@ -233,8 +260,8 @@ bool Probes::attach_pairs(bpf_program* entry, bpf_program* ret, const std::strin
             "); cudatrace will take longer to exit");
   }
   const AttachWindow window(keeper_.get());
-  return (!ret || attach_perf(ret, path, file, offsets, cookies, true, error)) &&
-         attach_perf(entry, path, file, offsets, cookies, false, error);
+  return (!ret || attach_perf(ret, path, file, offsets, cookies, true, into, error)) &&
+         attach_perf(entry, path, file, offsets, cookies, false, into, error);
 }
 
 // One perf event of the uprobe PMU per probe, each with a BPF link carrying
@@ -244,7 +271,7 @@ bool Probes::attach_pairs(bpf_program* entry, bpf_program* ret, const std::strin
 // go first, so at worst some calls are not seen, none half-seen.
 bool Probes::attach_perf(bpf_program* prog, const std::string& path, const std::tuple<dev_t, ino_t>& file,
                          const std::vector<std::uint64_t>& offsets, const std::vector<std::uint64_t>& cookies,
-                         bool retprobe, std::string& error) {
+                         bool retprobe, Links& into, std::string& error) {
   static int pmu_type = -1, retprobe_bit = 0;
   if (pmu_type < 0 && !uprobe_pmu(pmu_type, retprobe_bit)) {
     pmu_type = -1;
@@ -287,8 +314,10 @@ bool Probes::attach_perf(bpf_program* prog, const std::string& path, const std::
       return false;
     }
     close(event);  // the link (and the keeper) hold it
-    (retprobe ? return_link_fds_ : entry_link_fds_).push_back(link);
+    (retprobe ? into.ret : into.entry).push_back(link);
+    into.events.push_back(key);
     ++probes_;
+    ++into.probes;
   }
   return true;
 }
@@ -317,10 +346,15 @@ bool Probes::attach_file(const std::string& path, pid_t pid, FileResult& result,
     r.driver |= api->layer() == Layer::Driver;
   }
   if (!offsets.empty()) {
+    Links& links = file_links_[key];
     const bool attached = mode_ == AttachMode::MultiSession
-                              ? attach_multi(session_, path, pid, offsets, cookies, MultiLink::Session, error)
-                              : attach_pairs(enter_, exit_, path, file, pid, offsets, cookies, error);
-    if (!attached) return false;
+                              ? attach_multi(session_, path, pid, offsets, cookies, MultiLink::Session, links, error)
+                              : attach_pairs(enter_, exit_, path, file, pid, offsets, cookies, links, error);
+    if (!attached) {  // none or all: a later attach_file tries the whole file again
+      detach(links);
+      file_links_.erase(key);
+      return false;
+    }
   }
   for (Layer layer : {Layer::Runtime, Layer::Driver, Layer::Nccl}) {
     if (!present[static_cast<int>(layer)] || !is_cuda_library(path, layer)) continue;
@@ -360,7 +394,8 @@ bool Probes::attach_loader(const std::string& path, pid_t pid, std::string& erro
   if (const std::uint64_t debug = elf->exported_object("_r_debug"))
     to_r_state = debug + offsetof(struct r_debug, r_state) - found.begin()->second;
   const std::tuple<dev_t, ino_t> file{st.st_dev, st.st_ino};
-  if (!attach_pairs(map_change_, nullptr, path, file, pid, {offset}, {to_r_state}, error)) return false;
+  if (!attach_pairs(map_change_, nullptr, path, file, pid, {offset}, {to_r_state}, other_links_, error))
+    return false;
   loaders_.insert(key);
   return true;
 }
@@ -373,7 +408,7 @@ bool Probes::attach_function(const std::string& path, pid_t pid, std::uint64_t o
     return false;
   }
   return attach_pairs(enter_, with_return ? exit_ : nullptr, path, {st.st_dev, st.st_ino}, pid, {offset}, {cookie},
-                      error);
+                      other_links_, error);
 }
 
 }  // namespace cudatrace

@@ -29,7 +29,7 @@ constexpr const char* kDir = "/run/cudatrace";
 constexpr const char* kSocket = "/run/cudatrace/uprobes-1.sock";
 constexpr const char* kLock = "/run/cudatrace/uprobes.lock";
 
-enum Op : std::uint8_t { kTake = 'T', kGive = 'G', kWindowOpen = 'A', kWindowClose = 'a' };
+enum Op : std::uint8_t { kTake = 'T', kGive = 'G', kRelease = 'R', kWindowOpen = 'A', kWindowClose = 'a' };
 
 struct Request {
   std::uint8_t op = 0;
@@ -175,6 +175,16 @@ void Keeper::serve(int client) {
       const char answer = it == events_.end() ? 'n' : 'y';
       if (it != events_.end()) it->owner = client;
       if (!send_message(client, &answer, 1, it == events_.end() ? -1 : it->fd)) drop_client(client);
+      return;
+    }
+    case kRelease: {
+      const UprobeKey key = key_of(r);
+      for (Event& e : events_)
+        if (e.owner == client && e.key == key) {
+          e.owner = -1;
+          e.idle_since_ms = now_ms();
+          break;
+        }
       return;
     }
     case kWindowOpen:
@@ -363,6 +373,11 @@ int UprobeKeeper::take(const UprobeKey& key) {
 bool UprobeKeeper::give(const UprobeKey& key, int fd) {
   const Request r = request(kGive, key);
   return send_message(sock_, &r, sizeof r, fd);
+}
+
+void UprobeKeeper::release(const UprobeKey& key) {
+  const Request r = request(kRelease, key);
+  send_message(sock_, &r, sizeof r, -1);
 }
 
 void UprobeKeeper::attaching(bool open) {

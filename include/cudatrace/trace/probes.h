@@ -55,6 +55,12 @@ class Probes {
   // what a probe hit costs (overhead.h).
   bool attach_function(const std::string& path, pid_t pid, std::uint64_t offset, std::uint64_t cookie,
                        bool with_return, std::string& error);
+  // Detaches what attach_file attached to `path` for `pid` (false if
+  // nothing); attach_file attaches it again. Cheap in every mode: a
+  // perf-event uprobe's event goes back to the keeper, idle, and comes back
+  // from it on re-attach (until then its function still traps, running no
+  // program).
+  bool detach_file(const std::string& path, pid_t pid);
 
   std::size_t probe_count() const { return probes_; }
   // Must be called on the programs before the BPF object is loaded.
@@ -79,23 +85,31 @@ class Probes {
   AttachMode mode() const { return mode_; }
 
  private:
+  // What one attach made: closing `entry` before `ret` leaves no call
+  // entered that could not be seen returning.
+  struct Links {
+    std::vector<int> entry, ret;  // entry: also session and loader links
+    std::vector<UprobeKey> events;  // PerfPair: the keeper's events under them
+    std::size_t probes = 0;
+  };
   struct FileSymbols {
     std::vector<std::pair<const Api*, std::uint64_t>> offsets;  // API, file offset
   };
   const FileSymbols* symbols_of(const std::string& path, std::string& error, std::tuple<dev_t, ino_t>& key);
   enum class MultiLink : std::uint8_t { Entry, Return, Session };
   bool attach_multi(bpf_program* prog, const std::string& path, pid_t pid, const std::vector<std::uint64_t>& offsets,
-                    const std::vector<std::uint64_t>& cookies, MultiLink kind, std::string& error);
+                    const std::vector<std::uint64_t>& cookies, MultiLink kind, Links& into, std::string& error);
   // Entry or return probes, each a perf-event uprobe with its own link.
   bool attach_perf(bpf_program* prog, const std::string& path, const std::tuple<dev_t, ino_t>& file,
                    const std::vector<std::uint64_t>& offsets, const std::vector<std::uint64_t>& cookies, bool retprobe,
-                   std::string& error);
+                   Links& into, std::string& error);
   // `entry` on every offset, and `ret` (unless null) on their returns,
   // attached first: a call entered between the two attaches then has neither
-  // half, rather than an entry whose return never comes.
+  // half, rather than an entry whose return never comes. The links go to `into`.
   bool attach_pairs(bpf_program* entry, bpf_program* ret, const std::string& path,
                     const std::tuple<dev_t, ino_t>& file, pid_t pid, const std::vector<std::uint64_t>& offsets,
-                    const std::vector<std::uint64_t>& cookies, std::string& error);
+                    const std::vector<std::uint64_t>& cookies, Links& into, std::string& error);
+  void detach(Links& links);
 
   bpf_program *enter_, *exit_, *map_change_, *session_ = nullptr;
   AttachMode mode_ = AttachMode::MultiPair;
@@ -104,7 +118,8 @@ class Probes {
   std::map<std::tuple<dev_t, ino_t>, FileSymbols> symbols_;
   std::map<std::tuple<dev_t, ino_t, pid_t>, FileResult> attached_;
   std::set<std::tuple<dev_t, ino_t, pid_t>> loaders_;
-  std::vector<int> entry_link_fds_, return_link_fds_;  // entry: also session and loader links
+  std::map<std::tuple<dev_t, ino_t, pid_t>, Links> file_links_;  // attach_file's, by file and pid
+  Links other_links_;  // attach_loader's and attach_function's
   std::unique_ptr<UprobeKeeper> keeper_;  // PerfPair: holds the perf events
   bool keeper_failed_ = false;
   bool multi_pid_filter_ = true;

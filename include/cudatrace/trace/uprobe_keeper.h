@@ -59,6 +59,9 @@ class UprobeKeeper {
   // Gives the keeper a reference to the event `fd` made for `key`; `fd`
   // stays open here. False if the keeper could not take it.
   bool give(const UprobeKey& key, int fd);
+  // The event for `key` that this cudatrace took or gave is idle again (its
+  // link is closed): take() hands it back out.
+  void release(const UprobeKey& key);
   // While a window is open, the keeper destroys nothing.
   void attaching(bool open);
   // Closes the connection: the events given or taken become idle.
