@@ -267,8 +267,8 @@ bool Probes::attach_pairs(bpf_program* entry, bpf_program* ret, const std::strin
 // One perf event of the uprobe PMU per probe, each with a BPF link carrying
 // the cookie. The keeper holds a reference to the event (a reused one, or
 // one made here), so that closing the link later costs no grace period.
-// A failure midway leaves the probes made so far attached: return probes
-// go first, so at worst some calls are not seen, none half-seen.
+// On a failure midway the links made so far are in `into` (attach_file
+// detaches them).
 bool Probes::attach_perf(bpf_program* prog, const std::string& path, const std::tuple<dev_t, ino_t>& file,
                          const std::vector<std::uint64_t>& offsets, const std::vector<std::uint64_t>& cookies,
                          bool retprobe, Links& into, std::string& error) {
@@ -288,8 +288,8 @@ bool Probes::attach_perf(bpf_program* prog, const std::string& path, const std::
     LIBBPF_OPTS(bpf_link_create_opts, opts, .perf_event = {.bpf_cookie = cookies[i]});
     int link = -1;
     int event = keeper_ ? keeper_->take(key) : -1;
-    // EEXIST: the run that had it died a moment ago and its link is not
-    // closed yet; make a new one.
+    // Not linkable (EEXIST: the run that had it died a moment ago and its
+    // link is not closed yet): make a new one.
     if (event >= 0 && (link = bpf_link_create(prog_fd, event, BPF_PERF_EVENT, &opts)) < 0) {
       close(event);
       event = -1;

@@ -10,7 +10,6 @@
 
 #include "cudatrace/decode/selection.h"
 #include "cudatrace/trace/kernel_features.h"
-#include "cudatrace/trace/probes.h"
 
 namespace cudatrace {
 
