@@ -2,19 +2,24 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <link.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
+#include <thread>
 #include <unordered_set>
 
 #include "cudatrace/target/elf_file.h"
+#include "cudatrace/trace/budget.h"
 #include "cudatrace/target/static_runtime.h"
 
 namespace cudatrace {
@@ -33,6 +38,12 @@ bool is_cuda_library(const std::string& path, Layer layer) {
   static const char* const kPrefixes[kLayerCount] = {"libcudart.so", "libcuda.so", nullptr, "libnccl.so"};
   const char* prefix = kPrefixes[static_cast<int>(layer)];
   return prefix && base.rfind(prefix, 0) == 0;
+}
+
+std::uint64_t monotonic_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return std::uint64_t(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
 }
 
 }  // namespace
@@ -97,6 +108,10 @@ Probes::Probes(bpf_program* enter, bpf_program* exit, bpf_program* map_change, S
 Probes::~Probes() {
   // Newest first: a file's entry link goes before its return link, so no
   // call is entered that could not be seen returning.
+  for (HotGroup& g : hot_) {
+    detach_hot(g);
+    close(g.file_fd);
+  }
   for (auto fd = link_fds_.rbegin(); fd != link_fds_.rend(); ++fd) close(*fd);
 }
 
@@ -144,7 +159,7 @@ const Probes::FileSymbols* Probes::symbols_of(const std::string& path, std::stri
 
 bool Probes::attach_multi(bpf_program* prog, const std::string& path, pid_t pid,
                           const std::vector<std::uint64_t>& offsets, const std::vector<std::uint64_t>& cookies,
-                          MultiLink kind, std::string& error) {
+                          MultiLink kind, std::string& error, std::vector<int>* links) {
   UprobeMultiAttr attr{};
   attr.prog_fd = static_cast<__u32>(bpf_program__fd(prog));
   attr.attach_type = kind == MultiLink::Session ? kTraceUprobeSession : kTraceUprobeMulti;
@@ -162,9 +177,103 @@ bool Probes::attach_multi(bpf_program* prog, const std::string& path, pid_t pid,
       error += " (cudatrace needs uprobe_multi links: Linux 6.6 or later)";
     return false;
   }
-  link_fds_.push_back(fd);
+  (links ? *links : link_fds_).push_back(fd);
   probes_ += offsets.size();
   return true;
+}
+
+bool Probes::attach_pair(const std::string& path, pid_t pid, const std::vector<std::uint64_t>& offsets,
+                         const std::vector<std::uint64_t>& cookies, std::string& error, std::vector<int>* links,
+                         bool session) {
+  return session && mode_ == AttachMode::MultiSession
+             ? attach_multi(session_, path, pid, offsets, cookies, MultiLink::Session, error, links)
+             : attach_multi(exit_, path, pid, offsets, cookies, MultiLink::Return, error, links) &&
+                   attach_multi(enter_, path, pid, offsets, cookies, MultiLink::Entry, error, links);
+}
+
+bool Probes::attach_hot(HotGroup& g, std::string& error) {
+  // Entry and return links even where the kernel has sessions: a session
+  // link attached again at the same offsets was seen (Linux 6.18) to lose
+  // the return of every outermost call from then on.
+  if (attach_pair("/proc/self/fd/" + std::to_string(g.file_fd), g.pid, g.offsets, g.cookies, error, &g.links,
+                  false)) {
+    g.attached_at_ns = monotonic_ns();
+    return true;
+  }
+  detach_hot(g);  // a return link without its entry link
+  error = g.name + error.substr(error.find(':'));
+  return false;
+}
+
+void Probes::detach_hot(HotGroup& g) {
+  if (g.attached_at_ns) {
+    g.attached_ns += monotonic_ns() - g.attached_at_ns;
+    g.attached_at_ns = 0;
+  }
+  // Entry link first (see ~Probes). A return link traps at the function's
+  // entry too (to take over its return address), so it goes soon after:
+  // closing a link removes its breakpoints at once, then waits for RCU grace
+  // periods (tens of ms), and the calls entered before the entry link went
+  // (launches: microseconds) have returned 5 ms later. The waits overlap.
+  if (g.links.size() == 2) {
+    std::thread entry([fd = g.links[1]] { close(fd); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    close(g.links[0]);
+    entry.join();
+  } else {
+    for (int fd : g.links) close(fd);
+  }
+  probes_ -= g.offsets.size() * g.links.size();
+  g.links.clear();
+}
+
+std::uint64_t Probes::set_hot_attached(bool attached) {
+  if (attached == hot_attached_) return 0;
+  hot_attached_ = attached;
+  // One thread per file: detaching a link waits for RCU grace periods (tens
+  // of milliseconds each); in parallel the waits overlap, and every file's
+  // probes come and go at about the same time.
+  std::vector<std::string> errors(hot_.size());
+  std::vector<std::uint64_t> cpu_ns(hot_.size());
+  std::vector<std::thread> threads;
+  for (std::size_t i = 0; i < hot_.size(); ++i)
+    threads.emplace_back([this, i, attached, &errors, &cpu_ns] {
+      timespec start{}, end{};
+      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &start);
+      if (attached)
+        attach_hot(hot_[i], errors[i]);
+      else
+        detach_hot(hot_[i]);
+      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &end);
+      cpu_ns[i] = std::uint64_t(end.tv_sec - start.tv_sec) * 1000000000ull + end.tv_nsec - start.tv_nsec;
+    });
+  for (std::thread& t : threads) t.join();
+  std::uint64_t total_cpu_ns = 0;
+  for (std::uint64_t ns : cpu_ns) total_cpu_ns += ns;
+  for (std::size_t i = hot_.size(); i-- > 0;) {
+    if (errors[i].empty()) continue;
+    warn_(errors[i] + "; its launches are no longer traced");
+    close(hot_[i].file_fd);
+    hot_.erase(hot_.begin() + static_cast<std::ptrdiff_t>(i));
+  }
+  return total_cpu_ns;
+}
+
+std::map<std::uint16_t, double> Probes::hot_shares(std::uint64_t now_ns) const {
+  std::map<std::uint16_t, std::pair<double, int>> sums;
+  for (const HotGroup& g : hot_) {
+    if (now_ns <= g.since_ns) continue;
+    const std::uint64_t in = g.attached_ns + (g.attached_at_ns ? now_ns - std::min(now_ns, g.attached_at_ns) : 0);
+    const double share = std::min(1.0, double(in) / double(now_ns - g.since_ns));
+    for (const Api* a : g.apis) {
+      auto& [sum, n] = sums[a->id];
+      sum += share;
+      ++n;
+    }
+  }
+  std::map<std::uint16_t, double> shares;
+  for (const auto& [id, sum_n] : sums) shares[id] = sum_n.first / sum_n.second;
+  return shares;
 }
 
 bool Probes::attach_file(const std::string& path, pid_t pid, FileResult& result, std::string& error) {
@@ -180,25 +289,40 @@ bool Probes::attach_file(const std::string& path, pid_t pid, FileResult& result,
   bool present[kLayerCount] = {};
   std::unordered_set<const Api*> found;
   std::vector<std::uint64_t> offsets, cookies;
+  HotGroup hot;
   for (const auto& [api, offset] : syms->offsets) {
     present[static_cast<int>(api->layer())] = true;
     found.insert(api);
     if (!selection_.wants(*api)) continue;
-    offsets.push_back(offset);
-    cookies.push_back(api->cookie);
+    if (split_hot_ && is_hot_api(*api)) {
+      hot.offsets.push_back(offset);
+      hot.cookies.push_back(api->cookie);
+      hot.apis.push_back(api);
+    } else {
+      offsets.push_back(offset);
+      cookies.push_back(api->cookie);
+    }
     ++r.apis;
     r.runtime |= api->layer() == Layer::Runtime;
     r.driver |= api->layer() == Layer::Driver;
   }
   // Pairs: the return probes first, so that a call entered between the two
   // attaches has neither half, rather than an entry whose return never comes.
-  if (!offsets.empty()) {
-    const bool attached =
-        mode_ == AttachMode::MultiSession
-            ? attach_multi(session_, path, pid, offsets, cookies, MultiLink::Session, error)
-            : attach_multi(exit_, path, pid, offsets, cookies, MultiLink::Return, error) &&
-                  attach_multi(enter_, path, pid, offsets, cookies, MultiLink::Entry, error);
-    if (!attached) return false;
+  if (!offsets.empty() && !attach_pair(path, pid, offsets, cookies, error)) return false;
+  if (!hot.offsets.empty()) {
+    hot.file_fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (hot.file_fd < 0) {
+      error = path + ": " + std::strerror(errno);
+      return false;
+    }
+    hot.pid = pid;
+    hot.name = path;
+    hot.since_ns = monotonic_ns();
+    if (hot_attached_ && !attach_hot(hot, error)) {
+      close(hot.file_fd);
+      return false;
+    }
+    hot_.push_back(std::move(hot));
   }
   for (Layer layer : {Layer::Runtime, Layer::Driver, Layer::Nccl}) {
     if (!present[static_cast<int>(layer)] || !is_cuda_library(path, layer)) continue;

@@ -7,6 +7,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
@@ -51,7 +52,22 @@ class Probes {
   bool attach_function(const std::string& path, pid_t pid, std::uint64_t offset, std::uint64_t cookie,
                        bool with_return, std::string& error);
 
-  std::size_t probe_count() const { return probes_; }
+  std::size_t probe_count() const { return probes_.load(); }
+
+  // --max-overhead (budget.h): from now on the hot APIs (is_hot_api) of
+  // each file get links of their own, which set_hot_attached detaches and
+  // attaches again; the others' links stay. A file attached while the hot
+  // links are detached gets its hot links at the next attach.
+  void split_hot() { split_hot_ = true; }
+  bool hot_attached() const { return hot_attached_; }
+  // A file that can no longer be attached (gone) is dropped, with a warning.
+  // Returns the CPU time the switch took in the kernel, in ns.
+  std::uint64_t set_hot_attached(bool attached);
+  // Each hot API's share of the time its probes were in (a mean over the
+  // files that have it): from the end of each attach to the start of each
+  // detach (when the breakpoints go), over the time since its file was
+  // attached first. By API id.
+  std::map<std::uint16_t, double> hot_shares(std::uint64_t now_ns) const;
   // Must be called on the programs before the BPF object is loaded.
   static void prepare(bpf_program* prog);
   static void prepare_session(bpf_program* prog);
@@ -72,8 +88,31 @@ class Probes {
   };
   const FileSymbols* symbols_of(const std::string& path, std::string& error, std::tuple<dev_t, ino_t>& key);
   enum class MultiLink : std::uint8_t { Entry, Return, Session };
+  // The new link goes to `links`, or the links kept until the end when null.
   bool attach_multi(bpf_program* prog, const std::string& path, pid_t pid, const std::vector<std::uint64_t>& offsets,
-                    const std::vector<std::uint64_t>& cookies, MultiLink kind, std::string& error);
+                    const std::vector<std::uint64_t>& cookies, MultiLink kind, std::string& error,
+                    std::vector<int>* links = nullptr);
+  // Return probes first, as attach_file does; a session link instead where
+  // the mode has them and `session`.
+  bool attach_pair(const std::string& path, pid_t pid, const std::vector<std::uint64_t>& offsets,
+                   const std::vector<std::uint64_t>& cookies, std::string& error, std::vector<int>* links = nullptr,
+                   bool session = true);
+  // A file's hot probes, attached and detached as a group. The file is held
+  // open: re-attaching goes through /proc/self/fd even after every process
+  // that mapped it (through its /proc/PID/root path) has gone.
+  struct HotGroup {
+    int file_fd = -1;
+    pid_t pid = -1;
+    std::string name;  // for warnings
+    std::vector<std::uint64_t> offsets, cookies;
+    std::vector<const Api*> apis;
+    std::vector<int> links;  // in attach order; empty while detached
+    std::uint64_t since_ns = 0;        // CLOCK_MONOTONIC, first attach
+    std::uint64_t attached_at_ns = 0;  // end of the last attach; 0 while detached
+    std::uint64_t attached_ns = 0;     // attached before that
+  };
+  bool attach_hot(HotGroup& g, std::string& error);
+  void detach_hot(HotGroup& g);
 
   bpf_program *enter_, *exit_, *map_change_, *session_ = nullptr;
   AttachMode mode_ = AttachMode::MultiPair;
@@ -83,7 +122,9 @@ class Probes {
   std::map<std::tuple<dev_t, ino_t, pid_t>, FileResult> attached_;
   std::set<std::tuple<dev_t, ino_t, pid_t>> loaders_;
   std::vector<int> link_fds_;
-  std::size_t probes_ = 0;
+  std::atomic<std::size_t> probes_{0};  // set_hot_attached counts from several threads
+  bool split_hot_ = false, hot_attached_ = true;
+  std::vector<HotGroup> hot_;
 };
 
 }  // namespace cudatrace
