@@ -110,9 +110,11 @@ void append_budget_text(fmt::memory_buffer& out, const BudgetReport& r) {
     for (std::size_t i = 0; i < r.sampled_apis.size() && i < 4; ++i) names += (i ? ", " : "") + r.sampled_apis[i];
     if (r.sampled_apis.size() > 4) names += ", ...";
     fmt::format_to(it,
-                   "; {} traced in sampled windows, {:.1f} % of the time ({} switches; attaching took up to {:.1f} "
-                   "ms, detaching {:.1f} ms): their counts are estimates from {:.2f} % of their calls (marked ~)\n",
-                   names, r.attached_pct, r.switches, r.attach_ms_max, r.detach_ms_max, 100 * r.seen_ratio);
+                   "; {} launch-rate APIs ({}) traced in sampled windows, {:.1f} % of the time (switched {} times, "
+                   "the slowest attach {:.1f} ms, detach {:.1f} ms): their counts are estimates from {:.2f} % of "
+                   "their calls (marked ~)\n",
+                   r.sampled_apis.size(), names, r.attached_pct, r.switches, r.attach_ms_max, r.detach_ms_max,
+                   100 * r.seen_ratio);
   }
   if (r.unreachable)
     out.append(std::string_view("cudatrace: warning: the APIs that are not sampled cost more than the budget "
