@@ -267,6 +267,32 @@ static __always_inline int emit_at_entry(struct pt_regs *ctx, __u64 pid_tgid, st
 	return 1;
 }
 
+/* --max-overhead (src/trace/budget.h): user space detaches the probes of the
+ * APIs flagged in hot_apis and attaches them again. A call of one of them in
+ * progress when its return probe went never sees its return: its frame,
+ * entered before hot_stale_before_ns (set once a detach is complete), is
+ * dropped when found on top of its thread's stack, so that it neither makes
+ * later calls look nested nor pairs with a later return. */
+__u64 hot_stale_before_ns = 0;
+__u8 hot_apis[CT_MAX_APIS] = {};
+
+static __always_inline void drop_stale_frames(struct ct_thread_state *st)
+{
+	__u64 before = hot_stale_before_ns;
+	if (!before)
+		return;
+	for (int i = 0; i < CT_MAX_DEPTH; i++) {
+		__u32 depth = st->depth;
+		if (depth == 0 || depth > CT_MAX_DEPTH)
+			return;
+		struct ct_frame *f = &st->frames[(depth - 1) & (CT_MAX_DEPTH - 1)];
+		if (f->ts_ns >= before || !hot_apis[CT_COOKIE_API(f->cookie) & (CT_MAX_APIS - 1)])
+			return;
+		st->depth = depth - 1;
+		count(CT_CNT_UNMATCHED);
+	}
+}
+
 /* Returns 1 when the call's return need not be probed (session programs
  * then skip it), 0 when it must be. */
 static __always_inline int enter_call(struct pt_regs *ctx, bool session)
@@ -280,6 +306,7 @@ static __always_inline int enter_call(struct pt_regs *ctx, bool session)
 			return 1;
 	}
 	st->entry_hits++;
+	drop_stale_frames(st);
 	__u32 depth = st->depth;
 	if (depth >= CT_MAX_DEPTH) {
 		st->depth = depth + 1;
@@ -692,6 +719,7 @@ static __always_inline void exit_call(struct pt_regs *ctx)
 	if (!st)
 		return;
 	st->return_hits++;
+	drop_stale_frames(st);
 	if (st->depth == 0)
 		return;
 	__u64 now = bpf_ktime_get_ns();

@@ -21,6 +21,17 @@ Modes (--modes, comma-separated; all by default):
   cupti      a second workload process with libcupti_count.so injected
              (CUDA_INJECTION64_PATH; built by scripts/gpu/build.sh) with
              CUPTI_COUNT_CALLBACKS_ONLY=1: callbacks on every API, no activity
+  budget1    cudatrace --summary --max-overhead 1 -o /dev/null (issue 13)
+  node       cudatrace --all-processes --prometheus 127.0.0.1:0 (whole node,
+             exporter; no -p: every CUDA process of the host is traced)
+  node-budget1  the same with --max-overhead 1 (issue 13's always-on target)
+  Not in the default list: budget1, node, node-budget1. More modes:
+  --add-mode 'NAME=ARGS' (repeatable; ARGS are cudatrace's, and -p PID is
+  added unless they contain --all-processes), e.g.
+  --add-mode 'budget5=--summary --max-overhead 5 -o /dev/null'.
+  Budget modes (--max-overhead) measure over --budget-window seconds
+  (default 6): the sampled windows come and go over seconds, and a window
+  must span several of them to show the long-run cost.
 
 Method, designed for little GPU time: one long-lived workload process per
 workload (and one more with CUPTI injected) that measures steps/s over a
@@ -44,6 +55,7 @@ import json
 import os
 import re
 import select
+import shlex
 import signal
 import statistics
 import subprocess
@@ -53,6 +65,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODES = ["untraced", "text", "json", "summary", "all", "cupti"]
+EXTRA_MODES = ["budget1", "node", "node-budget1"]
 WORKLOADS = ["inference", "graph", "mlp"]
 # Window lengths (s): the GPU-bound and graph workloads are steady, so a
 # shorter window keeps the whole run within about six minutes.
@@ -62,7 +75,20 @@ TRACER_ARGS = {
     "json": ["--json", "-o", "{json}"],
     "summary": ["--summary", "-o", "/dev/null"],
     "all": ["-f", "all", "-o", "/dev/null"],
+    "budget1": ["--summary", "--max-overhead", "1", "-o", "/dev/null"],
+    "node": ["--all-processes", "--prometheus", "127.0.0.1:0"],
+    "node-budget1": ["--all-processes", "--prometheus", "127.0.0.1:0", "--max-overhead", "1"],
 }
+# What cudatrace prints on standard error once it traces.
+READY = re.compile(r"tracing process|tracing every process|serving Prometheus metrics")
+
+
+def whole_node(mode):
+    return "--all-processes" in TRACER_ARGS[mode]
+
+
+def budget_mode(mode):
+    return "--max-overhead" in TRACER_ARGS[mode]
 
 
 def die(msg):
@@ -205,21 +231,26 @@ def end_stats(mode, stderr_text, json_path):
         return end["lost"], max(pct) if pct else None
     m = re.search(r"cudatrace: (\d+) calls traced, (\d+) lost", stderr_text)
     est = re.findall(r"added \S+ ([0-9.]+) ms of CPU time to .*?, ([0-9.]+) % of its CPU time", stderr_text)
-    return (int(m.group(2)) if m else None), (max(float(p) for _, p in est) if est else None)
+    # --max-overhead: the budget's own estimate (safety factor included) wins.
+    budget = re.search(r"--max-overhead \S+ %: estimated cost ([0-9.]+) %", stderr_text)
+    estimate = float(budget.group(1)) if budget else (max(float(p) for _, p in est) if est else None)
+    return (int(m.group(2)) if m else None), estimate
 
 
 def traced_window(args, work, mode, window, tmpdir):
     """Attaches cudatrace to the worker, measures one window, detaches."""
     json_path = os.path.join(tmpdir, "trace.json")
     tracer_args = [a.replace("{json}", json_path) for a in TRACER_ARGS[mode]]
-    cmd = ["taskset", "-c", args.tracer_cpus, args.cudatrace] + tracer_args + ["-p", str(work.pid)]
+    cmd = ["taskset", "-c", args.tracer_cpus, args.cudatrace] + tracer_args
+    if not whole_node(mode):
+        cmd += ["-p", str(work.pid)]
     err_path = os.path.join(tmpdir, "stderr")
     with open(err_path, "w") as err:
         tracer = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
     attach_start = time.monotonic()
     while True:  # "cudatrace: tracing process PID (N probes); Ctrl-C to stop"
         with open(err_path) as f:
-            if "tracing process" in f.read():
+            if READY.search(f.read()):
                 break
         if tracer.poll() is not None or time.monotonic() - attach_start > args.start_timeout:
             tracer.kill()
@@ -227,7 +258,9 @@ def traced_window(args, work, mode, window, tmpdir):
                 die(f"{mode}: cudatrace did not attach: {' '.join(cmd)}\n{f.read()[-2000:]}")
         time.sleep(0.02)
     attach_s = time.monotonic() - attach_start
-    rate = work.measure(args.settle, window)
+    if whole_node(mode):
+        time.sleep(args.node_settle)  # its probes reach the worker when it scans /proc
+    rate = work.measure(args.settle, args.budget_window if budget_mode(mode) else window)
     tracer.send_signal(signal.SIGINT)
     try:
         tracer.wait(timeout=120)
@@ -237,7 +270,9 @@ def traced_window(args, work, mode, window, tmpdir):
     with open(err_path) as f:
         text = f.read()
     lost, estimate = end_stats(mode, text, json_path)
-    if lost is None:
+    if tracer.returncode not in (0, 130):
+        die(f"{mode}: cudatrace exited with status {tracer.returncode}:\n{text[-2000:]}")
+    if lost is None and not whole_node(mode):  # the exporter counts losses in a metric
         die(f"{mode}: no end line from cudatrace:\n{text[-2000:]}")
     return rate, lost, estimate, attach_s
 
@@ -266,7 +301,8 @@ def bench_workload(args, workload, tmpdir):
                 else:
                     rate, n_lost, est, attach_s = traced_window(args, plain, mode, window, tmpdir)
                     results[mode].append(rate)
-                    lost[mode].append(n_lost)
+                    if n_lost is not None:
+                        lost[mode].append(n_lost)
                     if est is not None:
                         estimates[mode].append(est)
                     attach.append(attach_s)
@@ -292,10 +328,13 @@ def print_table(workload, results, lost, estimates, attach):
     for mode, runs in results.items():
         med = statistics.median(runs)
         loss = f"{100 * (base - med) / base:+.1f} %" if base and mode != "untraced" else "–"
-        lost_s = "–" if mode in ("untraced", "cupti") else (
+        lost_s = "–" if mode in ("untraced", "cupti") or not lost[mode] else (
             "0" if not any(lost[mode]) else ", ".join(str(x) for x in lost[mode]))
         est = f"{statistics.median(estimates[mode]):.1f} %" if estimates[mode] else "–"
         print(f"| {mode} | {fmt_rate(med)} | {fmt_rate(min(runs))}–{fmt_rate(max(runs))} | {loss} | {lost_s} | {est} |")
+    extra = [m for m in results if m in EXTRA_MODES or m not in MODES]
+    if extra:
+        print("\n" + "; ".join(f"{m}: `cudatrace {shlex.join(TRACER_ARGS[m])}`" for m in extra) + ".")
     if attach:
         print(f"\ncudatrace attach time: median {statistics.median(attach):.2f} s "
               f"({min(attach):.2f}–{max(attach):.2f} s); windows start {ARGS.settle} s after attach.")
@@ -314,7 +353,14 @@ def host_line():
 def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--workloads", default=",".join(WORKLOADS), help="comma-separated (default: all three)")
-    ap.add_argument("--modes", default=",".join(MODES), help="comma-separated (default: all)")
+    ap.add_argument("--modes", default=",".join(MODES),
+                    help=f"comma-separated (default: {','.join(MODES)}; also {','.join(EXTRA_MODES)})")
+    ap.add_argument("--add-mode", action="append", default=[], metavar="NAME=ARGS",
+                    help="another mode: cudatrace with ARGS (shell words); appended to --modes")
+    ap.add_argument("--budget-window", type=float, default=6,
+                    help="seconds per measurement of a --max-overhead mode (default 6)")
+    ap.add_argument("--node-settle", type=float, default=1.0,
+                    help="extra seconds before measuring an --all-processes mode (default 1)")
     ap.add_argument("--rounds", type=int, default=9, help="interleaved rounds (default 9)")
     ap.add_argument("--window", type=float, default=0, help="seconds per measurement (default: per workload)")
     ap.add_argument("--settle", type=float, default=0.3, help="seconds between attach and window (default 0.3)")
@@ -329,9 +375,15 @@ def parse_args(argv):
     args = ap.parse_args(argv)
     args.workloads = ["fake"] if args.fake and not args.worker else args.workloads.split(",")
     args.modes = args.modes.split(",")
+    for spec in args.add_mode:
+        name, sep, words = spec.partition("=")
+        if not sep or not name or name in MODES + EXTRA_MODES:
+            ap.error(f"--add-mode {spec!r}: give NAME=ARGS with a new NAME")
+        TRACER_ARGS[name] = shlex.split(words)
+        args.modes.append(name)
     for m in args.modes:
-        if m not in MODES:
-            ap.error(f"unknown mode {m} (modes: {', '.join(MODES)})")
+        if m not in MODES + EXTRA_MODES + [s.partition("=")[0] for s in args.add_mode]:
+            ap.error(f"unknown mode {m} (modes: {', '.join(MODES + EXTRA_MODES)})")
     for w in args.workloads:
         if w not in WORKLOADS + ["fake"]:
             ap.error(f"unknown workload {w} (workloads: {', '.join(WORKLOADS)})")
@@ -359,6 +411,11 @@ def main(argv):
         die(f"no cudatrace at {args.cudatrace} (--cudatrace)")
     if "cupti" in args.modes and not os.path.exists(args.cupti):
         die(f"no CUPTI library at {args.cupti}: build it with scripts/gpu/build.sh, or leave out mode cupti")
+    usage = subprocess.run([args.cudatrace, "--help"], capture_output=True, text=True).stdout
+    for mode in args.modes:
+        for flag in (a for a in TRACER_ARGS.get(mode, []) if a.startswith("--")):
+            if flag not in usage:
+                die(f"mode {mode}: this cudatrace has no {flag} (--help)")
     print(f"## PyTorch workloads under cudatrace\n\n{host_line()}; {args.rounds} interleaved rounds; "
           f"workloads on CPUs {args.cpus}, cudatrace on {args.tracer_cpus}.")
     with tempfile.TemporaryDirectory(prefix="bench-torch.") as tmpdir:

@@ -64,6 +64,7 @@ SummarySnapshot SummaryReport::snapshot(const std::vector<ct_api_stats>& run, st
     previous_ns_ = opts_.start_ns;
   }
   SummarySnapshot s;
+  s.sampling = sampling_;
   s.final = final;
   s.now_ns = now_ns;
   s.start_ns = opts_.start_ns;

@@ -44,6 +44,7 @@ EXAMPLES:
   cudatrace --nvtx --json -- python3 train.py    # each call with its NVTX range stack
   cudatrace --summary --by-range -- python3 train.py  # CUDA time per NVTX range
   cudatrace --all-processes --prometheus 127.0.0.1:9400  # every CUDA process of the host, as metrics
+  cudatrace --summary -i 60 --max-overhead 1 -p 1234  # always on: launches sampled to cost ~1 %
 
 GROUPS: mem, xfer, launch, stream, event, device, coll (NCCL collectives,
   point-to-point and communicator calls) (default: these seven), module (kernel registration and lookup calls; always traced for kernel names,
@@ -262,6 +263,7 @@ int main(int argc, char** argv) {
   app.add_option("--dlopen-stop", dlopen_stop, "Pause a process while probes attach to a library it just loaded: auto (default: always, but not a -p target that is a job of an interactive shell), always, never")->group(kTuning)->type_name("WHEN");
   app.add_flag("--no-dlopen-stop", no_dlopen_stop, "Same as --dlopen-stop=never")->group(kTuning);
   app.add_option("--attach", attach, "How uprobes are attached: auto (default: multi where the kernel has it), multi (uprobe_multi links, Linux 6.6) or perf (one perf-event uprobe per function and direction, Linux 5.15)")->group(kTuning)->type_name("HOW");
+  app.add_option("--max-overhead", opts.max_overhead_pct, "Keep the estimated tracing cost to each process under PCT % by sampling the launch, async memset and query probes; their counts are then estimates, marked (docs/fleet.md)")->group(kTuning)->type_name("PCT")->check(CLI::Range(0.01, 100.0));
   app.add_flag("--nested-returns", opts.nested_returns, "Also time nested calls without out-params (a runtime call's launch or copy): one more trap each")->group(kTuning);
   // Other
   app.set_help_flag("-h,--help", "Print this help and exit")->group(kOther);
@@ -343,6 +345,10 @@ int main(int argc, char** argv) {
     opts.attach = AttachRequest::Perf;
   else if (attach != "auto")
     usage_error("--attach must be auto, multi or perf, not '" + attach + "'");
+  // A detached perf-event uprobe still traps until the keeper destroys it
+  // (uprobe_keeper.h): the budget would stop counting a cost still paid.
+  if (opts.attach == AttachRequest::Perf && opts.max_overhead_pct > 0)
+    usage_error("--max-overhead needs uprobe_multi links, not --attach perf (docs/fleet.md)");
   if (opts.ring_mb == 0 || opts.ring_mb > 1024 || (opts.ring_mb & (opts.ring_mb - 1)))
     usage_error("--ring-mb must be a power of two between 1 and 1024");
   return run_tracer(opts);

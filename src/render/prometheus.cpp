@@ -65,7 +65,11 @@ class PromCpp final : public PrometheusMetrics {
         files_(BuildGauge().Name("cudatrace_probed_files")
                    .Help("Distinct library and program files with probes attached").Register(*registry_).Add({})),
         hit_cost_(BuildGauge().Name("cudatrace_probe_hit_cost_seconds")
-                      .Help("CPU time one probe hit adds to a call, measured at start-up").Register(*registry_)) {
+                      .Help("CPU time one probe hit adds to a call, measured at start-up").Register(*registry_)),
+        seen_ratio_(BuildGauge().Name("cudatrace_api_seen_ratio")
+                        .Help("Share of an API's calls seen under --max-overhead: below 1, its call, duration, "
+                              "launch and byte counts are estimates (what was seen divided by this)")
+                        .Register(*registry_)) {
     bounds_.assign(std::begin(kDurationBounds), std::end(kDurationBounds));
   }
 
@@ -107,6 +111,10 @@ class PromCpp final : public PrometheusMetrics {
       with_direction["direction"] = direction_label(direction);
       transfer_.Add(with_direction).Increment(double(d.bytes));
     }
+  }
+
+  void set_seen_ratio(const Api& api, double ratio) override {
+    seen_ratio_.Add({{"api", std::string(api.spec->name)}, {"layer", layer_name(api.layer())}}).Set(ratio);
   }
 
   void add_cost(const MetricsIdentity& who, std::uint64_t probe_hits, double added_seconds) override {
@@ -172,6 +180,7 @@ class PromCpp final : public PrometheusMetrics {
   prometheus::Gauge& node_;
   prometheus::Gauge& files_;
   prometheus::Family<prometheus::Gauge>& hit_cost_;
+  prometheus::Family<prometheus::Gauge>& seen_ratio_;
   prometheus::Histogram::BucketBoundaries bounds_;
   std::uint64_t lost_seen_[kLossReasons] = {};
   std::mutex mutex_;

@@ -7,6 +7,7 @@
 #include "cudatrace/render/summary_render.h"
 #include "cudatrace/target/stacks.h"
 #include "cudatrace/render/annotations.h"
+#include "cudatrace/trace/budget.h"
 
 namespace cudatrace {
 namespace {
@@ -30,6 +31,8 @@ void append_apis(Buf& out, const SummarySnapshot& s) {
     append_json_number(out, r.stddev_ns, 1);
     out.append(std::string_view(",\"p99_ns\":"));
     append_json_number(out, r.p99_ns, 1);
+    if (s.sampling && s.sampling->estimated(r.api->id))
+      fmt::format_to(it, ",\"estimated\":true,\"seen_ratio\":{:.6f}", s.sampling->ratio(r.api->id));
     out.push_back('}');
   }
   out.push_back(']');

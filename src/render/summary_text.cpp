@@ -7,6 +7,7 @@
 #include "cudatrace/render/summary_render.h"
 #include "cudatrace/target/stacks.h"
 #include "cudatrace/render/annotations.h"
+#include "cudatrace/trace/budget.h"
 
 namespace cudatrace {
 namespace {
@@ -24,11 +25,17 @@ void append_apis(Buf& out, const SummarySnapshot& s) {
             {}};
   for (const ApiRow& r : s.apis)
     api.rows.push_back({fmt::format("{:.1f}", r.time_pct), group_digits(std::uint64_t(r.stats.total_ns)),
-                        group_digits(r.stats.calls), group_tenths(r.avg_ns), group_tenths(r.med_ns),
+                        (s.sampling && s.sampling->estimated(r.api->id) ? "~" : "") + group_digits(r.stats.calls),
+                        group_tenths(r.avg_ns), group_tenths(r.med_ns),
                         group_digits(r.stats.min_ns), group_digits(r.stats.max_ns), group_tenths(r.stddev_ns),
                         group_tenths(r.p99_ns), group_digits(r.stats.errors), r.api->symbol});
   out.append(std::string_view("\nCUDA API summary:\n\n"));
   append_lines(out, api.lines());
+  if (s.sampling && s.sampling->any_estimated())
+    fmt::format_to(std::back_inserter(out),
+                   "\n~ estimated (--max-overhead): traced in sampled windows that saw about {:.2f} % of their calls; "
+                   "their counts and times, and the launch counts below, are scaled up\n",
+                   100 * s.sampling->mean_ratio());
 }
 
 void append_kernels(Buf& out, const SummarySnapshot& s, bool full_names) {

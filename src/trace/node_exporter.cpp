@@ -3,6 +3,7 @@
 #include <bpf/bpf.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 
 #include "cudatrace/decode/transfer.h"
@@ -89,7 +90,8 @@ const MetricsIdentity& NodeExporter::identity(std::uint32_t pid, const std::stri
   return identities_.emplace(pid, std::move(who)).first->second;
 }
 
-void NodeExporter::tick(const std::vector<__u64>& lost, std::size_t probed_files, std::string& error) {
+void NodeExporter::tick(const std::vector<__u64>& lost, std::size_t probed_files, const Sampling* sampling,
+                        std::string& error) {
   std::vector<NodeStats::CallDelta> calls;
   std::vector<NodeStats::HitDelta> hits;
   if (!stats_.read([](std::uint32_t pid) { return process_exists(static_cast<pid_t>(pid)); }, calls, hits, error))
@@ -104,6 +106,15 @@ void NodeExporter::tick(const std::vector<__u64>& lost, std::size_t probed_files
     calls_counted_ += d.grew.calls;
     metrics_->add_calls(identity(d.key.tgid, {}), *api, d.key.status, d.key.direction, d.grew);
   }
+  // Under --max-overhead the sampled APIs' series hold what the sampled
+  // windows saw (a counter cannot follow an estimate that moves with the
+  // duty cycle without lasting errors: the ratio is cumulative); their
+  // ratio is published beside them. One sampled once stays published (at 1
+  // when it is exact again) so that its series never looks exact by absence.
+  if (sampling)
+    for (const auto& [id, ratio] : sampling->sampled()) sampled_apis_.insert(id);
+  for (std::uint16_t id : sampled_apis_)
+    if (const Api* api = api_by_id(id)) metrics_->set_seen_ratio(*api, sampling ? sampling->ratio(id) : 1.0);
   // Live device memory of the running processes, summed by identity; the
   // peak is the highest any one of its processes held (exact, not sampled).
   std::map<MetricsIdentity, std::uint64_t> live;

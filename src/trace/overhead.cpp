@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "cudatrace/render/json.h"
+#include "cudatrace/trace/budget.h"
 #include "cudatrace/trace/probes.h"
 #include "cudatrace/record.h"
 #include "cudatrace/render/format.h"
@@ -222,6 +223,7 @@ void append_cost_text(fmt::memory_buffer& out, const CostReport& r) {
     fmt::format_to(it, "cudatrace: added \u2248 {:.1f} ms of CPU time to {} more processes\n", rest / 1e6,
                    r.processes.size() - kShown);
   }
+  if (r.budget) append_budget_text(out, *r.budget);
   const double cpu = r.per_hit.entry_ns + r.per_hit.return_ns;
   const double wall = r.per_hit.entry_wall_ns + r.per_hit.return_wall_ns;
   if (!r.processes.empty() && wall > 2 * cpu)
@@ -248,7 +250,12 @@ void append_cost_json(fmt::memory_buffer& out, const CostReport& r) {
     else
       out.append(std::string_view(",\"cpu_ns\":null,\"added_pct\":null}"));
   }
-  out.append(std::string_view("]}"));
+  out.push_back(']');
+  if (r.budget) {
+    out.append(std::string_view(",\"budget\":"));
+    append_budget_json(out, *r.budget);
+  }
+  out.push_back('}');
 }
 
 }  // namespace cudatrace

@@ -1,13 +1,18 @@
+// Over 400 lines: both attach modes (uprobe_multi links, perf-event uprobes
+// with their keeper) share the per-file bookkeeping here; the budget's hot
+// groups are in probes_hot.cpp.
 #include "cudatrace/trace/probes.h"
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <link.h>
 #include <linux/perf_event.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,6 +23,7 @@
 #include <unordered_set>
 
 #include "cudatrace/target/elf_file.h"
+#include "cudatrace/trace/budget.h"
 #include "cudatrace/target/static_runtime.h"
 #include "cudatrace/trace/kernel_features.h"
 
@@ -51,6 +57,12 @@ struct UprobeMultiAttr {
   __aligned_u64 path, offsets, ref_ctr_offsets, cookies;
   __u32 cnt, multi_flags, pid;
 };
+
+std::uint64_t Probes::monotonic_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return std::uint64_t(ts.tv_sec) * 1000000000ull + ts.tv_nsec;
+}
 
 void Probes::prepare(bpf_program* prog, AttachMode mode) {
   // A perf-event uprobe takes a program of the default attach type.
@@ -100,13 +112,11 @@ AttachMode Probes::detect_mode() {
 Probes::Probes(bpf_program* enter, bpf_program* exit, bpf_program* map_change, Selection selection, Warn warn)
     : enter_(enter), exit_(exit), map_change_(map_change), selection_(selection), warn_(std::move(warn)) {}
 
-namespace {
-
 // Closing a uprobe link waits for an RCU Tasks Trace grace period (Linux
 // 6.12+; 25-35 ms each on the loaded build VM), outside any lock: closed from
 // many threads at once, the links share grace periods (80 perf links: 2.6 s
 // one by one, 70 ms from 80 threads).
-void close_all(const std::vector<int>& fds) {
+void Probes::close_all(const std::vector<int>& fds) {
   constexpr std::size_t kMaxThreads = 64;
   const std::size_t threads = std::min(fds.size(), kMaxThreads);
   if (threads <= 1) {
@@ -121,18 +131,20 @@ void close_all(const std::vector<int>& fds) {
   for (std::thread& c : closers) c.join();
 }
 
-}  // namespace
-
 Probes::~Probes() {
   // Entry links before return links, so no call is entered that could not
-  // be seen returning.
+  // be seen returning. The hot links too, without detach_hot's 5 ms wait:
+  // tracing ends, and a call in progress goes unfinished anyway.
   Links all = std::move(other_links_);
-  for (auto& [key, links] : file_links_) {
+  const auto gather = [&all](const Links& links) {
     all.entry.insert(all.entry.end(), links.entry.begin(), links.entry.end());
     all.ret.insert(all.ret.end(), links.ret.begin(), links.ret.end());
-  }
+  };
+  for (const auto& [key, links] : file_links_) gather(links);
+  for (const HotGroup& g : hot_) gather(g.links);
   close_all(all.entry);
   close_all(all.ret);
+  for (const HotGroup& g : hot_) close(g.file_fd);
   keeper_.reset();  // after the links: the keeper destroys only events no link uses
 }
 
@@ -149,10 +161,18 @@ bool Probes::detach_file(const std::string& path, pid_t pid) {
   struct stat st {};
   if (stat(path.c_str(), &st) != 0) return false;
   const auto key = std::make_tuple(st.st_dev, st.st_ino, pid);
+  const auto hot = std::find_if(hot_.begin(), hot_.end(), [&key](const HotGroup& g) { return g.key == key; });
   const auto links = file_links_.find(key);
-  if (links == file_links_.end()) return false;
-  detach(links->second);
-  file_links_.erase(links);
+  if (links == file_links_.end() && hot == hot_.end()) return false;
+  if (links != file_links_.end()) {
+    detach(links->second);
+    file_links_.erase(links);
+  }
+  if (hot != hot_.end()) {
+    detach_hot(*hot);
+    close(hot->file_fd);
+    hot_.erase(hot);
+  }
   attached_.erase(key);
   return true;
 }
@@ -335,12 +355,19 @@ bool Probes::attach_file(const std::string& path, pid_t pid, FileResult& result,
   bool present[kLayerCount] = {};
   std::unordered_set<const Api*> found;
   std::vector<std::uint64_t> offsets, cookies;
+  HotGroup hot;
   for (const auto& [api, offset] : syms->offsets) {
     present[static_cast<int>(api->layer())] = true;
     found.insert(api);
     if (!selection_.wants(*api)) continue;
-    offsets.push_back(offset);
-    cookies.push_back(api->cookie);
+    if (split_hot_ && is_hot_api(*api)) {
+      hot.offsets.push_back(offset);
+      hot.cookies.push_back(api->cookie);
+      hot.apis.push_back(api);
+    } else {
+      offsets.push_back(offset);
+      cookies.push_back(api->cookie);
+    }
     ++r.apis;
     r.runtime |= api->layer() == Layer::Runtime;
     r.driver |= api->layer() == Layer::Driver;
@@ -355,6 +382,22 @@ bool Probes::attach_file(const std::string& path, pid_t pid, FileResult& result,
       file_links_.erase(key);
       return false;
     }
+  }
+  if (!hot.offsets.empty()) {
+    hot.file_fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    hot.key = key;
+    hot.name = path;
+    hot.since_ns = monotonic_ns();
+    if (hot.file_fd < 0) error = path + ": " + std::strerror(errno);
+    if (hot.file_fd < 0 || (hot_attached_ && !attach_hot(hot, error))) {
+      if (hot.file_fd >= 0) close(hot.file_fd);
+      if (const auto links = file_links_.find(key); links != file_links_.end()) {  // none or all, as above
+        detach(links->second);
+        file_links_.erase(links);
+      }
+      return false;
+    }
+    hot_.push_back(std::move(hot));
   }
   for (Layer layer : {Layer::Runtime, Layer::Driver, Layer::Nccl}) {
     if (!present[static_cast<int>(layer)] || !is_cuda_library(path, layer)) continue;

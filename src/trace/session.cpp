@@ -42,6 +42,7 @@ constexpr std::chrono::seconds kOutputStall{5};
 
 Session::~Session() {
   writer_.reset();  // stop writing before the output is closed
+  budget_.reset();
   probes_.reset();  // detach before the programs go away
   cost_probes_.reset();
   for (bpf_link* l : tp_links_) bpf_link__destroy(l);
@@ -60,10 +61,11 @@ void Session::drain_loop() {
     // late attach misses calls (docs/prometheus.md).
     if (control_ring_) control_ring_->drain();
     // Most records are submitted without a wake-up: the timeout collects them.
-    if (!ring_->poll(100)) {
+    if (!ring_->poll(budget_ ? budget_->timeout_ms(monotonic_ns(), 100) : 100)) {
       error_line(std::string("reading the ring buffer: ") + std::strerror(errno));
       break;
     }
+    if (budget_) budget_->tick(monotonic_ns());
     if (!flush()) break;
     forget_exited();
     if (exporter_) export_tick();
@@ -91,6 +93,7 @@ void Session::drain_loop() {
 void Session::finish() {
   // Detach first, then read the ring to its end: every record written is
   // seen, and a process stopped at a library load is continued.
+  if (budget_) budget_->stop(monotonic_ns());
   probes_.reset();
   cost_probes_.reset();
   for (bpf_link* l : tp_links_) bpf_link__destroy(l);
@@ -107,7 +110,7 @@ void Session::finish() {
     warn_line(std::to_string(totals[CT_CNT_ACTIVITY_FULL]) + " launches and copies were sent as records: the BPF "
               "activity table (" + std::to_string(CT_ACTIVITY_ENTRIES) + " entries) was full; nothing is lost");
   CostReport cost;
-  if (cost_measured_) {
+  if (cost_measured_ || budget_) {
     cost = cost_so_far();
     stats_.cost = &cost;
   }
@@ -247,6 +250,7 @@ int Session::run() {
     error_line(error);
     return kExitTarget;
   }
+  if (opts_.max_overhead_pct > 0) start_budget();
   drain_loop();
   finish();
   return exit_status();

@@ -76,6 +76,10 @@ int Session::load() {
     error_line(why);
     return kExitKernel;
   }
+  if (mode == AttachMode::PerfPair && opts_.max_overhead_pct > 0) {  // see main.cpp
+    error_line("--max-overhead needs uprobe_multi links (Linux 6.6); this kernel has only perf-event uprobes");
+    return kExitKernel;
+  }
   skel_ = cudatrace_bpf__open();
   if (!skel_) {
     error_line(std::string("cannot open the BPF object: ") + std::strerror(errno));
@@ -182,6 +186,7 @@ int Session::load() {
   // uprobe_multi links given a pid fired only in the thread of that id
   // before 6.9: there the BPF programs' own filter selects the process.
   probes_->limit_multi_to_pid(kernel.uprobe_multi_pid_filter);
+  if (opts_.max_overhead_pct > 0) probes_->split_hot();
   return kExitOk;
 }
 
@@ -230,21 +235,44 @@ void Session::clear_counters() {
 CostReport Session::cost_so_far() {
   std::vector<HitCount> counts;
   read_hit_counts(bpf_map__fd(skel_->maps.process_cost), bpf_map__fd(skel_->maps.threads), counts);
-  return price_hits(counts, probe_cost_, cpu_at_start_, [](std::uint32_t pid) { return process_cpu_ns(pid); });
+  CostReport r =
+      price_hits(counts, probe_cost_, cpu_at_start_, [](std::uint32_t pid) { return process_cpu_ns(pid); });
+  if (budget_) {
+    budget_report_ = budget_->report();
+    r.budget = &budget_report_;
+  }
+  return r;
+}
+
+void Session::start_budget() {
+  BudgetConfig config;
+  config.max_fraction = opts_.max_overhead_pct / 100;
+  for (const Api& a : apis()) skel_->bss->hot_apis[a.id] = is_hot_api(a);
+  budget_ = std::make_unique<BudgetControl>(
+      config, *probes_, cost_measured_ ? &probe_cost_ : nullptr, bpf_map__fd(skel_->maps.process_cost),
+      bpf_map__fd(skel_->maps.threads), monotonic_ns(),
+      [this](std::uint64_t ns) { skel_->bss->hot_stale_before_ns = ns; });
+  if (reporter_) reporter_->set_sampling(&budget_->sampling());
 }
 
 // Passes what BPF counted in the activity map to the pipeline, as calls
 // rebuilt from the keys (summary.h: activity_record).
-void Session::read_activity(std::uint64_t below_gen) {
+void Session::read_activity(std::uint64_t below_gen, bool for_report) {
   if (!activity_in_bpf_) return;
-  auto add = [&](const ct_activity_key& key, const ct_activity& n) {
+  auto pass = [&](const ct_activity_key& key, const ct_activity& n) {
     ActivityRecord rec;
     activity_record(key, n, rec);
     if (!decode_call(rec.call(), &names_, call_, &read_string_) || !opts_.display.wants(*call_.api)) return;
     pipeline_->on_activity(call_, n);
   };
+  // --max-overhead: launches wait in budget_ until a report, then come scaled.
+  auto add = [&](const ct_activity_key& key, const ct_activity& n) {
+    const ct_activity counted = budget_ ? budget_->extrapolate(key, n) : n;
+    if (counted.calls) pass(key, counted);
+  };
   const bool ok = activity_.read(bpf_map__fd(skel_->maps.activity), below_gen, add);
   if (!ok) warn_line(std::string("cannot read the activity map: ") + std::strerror(errno));
+  if (budget_ && for_report) budget_->pass_activity(pass);
 }
 
 }  // namespace cudatrace

@@ -76,12 +76,14 @@ void Session::summary_report(bool final) {
     warn_line(std::string("cannot read the per-API statistics: ") + std::strerror(errno));
     return;
   }
+  if (budget_) budget_->extrapolate(run);
   if (final) stats_.calls = reporter_->calls(run);
   // Copies of generations whose page-locked change is still unread wait for it.
-  read_activity(final ? ~std::uint64_t(0) : page_locked_changes_ + 1);
+  read_activity(final ? ~std::uint64_t(0) : page_locked_changes_ + 1, true);
   CostReport cost;
-  if (!final && cost_measured_) cost = cost_so_far();
-  reporter_->report(out_->buffer(), run, monotonic_ns(), final, !final && cost_measured_ ? &cost : nullptr);
+  const bool with_cost = !final && (cost_measured_ || budget_);
+  if (with_cost) cost = cost_so_far();
+  reporter_->report(out_->buffer(), run, monotonic_ns(), final, with_cost ? &cost : nullptr);
   if (pipeline_->by_range() && final) append_range_summary(out_->buffer(), *pipeline_->by_range(), opts_.json);
   next_report_ns_ += std::uint64_t(opts_.interval_s) * 1000000000ull;
 }

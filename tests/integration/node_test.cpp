@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <thread>
 
 #include "harness.h"
 
@@ -294,6 +295,63 @@ TEST_F(Node, AnotherTracersProbesDoNotHideTheStaticRuntime) {
   EXPECT_EQ(frees[0]["ret_name"], "cudaErrorInsufficientDriver");
   holder.release();
   EXPECT_TRUE(wait_until([&] { return !holder.running(); }, 20s));
+  EXPECT_EQ(tracer->stop(), 0) << tracer->err();
+}
+#endif
+
+#ifdef BUDGET_APP
+// Exporter mode under --max-overhead: the launches are sampled, their series
+// hold what the sampled windows saw and the ratio is published beside them;
+// allocations stay exact.
+TEST_F(Node, BudgetSampledSeriesAreMarked) {
+  const std::string name = "ctb" + std::to_string(getpid() % 100000);
+  const std::string app = dir_ + "/" + name;
+  fs::create_symlink(BUDGET_APP, app);
+  std::unique_ptr<Daemon> tracer = std::make_unique<Daemon>(
+      std::vector<std::string>{tracer_path(), "-v", "--all-processes", "--prometheus", "127.0.0.1:0", "--max-overhead",
+                               "5"},
+      "tracer");
+  const std::regex serving("serving Prometheus metrics on port ([0-9]+)");
+  std::smatch m;
+  int port = 0;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        const std::string err = tracer->err();
+        if (std::regex_search(err, m, serving)) port = std::stoi(m[1]);
+        return port != 0 || !tracer->running();
+      },
+      60s));
+  ASSERT_NE(port, 0) << tracer->err();
+  const Result app_run = run("timeout 60 " + app + " 6000 10");
+  ASSERT_EQ(app_run.status, 0) << app_run.err;
+  std::smatch t;
+  ASSERT_TRUE(std::regex_search(app_run.out, t, std::regex(R"((\d+) launches, (\d+) mallocs)"))) << app_run.out;
+  const double launches = std::stod(t[1]), mallocs = std::stod(t[2]);
+  // Two ticks of the exporter after the program's end.
+  std::this_thread::sleep_for(2500ms);
+  const std::string metrics = http_get(port, "/metrics");
+  auto value = [&](const std::string& series) -> double {
+    std::smatch v;
+    const std::regex re(series + "\\{[^}]*comm=\"" + name + "\"[^}]*\\} ([0-9.e+]+)\\n");
+    return std::regex_search(metrics, v, re) ? std::stod(v[1]) : -1;
+  };
+  const double counted = value("cuda_kernel_launches_total");
+  EXPECT_GT(counted, 0) << metrics;
+  EXPECT_LT(counted, 0.8 * launches) << "a budget of 5 % where tracing every launch costs ~20 % or more\n" << metrics;
+  std::smatch r;
+  ASSERT_TRUE(std::regex_search(metrics, r,
+                                std::regex("cudatrace_api_seen_ratio\\{api=\"cudaLaunchKernel\",layer=\"runtime\"\\} "
+                                           "([0-9.e+-]+)\\n")))
+      << metrics;
+  EXPECT_GT(std::stod(r[1]), 0.0);
+  EXPECT_LT(std::stod(r[1]), 1.0);
+  std::smatch a;
+  ASSERT_TRUE(std::regex_search(
+      metrics, a,
+      std::regex("cuda_api_calls_total\\{api=\"cudaMalloc\",comm=\"" + name + "\"[^}]*\\} ([0-9.e+]+)\\n")))
+      << metrics;
+  EXPECT_EQ(std::stod(a[1]), mallocs) << "allocations stay exact";
+  EXPECT_EQ(metrics.find("cudatrace_api_seen_ratio{api=\"cudaMalloc\""), std::string::npos);
   EXPECT_EQ(tracer->stop(), 0) << tracer->err();
 }
 #endif

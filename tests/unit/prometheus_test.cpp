@@ -49,6 +49,15 @@ TEST(Prometheus, CallsHistogramAndLabels) {
   EXPECT_TRUE(std::regex_search(t, std::regex("cuda_api_duration_seconds_sum\\{[^}]*\\} 1.29e-05\\n"))) << t;
 }
 
+TEST(Prometheus, SeenRatioGaugeOnlyForSampledApis) {
+  auto m = make();
+  m->add_calls({"app", "", ""}, *api_by_symbol("cudaMalloc"), 0, 0, calls(3, 4000, 2));
+  m->set_seen_ratio(*api_by_symbol("cudaLaunchKernel"), 0.25);
+  const std::string t = m->text();
+  EXPECT_NE(t.find("cudatrace_api_seen_ratio{api=\"cudaLaunchKernel\",layer=\"runtime\"} 0.25"), std::string::npos) << t;
+  EXPECT_EQ(t.find("cudatrace_api_seen_ratio{api=\"cudaMalloc\""), std::string::npos) << t;
+}
+
 TEST(Prometheus, NamesFollowTheConventionsAndNoPidLabel) {
   auto m = make();
   const MetricsIdentity who{"app", "", ""};

@@ -22,6 +22,7 @@
 namespace cudatrace {
 
 class StackSymbolizer;
+class Sampling;
 
 struct ReportOptions {
   Selection display;        // APIs shown
@@ -68,6 +69,9 @@ struct SummarySnapshot {
   const NcclTracker* collectives = nullptr;  // with collectives
   std::vector<Insight> insights;
   const CostReport* cost = nullptr;  // what tracing has cost so far, if known
+  // --max-overhead: which APIs' counts are estimates from sampled windows
+  // (trace/budget.h); null: every count is exact.
+  const Sampling* sampling = nullptr;
 
   double covered_s() const { return double(covered_ns) / 1e9; }
   // Seconds since tracing started, of a CLOCK_MONOTONIC time.
@@ -91,6 +95,7 @@ class SummaryReport {
   // Completed calls of displayed APIs in `run`.
   std::uint64_t calls(const std::vector<ct_api_stats>& run) const;
   const ReportOptions& options() const { return opts_; }
+  void set_sampling(const Sampling* sampling) { sampling_ = sampling; }
 
  private:
   InsightInput insight_input(const std::vector<ct_api_stats>& run, std::uint64_t now_ns) const;
@@ -99,6 +104,7 @@ class SummaryReport {
   ReportOptions opts_;
   Pipeline& pipeline_;
   StackSymbolizer* stacks_;
+  const Sampling* sampling_ = nullptr;
   std::vector<ct_api_stats> previous_;  // api_stats at the last interval report
   std::uint64_t previous_ns_ = 0;
   int intervals_ = 0;

@@ -49,6 +49,9 @@ class PrometheusMetrics {
   // What one aggregation entry (process, API, status, copy direction) grew by.
   virtual void add_calls(const MetricsIdentity& who, const Api& api, std::uint16_t status, std::uint8_t direction,
                          const ct_export_value& delta) = 0;
+  // cudatrace_api_seen_ratio{api,layer}: 1 for an exact API, the sampled
+  // share of calls for one whose counts are estimates.
+  virtual void set_seen_ratio(const Api& api, double ratio) = 0;
   virtual void add_cost(const MetricsIdentity& who, std::uint64_t probe_hits, double added_seconds) = 0;
   virtual void set_memory(const MetricsIdentity& who, std::uint64_t live_bytes, std::uint64_t peak_bytes) = 0;
   virtual void set_lost(LossReason reason, std::uint64_t total) = 0;

@@ -27,6 +27,8 @@ class Reporter {
               const CostReport* cost = nullptr);
   // Completed calls of displayed APIs in `run`.
   std::uint64_t calls(const std::vector<ct_api_stats>& run) const { return summary_.calls(run); }
+  // --max-overhead: which APIs' counts are estimates (trace/budget.h), marked.
+  void set_sampling(const Sampling* sampling) { summary_.set_sampling(sampling); }
 
  private:
   SummaryReport summary_;

@@ -10,11 +10,13 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "cudatrace/analysis/memory.h"
 #include "cudatrace/render/metrics.h"
+#include "cudatrace/trace/budget.h"
 #include "cudatrace/trace/node_stats.h"
 #include "cudatrace/trace/overhead.h"
 
@@ -38,7 +40,8 @@ class NodeExporter {
   void on_call(const Call& c) { memory_.on_call(c); }
   // Reads the maps and updates the metrics. `lost` is the "counters" array
   // summed over CPUs (CT_CNT_*); `probed_files` what the attacher holds.
-  void tick(const std::vector<__u64>& lost, std::size_t probed_files, std::string& error);
+  // `sampling`: the --max-overhead budget's ratios (nullptr: every API exact).
+  void tick(const std::vector<__u64>& lost, std::size_t probed_files, const Sampling* sampling, std::string& error);
 
   const NodeStats& stats() const { return stats_; }  // per-process counters (budget work)
   std::uint64_t calls_counted() const { return calls_counted_; }  // by every tick so far
@@ -59,6 +62,7 @@ class NodeExporter {
   std::map<std::uint32_t, MetricsIdentity> identities_;  // running processes (and those gone this tick)
   std::map<MetricsIdentity, std::uint64_t> peaks_;
   std::uint64_t calls_counted_ = 0;
+  std::set<std::uint16_t> sampled_apis_;  // APIs the budget ever sampled
 };
 
 }  // namespace cudatrace

@@ -18,6 +18,7 @@
 namespace cudatrace {
 
 class Probes;
+struct BudgetReport;
 
 // Time one probe hit adds to the probed call, in ns: CPU time of the calling
 // thread, which prices the hits, and wall-clock time, which is the same on
@@ -51,6 +52,7 @@ struct ProcessCost {
 struct CostReport {
   ProbeCost per_hit;
   std::vector<ProcessCost> processes;  // most time added first
+  const BudgetReport* budget = nullptr;  // --max-overhead (budget.h)
 };
 
 // Probe hits of one thread or process as BPF counted them.

@@ -10,6 +10,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
@@ -62,7 +63,23 @@ class Probes {
   // program).
   bool detach_file(const std::string& path, pid_t pid);
 
-  std::size_t probe_count() const { return probes_; }
+  std::size_t probe_count() const { return probes_.load(); }
+
+  // --max-overhead (budget.h): from now on the hot APIs (is_hot_api) of
+  // each file get links of their own, which set_hot_attached detaches and
+  // attaches again; the others' links stay. A file attached while the hot
+  // links are detached gets its hot links at the next attach. uprobe_multi
+  // links only (HotGroup).
+  void split_hot() { split_hot_ = true; }
+  bool hot_attached() const { return hot_attached_; }
+  // A file that can no longer be attached (gone) is dropped, with a warning.
+  // Returns the CPU time the switch took in the kernel, in ns.
+  std::uint64_t set_hot_attached(bool attached);
+  // Each hot API's share of the time its probes were in (a mean over the
+  // files that have it): from the end of each attach to the start of each
+  // detach (when the breakpoints go), over the time since its file was
+  // attached first. By API id.
+  std::map<std::uint16_t, double> hot_shares(std::uint64_t now_ns) const;
   // Must be called on the programs before the BPF object is loaded.
   static void prepare(bpf_program* prog, AttachMode mode = AttachMode::MultiPair);
   static void prepare_session(bpf_program* prog);
@@ -110,6 +127,28 @@ class Probes {
                     const std::tuple<dev_t, ino_t>& file, pid_t pid, const std::vector<std::uint64_t>& offsets,
                     const std::vector<std::uint64_t>& cookies, Links& into, std::string& error);
   void detach(Links& links);
+  // A file's hot probes, attached and detached as a group. The file is held
+  // open: re-attaching goes through /proc/self/fd even after every process
+  // that mapped it (through its /proc/PID/root path) has gone. uprobe_multi
+  // links only: the session refuses --max-overhead with perf-event uprobes,
+  // whose detached events would still trap (uprobe_keeper.h), and
+  // set_hot_attached attaches from several threads at once.
+  struct HotGroup {
+    std::tuple<dev_t, ino_t, pid_t> key;  // as in file_links_
+    int file_fd = -1;
+    std::string name;  // for warnings
+    std::vector<std::uint64_t> offsets, cookies;
+    std::vector<const Api*> apis;
+    Links links;  // empty while detached
+    std::uint64_t since_ns = 0;        // CLOCK_MONOTONIC, first attach
+    std::uint64_t attached_at_ns = 0;  // end of the last attach; 0 while detached
+    std::uint64_t attached_ns = 0;     // attached before that
+  };
+  bool attach_hot(HotGroup& g, std::string& error);
+  void detach_hot(HotGroup& g);
+  // In parallel (probes.cpp says why).
+  static void close_all(const std::vector<int>& fds);
+  static std::uint64_t monotonic_ns();  // CLOCK_MONOTONIC
 
   bpf_program *enter_, *exit_, *map_change_, *session_ = nullptr;
   AttachMode mode_ = AttachMode::MultiPair;
@@ -123,7 +162,9 @@ class Probes {
   std::unique_ptr<UprobeKeeper> keeper_;  // PerfPair: holds the perf events
   bool keeper_failed_ = false;
   bool multi_pid_filter_ = true;
-  std::size_t probes_ = 0;
+  std::atomic<std::size_t> probes_{0};  // set_hot_attached counts from several threads
+  bool split_hot_ = false, hot_attached_ = true;
+  std::vector<HotGroup> hot_;
 };
 
 }  // namespace cudatrace

@@ -44,6 +44,7 @@
 #include "cudatrace/target/stacks.h"
 #include "cudatrace/target/symbolizer.h"
 #include "cudatrace/trace/node_exporter.h"
+#include "cudatrace/trace/budget.h"
 #include "cudatrace/trace/overhead.h"
 #include "cudatrace/trace/probes.h"
 #include "cudatrace/trace/ring_reader.h"
@@ -75,7 +76,8 @@ class Session {
   void clear_counters();
   std::vector<__u64> read_counters();
   CostReport cost_so_far();
-  void read_activity(std::uint64_t below_gen);
+  void read_activity(std::uint64_t below_gen, bool for_report = false);
+  void start_budget();
 
   // session_attach.cpp
   void decide_dlopen_stop();
@@ -142,6 +144,8 @@ class Session {
   bool cost_measured_ = false;
   std::unique_ptr<Probes> cost_probes_;  // the measurement's, attached until the end
   AttachMode attach_mode_ = AttachMode::MultiPair;
+  std::unique_ptr<BudgetControl> budget_;  // --max-overhead
+  BudgetReport budget_report_;
   std::map<std::uint32_t, std::uint64_t> cpu_at_start_;  // -p: the target's CPU time when tracing began
   Call call_;
   EndStats stats_;

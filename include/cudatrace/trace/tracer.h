@@ -61,6 +61,7 @@ struct Options {
   bool by_range = false;  // --by-range: with --summary, CUDA work per NVTX range
   bool all_processes = false;      // --all-processes: every process of the host (docs/prometheus.md)
   std::string prometheus_address;  // --prometheus ADDR:PORT: serve metrics, print no calls; empty: off
+  double max_overhead_pct = 0;  // --max-overhead: budget for the tracing cost (budget.h); 0: none
 };
 
 // Runs the session; returns the process exit status (the command's own

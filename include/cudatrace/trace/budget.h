@@ -1,0 +1,202 @@
+// --max-overhead PCT: an always-on budget for what tracing costs the traced
+// processes (docs/fleet.md, "The budget").
+//
+// The hot probes (is_hot_api: launches, async memsets, queries) are attached through
+// links of their own (probes.h: Probes::split_hot). When their estimated cost
+// passes the budget they are duty-cycled: attached for a short sampled
+// window, detached for the rest of a period. The low-rate APIs (allocations,
+// copies, synchronisation...) stay attached and exact. What the sampled
+// windows counted is extrapolated, and marked estimated through Sampling.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "cudatrace/decode/api_table.h"
+#include "cudatrace/record.h"
+#include "cudatrace/trace/overhead.h"
+
+namespace cudatrace {
+
+// The probe-cost estimate (overhead.h) came out ~2x below the slowdown
+// measured on the H200 for launch-bound inference (8.5-10 % estimated,
+// 15-19 % measured; docs/benchmarks.md): the budget prices every hit at
+// this many times the start-up measurement, so that it holds for the real
+// cost. docs/fleet.md says where the number comes from.
+inline constexpr double kCostSafetyFactor = 2.0;
+
+// Probe hit costs to fall back on when the start-up measurement failed: an
+// H200 host's (docs/benchmarks.md), in ns.
+inline constexpr double kFallbackEntryNs = 500, kFallbackReturnNs = 500;
+
+// Whether an API's probes are duty-cycled under a budget: what is called at
+// launch rate: launches, asynchronous memsets, and the query group (when -f
+// selects it).
+bool is_hot_api(const Api& a);
+
+struct BudgetConfig {
+  double max_fraction = 0.01;        // --max-overhead / 100
+  std::uint64_t first_window_ns = 20000000;   // the first look at the cost, probes attached
+  std::uint64_t period_ns = 1000000000;       // one attached + detached cycle
+  std::uint64_t min_on_ns = 50000000;         // shortest sampled window
+  std::uint64_t max_period_ns = 10000000000;  // longest cycle (when a switch is slow or the cost high)
+};
+
+// The controller, without I/O: fed the cost of each window that ends,
+// it says whether the hot probes are attached in the next one and until when.
+class DutyCycle {
+ public:
+  DutyCycle(BudgetConfig config, std::uint64_t start_ns);
+
+  // Ends the window that started at the previous switch. `cost` is the
+  // estimated cost (safety factor included) of the most affected process
+  // during it, as a fraction of its time. `switch_cost_ns`: what switching
+  // the hot probes at the start of that window cost, charged to every
+  // process; `attach_delay_ns`: how long into an attached window the probes
+  // were still being attached (not counted as attached time).
+  void end_window(std::uint64_t now_ns, double cost, std::uint64_t switch_cost_ns = 0,
+                  std::uint64_t attach_delay_ns = 0);
+
+  bool attached() const { return attached_; }
+  std::uint64_t deadline_ns() const { return deadline_ns_; }
+  // Time so far with the hot probes attached, and in all.
+  std::uint64_t attached_ns() const { return attached_ns_; }
+  std::uint64_t elapsed_ns() const { return elapsed_ns_; }
+  // Estimated cost so far as a fraction of the time traced (switches included).
+  double cost_so_far() const { return elapsed_ns_ ? added_ns_ / double(elapsed_ns_) : 0; }
+  // Cost while attached, averaged over attached time (the slowdown of the
+  // sampled windows; it corrects the extrapolation).
+  double attached_cost() const { return attached_ns_ ? attached_added_ns_ / double(attached_ns_) : 0; }
+  bool ever_detached() const { return ever_detached_; }
+  // The low-rate probes alone cost more than the budget (nothing left to detach).
+  bool budget_unreachable() const { return unreachable_; }
+
+ private:
+  BudgetConfig config_;
+  bool attached_ = true, ever_detached_ = false, unreachable_ = false;
+  std::uint64_t window_start_ns_, deadline_ns_;
+  std::uint64_t attached_ns_ = 0, elapsed_ns_ = 0;
+  double added_ns_ = 0, attached_added_ns_ = 0;
+  double cost_on_ = 0, cost_off_ = 0;  // last measured, attached and detached
+  double switch_ns_ = 0;               // largest switch cost seen
+};
+
+// Which calls were counted exactly and which from sampled windows: the
+// interface for whatever reports counts (the summary here; an exporter).
+// An API's count estimate is what was counted divided by its ratio.
+class Sampling {
+ public:
+  // Fraction of an API's calls that were seen, in (0, 1]; 1: exact.
+  double ratio(std::uint16_t api) const { return api < ratios_.size() ? ratios_[api] : 1.0; }
+  bool estimated(std::uint16_t api) const { return ratio(api) < 1.0; }
+  bool any_estimated() const { return !sampled_.empty(); }
+  // The mean ratio of the sampled APIs (1 if none).
+  double mean_ratio() const;
+  // Ratios below 1, by API id; every other API is exact.
+  void set(const std::map<std::uint16_t, double>& sampled);
+  const std::map<std::uint16_t, double>& sampled() const { return sampled_; }
+
+ private:
+  std::vector<double> ratios_;  // by API id
+  std::map<std::uint16_t, double> sampled_;
+};
+
+// The seen fraction of a hot API's calls: its probes' share of the time,
+// less the slowdown they caused while attached (a slowed process makes
+// fewer calls per second; `attached_cost` is that cost as a fraction).
+double seen_ratio(double attached_share, double attached_cost);
+
+// What the end report says about the budget (in CostReport).
+struct BudgetReport {
+  double max_pct = 0;
+  double attached_pct = 100;    // share of the time the hot probes were attached
+  double estimated_cost_pct = 0;  // safety factor included
+  double seen_ratio = 1;        // Sampling::mean_ratio
+  std::uint64_t switches = 0;
+  double attach_ms_max = 0, detach_ms_max = 0;  // wall-clock time of the slowest switch each way
+  bool unreachable = false;
+  std::vector<std::string> sampled_apis;  // attached hot APIs, marked estimated
+};
+// "cudatrace: --max-overhead 1 %: ..." lines, and the "budget" object of the
+// JSON "overhead" (docs/json.md).
+void append_budget_text(fmt::memory_buffer& out, const BudgetReport& r);
+void append_budget_json(fmt::memory_buffer& out, const BudgetReport& r);
+
+}  // namespace cudatrace
+
+namespace cudatrace {
+
+class Probes;
+
+// The controller at work in a session: every window it reads the probe hits
+// of each process (overhead.h), prices them, and attaches or detaches the hot
+// probes through `probes`. Also scales what BPF counted by the sampling.
+class BudgetControl {
+ public:
+  // `detached` is called with the time each detach of the hot probes was
+  // complete (the BPF side then drops their frames entered before it).
+  BudgetControl(BudgetConfig config, Probes& probes, const ProbeCost* per_hit, int process_cost_fd, int threads_fd,
+                std::uint64_t now_ns, std::function<void(std::uint64_t)> detached);
+
+  // Milliseconds until the next switch (at most `max_ms`): the poll timeout.
+  int timeout_ms(std::uint64_t now_ns, int max_ms) const;
+  // Ends the windows that are due and switches the hot probes.
+  void tick(std::uint64_t now_ns);
+  // Tracing ends: the window in progress ends and the ratios stay as they
+  // are. The probes may go after this, not before.
+  void stop(std::uint64_t now_ns);
+  const Sampling& sampling() const { return sampling_; }
+  BudgetReport report() const;
+
+  // Scales what was counted of sampled APIs to estimates of all calls.
+  // Cumulative statistics stay monotonic from one call to the next (interval
+  // reports subtract the previous ones).
+  void extrapolate(std::vector<ct_api_stats>& run);
+  // Launches BPF counted (summary.h: Activity) under `key` since the
+  // previous read. Those of hot APIs are kept and 0 calls returned; the
+  // others come back as they are. pass_activity hands the kept ones on,
+  // scaled: what all calls passed on add up to is what was counted, scaled
+  // by the ratio as it is then (a report's own).
+  ct_activity extrapolate(const ct_activity_key& key, const ct_activity& counted);
+  void pass_activity(const std::function<void(const ct_activity_key&, const ct_activity&)>& sink);
+
+ private:
+  struct Seen {
+    std::uint64_t entry_hits = 0, return_hits = 0, cpu_ns = 0;
+    bool has_cpu = false;
+  };
+  std::map<std::uint32_t, Seen> snapshot() const;
+  double window_cost(const std::map<std::uint32_t, Seen>& now, std::uint64_t length_ns) const;
+  void update_sampling(std::uint64_t now_ns);
+
+  BudgetConfig config_;
+  Probes& probes_;
+  std::function<void(std::uint64_t)> detached_;
+  double entry_ns_, return_ns_;  // per hit, safety factor included
+  int process_cost_fd_, threads_fd_;
+  DutyCycle cycle_;
+  std::map<std::uint32_t, Seen> last_;
+  std::uint64_t last_ns_;
+  std::uint64_t switch_cost_ns_ = 0, attach_delay_ns_ = 0;  // the switch at the start of the current window
+  std::uint64_t switches_ = 0;
+  double attach_max_ns_ = 0, detach_max_ns_ = 0;
+  bool stopped_ = false;
+  Sampling sampling_;
+  std::vector<ct_api_stats> reported_;  // the last extrapolated statistics
+  struct KeyLess {
+    bool operator()(const ct_activity_key& a, const ct_activity_key& b) const;
+  };
+  struct Scaled {
+    std::uint64_t calls = 0, total_ns = 0;  // counted, and passed on
+    std::uint64_t calls_out = 0, total_ns_out = 0;
+    std::uint64_t first_ts_ns = 0, last_ts_ns = 0;
+  };
+  std::map<ct_activity_key, Scaled, KeyLess> activity_;
+};
+
+}  // namespace cudatrace

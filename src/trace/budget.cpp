@@ -1,0 +1,139 @@
+#include "cudatrace/trace/budget.h"
+
+#include <algorithm>
+#include <cmath>
+#include <iterator>
+#include <string_view>
+
+#include "cudatrace/render/json.h"
+
+namespace cudatrace {
+
+bool is_hot_api(const Api& a) {
+  if (a.group() == Group::Launch || a.group() == Group::Query) return true;
+  // Asynchronous memsets are enqueued like launches (PyTorch's zero fills:
+  // 12 per step of the H200's launch-bound inference, next to ~66 launches).
+  const std::string_view name = a.spec->name;
+  return a.group() == Group::Xfer && name.find("Memset") != std::string_view::npos &&
+         name.size() >= 5 && name.substr(name.size() - 5) == "Async";
+}
+
+DutyCycle::DutyCycle(BudgetConfig config, std::uint64_t start_ns)
+    : config_(config), window_start_ns_(start_ns), deadline_ns_(start_ns + config.first_window_ns) {}
+
+void DutyCycle::end_window(std::uint64_t now_ns, double cost, std::uint64_t switch_cost_ns,
+                           std::uint64_t attach_delay_ns) {
+  const std::uint64_t length = now_ns - std::min(now_ns, window_start_ns_);
+  window_start_ns_ = now_ns;
+  elapsed_ns_ += length;
+  added_ns_ += cost * double(length) + double(switch_cost_ns);
+  switch_ns_ = std::max(switch_ns_, double(switch_cost_ns));
+  if (attached_) {
+    const std::uint64_t attached = length - std::min(length, attach_delay_ns);
+    attached_ns_ += attached;
+    attached_added_ns_ += cost * double(length);
+    cost_on_ = cost;
+  } else {
+    cost_off_ = cost;
+  }
+
+  // Plan the next period so that the cost so far plus its own stays within
+  // the budget: d * P * cost_on + (1 - d) * P * cost_off + two switches
+  // <= budget * P + credit. Credit is budget saved earlier (at most one
+  // period's worth, so an idle spell buys no long burst); a debt (the first
+  // look, a rise in the call rate) is paid back at most a quarter of a
+  // budget per period, so sampling never stops for long.
+  const double budget = config_.max_fraction;
+  const double cycle_switch_ns = 2 * switch_ns_;
+  double period = double(config_.period_ns);
+  const double max_period = double(config_.max_period_ns), min_on = double(config_.min_on_ns);
+  if (cycle_switch_ns > budget / 4 * period) period = std::min(max_period, cycle_switch_ns * 4 / budget);
+  const double credit = std::clamp(budget * double(elapsed_ns_) - added_ns_, -budget / 4 * period, budget * period);
+  double duty = 1;
+  unreachable_ = false;
+  if (cost_on_ > budget || credit < 0) {
+    const double room = budget * period + credit - cost_off_ * period - cycle_switch_ns;
+    const double extra = (cost_on_ - cost_off_) * period;  // what attaching adds over a whole period
+    duty = extra > 0 ? room / extra : 1;
+    unreachable_ = cost_off_ > budget;
+  }
+  const double min_duty = min_on / max_period;
+  duty = std::clamp(duty, min_duty, 1.0);
+  if (duty < 1 && duty * period < min_on) {
+    period = std::min(max_period, min_on / duty);
+    duty = std::max(duty, min_on / period);
+  }
+  if (duty >= 1) {
+    attached_ = true;
+    deadline_ns_ = now_ns + config_.period_ns;  // look again a period later
+    return;
+  }
+  attached_ = !attached_;
+  ever_detached_ = true;
+  deadline_ns_ = now_ns + static_cast<std::uint64_t>((attached_ ? duty : 1 - duty) * period);
+}
+
+void Sampling::set(const std::map<std::uint16_t, double>& sampled) {
+  sampled_.clear();
+  ratios_.assign(apis().size(), 1.0);
+  for (const auto& [api, r] : sampled) {
+    if (api >= ratios_.size() || r >= 1.0) continue;
+    ratios_[api] = r;
+    sampled_[api] = r;
+  }
+}
+
+double Sampling::mean_ratio() const {
+  if (sampled_.empty()) return 1.0;
+  double sum = 0;
+  for (const auto& [api, r] : sampled_) sum += r;
+  return sum / double(sampled_.size());
+}
+
+double seen_ratio(double attached_share, double attached_cost) {
+  if (attached_share >= 1.0) return 1.0;
+  // A process that spent `attached_cost` of its time in probes made that
+  // much fewer calls while attached. Capped: a cost estimate of 100 % or
+  // more says nothing about the rate.
+  const double slowed = 1 - std::min(attached_cost, 0.9);
+  return std::max(1e-9, attached_share * slowed);
+}
+
+void append_budget_text(fmt::memory_buffer& out, const BudgetReport& r) {
+  auto it = std::back_inserter(out);
+  fmt::format_to(it, "cudatrace: --max-overhead {:g} %: estimated cost {:.2f} % (hits priced at {:g}x the start-up "
+                 "measurement)", r.max_pct, r.estimated_cost_pct, kCostSafetyFactor);
+  if (r.sampled_apis.empty()) {
+    out.append(std::string_view(", every call traced\n"));
+  } else {
+    std::string names;
+    for (std::size_t i = 0; i < r.sampled_apis.size() && i < 4; ++i) names += (i ? ", " : "") + r.sampled_apis[i];
+    if (r.sampled_apis.size() > 4) names += ", ...";
+    fmt::format_to(it,
+                   "; {} launch-rate APIs ({}) traced in sampled windows, {:.1f} % of the time (switched {} times, "
+                   "the slowest attach {:.1f} ms, detach {:.1f} ms): their counts are estimates from {:.2f} % of "
+                   "their calls (marked ~)\n",
+                   r.sampled_apis.size(), names, r.attached_pct, r.switches, r.attach_ms_max, r.detach_ms_max,
+                   100 * r.seen_ratio);
+  }
+  if (r.unreachable)
+    out.append(std::string_view("cudatrace: warning: the APIs that are not sampled cost more than the budget "
+                                "on their own; calls to them are all traced\n"));
+}
+
+void append_budget_json(fmt::memory_buffer& out, const BudgetReport& r) {
+  auto it = std::back_inserter(out);
+  fmt::format_to(it,
+                 "{{\"max_pct\":{:g},\"estimated_cost_pct\":{:.3f},\"safety_factor\":{:g},\"attached_pct\":{:.3f},"
+                 "\"seen_ratio\":{:.6f},\"switches\":{},\"attach_ms_max\":{:.3f},\"detach_ms_max\":{:.3f},\"unreachable\":{},"
+                 "\"estimated_apis\":[",
+                 r.max_pct, r.estimated_cost_pct, kCostSafetyFactor, r.attached_pct, r.seen_ratio, r.switches,
+                 r.attach_ms_max, r.detach_ms_max, r.unreachable);
+  for (std::size_t i = 0; i < r.sampled_apis.size(); ++i) {
+    if (i) out.push_back(',');
+    append_json_string(out, r.sampled_apis[i]);
+  }
+  out.append(std::string_view("]}"));
+}
+
+}  // namespace cudatrace

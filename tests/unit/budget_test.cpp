@@ -1,0 +1,184 @@
+#include "cudatrace/trace/budget.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "json_checker.h"
+
+namespace {
+
+using namespace cudatrace;
+
+constexpr std::uint64_t kMs = 1000000;
+
+// Drives a DutyCycle through `run_ns` of simulated time: windows end at their
+// deadlines, cost `on` while attached and `off` while detached, each switch
+// costing `switch_ns` (and delaying the attached time by as much).
+struct Simulation {
+  DutyCycle cycle;
+  std::uint64_t now = 0;
+  std::uint64_t switches = 0, shortest_on = ~0ull, longest_off = 0;
+
+  Simulation(BudgetConfig config) : cycle(config, 0) {}
+
+  void run(std::uint64_t run_ns, double on, double off, std::uint64_t switch_ns = 0) {
+    const std::uint64_t end = now + run_ns;
+    bool switched = false;
+    while (now < end) {
+      const bool was_attached = cycle.attached();
+      const std::uint64_t start = now;
+      now = cycle.deadline_ns();
+      cycle.end_window(now, was_attached ? on : off, switched ? switch_ns : 0,
+                       switched && was_attached ? switch_ns : 0);
+      if (switched && was_attached) shortest_on = std::min(shortest_on, now - start);
+      if (!was_attached) longest_off = std::max(longest_off, now - start);
+      switched = cycle.attached() != was_attached;
+      switches += switched;
+    }
+  }
+};
+
+TEST(DutyCycle, UnderTheBudgetEverythingStaysAttached) {
+  BudgetConfig config;
+  config.max_fraction = 0.01;
+  Simulation sim(config);
+  sim.run(60000 * kMs, 0.004, 0.004);
+  EXPECT_TRUE(sim.cycle.attached());
+  EXPECT_FALSE(sim.cycle.ever_detached());
+  EXPECT_EQ(sim.switches, 0u);
+  EXPECT_EQ(sim.cycle.attached_ns(), sim.cycle.elapsed_ns());
+  EXPECT_NEAR(sim.cycle.cost_so_far(), 0.004, 1e-9);
+}
+
+TEST(DutyCycle, OverTheBudgetTheLongRunCostMeetsIt) {
+  // The launch-bound inference case: 20 % while attached (safety factor
+  // included), low-rate probes 0.1 %, 1 % allowed.
+  BudgetConfig config;
+  config.max_fraction = 0.01;
+  Simulation sim(config);
+  sim.run(600000 * kMs, 0.20, 0.001);
+  EXPECT_TRUE(sim.cycle.ever_detached());
+  EXPECT_FALSE(sim.cycle.budget_unreachable());
+  // Within the budget over whole periods; the run may stop right after a
+  // sampled window, before the rest of its period.
+  EXPECT_LE(sim.cycle.cost_so_far(), 0.01 * 1.005);
+  EXPECT_GE(sim.cycle.cost_so_far(), 0.01 * 0.9) << "the budget is used, not wasted";
+  // Attached share: (0.01 - 0.001) / (0.20 - 0.001) = 4.5 %.
+  const double share = double(sim.cycle.attached_ns()) / double(sim.cycle.elapsed_ns());
+  EXPECT_NEAR(share, 0.045, 0.005);
+  EXPECT_GE(sim.shortest_on, config.min_on_ns) << "sampled windows are long enough to count in";
+  EXPECT_LE(sim.longest_off, config.max_period_ns);
+  EXPECT_NEAR(sim.cycle.attached_cost(), 0.20, 1e-9);
+}
+
+TEST(DutyCycle, SlowSwitchesLengthenThePeriodAndAreCharged) {
+  BudgetConfig config;
+  config.max_fraction = 0.01;
+  Simulation fast(config), slow(config);
+  fast.run(600000 * kMs, 0.20, 0.0);
+  slow.run(600000 * kMs, 0.20, 0.0, 5 * kMs);
+  EXPECT_LE(slow.cycle.cost_so_far(), 0.01 * 1.005) << "switches included";
+  EXPECT_LT(slow.switches, fast.switches / 2) << "fewer, longer cycles when a switch costs 5 ms";
+  // The attach delay is not attached time, so less of the time is sampled.
+  EXPECT_LT(slow.cycle.attached_ns(), fast.cycle.attached_ns());
+}
+
+TEST(DutyCycle, TheFirstLookIsPaidBackWithoutStoppingSampling) {
+  BudgetConfig config;
+  config.max_fraction = 0.01;
+  Simulation sim(config);
+  sim.run(20000 * kMs, 0.40, 0.0);  // 20 ms at 40 %: 0.8 s of budget
+  EXPECT_LE(sim.longest_off, config.max_period_ns);
+  EXPECT_GE(sim.switches, 4u) << "sampling goes on while the debt is paid back";
+}
+
+TEST(DutyCycle, LowRateProbesOverTheBudgetAreReported) {
+  BudgetConfig config;
+  config.max_fraction = 0.01;
+  Simulation sim(config);
+  sim.run(60000 * kMs, 0.30, 0.02);
+  EXPECT_TRUE(sim.cycle.budget_unreachable());
+  const double share = double(sim.cycle.attached_ns()) / double(sim.cycle.elapsed_ns());
+  EXPECT_LE(share, 0.02) << "the hot probes sample as little as they may";
+}
+
+TEST(DutyCycle, ARiseInTheCostShortensTheSampledWindows) {
+  BudgetConfig config;
+  config.max_fraction = 0.05;
+  Simulation sim(config);
+  sim.run(60000 * kMs, 0.02, 0.0);
+  EXPECT_FALSE(sim.cycle.ever_detached());
+  sim.run(600000 * kMs, 0.50, 0.0);
+  EXPECT_TRUE(sim.cycle.ever_detached());
+  EXPECT_LE(sim.cycle.cost_so_far(), 0.05 * 1.005);
+}
+
+TEST(Sampling, RatiosAndEstimates) {
+  EXPECT_DOUBLE_EQ(seen_ratio(1.0, 0.3), 1.0);
+  EXPECT_DOUBLE_EQ(seen_ratio(0.1, 0.2), 0.1 * 0.8);
+  EXPECT_DOUBLE_EQ(seen_ratio(0.1, 5.0), 0.1 * 0.1) << "a cost estimate over 90 % is capped";
+
+  const Api* launch = api_by_symbol("cudaLaunchKernel");
+  const Api* malloc_api = api_by_symbol("cudaMalloc");
+  ASSERT_TRUE(launch && malloc_api);
+  EXPECT_TRUE(is_hot_api(*launch));
+  EXPECT_TRUE(is_hot_api(*api_by_symbol("cudaGetDevice")));  // query
+  EXPECT_TRUE(is_hot_api(*api_by_symbol("cudaMemsetAsync")));
+  EXPECT_TRUE(is_hot_api(*api_by_symbol("cuMemsetD32Async_ptsz")));
+  EXPECT_FALSE(is_hot_api(*api_by_symbol("cudaMemset"))) << "synchronous: not launch-rate";
+  EXPECT_FALSE(is_hot_api(*api_by_symbol("cudaMemcpyAsync")));
+  EXPECT_FALSE(is_hot_api(*malloc_api));
+  EXPECT_FALSE(is_hot_api(*api_by_symbol("cudaStreamSynchronize")));
+
+  Sampling s;
+  EXPECT_FALSE(s.any_estimated());
+  EXPECT_DOUBLE_EQ(s.mean_ratio(), 1.0);
+  s.set({{launch->id, 0.02}, {malloc_api->id, 1.0}});
+  EXPECT_TRUE(s.any_estimated());
+  EXPECT_TRUE(s.estimated(launch->id));
+  EXPECT_FALSE(s.estimated(malloc_api->id)) << "a ratio of 1 is exact";
+  EXPECT_DOUBLE_EQ(s.ratio(launch->id), 0.02);
+  EXPECT_DOUBLE_EQ(s.ratio(malloc_api->id), 1.0);
+  EXPECT_DOUBLE_EQ(s.mean_ratio(), 0.02);
+  EXPECT_DOUBLE_EQ(s.ratio(kNoApi), 1.0);
+}
+
+TEST(BudgetReport, TextAndJson) {
+  BudgetReport r;
+  r.max_pct = 1;
+  r.estimated_cost_pct = 0.93;
+  r.attached_pct = 4.5;
+  r.seen_ratio = 0.037;
+  r.switches = 12;
+  r.attach_ms_max = 1.25;
+  r.detach_ms_max = 60;
+  r.sampled_apis = {"cuLaunchKernel", "cudaLaunchKernel"};
+  fmt::memory_buffer text;
+  append_budget_text(text, r);
+  EXPECT_EQ(fmt::to_string(text),
+            "cudatrace: --max-overhead 1 %: estimated cost 0.93 % (hits priced at 2x the start-up measurement); "
+            "2 launch-rate APIs (cuLaunchKernel, cudaLaunchKernel) traced in sampled windows, 4.5 % of the time "
+            "(switched 12 times, the slowest attach 1.2 ms, detach 60.0 ms): their counts are estimates from "
+            "3.70 % of their calls (marked ~)\n");
+  fmt::memory_buffer json;
+  append_budget_json(json, r);
+  const std::string s = fmt::to_string(json);
+  cudatrace_test::JsonValue v;
+  std::string err;
+  ASSERT_TRUE(cudatrace_test::JsonParser::parse(s, v, err)) << err << "\n" << s;
+  ASSERT_TRUE(v.has("estimated_apis"));
+  EXPECT_EQ(v.get("estimated_apis")->items.size(), 2u);
+  EXPECT_EQ(v.get("seen_ratio")->text, "0.037000");
+
+  BudgetReport exact;
+  exact.max_pct = 2;
+  exact.estimated_cost_pct = 0.5;
+  fmt::memory_buffer exact_text;
+  append_budget_text(exact_text, exact);
+  EXPECT_EQ(fmt::to_string(exact_text),
+            "cudatrace: --max-overhead 2 %: estimated cost 0.50 % (hits priced at 2x the start-up measurement), "
+            "every call traced\n");
+}
+
+}  // namespace
