@@ -36,10 +36,15 @@ void Probes::detach_hot(HotGroup& g) {
   // closing a link removes its breakpoints at once, then waits for RCU grace
   // periods (tens of ms), and the calls entered before the entry link went
   // (launches: microseconds) have returned 5 ms later. The waits overlap.
-  std::thread entry([&g] { close_all(g.links.entry); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  close_all(g.links.ret);
-  entry.join();
+  if (!g.links.entry.empty() && !g.links.ret.empty()) {
+    std::thread entry([&g] { close_all(g.links.entry); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    close_all(g.links.ret);
+    entry.join();
+  } else {  // detached already, or a failed attach's return link: nothing in flight
+    close_all(g.links.entry);
+    close_all(g.links.ret);
+  }
   probes_ -= g.links.probes;
   g.links = {};
 }
