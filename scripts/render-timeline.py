@@ -181,7 +181,7 @@ class TimeScale:
 
 
 def colour_key(s):
-    # "copy H2D 4.0 MiB" and "copy H2D 1.0 KiB" share a colour.
+    # "copy HtoD 4.0 MiB" and "copy HtoD 1.0 KiB" share a colour.
     return re.sub(r"\s+[\d.]+\s*[KMGT]?i?B$", "", s.name)
 
 

@@ -67,7 +67,7 @@ int main() {
   for (int i = 0; i < n; ++i) h_in[i] = 0.0f;
 
   std::vector<std::string> expected;
-  const std::string s1_work = "s1: 1 launch (produce), 1 copy H2D " + four_mib;
+  const std::string s1_work = "s1: 1 launch (produce), 1 copy HtoD " + four_mib;
 
   CUDA(cudaMemcpyAsync(d_a, h_in, bytes, cudaMemcpyHostToDevice, s1));
   produce<<<grid, block, 0, s1>>>(d_a, n);
@@ -89,7 +89,7 @@ int main() {
   expected.push_back("cudaEventSynchronize | waited: e2 (recorded on s2) for s2: 2 launches (transform x2); " +
                      s1_work);
   CUDA(cudaStreamSynchronize(s3));
-  expected.push_back("cudaStreamSynchronize | waited: s3: 2 launches (consume x2), 1 copy D2H " + four_mib);
+  expected.push_back("cudaStreamSynchronize | waited: s3: 2 launches (consume x2), 1 copy DtoH " + four_mib);
   CUDA(cudaEventSynchronize(e3));
   expected.push_back("cudaEventSynchronize | waited: e3 (never recorded)");
 
@@ -100,7 +100,7 @@ int main() {
   produce<<<grid, block, 0, s1>>>(d_a, n);
   CUDA(cudaGetLastError());
   CUDA(cudaDeviceSynchronize());
-  expected.push_back("cudaDeviceSynchronize | waited: s1: 1 launch (produce), 2 copies H2D 8.0 MiB");
+  expected.push_back("cudaDeviceSynchronize | waited: s1: 1 launch (produce), 2 copies HtoD 8.0 MiB");
 
   // consume(transform(transform(produce))): (4i + 3) - 1, from the consume that ran after e2.
   for (int i = 0; i < n; ++i) {

@@ -125,6 +125,7 @@ TEST(Sampling, RatiosAndEstimates) {
   EXPECT_TRUE(is_hot_api(*launch));
   EXPECT_TRUE(is_hot_api(*api_by_symbol("cudaGetDevice")));  // query
   EXPECT_TRUE(is_hot_api(*api_by_symbol("cudaMemsetAsync")));
+  EXPECT_TRUE(is_hot_api(*api_by_symbol("cuKernelGetFunction")));  // at the launches' rate
   EXPECT_TRUE(is_hot_api(*api_by_symbol("cuMemsetD32Async_ptsz")));
   EXPECT_FALSE(is_hot_api(*api_by_symbol("cudaMemset"))) << "synchronous: not launch-rate";
   EXPECT_FALSE(is_hot_api(*api_by_symbol("cudaMemcpyAsync")));
