@@ -8,6 +8,10 @@
  * Forwards (record.h, ct_frame) are folded into their owner's record. Where
  * the kernel has uprobe sessions, ct_session does both halves and records
  * nested calls with nothing to read at return at entry instead.
+ *
+ * Over 400 lines because a BPF object is one compilation unit: the maps every
+ * program shares, the helpers they inline and the programs themselves must sit
+ * in one source for bpftool's one skeleton.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_core_read.h>

@@ -2,6 +2,8 @@
 // cudatrace is interrupted or killed, odd process shapes, mount namespaces,
 // bad command lines, hostile data, output-file security. Real eBPF, as root;
 // skipped (not passed) without root.
+// Over 400 lines: one suite per failure class of docs/reliability.md, kept
+// together so that the document and its tests can be read side by side.
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>

@@ -2,6 +2,9 @@
 // (a) the fake CUDA libraries of tests/fixtures, (b) the toolkit's real
 // libcudart through nvcc-built programs (shared and static runtime), and
 // (c) -p attach to a running process. Skipped (not passed) without root.
+// Over 400 lines: one fixture (Trace) for every end-to-end tracing check, so
+// that each runs the same harness and the perf-event pass (integration_perf)
+// repeats all of them.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
