@@ -64,19 +64,25 @@ def load_json(path):
         die(f"cannot read {path}: {e}")
 
 
+def json_lines(f):
+    """(value, line) per non-blank line of an open file; value is None where
+    the line is not JSON. Shared with nccl_compare.py."""
+    for line in f:
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            yield json.loads(line), line
+        except ValueError:
+            yield None, line
+
+
 def load_expected(path):
     """Last JSON line of the program's stdout that holds an "expected" object."""
     found = None
     try:
         with open(path) as f:
-            for line in f:
-                line = line.strip()
-                if not line.startswith("{"):
-                    continue
-                try:
-                    obj = json.loads(line)
-                except ValueError:
-                    continue
+            for obj, _ in json_lines(f):
                 if isinstance(obj, dict) and isinstance(obj.get("expected"), dict):
                     found = obj
     except OSError as e:
@@ -135,12 +141,8 @@ class Trace:
         except OSError as e:
             die(f"cannot read {path}: {e}")
         with f:
-            for line in f:
-                if not line.strip():
-                    continue
-                try:
-                    rec = json.loads(line)
-                except ValueError:
+            for rec, _ in json_lines(f):
+                if rec is None:
                     self.bad_lines += 1
                     continue
                 kind = rec.get("type")

@@ -11,6 +11,8 @@ import json
 import os
 import sys
 
+from compare import json_lines  # this directory
+
 failures = []
 
 
@@ -23,13 +25,10 @@ def check(ok, what):
 def load_trace(path):
     calls, bad = [], 0
     with open(path) as f:
-        for line in f:
-            line = line.strip()
+        for rec, line in json_lines(f):
             if not line.startswith("{"):
                 continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
+            if rec is None:
                 bad += 1
                 continue
             if rec.get("type") == "call" and rec.get("layer") == "nccl":
