@@ -76,15 +76,7 @@ bool NodeStats::read(const std::function<bool(std::uint32_t)>& alive, std::vecto
 
   std::vector<HitCount> counts;
   read_hit_counts(cost_fd_, threads_fd_, counts);
-  std::map<std::uint32_t, HitCount> per_pid;
-  for (const HitCount& h : counts) {
-    HitCount& sum = per_pid[h.pid];
-    sum.pid = h.pid;
-    if (sum.comm.empty()) sum.comm = h.comm;
-    sum.entry_hits += h.entry_hits;
-    sum.return_hits += h.return_hits;
-  }
-  for (const auto& [pid, h] : per_pid) {
+  for (const auto& [pid, h] : hits_by_process(counts)) {
     // A thread moving from "threads" to "process_cost" between the two map
     // reads can be missed or counted twice once: keep the highest seen.
     auto& [entry_before, return_before] = last_hits_[pid];

@@ -174,25 +174,32 @@ bool read_hit_counts(int process_cost_fd, int threads_fd, std::vector<HitCount>&
   return true;
 }
 
+std::map<std::uint32_t, HitCount> hits_by_process(const std::vector<HitCount>& counts) {
+  std::map<std::uint32_t, HitCount> by_pid;
+  for (const HitCount& h : counts) {
+    HitCount& sum = by_pid[h.pid];
+    sum.pid = h.pid;
+    if (sum.comm.empty()) sum.comm = h.comm;
+    sum.entry_hits += h.entry_hits;
+    sum.return_hits += h.return_hits;
+    if (h.exit_cpu_ns) sum.exit_cpu_ns = h.exit_cpu_ns;
+  }
+  return by_pid;
+}
+
 CostReport price_hits(const std::vector<HitCount>& counts, const ProbeCost& per_hit,
                       const std::map<std::uint32_t, std::uint64_t>& cpu_at_start,
                       const std::function<std::optional<std::uint64_t>(std::uint32_t pid)>& cpu_now) {
-  std::map<std::uint32_t, ProcessCost> by_pid;
-  std::map<std::uint32_t, std::uint64_t> exit_cpu;
-  for (const HitCount& h : counts) {
-    ProcessCost& p = by_pid[h.pid];
-    p.pid = h.pid;
-    if (p.comm.empty()) p.comm = h.comm;
-    p.entry_hits += h.entry_hits;
-    p.return_hits += h.return_hits;
-    if (h.exit_cpu_ns) exit_cpu[h.pid] = *h.exit_cpu_ns;
-  }
   CostReport r{per_hit, {}};
-  for (auto& [pid, p] : by_pid) {
+  for (const auto& [pid, h] : hits_by_process(counts)) {
+    ProcessCost p;
+    p.pid = pid;
+    p.comm = h.comm;
+    p.entry_hits = h.entry_hits;
+    p.return_hits = h.return_hits;
     if (!p.hits()) continue;
     p.added_ns = double(p.entry_hits) * per_hit.entry_ns + double(p.return_hits) * per_hit.return_ns;
-    const auto exited = exit_cpu.find(pid);
-    std::optional<std::uint64_t> cpu = exited != exit_cpu.end() ? exited->second : cpu_now(pid);
+    std::optional<std::uint64_t> cpu = h.exit_cpu_ns ? h.exit_cpu_ns : cpu_now(pid);
     if (cpu) {
       const auto start = cpu_at_start.find(pid);
       const std::uint64_t before = start == cpu_at_start.end() ? 0 : start->second;

@@ -63,6 +63,10 @@ struct HitCount {
   std::optional<std::uint64_t> exit_cpu_ns;  // CPU time of the whole process when it exited
 };
 
+// The threads' counts summed per process (comm: the first thread's; exit
+// CPU time: the last one given).
+std::map<std::uint32_t, HitCount> hits_by_process(const std::vector<HitCount>& counts);
+
 // Sums hits per process and prices them. `cpu_at_start` is each process's CPU
 // time when tracing began (processes started traced are absent: 0);
 // `cpu_now` reads a live process's CPU time (nullopt: it is gone).
