@@ -30,8 +30,11 @@ Modes (--modes, comma-separated; all by default):
   added unless they contain --all-processes), e.g.
   --add-mode 'budget5=--summary --max-overhead 5 -o /dev/null'.
   Budget modes (--max-overhead) measure over --budget-window seconds
-  (default 6): the sampled windows come and go over seconds, and a window
-  must span several of them to show the long-run cost.
+  (default 6) that start --budget-settle seconds (default: --settle) after
+  cudatrace is ready: the sampled windows come and go over seconds, and a
+  window must span several of them to show the long-run cost; a settle of
+  a few seconds leaves out the first look at full cost (what an always-on
+  agent pays once, when a process starts).
 
 Method, designed for little GPU time: one long-lived workload process per
 workload (and one more with CUPTI injected) that measures steps/s over a
@@ -41,9 +44,13 @@ per run. Modes are interleaved round-robin (the starting mode rotates each
 round), --rounds rounds; a window starts --settle seconds after cudatrace says
 it is tracing. The workloads run pinned to --cpus (taskset), cudatrace to
 --tracer-cpus. The table gives the median steps/s with min-max per mode, the
-loss against untraced in %, the lost-record check from cudatrace's end line,
-and the cost cudatrace estimated itself (its "added ... % of its CPU time"
-line) next to the measured loss.
+loss against untraced in %; the median CPU time per step of the worker's main
+thread (where a probe's trap is charged) and the loss it implies (steps per
+CPU-second): the H200 host's throughput swings by 2x from run to run when the
+hypervisor takes its CPUs away (the steal column), which the wall-clock rate
+suffers and the CPU time does not; the lost-record check from cudatrace's end
+line, and the cost cudatrace estimated itself (its "added ... % of its CPU
+time" line) next to the measured loss. Raw values per round follow the table.
 
   scripts/bench-torch.py                       # everything, ~6 minutes
   scripts/bench-torch.py --workloads inference --rounds 9 --modes untraced,summary
@@ -152,7 +159,8 @@ def make_step(workload, fake_lib):
 
 
 def worker(workload, fake_lib):
-    """Serves "measure WARM SECONDS" on stdin with "result STEPS ELAPSED"."""
+    """Serves "measure WARM SECONDS" on stdin with "result STEPS ELAPSED CPU"
+    (CPU: the main thread's CPU time, where probe traps are charged)."""
     step, sync = make_step(workload, fake_lib)
     for _ in range(20):
         step()
@@ -168,15 +176,44 @@ def worker(workload, fake_lib):
             step()
         sync()
         # A step ends when the GPU is done with it, as for inference that reads its result.
-        steps, start = 0, time.monotonic()
+        steps, start, cpu_start = 0, time.monotonic(), time.thread_time()
         while time.monotonic() - start < seconds:
             step()
             sync()
             steps += 1
-        print(f"result {steps} {time.monotonic() - start:.6f}", flush=True)
+        print(f"result {steps} {time.monotonic() - start:.6f} {time.thread_time() - cpu_start:.6f}", flush=True)
 
 
 # ---- The controller -----------------------------------------------------------
+
+class Sample:
+    """One window: steps/s, the worker's main-thread CPU time per step (µs;
+    not slowed by the hypervisor taking the CPU away, which the wall-clock
+    rate is), and the steal time of the workload CPUs over it (%)."""
+
+    def __init__(self, rate, cpu_us, steal):
+        self.rate, self.cpu_us, self.steal = rate, cpu_us, steal
+
+
+def cpu_list(spec):
+    """A taskset CPU list ("2-5,8") as a set of CPU numbers."""
+    cpus = set()
+    for part in spec.split(","):
+        lo, _, hi = part.partition("-")
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
+def cpu_times(cpus):
+    """The summed /proc/stat times (user ... steal) of these CPUs, in ticks."""
+    total = [0] * 8
+    with open("/proc/stat") as f:
+        for line in f:
+            name, *fields = line.split()
+            if name.startswith("cpu") and name[3:].isdigit() and int(name[3:]) in cpus:
+                total = [t + int(v) for t, v in zip(total, fields[:8])]
+    return total
+
 
 class Workload:
     """A worker process and its line protocol."""
@@ -192,6 +229,7 @@ class Workload:
             self.close()
             die(f"{workload}: worker did not start (got {line!r})")
         self.pid = int(line.split()[1])
+        self.cpus = cpu_list(args.cpus)
 
     def readline(self, timeout):
         ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
@@ -202,11 +240,16 @@ class Workload:
     def measure(self, warm, seconds):
         self.proc.stdin.write(f"measure {warm} {seconds}\n")
         self.proc.stdin.flush()
+        before = cpu_times(self.cpus)
         line = self.readline(seconds + warm + 120)
-        m = re.match(r"result (\d+) ([0-9.]+)$", line)
+        after = cpu_times(self.cpus)
+        m = re.match(r"result (\d+) ([0-9.]+) ([0-9.]+)$", line)
         if not m:
             die(f"worker {self.pid}: no result (got {line!r})")
-        return int(m.group(1)) / float(m.group(2))
+        steps = int(m.group(1))
+        total = sum(a - b for a, b in zip(after, before))
+        steal = 100 * (after[7] - before[7]) / total if total else 0.0
+        return Sample(steps / float(m.group(2)), 1e6 * float(m.group(3)) / max(steps, 1), steal)
 
     def close(self):
         try:
@@ -260,7 +303,10 @@ def traced_window(args, work, mode, window, tmpdir):
     attach_s = time.monotonic() - attach_start
     if whole_node(mode):
         time.sleep(args.node_settle)  # its probes reach the worker when it scans /proc
-    rate = work.measure(args.settle, args.budget_window if budget_mode(mode) else window)
+    if budget_mode(mode):
+        sample = work.measure(args.budget_settle, args.budget_window)
+    else:
+        sample = work.measure(args.settle, window)
     tracer.send_signal(signal.SIGINT)
     try:
         tracer.wait(timeout=120)
@@ -270,11 +316,14 @@ def traced_window(args, work, mode, window, tmpdir):
     with open(err_path) as f:
         text = f.read()
     lost, estimate = end_stats(mode, text, json_path)
+    sampled = re.search(r"traced in sampled windows, ([0-9.]+) % of the time", text)
+    if sampled:
+        ATTACHED_PCT.setdefault(mode, []).append(float(sampled.group(1)))
     if tracer.returncode not in (0, 130):
         die(f"{mode}: cudatrace exited with status {tracer.returncode}:\n{text[-2000:]}")
     if lost is None and not whole_node(mode):  # the exporter counts losses in a metric
         die(f"{mode}: no end line from cudatrace:\n{text[-2000:]}")
-    return rate, lost, estimate, attach_s
+    return sample, lost, estimate, attach_s
 
 
 def bench_workload(args, workload, tmpdir):
@@ -299,8 +348,8 @@ def bench_workload(args, workload, tmpdir):
                 elif mode == "cupti":
                     results[mode].append(cupti.measure(args.settle, window))
                 else:
-                    rate, n_lost, est, attach_s = traced_window(args, plain, mode, window, tmpdir)
-                    results[mode].append(rate)
+                    sample, n_lost, est, attach_s = traced_window(args, plain, mode, window, tmpdir)
+                    results[mode].append(sample)
                     if n_lost is not None:
                         lost[mode].append(n_lost)
                     if est is not None:
@@ -320,24 +369,49 @@ def fmt_rate(v):
     return f"{v:,.1f}" if v < 100 else f"{v:,.0f}"
 
 
+# Share of the time the hot probes were attached, per budget mode (its end report).
+ATTACHED_PCT = {}
+
+
 def print_table(workload, results, lost, estimates, attach):
-    base = statistics.median(results["untraced"]) if results.get("untraced") else None
+    """The table: steps/s (what the user sees) and, beside it, the main
+    thread's CPU time per step, which the host's noise (steal) leaves alone."""
+    def medians(mode):
+        runs = results[mode]
+        return statistics.median(r.rate for r in runs), statistics.median(r.cpu_us for r in runs)
+
+    base_rate, base_cpu = medians("untraced") if results.get("untraced") else (None, None)
     print(f"\n### {workload}\n")
-    print("| mode | steps/s median | min–max | loss vs untraced | lost records | cudatrace's own estimate |")
-    print("| --- | --- | --- | --- | --- | --- |")
+    print("| mode | steps/s median | min–max | loss vs untraced | CPU µs/step median | loss by CPU/step "
+          "| steal % median | lost records | cudatrace's own estimate |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for mode, runs in results.items():
-        med = statistics.median(runs)
-        loss = f"{100 * (base - med) / base:+.1f} %" if base and mode != "untraced" else "–"
+        rate, cpu = medians(mode)
+        rates = [r.rate for r in runs]
+        traced = base_rate and mode != "untraced"
+        loss = f"{100 * (base_rate - rate) / base_rate:+.1f} %" if traced else "–"
+        # As a throughput loss: steps per CPU-second, against untraced.
+        cpu_loss = f"{100 * (1 - base_cpu / cpu):+.1f} %" if traced else "–"
+        steal = statistics.median(r.steal for r in runs)
         lost_s = "–" if mode in ("untraced", "cupti") or not lost[mode] else (
             "0" if not any(lost[mode]) else ", ".join(str(x) for x in lost[mode]))
         est = f"{statistics.median(estimates[mode]):.1f} %" if estimates[mode] else "–"
-        print(f"| {mode} | {fmt_rate(med)} | {fmt_rate(min(runs))}–{fmt_rate(max(runs))} | {loss} | {lost_s} | {est} |")
+        print(f"| {mode} | {fmt_rate(rate)} | {fmt_rate(min(rates))}–{fmt_rate(max(rates))} | {loss} | {cpu:,.0f} | "
+              f"{cpu_loss} | {steal:.1f} | {lost_s} | {est} |")
     extra = [m for m in results if m in EXTRA_MODES or m not in MODES]
     if extra:
         print("\n" + "; ".join(f"{m}: `cudatrace {shlex.join(TRACER_ARGS[m])}`" for m in extra) + ".")
+    print("\nRaw per round, in round order (steps/s / CPU µs per step / steal %):\n")
+    for mode, runs in results.items():
+        print(f"- {mode}: {', '.join(f'{fmt_rate(r.rate)}/{r.cpu_us:.0f}/{r.steal:.1f}' for r in runs)}")
+    for mode, shares in ATTACHED_PCT.items():
+        print(f"\n{mode}: hot probes attached {statistics.median(shares):.1f} % of the time (median; "
+              f"{min(shares):.1f}–{max(shares):.1f} %).")
+    ATTACHED_PCT.clear()
     if attach:
         print(f"\ncudatrace attach time: median {statistics.median(attach):.2f} s "
-              f"({min(attach):.2f}–{max(attach):.2f} s); windows start {ARGS.settle} s after attach.")
+              f"({min(attach):.2f}–{max(attach):.2f} s); windows start {ARGS.settle} s after attach"
+              + (f", {ARGS.budget_settle} s in --max-overhead modes." if ARGS.budget_settle != ARGS.settle else "."))
 
 
 def host_line():
@@ -359,6 +433,8 @@ def parse_args(argv):
                     help="another mode: cudatrace with ARGS (shell words); appended to --modes")
     ap.add_argument("--budget-window", type=float, default=6,
                     help="seconds per measurement of a --max-overhead mode (default 6)")
+    ap.add_argument("--budget-settle", type=float, default=None,
+                    help="seconds between attach and window in a --max-overhead mode (default: --settle)")
     ap.add_argument("--node-settle", type=float, default=1.0,
                     help="extra seconds before measuring an --all-processes mode (default 1)")
     ap.add_argument("--rounds", type=int, default=9, help="interleaved rounds (default 9)")
@@ -375,6 +451,8 @@ def parse_args(argv):
     args = ap.parse_args(argv)
     args.workloads = ["fake"] if args.fake and not args.worker else args.workloads.split(",")
     args.modes = args.modes.split(",")
+    if args.budget_settle is None:
+        args.budget_settle = args.settle
     for spec in args.add_mode:
         name, sep, words = spec.partition("=")
         if not sep or not name or name in MODES + EXTRA_MODES:

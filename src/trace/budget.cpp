@@ -42,16 +42,17 @@ void DutyCycle::end_window(std::uint64_t now_ns, double cost, std::uint64_t swit
 
   // Plan the next period so that the cost so far plus its own stays within
   // the budget: d * P * cost_on + (1 - d) * P * cost_off + two switches
-  // <= budget * P + credit. Credit is budget saved earlier (at most one
-  // period's worth, so an idle spell buys no long burst); a debt (the first
-  // look, a rise in the call rate) is paid back at most a quarter of a
-  // budget per period, so sampling never stops for long.
+  // <= budget * P + credit. Budget left unused earlier is not spent later
+  // (an idle spell buys no burst: the budget holds over every period, not
+  // only on average); a debt (the first look, a rise in the call rate) is
+  // paid back at most a quarter of a budget per period, so sampling never
+  // stops for long.
   const double budget = config_.max_fraction;
   const double cycle_switch_ns = 2 * switch_ns_;
   double period = double(config_.period_ns);
   const double max_period = double(config_.max_period_ns), min_on = double(config_.min_on_ns);
   if (cycle_switch_ns > budget / 4 * period) period = std::min(max_period, cycle_switch_ns * 4 / budget);
-  const double credit = std::clamp(budget * double(elapsed_ns_) - added_ns_, -budget / 4 * period, budget * period);
+  const double credit = std::clamp(budget * double(elapsed_ns_) - added_ns_, -budget / 4 * period, 0.0);
   double duty = 1;
   unreachable_ = false;
   if (cost_on_ > budget || credit < 0) {
@@ -68,7 +69,7 @@ void DutyCycle::end_window(std::uint64_t now_ns, double cost, std::uint64_t swit
   }
   if (duty >= 1) {
     attached_ = true;
-    deadline_ns_ = now_ns + config_.period_ns;  // look again a period later
+    deadline_ns_ = now_ns + config_.check_ns;
     return;
   }
   attached_ = !attached_;

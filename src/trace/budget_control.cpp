@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "cudatrace/trace/budget.h"
@@ -37,8 +39,32 @@ BudgetControl::BudgetControl(BudgetConfig config, Probes& probes, const ProbeCos
       process_cost_fd_(process_cost_fd),
       threads_fd_(threads_fd),
       cycle_(config, now_ns),
-      last_ns_(now_ns) {
+      last_ns_(now_ns),
+      start_ns_(now_ns) {
+  // The first look, the hot probes attached (not a switch of the cycle).
+  const std::uint64_t start = monotonic_ns();
+  switch_cost_ns_ = probes_.set_hot_attached(true);
+  attach_delay_ns_ = monotonic_ns() - start;
   last_ = snapshot();
+  // CUDATRACE_BUDGET_LOG=FILE: one line per window (docs/fleet.md), to see
+  // what the controller measured and decided.
+  if (const char* path = std::getenv("CUDATRACE_BUDGET_LOG"); path && *path) {
+    log_.reset(std::fopen(path, "w"));
+    if (log_)
+      std::fprintf(log_.get(), "# t_s window_attached length_ms cost_pct switch_cpu_ms attach_ms next_attached "
+                               "next_ms cost_so_far_pct attached_pct\n");
+  }
+}
+
+void BudgetControl::log_window(std::uint64_t now_ns, bool was_attached, std::uint64_t length_ns, double cost,
+                               std::uint64_t switch_cost_ns, std::uint64_t attach_delay_ns) {
+  if (!log_) return;
+  std::fprintf(log_.get(), "%.3f %d %.1f %.3f %.3f %.3f %d %.1f %.3f %.2f\n", double(now_ns - start_ns_) / 1e9,
+               was_attached, double(length_ns) / 1e6, 100 * cost, double(switch_cost_ns) / 1e6,
+               double(attach_delay_ns) / 1e6, cycle_.attached(),
+               double(cycle_.deadline_ns() - std::min(cycle_.deadline_ns(), now_ns)) / 1e6, 100 * cycle_.cost_so_far(),
+               cycle_.elapsed_ns() ? 100.0 * double(cycle_.attached_ns()) / double(cycle_.elapsed_ns()) : 100.0);
+  std::fflush(log_.get());
 }
 
 std::map<std::uint32_t, BudgetControl::Seen> BudgetControl::snapshot() const {
@@ -86,10 +112,18 @@ int BudgetControl::timeout_ms(std::uint64_t now_ns, int max_ms) const {
 void BudgetControl::tick(std::uint64_t now_ns) {
   if (stopped_ || now_ns < cycle_.deadline_ns()) return;
   std::map<std::uint32_t, Seen> now = snapshot();
-  cycle_.end_window(now_ns, window_cost(now, now_ns - last_ns_), switch_cost_ns_, attach_delay_ns_);
+  const bool was_attached = cycle_.attached();
+  const double cost = window_cost(now, now_ns - last_ns_);
+  cycle_.end_window(now_ns, cost, switch_cost_ns_, attach_delay_ns_);
+  log_window(now_ns, was_attached, now_ns - last_ns_, cost, switch_cost_ns_, attach_delay_ns_);
   last_ = std::move(now);
   last_ns_ = now_ns;
   switch_cost_ns_ = attach_delay_ns_ = 0;
+  switch_hot();
+  update_sampling(now_ns);
+}
+
+void BudgetControl::switch_hot() {
   if (cycle_.attached() != probes_.hot_attached()) {
     const std::uint64_t start = monotonic_ns();
     const std::uint64_t kernel_cpu_ns = probes_.set_hot_attached(cycle_.attached());
@@ -110,7 +144,6 @@ void BudgetControl::tick(std::uint64_t now_ns) {
     }
     ++switches_;
   }
-  update_sampling(now_ns);
 }
 
 void BudgetControl::stop(std::uint64_t now_ns) {

@@ -97,8 +97,28 @@ TEST_F(Budget, SummarySamplesLaunchesAndKeepsAllocationsExact) {
 }
 
 TEST_F(Budget, TextSummaryMarksEstimates) {
-  const Result r = run("timeout 60 " + tracer() + " --summary --max-overhead 2 -- " BUDGET_APP " 3000 10");
+  const std::string log = temp_path("budget.log");
+  const Result r = run("CUDATRACE_BUDGET_LOG=" + log + " timeout 60 " + tracer() + " --summary --max-overhead 2 -- " +
+                       BUDGET_APP " 3000 10");
+  const std::string log_text = read_file(log);
+  const std::vector<std::string> windows = lines_of(log_text);
+  std::remove(log.c_str());
   ASSERT_EQ(r.status, 0) << r.err;
+  // The controller's log: a header, then a line per window; an attached
+  // window that cost more than the budget is followed by a detached one.
+  ASSERT_GE(windows.size(), 3u);
+  EXPECT_EQ(windows[0].rfind("# t_s window_attached length_ms cost_pct", 0), 0u) << windows[0];
+  bool detached_over_budget = false;
+  for (std::size_t i = 1; i < windows.size(); ++i) {
+    double t = 0, length = 0, cost = 0, switch_ms = 0, attach_ms = 0, next_ms = 0, so_far = 0, share = 0;
+    int attached = -1, next = -1;
+    ASSERT_EQ(std::sscanf(windows[i].c_str(), "%lf %d %lf %lf %lf %lf %d %lf %lf %lf", &t, &attached, &length, &cost,
+                          &switch_ms, &attach_ms, &next, &next_ms, &so_far, &share),
+              10)
+        << windows[i];
+    if (attached == 1 && cost > 2.0 && next == 0) detached_over_budget = true;
+  }
+  EXPECT_TRUE(detached_over_budget) << log_text;
   EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(~[0-9,]+ +[0-9,.]+ +[0-9,.]+ .* cudaLaunchKernel)"))) << r.out;
   EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(\n[^~\n]+ cudaMalloc\n)"))) << r.out;
   EXPECT_NE(r.out.find("~ estimated (--max-overhead)"), std::string::npos) << r.out;

@@ -91,6 +91,38 @@ TEST(DutyCycle, TheFirstLookIsPaidBackWithoutStoppingSampling) {
   sim.run(20000 * kMs, 0.40, 0.0);  // 20 ms at 40 %: 0.8 s of budget
   EXPECT_LE(sim.longest_off, config.max_period_ns);
   EXPECT_GE(sim.switches, 4u) << "sampling goes on while the debt is paid back";
+  EXPECT_LE(sim.cycle.cost_so_far(), 0.01 * 1.005) << "and it is paid back within 20 s";
+}
+
+TEST(DutyCycle, AProcessThatStartsLaunchingIsSampledWithinACheck) {
+  // An idle node (nothing hot runs: every probe stays attached), then a
+  // launch-bound process starts: it pays full price for one check at most.
+  BudgetConfig config;
+  config.max_fraction = 0.01;
+  Simulation sim(config);
+  sim.run(60000 * kMs, 0.0, 0.0);
+  EXPECT_FALSE(sim.cycle.ever_detached());
+  const std::uint64_t start = sim.now;
+  sim.run(1, 0.20, 0.001);
+  EXPECT_TRUE(sim.cycle.ever_detached());
+  EXPECT_LE(sim.now - start, config.check_ns);
+  sim.run(60000 * kMs, 0.20, 0.001);
+  EXPECT_LE(sim.cycle.cost_so_far(), 0.01 * 1.005);
+}
+
+TEST(DutyCycle, AnIdleSpellBuysNoBurst) {
+  // A minute with nothing hot running leaves the whole budget unused; the
+  // launch-bound process that comes next still gets the budget, not more.
+  BudgetConfig config;
+  config.max_fraction = 0.01;
+  Simulation sim(config);
+  sim.run(60000 * kMs, 0.0, 0.0);
+  const double added_before = sim.cycle.cost_so_far() * double(sim.cycle.elapsed_ns());
+  const std::uint64_t start = sim.now;
+  sim.run(30000 * kMs, 0.20, 0.001);
+  const double added = sim.cycle.cost_so_far() * double(sim.cycle.elapsed_ns()) - added_before;
+  // The budget, and the one check at full cost (100 ms at 20 %) that found the rise.
+  EXPECT_LE(added / double(sim.now - start), 0.01 + 0.02 / 30 + 0.0005);
 }
 
 TEST(DutyCycle, LowRateProbesOverTheBudgetAreReported) {

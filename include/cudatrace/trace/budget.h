@@ -12,8 +12,10 @@
 #include <fmt/format.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -42,6 +44,10 @@ bool is_hot_api(const Api& a);
 struct BudgetConfig {
   double max_fraction = 0.01;        // --max-overhead / 100
   std::uint64_t first_window_ns = 20000000;   // the first look at the cost, probes attached
+  // While the cost is within the budget with every probe attached, how often
+  // it is looked at again: a process that starts launching pays full price
+  // for at most this long before sampling starts.
+  std::uint64_t check_ns = 100000000;
   std::uint64_t period_ns = 1000000000;       // one attached + detached cycle
   std::uint64_t min_on_ns = 50000000;         // shortest sampled window
   std::uint64_t max_period_ns = 10000000000;  // longest cycle (when a switch is slow or the cost high)
@@ -173,6 +179,10 @@ class BudgetControl {
   std::map<std::uint32_t, Seen> snapshot() const;
   double window_cost(const std::map<std::uint32_t, Seen>& now, std::uint64_t length_ns) const;
   void update_sampling(std::uint64_t now_ns);
+  // Attaches or detaches the hot probes as the cycle says, timing the switch.
+  void switch_hot();
+  void log_window(std::uint64_t now_ns, bool was_attached, std::uint64_t length_ns, double cost,
+                  std::uint64_t switch_cost_ns, std::uint64_t attach_delay_ns);
 
   BudgetConfig config_;
   Probes& probes_;
@@ -181,7 +191,11 @@ class BudgetControl {
   int process_cost_fd_, threads_fd_;
   DutyCycle cycle_;
   std::map<std::uint32_t, Seen> last_;
-  std::uint64_t last_ns_;
+  std::uint64_t last_ns_, start_ns_;
+  struct FileCloser {
+    void operator()(std::FILE* f) const { std::fclose(f); }
+  };
+  std::unique_ptr<std::FILE, FileCloser> log_;  // CUDATRACE_BUDGET_LOG
   std::uint64_t switch_cost_ns_ = 0, attach_delay_ns_ = 0;  // the switch at the start of the current window
   std::uint64_t switches_ = 0;
   double attach_max_ns_ = 0, detach_max_ns_ = 0;

@@ -70,7 +70,13 @@ class Probes {
   // attaches again; the others' links stay. A file attached while the hot
   // links are detached gets its hot links at the next attach. uprobe_multi
   // links only (HotGroup).
-  void split_hot() { split_hot_ = true; }
+  // The hot links wait for the budget's first look: attached through the
+  // start-up (symbols, static runtimes: seconds with PyTorch), they would
+  // cost their full price before the budget runs.
+  void split_hot() {
+    split_hot_ = true;
+    hot_attached_ = false;
+  }
   bool hot_attached() const { return hot_attached_; }
   // A file that can no longer be attached (gone) is dropped, with a warning.
   // Returns the CPU time the switch took in the kernel, in ns.
