@@ -46,11 +46,12 @@ it is tracing. The workloads run pinned to --cpus (taskset), cudatrace to
 --tracer-cpus. The table gives the median steps/s with min-max per mode, the
 loss against untraced in %; the median CPU time per step of the worker's main
 thread (where a probe's trap is charged) and the loss it implies (steps per
-CPU-second): the H200 host's throughput swings by 2x from run to run when the
-hypervisor takes its CPUs away (the steal column), which the wall-clock rate
-suffers and the CPU time does not; the lost-record check from cudatrace's end
-line, and the cost cudatrace estimated itself (its "added ... % of its CPU
-time" line) next to the measured loss. Raw values per round follow the table.
+CPU-second), and the steal time of the workload CPUs: a hypervisor taking the
+CPUs away would slow the wall-clock rate but not the CPU time per step (on
+the H200 host, whose rate swings by 2x between windows, there was no steal
+and the two agree); the lost-record check from cudatrace's end line, and the
+cost cudatrace estimated itself (its "added ... % of its CPU time" line, or
+the budget's) next to the measured loss. Raw values per round follow.
 
   scripts/bench-torch.py                       # everything, ~6 minutes
   scripts/bench-torch.py --workloads inference --rounds 9 --modes untraced,summary

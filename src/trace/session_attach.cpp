@@ -81,6 +81,10 @@ void Session::attach_mappings(pid_t pid) {
       struct stat st {};
       if (stat(path.c_str(), &st) == 0) probed_files_.emplace(st.st_dev, st.st_ino);
       if (exporter_) exporter_->note_process(pid);
+      // Whole node: the cost report's share of a process's CPU time counts
+      // from when it was found (it may have run for hours before).
+      if (opts_.all_processes && !cpu_at_start_.count(static_cast<std::uint32_t>(pid)))
+        if (const auto cpu = process_cpu_ns(pid)) cpu_at_start_[static_cast<std::uint32_t>(pid)] = *cpu;
     }
     if (r.apis && opts_.verbose)
       std::fprintf(stderr, "cudatrace: pid %d: %s: %d APIs\n", pid, m.path.c_str(), r.apis);

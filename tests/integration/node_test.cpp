@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <sstream>
 #include <thread>
 
 #include "harness.h"
@@ -360,6 +361,45 @@ TEST_F(Node, BudgetSampledSeriesAreMarked) {
   EXPECT_EQ(std::stod(a[1]), mallocs) << "allocations stay exact";
   EXPECT_EQ(metrics.find("cudatrace_api_seen_ratio{api=\"cudaMalloc\""), std::string::npos);
   EXPECT_EQ(tracer->stop(), 0) << tracer->err();
+}
+
+// A process's CPU time (user + system) in ms, from /proc/PID/stat; -1 if unreadable.
+double cpu_ms_of(pid_t pid) {
+  const std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+  const std::size_t close = stat.rfind(')');
+  if (close == std::string::npos) return -1;
+  std::istringstream fields(stat.substr(close + 2));
+  std::string field;
+  double ticks = 0;
+  for (int i = 3; i <= 15 && fields >> field; ++i)
+    if (i >= 14) ticks += std::stod(field);
+  return ticks * 1000.0 / double(sysconf(_SC_CLK_TCK));
+}
+
+// The CPU time a process (launch-bound budget_app here) spent before
+// whole-node tracing found it is not "while traced": the end report's share
+// counts from its discovery.
+TEST_F(Node, CostShareCountsFromWhenTheProcessWasFound) {
+  Daemon app({BUDGET_APP, "20000", "10"}, "app");
+  std::this_thread::sleep_for(1500ms);
+  const double before_ms = cpu_ms_of(app.pid());
+  ASSERT_GT(before_ms, 0);
+  std::unique_ptr<Daemon> tracer;
+  ASSERT_NE(start_tracer(tracer), 0) << tracer->err();
+  std::this_thread::sleep_for(1500ms);
+  ASSERT_TRUE(app.running());
+  EXPECT_EQ(tracer->stop(), 0) << tracer->err();
+  const double after_ms = cpu_ms_of(app.pid());
+  std::smatch m;
+  const std::string err = tracer->err();
+  ASSERT_TRUE(std::regex_search(err, m,
+                                std::regex(R"(added [^0-9]*([0-9.]+) ms of CPU time to budget_app \(PID )" +
+                                           std::to_string(app.pid()) + R"(\), ([0-9.]+) % of its CPU time while traced)")))
+      << err;
+  const double traced_cpu_ms = std::stod(m[1]) / (std::stod(m[2]) / 100);
+  EXPECT_LE(traced_cpu_ms, 1.05 * (after_ms - before_ms) + 20) << "CPU before: " << before_ms << " ms, after: "
+                                                               << after_ms << " ms\n" << err;
+  EXPECT_GT(traced_cpu_ms, 0);
 }
 #endif
 

@@ -146,7 +146,7 @@ class Session {
   AttachMode attach_mode_ = AttachMode::MultiPair;
   std::unique_ptr<BudgetControl> budget_;  // --max-overhead
   BudgetReport budget_report_;
-  std::map<std::uint32_t, std::uint64_t> cpu_at_start_;  // -p: the target's CPU time when tracing began
+  std::map<std::uint32_t, std::uint64_t> cpu_at_start_;  // CPU time when tracing began: -p its target, whole node each process found
   Call call_;
   EndStats stats_;
   std::uint64_t start_ns_ = 0;
