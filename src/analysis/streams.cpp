@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "cudatrace/decode/transfer.h"
+#include "cudatrace/render/format.h"
 
 namespace cudatrace {
 namespace {
@@ -19,22 +20,7 @@ constexpr std::uint64_t kAll = std::numeric_limits<std::uint64_t>::max();
 // cudaStreamPerThread / CU_STREAM_PER_THREAD.
 constexpr std::uint64_t kLegacyStream = 1, kPerThreadStream = 2;
 
-
-
-
 }  // namespace
-
-std::string format_bytes(std::uint64_t bytes) {
-  if (bytes < 1024) return fmt::format("{} B", bytes);
-  static const char* const kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
-  double v = bytes / 1024.0;
-  int unit = 0;
-  while (v >= 1024 && unit < 3) {
-    v /= 1024;
-    ++unit;
-  }
-  return fmt::format("{:.1f} {}", v, kUnits[unit]);
-}
 
 void StreamWork::add_launch(std::string_view kernel, std::string_view short_name, std::uint32_t count) {
   launches += count;

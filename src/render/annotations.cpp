@@ -5,6 +5,7 @@
 
 #include <iterator>
 
+#include "cudatrace/render/format.h"
 #include "cudatrace/render/json.h"
 #include "cudatrace/target/stacks.h"
 

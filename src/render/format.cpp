@@ -44,6 +44,18 @@ std::string group_tenths(double v) {
   return group_digits(tenths / 10) + "." + std::to_string(tenths % 10);
 }
 
+std::string format_bytes(std::uint64_t bytes) {
+  if (bytes < 1024) return fmt::format("{} B", bytes);
+  static const char* const kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
+  double v = double(bytes) / 1024.0;
+  int unit = 0;
+  while (v >= 1024 && unit < 3) {
+    v /= 1024;
+    ++unit;
+  }
+  return fmt::format("{:.1f} {}", v, kUnits[unit]);
+}
+
 void append_json_number(fmt::memory_buffer& out, double v, int decimals) {
   if (std::isfinite(v))
     fmt::format_to(std::back_inserter(out), "{:.{}f}", v, decimals);

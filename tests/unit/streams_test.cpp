@@ -1,5 +1,6 @@
 #include "cudatrace/analysis/streams.h"
 #include "cudatrace/render/annotations.h"
+#include "cudatrace/render/format.h"
 
 #include <gtest/gtest.h>
 

@@ -31,9 +31,6 @@
 
 namespace cudatrace {
 
-// "512 B", "1.5 KiB", "4.0 MiB", "2.0 GiB".
-std::string format_bytes(std::uint64_t bytes);
-
 // The work of one stream that a synchronisation covered.
 struct StreamWork {
   struct Bytes {

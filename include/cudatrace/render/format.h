@@ -21,6 +21,9 @@ void append_hex(fmt::memory_buffer& out, std::uint64_t v);
 std::string group_digits(std::uint64_t v);
 std::string group_tenths(double v);
 
+// "512 B", "1.5 KiB", "4.0 MiB", "2.0 GiB".
+std::string format_bytes(std::uint64_t bytes);
+
 // A JSON number with `decimals` decimals; null when it is not finite.
 void append_json_number(fmt::memory_buffer& out, double v, int decimals);
 
