@@ -346,7 +346,7 @@ static __always_inline int enter_call(struct pt_regs *ctx, bool session)
 	if (session && (cookie & CT_COOKIE_ALWAYS) && !capture_stack && !export_mode)
 		return emit_at_entry(ctx, pid_tgid, st, f, cookie);
 	st->depth = depth + 1;
-	if ((summary_mode && !summary_records_all || export_mode) && !(cookie & CT_COOKIE_DETAIL)) {
+	if (((summary_mode && !summary_records_all) || export_mode) && !(cookie & CT_COOKIE_DETAIL)) {
 		/* Only its latency is kept: the arguments are not needed. */
 		f->ts_ns = bpf_ktime_get_ns();
 		return 0;
