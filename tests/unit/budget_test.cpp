@@ -39,9 +39,15 @@ struct Simulation {
   }
 };
 
-TEST(DutyCycle, UnderTheBudgetEverythingStaysAttached) {
+// The default controller with this budget (a fraction of each process's time).
+BudgetConfig with_budget(double fraction) {
   BudgetConfig config;
-  config.max_fraction = 0.01;
+  config.max_fraction = fraction;
+  return config;
+}
+
+TEST(DutyCycle, UnderTheBudgetEverythingStaysAttached) {
+  const BudgetConfig config = with_budget(0.01);
   Simulation sim(config);
   sim.run(60000 * kMs, 0.004, 0.004);
   EXPECT_TRUE(sim.cycle.attached());
@@ -54,8 +60,7 @@ TEST(DutyCycle, UnderTheBudgetEverythingStaysAttached) {
 TEST(DutyCycle, OverTheBudgetTheLongRunCostMeetsIt) {
   // The launch-bound inference case: 20 % while attached (safety factor
   // included), low-rate probes 0.1 %, 1 % allowed.
-  BudgetConfig config;
-  config.max_fraction = 0.01;
+  const BudgetConfig config = with_budget(0.01);
   Simulation sim(config);
   sim.run(600000 * kMs, 0.20, 0.001);
   EXPECT_TRUE(sim.cycle.ever_detached());
@@ -73,8 +78,7 @@ TEST(DutyCycle, OverTheBudgetTheLongRunCostMeetsIt) {
 }
 
 TEST(DutyCycle, SlowSwitchesLengthenThePeriodAndAreCharged) {
-  BudgetConfig config;
-  config.max_fraction = 0.01;
+  const BudgetConfig config = with_budget(0.01);
   Simulation fast(config), slow(config);
   fast.run(600000 * kMs, 0.20, 0.0);
   slow.run(600000 * kMs, 0.20, 0.0, 5 * kMs);
@@ -85,8 +89,7 @@ TEST(DutyCycle, SlowSwitchesLengthenThePeriodAndAreCharged) {
 }
 
 TEST(DutyCycle, TheFirstLookIsPaidBackWithoutStoppingSampling) {
-  BudgetConfig config;
-  config.max_fraction = 0.01;
+  const BudgetConfig config = with_budget(0.01);
   Simulation sim(config);
   sim.run(20000 * kMs, 0.40, 0.0);  // 20 ms at 40 %: 0.8 s of budget
   EXPECT_LE(sim.longest_off, config.max_period_ns);
@@ -97,8 +100,7 @@ TEST(DutyCycle, TheFirstLookIsPaidBackWithoutStoppingSampling) {
 TEST(DutyCycle, AProcessThatStartsLaunchingIsSampledWithinACheck) {
   // An idle node (nothing hot runs: every probe stays attached), then a
   // launch-bound process starts: it pays full price for one check at most.
-  BudgetConfig config;
-  config.max_fraction = 0.01;
+  const BudgetConfig config = with_budget(0.01);
   Simulation sim(config);
   sim.run(60000 * kMs, 0.0, 0.0);
   EXPECT_FALSE(sim.cycle.ever_detached());
@@ -113,8 +115,7 @@ TEST(DutyCycle, AProcessThatStartsLaunchingIsSampledWithinACheck) {
 TEST(DutyCycle, AnIdleSpellBuysNoBurst) {
   // A minute with nothing hot running leaves the whole budget unused; the
   // launch-bound process that comes next still gets the budget, not more.
-  BudgetConfig config;
-  config.max_fraction = 0.01;
+  const BudgetConfig config = with_budget(0.01);
   Simulation sim(config);
   sim.run(60000 * kMs, 0.0, 0.0);
   const double added_before = sim.cycle.cost_so_far() * double(sim.cycle.elapsed_ns());
@@ -126,8 +127,7 @@ TEST(DutyCycle, AnIdleSpellBuysNoBurst) {
 }
 
 TEST(DutyCycle, LowRateProbesOverTheBudgetAreReported) {
-  BudgetConfig config;
-  config.max_fraction = 0.01;
+  const BudgetConfig config = with_budget(0.01);
   Simulation sim(config);
   sim.run(60000 * kMs, 0.30, 0.02);
   EXPECT_TRUE(sim.cycle.budget_unreachable());
@@ -136,8 +136,7 @@ TEST(DutyCycle, LowRateProbesOverTheBudgetAreReported) {
 }
 
 TEST(DutyCycle, ARiseInTheCostShortensTheSampledWindows) {
-  BudgetConfig config;
-  config.max_fraction = 0.05;
+  const BudgetConfig config = with_budget(0.05);
   Simulation sim(config);
   sim.run(60000 * kMs, 0.02, 0.0);
   EXPECT_FALSE(sim.cycle.ever_detached());
