@@ -3,6 +3,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -53,6 +54,9 @@ BudgetControl::BudgetControl(BudgetConfig config, Probes& probes, const ProbeCos
     if (log_)
       std::fprintf(log_.get(), "# t_s window_attached length_ms cost_pct switch_cpu_ms attach_ms next_attached "
                                "next_ms cost_so_far_pct attached_pct\n");
+    else
+      std::fprintf(stderr, "cudatrace: warning: CUDATRACE_BUDGET_LOG=%s: %s; the budget is kept without a log\n", path,
+                   std::strerror(errno));
   }
 }
 

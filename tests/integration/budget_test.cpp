@@ -126,6 +126,16 @@ TEST_F(Budget, TextSummaryMarksEstimates) {
   EXPECT_NE(r.err.find("traced in sampled windows"), std::string::npos) << r.err;
 }
 
+TEST_F(Budget, UnwritableLogIsOneWarning) {
+  const Result r = run("CUDATRACE_BUDGET_LOG=/nonexistent/budget.log timeout 60 " + tracer() +
+                       " --summary --max-overhead 2 -o /dev/null -- " BUDGET_APP " 300 10");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("cudatrace: warning: CUDATRACE_BUDGET_LOG=/nonexistent/budget.log: No such file or directory"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("cudatrace: --max-overhead 2 %: estimated cost"), std::string::npos) << r.err;
+}
+
 TEST_F(Budget, TraceRecordsOnlySampledLaunchesAndEveryAllocation) {
   const std::string out = temp_path("budget.jsonl");
   const Result r = run("timeout 60 " + tracer() + " --json -o " + out + " --max-overhead 2 -- " BUDGET_APP " 4000 10");
