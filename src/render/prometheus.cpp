@@ -69,7 +69,16 @@ class PromCpp final : public PrometheusMetrics {
         seen_ratio_(BuildGauge().Name("cudatrace_api_seen_ratio")
                         .Help("Share of an API's calls seen under --max-overhead: below 1, its call, duration, "
                               "launch and byte counts are estimates (what was seen divided by this)")
-                        .Register(*registry_)) {
+                        .Register(*registry_)),
+        budget_max_(BuildGauge().Name("cudatrace_budget_max_ratio")
+                        .Help("--max-overhead as a fraction of each process's time").Register(*registry_)),
+        budget_cost_(BuildGauge().Name("cudatrace_budget_estimated_cost_ratio")
+                         .Help("The budget's estimated cost so far, hits priced at the safety factor "
+                               "(docs/fleet.md), as a fraction of the most affected process's time")
+                         .Register(*registry_)),
+        budget_attached_(BuildGauge().Name("cudatrace_budget_hot_attached_ratio")
+                             .Help("Share of the time the launch-rate (hot) probes were attached")
+                             .Register(*registry_)) {
     bounds_.assign(std::begin(kDurationBounds), std::end(kDurationBounds));
   }
 
@@ -115,6 +124,12 @@ class PromCpp final : public PrometheusMetrics {
 
   void set_seen_ratio(const Api& api, double ratio) override {
     seen_ratio_.Add({{"api", std::string(api.spec->name)}, {"layer", layer_name(api.layer())}}).Set(ratio);
+  }
+
+  void set_budget(double max, double estimated_cost, double hot_attached) override {
+    budget_max_.Add({}).Set(max);
+    budget_cost_.Add({}).Set(estimated_cost);
+    budget_attached_.Add({}).Set(hot_attached);
   }
 
   void add_cost(const MetricsIdentity& who, std::uint64_t probe_hits, double added_seconds) override {
@@ -181,6 +196,10 @@ class PromCpp final : public PrometheusMetrics {
   prometheus::Gauge& files_;
   prometheus::Family<prometheus::Gauge>& hit_cost_;
   prometheus::Family<prometheus::Gauge>& seen_ratio_;
+  // Their one series each appears with the first set_budget.
+  prometheus::Family<prometheus::Gauge>& budget_max_;
+  prometheus::Family<prometheus::Gauge>& budget_cost_;
+  prometheus::Family<prometheus::Gauge>& budget_attached_;
   prometheus::Histogram::BucketBoundaries bounds_;
   std::uint64_t lost_seen_[kLossReasons] = {};
   std::mutex mutex_;

@@ -90,8 +90,9 @@ const MetricsIdentity& NodeExporter::identity(std::uint32_t pid, const std::stri
   return identities_.emplace(pid, std::move(who)).first->second;
 }
 
-void NodeExporter::tick(const std::vector<__u64>& lost, std::size_t probed_files, const Sampling* sampling,
+void NodeExporter::tick(const std::vector<__u64>& lost, std::size_t probed_files, const BudgetControl* budget,
                         std::string& error) {
+  const Sampling* sampling = budget ? &budget->sampling() : nullptr;
   std::vector<NodeStats::CallDelta> calls;
   std::vector<NodeStats::HitDelta> hits;
   if (!stats_.read([](std::uint32_t pid) { return process_exists(static_cast<pid_t>(pid)); }, calls, hits, error))
@@ -115,6 +116,10 @@ void NodeExporter::tick(const std::vector<__u64>& lost, std::size_t probed_files
     for (const auto& [id, ratio] : sampling->sampled()) sampled_apis_.insert(id);
   for (std::uint16_t id : sampled_apis_)
     if (const Api* api = api_by_id(id)) metrics_->set_seen_ratio(*api, sampling ? sampling->ratio(id) : 1.0);
+  if (budget) {
+    const BudgetReport r = budget->report();
+    metrics_->set_budget(r.max_pct / 100, r.estimated_cost_pct / 100, r.attached_pct / 100);
+  }
   // Live device memory of the running processes, summed by identity; the
   // peak is the highest any one of its processes held (exact, not sampled).
   std::map<MetricsIdentity, std::uint64_t> live;

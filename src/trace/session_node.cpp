@@ -58,7 +58,7 @@ void Session::export_tick() {
   if (now < next_export_ns_) return;
   next_export_ns_ = now + kExportTickNs;
   std::string error;
-  exporter_->tick(read_counters(), probed_files_.size(), budget_ ? &budget_->sampling() : nullptr, error);
+  exporter_->tick(read_counters(), probed_files_.size(), budget_.get(), error);
   if (!error.empty()) warn_line(error);
 }
 

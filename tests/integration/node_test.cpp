@@ -360,6 +360,16 @@ TEST_F(Node, BudgetSampledSeriesAreMarked) {
       << metrics;
   EXPECT_EQ(std::stod(a[1]), mallocs) << "allocations stay exact";
   EXPECT_EQ(metrics.find("cudatrace_api_seen_ratio{api=\"cudaMalloc\""), std::string::npos);
+  // The budget's own state, for whoever watches the fleet.
+  auto gauge = [&](const std::string& name) -> double {
+    std::smatch g;
+    return std::regex_search(metrics, g, std::regex("\n" + name + " ([0-9.e+-]+)\n")) ? std::stod(g[1]) : -1;
+  };
+  EXPECT_EQ(gauge("cudatrace_budget_max_ratio"), 0.05) << metrics;
+  EXPECT_GT(gauge("cudatrace_budget_estimated_cost_ratio"), 0.0) << metrics;
+  EXPECT_LT(gauge("cudatrace_budget_estimated_cost_ratio"), 1.0) << metrics;
+  EXPECT_GT(gauge("cudatrace_budget_hot_attached_ratio"), 0.0) << metrics;
+  EXPECT_LT(gauge("cudatrace_budget_hot_attached_ratio"), 1.0) << metrics;
   EXPECT_EQ(tracer->stop(), 0) << tracer->err();
 }
 

@@ -58,6 +58,16 @@ TEST(Prometheus, SeenRatioGaugeOnlyForSampledApis) {
   EXPECT_EQ(t.find("cudatrace_api_seen_ratio{api=\"cudaMalloc\""), std::string::npos) << t;
 }
 
+TEST(Prometheus, BudgetGaugesOnlyUnderABudget) {
+  auto m = make();
+  EXPECT_EQ(m->text().find("cudatrace_budget_max_ratio "), std::string::npos) << m->text();
+  m->set_budget(0.01, 0.0125, 0.045);
+  const std::string t = m->text();
+  EXPECT_NE(t.find("cudatrace_budget_max_ratio 0.01\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("cudatrace_budget_estimated_cost_ratio 0.0125\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("cudatrace_budget_hot_attached_ratio 0.045\n"), std::string::npos) << t;
+}
+
 TEST(Prometheus, NamesFollowTheConventionsAndNoPidLabel) {
   auto m = make();
   const MetricsIdentity who{"app", "", ""};

@@ -52,6 +52,10 @@ class PrometheusMetrics {
   // cudatrace_api_seen_ratio{api,layer}: 1 for an exact API, the sampled
   // share of calls for one whose counts are estimates.
   virtual void set_seen_ratio(const Api& api, double ratio) = 0;
+  // --max-overhead, as ratios: the budget, its estimated cost so far (hits
+  // priced at the safety factor) and the share of the time the hot probes
+  // were attached (cudatrace_budget_*_ratio; absent without a budget).
+  virtual void set_budget(double max, double estimated_cost, double hot_attached) = 0;
   virtual void add_cost(const MetricsIdentity& who, std::uint64_t probe_hits, double added_seconds) = 0;
   virtual void set_memory(const MetricsIdentity& who, std::uint64_t live_bytes, std::uint64_t peak_bytes) = 0;
   virtual void set_lost(LossReason reason, std::uint64_t total) = 0;

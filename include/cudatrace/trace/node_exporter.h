@@ -40,8 +40,10 @@ class NodeExporter {
   void on_call(const Call& c) { memory_.on_call(c); }
   // Reads the maps and updates the metrics. `lost` is the "counters" array
   // summed over CPUs (CT_CNT_*); `probed_files` what the attacher holds.
-  // `sampling`: the --max-overhead budget's ratios (nullptr: every API exact).
-  void tick(const std::vector<__u64>& lost, std::size_t probed_files, const Sampling* sampling, std::string& error);
+  // `budget`: --max-overhead's controller, its ratios and state (nullptr:
+  // no budget, every API exact).
+  void tick(const std::vector<__u64>& lost, std::size_t probed_files, const BudgetControl* budget,
+            std::string& error);
 
   const NodeStats& stats() const { return stats_; }  // per-process counters (budget work)
   std::uint64_t calls_counted() const { return calls_counted_; }  // by every tick so far
