@@ -60,12 +60,11 @@ BudgetControl::BudgetControl(BudgetConfig config, Probes& probes, const ProbeCos
   }
 }
 
-void BudgetControl::log_window(std::uint64_t now_ns, bool was_attached, std::uint64_t length_ns, double cost,
-                               std::uint64_t switch_cost_ns, std::uint64_t attach_delay_ns) {
+void BudgetControl::log_window(std::uint64_t now_ns, bool was_attached, std::uint64_t length_ns, double cost) {
   if (!log_) return;
   std::fprintf(log_.get(), "%.3f %d %.1f %.3f %.3f %.3f %d %.1f %.3f %.2f\n", double(now_ns - start_ns_) / 1e9,
-               was_attached, double(length_ns) / 1e6, 100 * cost, double(switch_cost_ns) / 1e6,
-               double(attach_delay_ns) / 1e6, cycle_.attached(),
+               was_attached, double(length_ns) / 1e6, 100 * cost, double(switch_cost_ns_) / 1e6,
+               double(attach_delay_ns_) / 1e6, cycle_.attached(),
                double(cycle_.deadline_ns() - std::min(cycle_.deadline_ns(), now_ns)) / 1e6, 100 * cycle_.cost_so_far(),
                cycle_.elapsed_ns() ? 100.0 * double(cycle_.attached_ns()) / double(cycle_.elapsed_ns()) : 100.0);
   std::fflush(log_.get());
@@ -117,9 +116,10 @@ void BudgetControl::tick(std::uint64_t now_ns) {
   if (stopped_ || now_ns < cycle_.deadline_ns()) return;
   std::map<std::uint32_t, Seen> now = snapshot();
   const bool was_attached = cycle_.attached();
-  const double cost = window_cost(now, now_ns - last_ns_);
+  const std::uint64_t length_ns = now_ns - last_ns_;
+  const double cost = window_cost(now, length_ns);
   cycle_.end_window(now_ns, cost, switch_cost_ns_, attach_delay_ns_);
-  log_window(now_ns, was_attached, now_ns - last_ns_, cost, switch_cost_ns_, attach_delay_ns_);
+  log_window(now_ns, was_attached, length_ns, cost);
   last_ = std::move(now);
   last_ns_ = now_ns;
   switch_cost_ns_ = attach_delay_ns_ = 0;

@@ -235,6 +235,7 @@ void Session::forget_exited() {
     pipeline_->forget_process(static_cast<std::uint32_t>(pid));
     names_.forget(static_cast<std::uint32_t>(pid));
     stacks_.forget(pid);
+    cpu_at_start_.erase(static_cast<std::uint32_t>(pid));  // whole node: a reused pid is found afresh
     seen_mappings_.erase(seen_mappings_.lower_bound({pid, 0, 0}), seen_mappings_.lower_bound({pid + 1, 0, 0}));
   }
   for (auto [pid, tid] : exited_threads_) pipeline_->forget_thread(pid, tid);

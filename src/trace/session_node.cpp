@@ -10,12 +10,9 @@
 // a container whose own loader was not probed yet), a rescan of /proc every
 // kNodeRescanNs. No process is ever stopped.
 #include <dirent.h>
-#include <signal.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdlib>
-#include <iterator>
 
 #include "cudatrace/trace/session.h"
 
@@ -40,11 +37,6 @@ void Session::rescan_node() {
     attach_mappings(static_cast<pid_t>(pid));
   }
   closedir(proc);
-  // Processes that are gone leave their CPU time at discovery behind: the
-  // map stays as large as the node's CUDA processes, and a reused pid is
-  // found afresh.
-  for (auto it = cpu_at_start_.begin(); it != cpu_at_start_.end();)
-    it = kill(static_cast<pid_t>(it->first), 0) != 0 && errno == ESRCH ? cpu_at_start_.erase(it) : std::next(it);
 }
 
 int Session::attach_node() {

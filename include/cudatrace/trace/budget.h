@@ -181,8 +181,9 @@ class BudgetControl {
   void update_sampling(std::uint64_t now_ns);
   // Attaches or detaches the hot probes as the cycle says, timing the switch.
   void switch_hot();
-  void log_window(std::uint64_t now_ns, bool was_attached, std::uint64_t length_ns, double cost,
-                  std::uint64_t switch_cost_ns, std::uint64_t attach_delay_ns);
+  // A CUDATRACE_BUDGET_LOG line for the window that just ended (before the
+  // switch it decided on).
+  void log_window(std::uint64_t now_ns, bool was_attached, std::uint64_t length_ns, double cost);
 
   BudgetConfig config_;
   Probes& probes_;
