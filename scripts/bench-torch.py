@@ -190,10 +190,13 @@ def worker(workload, fake_lib):
 class Sample:
     """One window: steps/s, the worker's main-thread CPU time per step (µs;
     not slowed by the hypervisor taking the CPU away, which the wall-clock
-    rate is), and the steal time of the workload CPUs over it (%)."""
+    rate is), the steal time of the workload CPUs over it (%), and under
+    --max-overhead the share of cudatrace's run its hot probes were attached
+    (%, from its end report)."""
 
     def __init__(self, rate, cpu_us, steal):
         self.rate, self.cpu_us, self.steal = rate, cpu_us, steal
+        self.attached_pct = None
 
 
 def cpu_list(spec):
@@ -319,7 +322,7 @@ def traced_window(args, work, mode, window, tmpdir):
     lost, estimate = end_stats(mode, text, json_path)
     sampled = re.search(r"traced in sampled windows, ([0-9.]+) % of the time", text)
     if sampled:
-        ATTACHED_PCT.setdefault(mode, []).append(float(sampled.group(1)))
+        sample.attached_pct = float(sampled.group(1))
     if tracer.returncode not in (0, 130):
         die(f"{mode}: cudatrace exited with status {tracer.returncode}:\n{text[-2000:]}")
     if lost is None and not whole_node(mode):  # the exporter counts losses in a metric
@@ -370,10 +373,6 @@ def fmt_rate(v):
     return f"{v:,.1f}" if v < 100 else f"{v:,.0f}"
 
 
-# Share of the time the hot probes were attached, per budget mode (its end report).
-ATTACHED_PCT = {}
-
-
 def print_table(workload, results, lost, estimates, attach):
     """The table: steps/s (what the user sees) and, beside it, the main
     thread's CPU time per step, which the host's noise (steal) leaves alone."""
@@ -405,10 +404,11 @@ def print_table(workload, results, lost, estimates, attach):
     print("\nRaw per round, in round order (steps/s / CPU µs per step / steal %):\n")
     for mode, runs in results.items():
         print(f"- {mode}: {', '.join(f'{fmt_rate(r.rate)}/{r.cpu_us:.0f}/{r.steal:.1f}' for r in runs)}")
-    for mode, shares in ATTACHED_PCT.items():
-        print(f"\n{mode}: hot probes attached {statistics.median(shares):.1f} % of the time (median; "
-              f"{min(shares):.1f}–{max(shares):.1f} %).")
-    ATTACHED_PCT.clear()
+    for mode, runs in results.items():
+        shares = [r.attached_pct for r in runs if r.attached_pct is not None]
+        if shares:
+            print(f"\n{mode}: hot probes attached {statistics.median(shares):.1f} % of the time (median; "
+                  f"{min(shares):.1f}–{max(shares):.1f} %).")
     if attach:
         print(f"\ncudatrace attach time: median {statistics.median(attach):.2f} s "
               f"({min(attach):.2f}–{max(attach):.2f} s); windows start {ARGS.settle} s after attach"
