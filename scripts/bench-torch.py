@@ -53,14 +53,25 @@ and the two agree); the lost-record check from cudatrace's end line, and the
 cost cudatrace estimated itself (its "added ... % of its CPU time" line, or
 the budget's) next to the measured loss. Raw values per round follow.
 
+The host's rate drifts over minutes and swings between windows, so the
+table also gives a paired loss: each traced window against the mean of the
+untraced windows just before and after it (a linear drift cancels), its
+median over the windows and a bootstrap 95 % interval of that median.
+--raw FILE appends every window to FILE as a JSON line as soon as it is
+measured (a run cut short keeps what it measured); --from-raw FILE...
+prints the tables of one or more such files, runs of the same modes pooled
+(each window paired within its own run).
+
   scripts/bench-torch.py                       # everything, ~6 minutes
   scripts/bench-torch.py --workloads inference --rounds 9 --modes untraced,summary
+  scripts/bench-torch.py --from-raw a.jsonl b.jsonl   # two runs' windows, one table
   scripts/bench-torch.py --fake LIBCUDART      # no GPU: checks the method on a
       # fake workload that calls LIBCUDART (tests/fixtures fake runtime) from Python
 """
 import argparse
 import json
 import os
+import random
 import re
 import select
 import shlex
@@ -197,6 +208,23 @@ class Sample:
     def __init__(self, rate, cpu_us, steal):
         self.rate, self.cpu_us, self.steal = rate, cpu_us, steal
         self.attached_pct = None
+        # Set by the round loop: which window this was, and when it started.
+        self.mode, self.round, self.run, self.start_s = None, 0, 0, 0.0
+        self.lost = self.estimate = self.attach_s = None
+
+    FIELDS = ("mode", "round", "run", "start_s", "rate", "cpu_us", "steal", "attached_pct", "lost", "estimate",
+              "attach_s")
+
+    def to_json(self, workload):
+        return json.dumps(dict({"workload": workload}, **{k: getattr(self, k) for k in self.FIELDS}))
+
+    @classmethod
+    def from_json(cls, d, run):
+        sample = cls(d["rate"], d["cpu_us"], d["steal"])
+        for k in cls.FIELDS:
+            setattr(sample, k, d.get(k))
+        sample.run = run
+        return sample
 
 
 def cpu_list(spec):
@@ -330,7 +358,8 @@ def traced_window(args, work, mode, window, tmpdir):
     return sample, lost, estimate, attach_s
 
 
-def bench_workload(args, workload, tmpdir):
+def bench_workload(args, workload, tmpdir, raw):
+    """Measures every mode's windows, round-robin; returns them in the order measured."""
     window = args.window or DEFAULT_WINDOW[workload]
     modes = args.modes
     plain = Workload(args, workload)
@@ -338,27 +367,30 @@ def bench_workload(args, workload, tmpdir):
     if "cupti" in modes:
         cupti = Workload(args, workload, {"CUDA_INJECTION64_PATH": args.cupti, "CUPTI_COUNT_CALLBACKS_ONLY": "1",
                                           "CUPTI_COUNT_OUT": os.path.join(tmpdir, "cupti.json")})
-    results = {m: [] for m in modes}
-    lost = {m: [] for m in modes}
-    estimates = {m: [] for m in modes}
-    attach = []
+    samples = []
     try:
         start = time.monotonic()
         for r in range(args.rounds):
+            elapsed = time.monotonic() - start
+            if args.max_seconds and r and elapsed / r * (r + 1) > args.max_seconds:
+                print(f"bench-torch: {workload}: stopped after {r} rounds (--max-seconds {args.max_seconds:g})",
+                      file=sys.stderr)
+                break
             order = modes[r % len(modes):] + modes[:r % len(modes)]
             for mode in order:
+                started = time.monotonic() - start
                 if mode == "untraced":
-                    results[mode].append(plain.measure(args.settle, window))
+                    sample = plain.measure(args.settle, window)
                 elif mode == "cupti":
-                    results[mode].append(cupti.measure(args.settle, window))
+                    sample = cupti.measure(args.settle, window)
                 else:
-                    sample, n_lost, est, attach_s = traced_window(args, plain, mode, window, tmpdir)
-                    results[mode].append(sample)
-                    if n_lost is not None:
-                        lost[mode].append(n_lost)
-                    if est is not None:
-                        estimates[mode].append(est)
-                    attach.append(attach_s)
+                    sample, sample.lost, sample.estimate, sample.attach_s = traced_window(
+                        args, plain, mode, window, tmpdir)
+                sample.mode, sample.round, sample.start_s = mode, r + 1, round(started, 3)
+                samples.append(sample)
+                if raw:
+                    raw.write(sample.to_json(workload) + "\n")
+                    raw.flush()
             elapsed = time.monotonic() - start
             print(f"bench-torch: {workload}: round {r + 1}/{args.rounds} done, about "
                   f"{elapsed / (r + 1) * (args.rounds - r - 1):.0f} s left for this workload", file=sys.stderr)
@@ -366,42 +398,79 @@ def bench_workload(args, workload, tmpdir):
         plain.close()
         if cupti:
             cupti.close()
-    return results, lost, estimates, attach
+    return samples
 
 
 def fmt_rate(v):
     return f"{v:,.1f}" if v < 100 else f"{v:,.0f}"
 
 
-def print_table(workload, results, lost, estimates, attach):
+def paired_losses(samples, mode):
+    """Each window of `mode` against the mean rate of the untraced windows
+    measured just before and after it in the same run (the one there is at
+    either end): its loss in %."""
+    losses = []
+    for run in sorted({s.run for s in samples}):
+        timeline = sorted((s for s in samples if s.run == run), key=lambda s: s.start_s)
+        for i, s in enumerate(timeline):
+            if s.mode != mode:
+                continue
+            before = next((u for u in reversed(timeline[:i]) if u.mode == "untraced"), None)
+            after = next((u for u in timeline[i + 1:] if u.mode == "untraced"), None)
+            refs = [u.rate for u in (before, after) if u]
+            if refs:
+                losses.append(100 * (1 - s.rate / statistics.mean(refs)))
+    return losses
+
+
+def median_interval(values, resamples=4000, seed=1):
+    """A bootstrap 95 % interval of the median (percentile method, fixed seed)."""
+    rng = random.Random(seed)
+    medians = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(resamples))
+    return medians[int(0.025 * resamples)], medians[int(0.975 * resamples) - 1]
+
+
+def print_table(workload, samples, title):
     """The table: steps/s (what the user sees) and, beside it, the main
-    thread's CPU time per step, which the host's noise (steal) leaves alone."""
+    thread's CPU time per step, which the host's noise (steal) leaves alone;
+    the paired loss, which a drift of the host's speed leaves alone."""
+    results = {}
+    for s in samples:
+        results.setdefault(s.mode, []).append(s)
+
     def medians(mode):
         runs = results[mode]
         return statistics.median(r.rate for r in runs), statistics.median(r.cpu_us for r in runs)
 
     base_rate, base_cpu = medians("untraced") if results.get("untraced") else (None, None)
-    print(f"\n### {workload}\n")
-    print("| mode | steps/s median | min–max | loss vs untraced | CPU µs/step median | loss by CPU/step "
-          "| steal % median | lost records | cudatrace's own estimate |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print(f"\n### {workload}\n\n{title}\n")
+    print("| mode | windows | steps/s median | min–max | loss vs untraced | paired loss, median (95 % CI) "
+          "| CPU µs/step median | loss by CPU/step | steal % median | lost records | cudatrace's own estimate |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for mode, runs in results.items():
         rate, cpu = medians(mode)
         rates = [r.rate for r in runs]
         traced = base_rate and mode != "untraced"
         loss = f"{100 * (base_rate - rate) / base_rate:+.1f} %" if traced else "–"
+        paired = paired_losses(samples, mode) if traced else []
+        if paired:
+            lo, hi = median_interval(paired)
+            paired_s = f"{statistics.median(paired):+.2f} % ({lo:+.2f} to {hi:+.2f})"
+        else:
+            paired_s = "–"
         # As a throughput loss: steps per CPU-second, against untraced.
         cpu_loss = f"{100 * (1 - base_cpu / cpu):+.1f} %" if traced else "–"
         steal = statistics.median(r.steal for r in runs)
-        lost_s = "–" if mode in ("untraced", "cupti") or not lost[mode] else (
-            "0" if not any(lost[mode]) else ", ".join(str(x) for x in lost[mode]))
-        est = f"{statistics.median(estimates[mode]):.1f} %" if estimates[mode] else "–"
-        print(f"| {mode} | {fmt_rate(rate)} | {fmt_rate(min(rates))}–{fmt_rate(max(rates))} | {loss} | {cpu:,.0f} | "
-              f"{cpu_loss} | {steal:.1f} | {lost_s} | {est} |")
-    extra = [m for m in results if m in EXTRA_MODES or m not in MODES]
+        lost = [r.lost for r in runs if r.lost is not None]
+        lost_s = "–" if not lost else ("0" if not any(lost) else ", ".join(str(x) for x in lost))
+        estimates = [r.estimate for r in runs if r.estimate is not None]
+        est = f"{statistics.median(estimates):.1f} %" if estimates else "–"
+        print(f"| {mode} | {len(runs)} | {fmt_rate(rate)} | {fmt_rate(min(rates))}–{fmt_rate(max(rates))} | {loss} | "
+              f"{paired_s} | {cpu:,.0f} | {cpu_loss} | {steal:.1f} | {lost_s} | {est} |")
+    extra = [m for m in results if m in TRACER_ARGS and (m in EXTRA_MODES or m not in MODES)]
     if extra:
         print("\n" + "; ".join(f"{m}: `cudatrace {shlex.join(TRACER_ARGS[m])}`" for m in extra) + ".")
-    print("\nRaw per round, in round order (steps/s / CPU µs per step / steal %):\n")
+    print("\nRaw per window, in order measured (steps/s / CPU µs per step / steal %):\n")
     for mode, runs in results.items():
         print(f"- {mode}: {', '.join(f'{fmt_rate(r.rate)}/{r.cpu_us:.0f}/{r.steal:.1f}' for r in runs)}")
     for mode, runs in results.items():
@@ -409,10 +478,35 @@ def print_table(workload, results, lost, estimates, attach):
         if shares:
             print(f"\n{mode}: hot probes attached {statistics.median(shares):.1f} % of the time (median; "
                   f"{min(shares):.1f}–{max(shares):.1f} %).")
+    attach = [r.attach_s for r in samples if r.attach_s is not None]
     if attach:
         print(f"\ncudatrace attach time: median {statistics.median(attach):.2f} s "
-              f"({min(attach):.2f}–{max(attach):.2f} s); windows start {ARGS.settle} s after attach"
-              + (f", {ARGS.budget_settle} s in --max-overhead modes." if ARGS.budget_settle != ARGS.settle else "."))
+              f"({min(attach):.2f}–{max(attach):.2f} s).")
+
+
+def read_raw(paths):
+    """The windows of --raw files by workload, each header line starting a
+    run of its own (a file may hold several appended runs); and the headers
+    of the runs that measured something."""
+    by_workload, headers, run = {}, [], -1
+    for path in paths:
+        try:
+            with open(path) as f:
+                for n, line in enumerate(f, 1):
+                    try:
+                        d = json.loads(line)
+                        if "host" in d:
+                            run += 1
+                            headers.append(d)
+                            TRACER_ARGS.update(d.get("tracer_args", {}))
+                        else:
+                            by_workload.setdefault(d["workload"], []).append(Sample.from_json(d, run))
+                    except (ValueError, KeyError, TypeError) as e:
+                        die(f"{path}:{n}: not a line of --raw ({e})")
+        except OSError as e:
+            die(f"{path}: {e.strerror}")
+    measured = {s.run for samples in by_workload.values() for s in samples}
+    return by_workload, [h for i, h in enumerate(headers) if i in measured]
 
 
 def host_line():
@@ -448,6 +542,10 @@ def parse_args(argv):
     ap.add_argument("--tracer-cpus", default="8-9", help="CPUs of cudatrace (default 8-9)")
     ap.add_argument("--start-timeout", type=float, default=120, help="seconds to wait for a start or attach")
     ap.add_argument("--fake", metavar="LIBCUDART", help="no GPU: a Python loop over this (fake) runtime")
+    ap.add_argument("--max-seconds", type=float, default=0,
+                    help="start no round that would end after this many seconds of a workload's run")
+    ap.add_argument("--raw", metavar="FILE", help="append every window to FILE as a JSON line when measured")
+    ap.add_argument("--from-raw", nargs="+", metavar="FILE", help="no measuring: the tables of --raw files")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     args.workloads = ["fake"] if args.fake and not args.worker else args.workloads.split(",")
@@ -475,14 +573,22 @@ def parse_args(argv):
     return args
 
 
-ARGS = None
-
-
 def main(argv):
-    global ARGS
-    args = ARGS = parse_args(argv)
+    args = parse_args(argv)
     if args.worker:
         worker(args.worker, args.fake)
+        return
+    if args.from_raw:
+        by_workload, headers = read_raw(args.from_raw)
+        if not by_workload:
+            die("no windows in " + ", ".join(args.from_raw))
+        print("## PyTorch workloads under cudatrace\n")
+        for h in headers:
+            print(f"- {h['host']}: {h['settings']}")
+        for workload, samples in by_workload.items():
+            runs = len({s.run for s in samples})
+            print_table(workload, samples, f"{runs} run{'s' if runs > 1 else ''} pooled, each window paired "
+                        "within its own run.")
         return
     if os.geteuid() != 0:
         die("needs root (cudatrace attaches BPF programs)")
@@ -495,11 +601,25 @@ def main(argv):
         for flag in (a for a in TRACER_ARGS.get(mode, []) if a.startswith("--")):
             if flag not in usage:
                 die(f"mode {mode}: this cudatrace has no {flag} (--help)")
-    print(f"## PyTorch workloads under cudatrace\n\n{host_line()}; {args.rounds} interleaved rounds; "
-          f"workloads on CPUs {args.cpus}, cudatrace on {args.tracer_cpus}.")
+    settings = (f"{args.rounds} interleaved rounds"
+                + (f" at most, in {args.max_seconds:g} s at most" if args.max_seconds else "") + "; workloads on CPUs {args.cpus}, cudatrace on {args.tracer_cpus}; "
+                f"windows start {args.settle} s after attach"
+                + (f", {args.budget_settle} s in --max-overhead modes" if args.budget_settle != args.settle else ""))
+    host = host_line()
+    raw = None
+    if args.raw:
+        try:
+            raw = open(args.raw, "a")
+        except OSError as e:
+            die(f"--raw {args.raw}: {e.strerror}")
+        raw.write(json.dumps({"host": host, "settings": settings,
+                              "tracer_args": {m: TRACER_ARGS[m] for m in args.modes if m in TRACER_ARGS}}) + "\n")
+        raw.flush()
+    print(f"## PyTorch workloads under cudatrace\n\n{host}; {settings}.")
     with tempfile.TemporaryDirectory(prefix="bench-torch.") as tmpdir:
         for workload in args.workloads:
-            print_table(workload, *bench_workload(args, workload, tmpdir))
+            samples = bench_workload(args, workload, tmpdir, raw)
+            print_table(workload, samples, f"{max(s.round for s in samples)} rounds.")
 
 
 if __name__ == "__main__":

@@ -77,6 +77,44 @@ void DutyCycle::end_window(std::uint64_t now_ns, double cost, std::uint64_t swit
   deadline_ns_ = now_ns + static_cast<std::uint64_t>((attached_ ? duty : 1 - duty) * period);
 }
 
+HitSnapshots hit_snapshots(const std::vector<HitCount>& counts) {
+  HitSnapshots by_pid;
+  for (const HitCount& h : counts) {
+    HitSnapshot& s = by_pid[h.pid];
+    s.total.entry += h.entry_hits;
+    s.total.ret += h.return_hits;
+    HitSnapshot::Hits& t = s.threads[h.tid];
+    t.entry += h.entry_hits;
+    t.ret += h.return_hits;
+  }
+  return by_pid;
+}
+
+double window_cost(const HitSnapshots& before, const HitSnapshots& now, std::uint64_t length_ns, double entry_ns,
+                   double return_ns) {
+  const double wall = double(std::max<std::uint64_t>(length_ns, 1));
+  // Counters only grow; a smaller one is a new thread or process under a reused id.
+  const auto added = [&](const HitSnapshot::Hits& was, const HitSnapshot::Hits& is) {
+    return double(is.entry - (is.entry >= was.entry ? was.entry : 0)) * entry_ns +
+           double(is.ret - (is.ret >= was.ret ? was.ret : 0)) * return_ns;
+  };
+  double worst = 0;
+  for (const auto& [pid, s] : now) {
+    const auto old = before.find(pid);
+    const HitSnapshot none;
+    const HitSnapshot& was = old != before.end() ? old->second : none;
+    double time = wall;
+    if (s.has_cpu && was.has_cpu && s.cpu_ns > was.cpu_ns) time = std::max(time, double(s.cpu_ns - was.cpu_ns));
+    worst = std::max(worst, added(was.total, s.total) / time);
+    for (const auto& [tid, hits] : s.threads) {
+      if (tid == 0) continue;  // exited threads: in the process's total only
+      const auto t = was.threads.find(tid);
+      worst = std::max(worst, added(t != was.threads.end() ? t->second : HitSnapshot::Hits{}, hits) / wall);
+    }
+  }
+  return worst;
+}
+
 void Sampling::set(const std::map<std::uint16_t, double>& sampled) {
   sampled_.clear();
   ratios_.assign(apis().size(), 1.0);

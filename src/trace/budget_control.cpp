@@ -70,15 +70,10 @@ void BudgetControl::log_window(std::uint64_t now_ns, bool was_attached, std::uin
   std::fflush(log_.get());
 }
 
-std::map<std::uint32_t, BudgetControl::Seen> BudgetControl::snapshot() const {
+HitSnapshots BudgetControl::snapshot() const {
   std::vector<HitCount> counts;
   read_hit_counts(process_cost_fd_, threads_fd_, counts);
-  std::map<std::uint32_t, Seen> by_pid;
-  for (const HitCount& h : counts) {
-    Seen& s = by_pid[h.pid];
-    s.entry_hits += h.entry_hits;
-    s.return_hits += h.return_hits;
-  }
+  HitSnapshots by_pid = hit_snapshots(counts);
   for (auto& [pid, s] : by_pid) {
     if (const auto cpu = process_cpu_ns(static_cast<pid_t>(pid))) {
       s.cpu_ns = *cpu;
@@ -86,23 +81,6 @@ std::map<std::uint32_t, BudgetControl::Seen> BudgetControl::snapshot() const {
     }
   }
   return by_pid;
-}
-
-// The largest cost among the processes, each as a fraction of its time in
-// the window: wall-clock time, or its CPU time when larger (threads in
-// parallel share the cost).
-double BudgetControl::window_cost(const std::map<std::uint32_t, Seen>& now, std::uint64_t length_ns) const {
-  double worst = 0;
-  for (const auto& [pid, s] : now) {
-    Seen before;
-    if (auto it = last_.find(pid); it != last_.end()) before = it->second;
-    const double added = double(s.entry_hits - std::min(s.entry_hits, before.entry_hits)) * entry_ns_ +
-                         double(s.return_hits - std::min(s.return_hits, before.return_hits)) * return_ns_;
-    double time = double(std::max<std::uint64_t>(length_ns, 1));
-    if (s.has_cpu && before.has_cpu && s.cpu_ns > before.cpu_ns) time = std::max(time, double(s.cpu_ns - before.cpu_ns));
-    worst = std::max(worst, added / time);
-  }
-  return worst;
 }
 
 int BudgetControl::timeout_ms(std::uint64_t now_ns, int max_ms) const {
@@ -114,10 +92,10 @@ int BudgetControl::timeout_ms(std::uint64_t now_ns, int max_ms) const {
 
 void BudgetControl::tick(std::uint64_t now_ns) {
   if (stopped_ || now_ns < cycle_.deadline_ns()) return;
-  std::map<std::uint32_t, Seen> now = snapshot();
+  HitSnapshots now = snapshot();
   const bool was_attached = cycle_.attached();
   const std::uint64_t length_ns = now_ns - last_ns_;
-  const double cost = window_cost(now, length_ns);
+  const double cost = window_cost(last_, now, length_ns, entry_ns_, return_ns_);
   cycle_.end_window(now_ns, cost, switch_cost_ns_, attach_delay_ns_);
   log_window(now_ns, was_attached, length_ns, cost);
   last_ = std::move(now);
@@ -152,8 +130,9 @@ void BudgetControl::switch_hot() {
 
 void BudgetControl::stop(std::uint64_t now_ns) {
   if (stopped_) return;
-  std::map<std::uint32_t, Seen> now = snapshot();
-  cycle_.end_window(now_ns, window_cost(now, now_ns - last_ns_), switch_cost_ns_, attach_delay_ns_);
+  const HitSnapshots now = snapshot();
+  cycle_.end_window(now_ns, window_cost(last_, now, now_ns - last_ns_, entry_ns_, return_ns_), switch_cost_ns_,
+                    attach_delay_ns_);
   stopped_ = true;
   update_sampling(now_ns);
 }

@@ -169,7 +169,8 @@ bool read_hit_counts(int process_cost_fd, int threads_fd, std::vector<HitCount>&
     key = next;
     prev = &key;
     if (bpf_map_lookup_elem(threads_fd, &key, &st) != 0) continue;
-    out.push_back({st.tgid, std::string(st.comm, strnlen(st.comm, sizeof st.comm)), st.entry_hits, st.return_hits, {}});
+    out.push_back({st.tgid, std::string(st.comm, strnlen(st.comm, sizeof st.comm)), st.entry_hits, st.return_hits, {},
+                   key});
   }
   return true;
 }

@@ -145,6 +145,62 @@ TEST(DutyCycle, ARiseInTheCostShortensTheSampledWindows) {
   EXPECT_LE(sim.cycle.cost_so_far(), 0.05 * 1.005);
 }
 
+// One thread's hits in a snapshot: (pid, tid, entry hits, return hits).
+HitCount thread_hits(std::uint32_t pid, std::uint32_t tid, std::uint64_t entry, std::uint64_t ret) {
+  HitCount h;
+  h.pid = pid;
+  h.tid = tid;
+  h.entry_hits = entry;
+  h.return_hits = ret;
+  return h;
+}
+
+HitSnapshots with_cpu(HitSnapshots s, std::uint32_t pid, std::uint64_t cpu_ns) {
+  s[pid].cpu_ns = cpu_ns;
+  s[pid].has_cpu = true;
+  return s;
+}
+
+TEST(WindowCost, TheLaunchingThreadDecidesWhileOthersSpin) {
+  // 1 ms of wall-clock time; thread 11 took 1000 entry and return hits at
+  // 250 ns each (0.5 ms), thread 12 only spun: the process used 2 ms of CPU.
+  const HitSnapshots before = with_cpu(hit_snapshots({thread_hits(10, 11, 0, 0), thread_hits(10, 12, 0, 0)}), 10, 0);
+  const HitSnapshots now =
+      with_cpu(hit_snapshots({thread_hits(10, 11, 1000, 1000), thread_hits(10, 12, 0, 0)}), 10, 2 * kMs);
+  // The launching thread lost half its time, not a quarter of the process's CPU time.
+  EXPECT_DOUBLE_EQ(window_cost(before, now, kMs, 250, 250), 0.5);
+}
+
+TEST(WindowCost, ThreadsTakingTurnsCountTogether) {
+  // Two threads, 500 hit pairs each, one after the other (CPU time = wall-clock time).
+  const HitSnapshots before = with_cpu(hit_snapshots({}), 10, 0);
+  const HitSnapshots now = with_cpu(hit_snapshots({thread_hits(10, 11, 500, 500), thread_hits(10, 12, 500, 500)}), 10, kMs);
+  EXPECT_DOUBLE_EQ(window_cost(before, now, kMs, 250, 250), 0.5);
+}
+
+TEST(WindowCost, ThreadsInParallelShareTheCost) {
+  const HitSnapshots before = with_cpu(hit_snapshots({}), 10, 0);
+  const HitSnapshots now =
+      with_cpu(hit_snapshots({thread_hits(10, 11, 500, 500), thread_hits(10, 12, 500, 500)}), 10, 2 * kMs);
+  EXPECT_DOUBLE_EQ(window_cost(before, now, kMs, 250, 250), 0.25);
+}
+
+TEST(WindowCost, TheMostAffectedProcessDecides) {
+  const HitSnapshots before = hit_snapshots({thread_hits(10, 10, 100, 100), thread_hits(20, 20, 0, 0)});
+  const HitSnapshots now = hit_snapshots({thread_hits(10, 10, 300, 300), thread_hits(20, 20, 1000, 0)});
+  // Process 10: 200 pairs x 500 ns; process 20: 1000 entries x 250 ns.
+  EXPECT_DOUBLE_EQ(window_cost(before, now, kMs, 250, 250), 0.25);
+}
+
+TEST(WindowCost, ExitedAndReusedThreadsAreNotCountedTwice) {
+  // Thread 11 (400 pairs) exits: its hits move to the process's sum of
+  // exited threads (tid 0); a new thread 11 then makes 100 pairs.
+  const HitSnapshots before = hit_snapshots({thread_hits(10, 11, 400, 400)});
+  const HitSnapshots now = hit_snapshots({thread_hits(10, 0, 400, 400), thread_hits(10, 11, 100, 100)});
+  // 100 new pairs in all and on thread 11: 50 us of 1 ms.
+  EXPECT_DOUBLE_EQ(window_cost(before, now, kMs, 250, 250), 0.05);
+}
+
 TEST(Sampling, RatiosAndEstimates) {
   EXPECT_DOUBLE_EQ(seen_ratio(1.0, 0.3), 1.0);
   EXPECT_DOUBLE_EQ(seen_ratio(0.1, 0.2), 0.1 * 0.8);

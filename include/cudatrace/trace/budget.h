@@ -117,6 +117,31 @@ class Sampling {
 // fewer calls per second; `attached_cost` is that cost as a fraction).
 double seen_ratio(double attached_share, double attached_cost);
 
+// A process's probe hits so far, in all and by thread (tid; 0: the threads
+// that exited), and its CPU time: what the budget compares from one window
+// to the next.
+struct HitSnapshot {
+  struct Hits {
+    std::uint64_t entry = 0, ret = 0;
+  };
+  Hits total;
+  std::map<std::uint32_t, Hits> threads;
+  std::uint64_t cpu_ns = 0;
+  bool has_cpu = false;
+};
+using HitSnapshots = std::map<std::uint32_t, HitSnapshot>;  // by pid
+HitSnapshots hit_snapshots(const std::vector<HitCount>& counts);
+
+// What the probe hits between two snapshots `length_ns` apart cost the most
+// affected process, as a fraction of its time (hits priced at `entry_ns` and
+// `return_ns`). The larger of two lower bounds: the process's added time over
+// its time (wall-clock, or its CPU time when larger: threads running in
+// parallel share the cost), and its most affected thread's added time over
+// wall-clock time (a launching thread is slowed by its own hits, however
+// busy the process's other threads are).
+double window_cost(const HitSnapshots& before, const HitSnapshots& now, std::uint64_t length_ns, double entry_ns,
+                   double return_ns);
+
 // What the end report says about the budget (in CostReport).
 struct BudgetReport {
   double max_pct = 0;
@@ -172,12 +197,7 @@ class BudgetControl {
   void pass_activity(const std::function<void(const ct_activity_key&, const ct_activity&)>& sink);
 
  private:
-  struct Seen {
-    std::uint64_t entry_hits = 0, return_hits = 0, cpu_ns = 0;
-    bool has_cpu = false;
-  };
-  std::map<std::uint32_t, Seen> snapshot() const;
-  double window_cost(const std::map<std::uint32_t, Seen>& now, std::uint64_t length_ns) const;
+  HitSnapshots snapshot() const;
   void update_sampling(std::uint64_t now_ns);
   // Attaches or detaches the hot probes as the cycle says, timing the switch.
   void switch_hot();
@@ -191,7 +211,7 @@ class BudgetControl {
   double entry_ns_, return_ns_;  // per hit, safety factor included
   int process_cost_fd_, threads_fd_;
   DutyCycle cycle_;
-  std::map<std::uint32_t, Seen> last_;
+  HitSnapshots last_;
   std::uint64_t last_ns_, start_ns_;
   struct FileCloser {
     void operator()(std::FILE* f) const { std::fclose(f); }

@@ -61,6 +61,7 @@ struct HitCount {
   std::string comm;
   std::uint64_t entry_hits = 0, return_hits = 0;
   std::optional<std::uint64_t> exit_cpu_ns;  // CPU time of the whole process when it exited
+  std::uint32_t tid = 0;  // a live thread's; 0: the threads of the process that exited, summed
 };
 
 // The threads' counts summed per process (comm: the first thread's; exit
