@@ -93,10 +93,19 @@ HitSnapshots hit_snapshots(const std::vector<HitCount>& counts) {
 double window_cost(const HitSnapshots& before, const HitSnapshots& now, std::uint64_t length_ns, double entry_ns,
                    double return_ns) {
   const double wall = double(std::max<std::uint64_t>(length_ns, 1));
-  // Counters only grow; a smaller one is a new thread or process under a reused id.
-  const auto added = [&](const HitSnapshot::Hits& was, const HitSnapshot::Hits& is) {
-    return double(is.entry - (is.entry >= was.entry ? was.entry : 0)) * entry_ns +
-           double(is.ret - (is.ret >= was.ret ? was.ret : 0)) * return_ns;
+  const auto priced = [&](std::uint64_t entry, std::uint64_t ret) {
+    return double(entry) * entry_ns + double(ret) * return_ns;
+  };
+  // A process's total can shrink for a moment (a thread that exits between
+  // the reads of the thread table and the exited threads' sums): nothing
+  // added then, rather than the whole total. A thread's own counter only
+  // grows; a smaller one is a new thread under a reused id.
+  const auto added_total = [&](const HitSnapshot::Hits& was, const HitSnapshot::Hits& is) {
+    return priced(is.entry - std::min(is.entry, was.entry), is.ret - std::min(is.ret, was.ret));
+  };
+  const auto added_thread = [&](const HitSnapshot::Hits& was, const HitSnapshot::Hits& is) {
+    return is.entry < was.entry || is.ret < was.ret ? priced(is.entry, is.ret)
+                                                     : priced(is.entry - was.entry, is.ret - was.ret);
   };
   double worst = 0;
   for (const auto& [pid, s] : now) {
@@ -105,11 +114,11 @@ double window_cost(const HitSnapshots& before, const HitSnapshots& now, std::uin
     const HitSnapshot& was = old != before.end() ? old->second : none;
     double time = wall;
     if (s.has_cpu && was.has_cpu && s.cpu_ns > was.cpu_ns) time = std::max(time, double(s.cpu_ns - was.cpu_ns));
-    worst = std::max(worst, added(was.total, s.total) / time);
+    worst = std::max(worst, added_total(was.total, s.total) / time);
     for (const auto& [tid, hits] : s.threads) {
       if (tid == 0) continue;  // exited threads: in the process's total only
       const auto t = was.threads.find(tid);
-      worst = std::max(worst, added(t != was.threads.end() ? t->second : HitSnapshot::Hits{}, hits) / wall);
+      worst = std::max(worst, added_thread(t != was.threads.end() ? t->second : HitSnapshot::Hits{}, hits) / wall);
     }
   }
   return worst;

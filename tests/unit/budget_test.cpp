@@ -201,6 +201,15 @@ TEST(WindowCost, ExitedAndReusedThreadsAreNotCountedTwice) {
   EXPECT_DOUBLE_EQ(window_cost(before, now, kMs, 250, 250), 0.05);
 }
 
+TEST(WindowCost, AThreadExitingBetweenTheReadsIsNoSpike) {
+  // Thread 12 (1,000,000 pairs) exited after the thread table was read and
+  // before its sum reached the exited threads' (tid 0): the total shrinks.
+  const HitSnapshots before = hit_snapshots({thread_hits(10, 11, 100, 100), thread_hits(10, 12, 1000000, 1000000)});
+  const HitSnapshots now = hit_snapshots({thread_hits(10, 11, 200, 200)});
+  // Only thread 11's 100 new pairs: 50 us of 1 ms.
+  EXPECT_DOUBLE_EQ(window_cost(before, now, kMs, 250, 250), 0.05);
+}
+
 TEST(Sampling, RatiosAndEstimates) {
   EXPECT_DOUBLE_EQ(seen_ratio(1.0, 0.3), 1.0);
   EXPECT_DOUBLE_EQ(seen_ratio(0.1, 0.2), 0.1 * 0.8);
