@@ -208,12 +208,12 @@ class Sample:
     def __init__(self, rate, cpu_us, steal):
         self.rate, self.cpu_us, self.steal = rate, cpu_us, steal
         self.attached_pct = None
-        # Set by the round loop: which window this was, and when it started.
+        # Set by the round loop: which window this was, and when it started;
+        # `run` only by read_raw (which run of the --raw files it came from).
         self.mode, self.round, self.run, self.start_s = None, 0, 0, 0.0
         self.lost = self.estimate = self.attach_s = None
 
-    FIELDS = ("mode", "round", "run", "start_s", "rate", "cpu_us", "steal", "attached_pct", "lost", "estimate",
-              "attach_s")
+    FIELDS = ("mode", "round", "start_s", "rate", "cpu_us", "steal", "attached_pct", "lost", "estimate", "attach_s")
 
     def to_json(self, workload):
         return json.dumps(dict({"workload": workload}, **{k: getattr(self, k) for k in self.FIELDS}))
