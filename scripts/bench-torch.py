@@ -98,6 +98,8 @@ TRACER_ARGS = {
     "node": ["--all-processes", "--prometheus", "127.0.0.1:0"],
     "node-budget1": ["--all-processes", "--prometheus", "127.0.0.1:0", "--max-overhead", "1"],
 }
+# The worker counts its steps in bins of this many seconds.
+BIN_S = 0.1
 # What cudatrace prints on standard error once it traces.
 READY = re.compile(r"tracing process|tracing every process|serving Prometheus metrics")
 
@@ -171,8 +173,10 @@ def make_step(workload, fake_lib):
 
 
 def worker(workload, fake_lib):
-    """Serves "measure WARM SECONDS" on stdin with "result STEPS ELAPSED CPU"
-    (CPU: the main thread's CPU time, where probe traps are charged)."""
+    """Serves "measure WARM SECONDS" on stdin with "result STEPS ELAPSED CPU
+    START BINS" (CPU: the main thread's CPU time, where probe traps are
+    charged; START: CLOCK_MONOTONIC at the window's start; BINS: steps per
+    BIN_S seconds)."""
     step, sync = make_step(workload, fake_lib)
     for _ in range(20):
         step()
@@ -189,11 +193,21 @@ def worker(workload, fake_lib):
         sync()
         # A step ends when the GPU is done with it, as for inference that reads its result.
         steps, start, cpu_start = 0, time.monotonic(), time.thread_time()
-        while time.monotonic() - start < seconds:
+        bins = [0] * max(1, int(seconds / BIN_S))
+        while True:
+            now = time.monotonic() - start
+            if now >= seconds:
+                break
+            if now < len(bins) * BIN_S:
+                bins[int(now / BIN_S)] += 1
             step()
             sync()
             steps += 1
-        print(f"result {steps} {time.monotonic() - start:.6f} {time.thread_time() - cpu_start:.6f}", flush=True)
+        # Steps started per BIN_S bin, for a rate that a burst of the host's
+        # noise moves less (the median of the bins) and for the rate while the
+        # budget's hot probes were attached or not.
+        print(f"result {steps} {time.monotonic() - start:.6f} {time.thread_time() - cpu_start:.6f} {start:.6f} "
+              f"{','.join(map(str, bins))}", flush=True)
 
 
 # ---- The controller -----------------------------------------------------------
@@ -201,19 +215,26 @@ def worker(workload, fake_lib):
 class Sample:
     """One window: steps/s, the worker's main-thread CPU time per step (µs;
     not slowed by the hypervisor taking the CPU away, which the wall-clock
-    rate is), the steal time of the workload CPUs over it (%), and under
-    --max-overhead the share of cudatrace's run its hot probes were attached
-    (%, from its end report)."""
+    rate is), the steal time of the workload CPUs over it (%), its steps per
+    BIN_S bin, and under --max-overhead the share of cudatrace's run its hot
+    probes were attached (%, from its end report). Of a traced window also
+    cudatrace's CPU over it (cores); under --max-overhead the intervals the
+    hot probes were attached in it (s from its start), the budget's own
+    estimate of the cost over it and what it priced the attached time at (%),
+    from CUDATRACE_BUDGET_LOG."""
 
     def __init__(self, rate, cpu_us, steal):
         self.rate, self.cpu_us, self.steal = rate, cpu_us, steal
         self.attached_pct = None
+        self.t0, self.bins = 0.0, []
+        self.tracer_cpu = self.hot = self.window_estimate = self.hot_priced = None
         # Set by the round loop: which window this was, and when it started;
         # `run` only by read_raw (which run of the --raw files it came from).
         self.mode, self.round, self.run, self.start_s = None, 0, 0, 0.0
         self.lost = self.estimate = self.attach_s = None
 
-    FIELDS = ("mode", "round", "start_s", "rate", "cpu_us", "steal", "attached_pct", "lost", "estimate", "attach_s")
+    FIELDS = ("mode", "round", "start_s", "rate", "cpu_us", "steal", "attached_pct", "lost", "estimate", "attach_s",
+              "bins", "tracer_cpu", "hot", "window_estimate", "hot_priced")
 
     def to_json(self, workload):
         return json.dumps(dict({"workload": workload}, **{k: getattr(self, k) for k in self.FIELDS}))
@@ -222,7 +243,8 @@ class Sample:
     def from_json(cls, d, run):
         sample = cls(d["rate"], d["cpu_us"], d["steal"])
         for k in cls.FIELDS:
-            setattr(sample, k, d.get(k))
+            if k in d:
+                setattr(sample, k, d[k])
         sample.run = run
         return sample
 
@@ -275,13 +297,16 @@ class Workload:
         before = cpu_times(self.cpus)
         line = self.readline(seconds + warm + 120)
         after = cpu_times(self.cpus)
-        m = re.match(r"result (\d+) ([0-9.]+) ([0-9.]+)$", line)
+        m = re.match(r"result (\d+) ([0-9.]+) ([0-9.]+) ([0-9.]+) ([0-9,]+)$", line)
         if not m:
             die(f"worker {self.pid}: no result (got {line!r})")
         steps = int(m.group(1))
         total = sum(a - b for a, b in zip(after, before))
         steal = 100 * (after[7] - before[7]) / total if total else 0.0
-        return Sample(steps / float(m.group(2)), 1e6 * float(m.group(3)) / max(steps, 1), steal)
+        sample = Sample(steps / float(m.group(2)), 1e6 * float(m.group(3)) / max(steps, 1), steal)
+        sample.t0 = float(m.group(4))
+        sample.bins = [int(b) for b in m.group(5).split(",")]
+        return sample
 
     def close(self):
         try:
@@ -320,8 +345,10 @@ def traced_window(args, work, mode, window, tmpdir):
     if not whole_node(mode):
         cmd += ["-p", str(work.pid)]
     err_path = os.path.join(tmpdir, "stderr")
+    log_path = os.path.join(tmpdir, "budget.log")
+    env = dict(os.environ, CUDATRACE_BUDGET_LOG=log_path) if budget_mode(mode) else None
     with open(err_path, "w") as err:
-        tracer = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err)
+        tracer = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=env)
     attach_start = time.monotonic()
     while True:  # "cudatrace: tracing process PID (N probes); Ctrl-C to stop"
         with open(err_path) as f:
@@ -335,10 +362,15 @@ def traced_window(args, work, mode, window, tmpdir):
     attach_s = time.monotonic() - attach_start
     if whole_node(mode):
         time.sleep(args.node_settle)  # its probes reach the worker when it scans /proc
+    cpu_before = process_cpu_s(tracer.pid)
     if budget_mode(mode):
         sample = work.measure(args.budget_settle, args.budget_window)
     else:
         sample = work.measure(args.settle, window)
+    cpu_after = process_cpu_s(tracer.pid)
+    if cpu_before is not None and cpu_after is not None:
+        # Its CPU over the worker's warm-up and window, in cores.
+        sample.tracer_cpu = round((cpu_after - cpu_before) / (time.monotonic() - sample.t0 + warm_s(args, mode)), 4)
     tracer.send_signal(signal.SIGINT)
     try:
         tracer.wait(timeout=120)
@@ -353,9 +385,62 @@ def traced_window(args, work, mode, window, tmpdir):
         sample.attached_pct = float(sampled.group(1))
     if tracer.returncode not in (0, 130):
         die(f"{mode}: cudatrace exited with status {tracer.returncode}:\n{text[-2000:]}")
+    if budget_mode(mode):
+        sample.hot, sample.window_estimate, sample.hot_priced = budget_in_window(log_path, sample)
     if lost is None and not whole_node(mode):  # the exporter counts losses in a metric
         die(f"{mode}: no end line from cudatrace:\n{text[-2000:]}")
     return sample, lost, estimate, attach_s
+
+
+def warm_s(args, mode):
+    return args.budget_settle if budget_mode(mode) else args.settle
+
+
+def process_cpu_s(pid):
+    """A process's user + system CPU time in seconds (None once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def budget_in_window(log_path, sample):
+    """From a CUDATRACE_BUDGET_LOG: the intervals (s from the window's start,
+    clipped to it) the hot probes were attached, the budget's estimate of the
+    cost over the window (%: each controller window's priced cost for its
+    overlap with the measured one, plus the switches that started in it), and
+    the cost it priced its attached windows at (%, mean over their overlap)."""
+    start_ns, rows = None, []
+    try:
+        with open(log_path) as f:
+            for line in f:
+                m = re.match(r"# start_monotonic_ns (\d+)", line)
+                if m:
+                    start_ns = int(m.group(1))
+                elif not line.startswith("#"):
+                    rows.append([float(x) for x in line.split()])
+    except OSError:
+        return None, None, None
+    if start_ns is None or not rows:
+        return None, None, None
+    length = len(sample.bins) * BIN_S
+    lo, hi = sample.t0, sample.t0 + length
+    hot, added, hot_added, hot_s = [], 0.0, 0.0, 0.0
+    for t_s, attached, length_ms, cost_pct, switch_cpu_ms, attach_ms, *_ in rows:
+        end = start_ns / 1e9 + t_s
+        begin = end - length_ms / 1e3
+        added += cost_pct / 100 * max(0.0, min(end, hi) - max(begin, lo))
+        if lo <= begin < hi:
+            added += switch_cpu_ms / 1e3
+        if attached:
+            a, b = max(begin + attach_ms / 1e3, lo), min(end, hi)
+            if b > a:
+                hot.append([round(a - lo, 4), round(b - lo, 4)])
+                hot_added += cost_pct * (b - a)
+                hot_s += b - a
+    return hot, round(100 * added / length, 3), round(hot_added / hot_s, 3) if hot_s else None
 
 
 def bench_workload(args, workload, tmpdir, raw):
@@ -405,22 +490,116 @@ def fmt_rate(v):
     return f"{v:,.1f}" if v < 100 else f"{v:,.0f}"
 
 
-def paired_losses(samples, mode):
+def paired_losses(samples, mode, rate=lambda s: s.rate):
     """Each window of `mode` against the mean rate of the untraced windows
     measured just before and after it in the same run (the one there is at
-    either end): its loss in %."""
+    either end): its loss in %. `rate` gives a window's rate, None to leave
+    it out."""
     losses = []
     for run in sorted({s.run for s in samples}):
-        timeline = sorted((s for s in samples if s.run == run), key=lambda s: s.start_s)
+        timeline = sorted((s for s in samples if s.run == run and rate(s) is not None), key=lambda s: s.start_s)
         for i, s in enumerate(timeline):
             if s.mode != mode:
                 continue
             before = next((u for u in reversed(timeline[:i]) if u.mode == "untraced"), None)
             after = next((u for u in timeline[i + 1:] if u.mode == "untraced"), None)
-            refs = [u.rate for u in (before, after) if u]
+            refs = [rate(u) for u in (before, after) if u]
             if refs:
-                losses.append(100 * (1 - s.rate / statistics.mean(refs)))
+                losses.append(100 * (1 - rate(s) / statistics.mean(refs)))
     return losses
+
+
+# The H200 host runs the same loop in two states, ~850 and ~450-550 steps/s,
+# switching every few seconds (the 0.1 s bins of its windows fall in two
+# clusters). A window's rate mostly says how long it spent in the slow state;
+# the rate of its fast-state bins (at least FAST_SHARE of the untraced bins'
+# 90th percentile in its run) is what a tracer's cost of ~1 % moves.
+FAST_SHARE = 0.8
+MIN_FAST_BINS = 20
+
+
+def fast_state(samples):
+    """Per window (by id): its fast-state bins, each as (rate, the share of
+    the bin the hot probes were attached); windows with fewer than
+    MIN_FAST_BINS fast bins are left out."""
+    out = {}
+    for run in {s.run for s in samples}:
+        untraced = sorted(b / BIN_S for s in samples if s.run == run and s.mode == "untraced"
+                          for b in s.bins)
+        if not untraced:
+            continue
+        threshold = FAST_SHARE * untraced[int(0.9 * (len(untraced) - 1))]
+        for s in samples:
+            if s.run != run or not s.bins:
+                continue
+            fast = []
+            for i, b in enumerate(s.bins):
+                r = b / BIN_S
+                if r >= threshold:
+                    lo, hi = i * BIN_S, (i + 1) * BIN_S
+                    attached = sum(max(0.0, min(hi, z) - max(lo, a)) for a, z in (s.hot or [])) / BIN_S
+                    fast.append((r, attached if attached > 1e-6 else 0.0))
+            if len(fast) >= MIN_FAST_BINS:
+                out[id(s)] = fast
+    return out
+
+
+def attached_slowdown(windows, fast):
+    """How much slower the worker ran while the hot probes were attached,
+    from bins of the same windows (the host's drift between windows cancels):
+    the least-squares c of rate = m * (1 - c * attached share), m being the
+    window's mean over its bins with nothing attached. None without such bins."""
+    num = den = 0.0
+    for s in windows:
+        bins = fast.get(id(s), [])
+        base = [r for r, a in bins if a == 0]
+        if len(base) < MIN_FAST_BINS // 2:
+            continue
+        m = statistics.mean(base)
+        num += sum(a * (1 - r / m) for r, a in bins)
+        den += sum(a * a for _, a in bins)
+    return num / den if den else None
+
+
+def print_fast_state(samples):
+    """The fast-state table: the paired loss of the fast bins' rate, and for
+    budget modes the share of the time the hot probes were attached, the
+    slowdown measured while they were and what the budget priced it at, the
+    budget's own estimate over the windows, and cudatrace's CPU."""
+    if not any(s.bins for s in samples):
+        return
+    fast = fast_state(samples)
+    modes = [m for m in dict.fromkeys(s.mode for s in samples) if m != "untraced"]
+    print(f"\nFast-state bins ({BIN_S:g} s bins at ≥ {FAST_SHARE:.0%} of the run's untraced 90th percentile; "
+          f"windows with ≥ {MIN_FAST_BINS} of them):\n")
+    print("| mode | windows | fast share of bins | paired fast-state loss, median (95 % CI) | mean | "
+          "hot probes attached (share of the time) | slowdown while attached: measured, priced | "
+          "budget's estimate over the windows (median) | cudatrace CPU (cores, median) |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    mean_fast = lambda s: statistics.mean(r for r, _ in fast[id(s)]) if id(s) in fast else None
+    for mode in modes:
+        windows = [s for s in samples if s.mode == mode]
+        bins = sum(len(s.bins) for s in windows)
+        fast_bins = [b for s in windows for b in fast.get(id(s), [])]
+        losses = paired_losses(samples, mode, mean_fast)
+        if losses:
+            lo, hi = median_interval(losses)
+            loss_s = f"{statistics.median(losses):+.2f} % ({lo:+.2f} to {hi:+.2f})"
+            mean_s = f"{statistics.mean(losses):+.2f} %"
+        else:
+            loss_s = mean_s = "–"
+        hot_windows = [s for s in windows if s.hot is not None]
+        share = (sum(b - a for s in hot_windows for a, b in s.hot) / sum(len(s.bins) * BIN_S for s in hot_windows)
+                 if hot_windows else None)
+        slowdown = attached_slowdown(windows, fast)
+        priced = [s.hot_priced for s in windows if s.hot_priced is not None]
+        slow_s = ((f"{100 * slowdown:.1f} %" if slowdown is not None else "–") + ", "
+                  + (f"{statistics.median(priced):.1f} %" if priced else "–"))
+        est = [s.window_estimate for s in windows if s.window_estimate is not None]
+        cpu = [s.tracer_cpu for s in windows if s.tracer_cpu is not None]
+        print(f"| {mode} | {len(losses)} | {len(fast_bins) / bins if bins else 0:.0%} | {loss_s} | {mean_s} | "
+              f"{f'{share:.2%}' if share is not None else '–'} | {slow_s if hot_windows else '–'} | "
+              f"{f'{statistics.median(est):.2f} %' if est else '–'} | {f'{statistics.median(cpu):.4f}' if cpu else '–'} |")
 
 
 def median_interval(values, resamples=4000, seed=1):
@@ -482,6 +661,7 @@ def print_table(workload, samples, title):
     if attach:
         print(f"\ncudatrace attach time: median {statistics.median(attach):.2f} s "
               f"({min(attach):.2f}–{max(attach):.2f} s).")
+    print_fast_state(samples)
 
 
 def read_raw(paths):
@@ -602,7 +782,7 @@ def main(argv):
             if flag not in usage:
                 die(f"mode {mode}: this cudatrace has no {flag} (--help)")
     settings = (f"{args.rounds} interleaved rounds"
-                + (f" at most, in {args.max_seconds:g} s at most" if args.max_seconds else "") + "; workloads on CPUs {args.cpus}, cudatrace on {args.tracer_cpus}; "
+                + (f" at most, in {args.max_seconds:g} s at most" if args.max_seconds else "") + f"; workloads on CPUs {args.cpus}, cudatrace on {args.tracer_cpus}; "
                 f"windows start {args.settle} s after attach"
                 + (f", {args.budget_settle} s in --max-overhead modes" if args.budget_settle != args.settle else ""))
     host = host_line()

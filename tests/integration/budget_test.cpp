@@ -8,6 +8,8 @@
 // 10 % (docs/fleet.md).
 #include "harness.h"
 
+#include <time.h>
+
 #include <regex>
 
 namespace {
@@ -104,12 +106,20 @@ TEST_F(Budget, TextSummaryMarksEstimates) {
   const std::vector<std::string> windows = lines_of(log_text);
   std::remove(log.c_str());
   ASSERT_EQ(r.status, 0) << r.err;
-  // The controller's log: a header, then a line per window; an attached
-  // window that cost more than the budget is followed by a detached one.
-  ASSERT_GE(windows.size(), 3u);
-  EXPECT_EQ(windows[0].rfind("# t_s window_attached length_ms cost_pct", 0), 0u) << windows[0];
+  // The controller's log: when it started (CLOCK_MONOTONIC, during this
+  // run), a header, then a line per window; an attached window that cost
+  // more than the budget is followed by a detached one.
+  ASSERT_GE(windows.size(), 4u);
+  unsigned long long start_ns = 0;
+  ASSERT_EQ(std::sscanf(windows[0].c_str(), "# start_monotonic_ns %llu", &start_ns), 1) << windows[0];
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  const double since_start_s = double(now.tv_sec) - double(start_ns) / 1e9 + double(now.tv_nsec) / 1e9;
+  EXPECT_GT(since_start_s, 0.0);
+  EXPECT_LT(since_start_s, 60.0);
+  EXPECT_EQ(windows[1].rfind("# t_s window_attached length_ms cost_pct", 0), 0u) << windows[1];
   bool detached_over_budget = false;
-  for (std::size_t i = 1; i < windows.size(); ++i) {
+  for (std::size_t i = 2; i < windows.size(); ++i) {
     double t = 0, length = 0, cost = 0, switch_ms = 0, attach_ms = 0, next_ms = 0, so_far = 0, share = 0;
     int attached = -1, next = -1;
     ASSERT_EQ(std::sscanf(windows[i].c_str(), "%lf %d %lf %lf %lf %lf %d %lf %lf %lf", &t, &attached, &length, &cost,
