@@ -582,12 +582,8 @@ def print_fast_state(samples):
         bins = sum(len(s.bins) for s in windows)
         fast_bins = [b for s in windows for b in fast.get(id(s), [])]
         losses = paired_losses(samples, mode, mean_fast)
-        if losses:
-            lo, hi = median_interval(losses)
-            loss_s = f"{statistics.median(losses):+.2f} % ({lo:+.2f} to {hi:+.2f})"
-            mean_s = f"{statistics.mean(losses):+.2f} %"
-        else:
-            loss_s = mean_s = "–"
+        loss_s = fmt_median_interval(losses)
+        mean_s = f"{statistics.mean(losses):+.2f} %" if losses else "–"
         hot_windows = [s for s in windows if s.hot is not None]
         share = (sum(b - a for s in hot_windows for a, b in s.hot) / sum(len(s.bins) * BIN_S for s in hot_windows)
                  if hot_windows else None)
@@ -607,6 +603,14 @@ def median_interval(values, resamples=4000, seed=1):
     rng = random.Random(seed)
     medians = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(resamples))
     return medians[int(0.025 * resamples)], medians[int(0.975 * resamples) - 1]
+
+
+def fmt_median_interval(losses):
+    """"+1.23 % (-0.45 to +2.34)": the median loss and its interval; "–" for none."""
+    if not losses:
+        return "–"
+    lo, hi = median_interval(losses)
+    return f"{statistics.median(losses):+.2f} % ({lo:+.2f} to {hi:+.2f})"
 
 
 def print_table(workload, samples, title):
@@ -631,12 +635,7 @@ def print_table(workload, samples, title):
         rates = [r.rate for r in runs]
         traced = base_rate and mode != "untraced"
         loss = f"{100 * (base_rate - rate) / base_rate:+.1f} %" if traced else "–"
-        paired = paired_losses(samples, mode) if traced else []
-        if paired:
-            lo, hi = median_interval(paired)
-            paired_s = f"{statistics.median(paired):+.2f} % ({lo:+.2f} to {hi:+.2f})"
-        else:
-            paired_s = "–"
+        paired_s = fmt_median_interval(paired_losses(samples, mode) if traced else [])
         # As a throughput loss: steps per CPU-second, against untraced.
         cpu_loss = f"{100 * (1 - base_cpu / cpu):+.1f} %" if traced else "–"
         steal = statistics.median(r.steal for r in runs)

@@ -52,8 +52,9 @@ BudgetControl::BudgetControl(BudgetConfig config, Probes& probes, const ProbeCos
   if (const char* path = std::getenv("CUDATRACE_BUDGET_LOG"); path && *path) {
     log_.reset(std::fopen(path, "w"));
     if (log_)
-      std::fprintf(log_.get(), "# start_monotonic_ns %llu\n# t_s window_attached length_ms cost_pct switch_cpu_ms attach_ms next_attached "
-                               "next_ms cost_so_far_pct attached_pct\n",
+      std::fprintf(log_.get(),
+                   "# start_monotonic_ns %llu\n# t_s window_attached length_ms cost_pct switch_cpu_ms attach_ms "
+                   "next_attached next_ms cost_so_far_pct attached_pct\n",
                    static_cast<unsigned long long>(start_ns_));
     else
       std::fprintf(stderr, "cudatrace: warning: CUDATRACE_BUDGET_LOG=%s: %s; the budget is kept without a log\n", path,
@@ -93,6 +94,12 @@ int BudgetControl::timeout_ms(std::uint64_t now_ns, int max_ms) const {
 
 void BudgetControl::tick(std::uint64_t now_ns) {
   if (stopped_ || now_ns < cycle_.deadline_ns()) return;
+  end_window(now_ns);
+  switch_hot();
+  update_sampling(now_ns);
+}
+
+void BudgetControl::end_window(std::uint64_t now_ns) {
   HitSnapshots now = snapshot();
   const bool was_attached = cycle_.attached();
   const std::uint64_t length_ns = now_ns - last_ns_;
@@ -102,8 +109,6 @@ void BudgetControl::tick(std::uint64_t now_ns) {
   last_ = std::move(now);
   last_ns_ = now_ns;
   switch_cost_ns_ = attach_delay_ns_ = 0;
-  switch_hot();
-  update_sampling(now_ns);
 }
 
 void BudgetControl::switch_hot() {
@@ -131,11 +136,7 @@ void BudgetControl::switch_hot() {
 
 void BudgetControl::stop(std::uint64_t now_ns) {
   if (stopped_) return;
-  const HitSnapshots now = snapshot();
-  const bool was_attached = cycle_.attached();
-  const double cost = window_cost(last_, now, now_ns - last_ns_, entry_ns_, return_ns_);
-  cycle_.end_window(now_ns, cost, switch_cost_ns_, attach_delay_ns_);
-  log_window(now_ns, was_attached, now_ns - last_ns_, cost);
+  end_window(now_ns);
   stopped_ = true;
   update_sampling(now_ns);
 }

@@ -198,6 +198,9 @@ class BudgetControl {
 
  private:
   HitSnapshots snapshot() const;
+  // Ends the window in progress: prices its hits, hands the cost to the
+  // cycle, logs it; the next window starts at `now_ns`.
+  void end_window(std::uint64_t now_ns);
   void update_sampling(std::uint64_t now_ns);
   // Attaches or detaches the hot probes as the cycle says, timing the switch.
   void switch_hot();
