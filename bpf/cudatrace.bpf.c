@@ -21,6 +21,8 @@
 #include "cudatrace/record.h"
 
 #define SIGSTOP 19
+#define SIGCONT 18
+#define SIGNAL_GROUP_EXIT 0x00000004 /* signal_struct.flags: the group is exiting (include/linux/sched/signal.h) */
 
 /* Set by user space between open and load. */
 const volatile __u32 filter_tgid = 0;      /* trace only this process (0: see use_tgid_set) */
@@ -44,6 +46,12 @@ const volatile bool export_mode = false;
  * so that user space looks at the new program's files (a static runtime, a
  * container's own dynamic loader) without stopping it. */
 const volatile bool report_execs = false;
+/* cudatrace's own process: once it dies, nobody would continue a process
+ * stopped at a library load (ct_map_change). */
+const volatile __u32 tracer_tgid = 0;
+/* --empty-probes (benchmarks): the probes as placed, programs that do
+ * nothing, so that the trap's cost can be told from the programs'. */
+const volatile bool empty_programs = false;
 
 /* Such a record has no status, latency or return-time stack: only when no
  * filter or summary needs them. */
@@ -297,6 +305,74 @@ static __always_inline void drop_stale_frames(struct ct_thread_state *st)
 	}
 }
 
+static __always_inline void aggregate_untimed(__u32 api);
+static __always_inline bool count_activity(__u32 api, struct ct_frame *f, __u32 depth, bool failed, __u64 dur,
+					   __u64 pid_tgid);
+static __always_inline bool export_call(__u32 api, struct ct_frame *f, __u64 dur, __s64 ret, bool failed,
+					__u64 pid_tgid);
+
+/* An entry-only probe (CT_COOKIE_ENTRY_ONLY): the call is recorded now and
+ * pushes no frame, since no return will pop it; the frame slot above the
+ * stack is scratch. Inside a forward of the same operation (a framework's
+ * local function named like the API, probed with its return) it is the
+ * library's end of that call: the forward's record takes its API name.
+ * Returns 1 (a session program then leaves the return unprobed). */
+static __always_inline int enter_only(struct pt_regs *ctx, __u64 pid_tgid, struct ct_thread_state *st, __u32 depth,
+				      __u64 cookie)
+{
+	struct ct_frame *f = &st->frames[depth & (CT_MAX_DEPTH - 1)];
+	f->cookie = cookie;
+	f->fwd_depth = 0;
+	f->owner = CT_FRAME_RECORDED;
+	f->level = 0;
+	f->parent_api = CT_NO_API;
+	struct ct_frame *top = f;
+	if (depth) {
+		__u32 up = (depth - 1) & (CT_MAX_DEPTH - 1);
+		top = &st->frames[up];
+		__u32 rec = top->owner == CT_FRAME_RECORDED ? up : top->owner;
+		struct ct_frame *recorded = &st->frames[rec & (CT_MAX_DEPTH - 1)];
+		if (CT_COOKIE_OP(top->cookie) == CT_COOKIE_OP(cookie)) {
+			if (depth + 1 >= recorded->fwd_depth) {
+				recorded->fwd_depth = depth + 1;
+				recorded->fwd_api = CT_COOKIE_API(cookie);
+				recorded->fwd_flags = CT_FWD_NO_RET;
+			}
+			return 1;
+		}
+		f->level = recorded->level + 1;
+		f->parent_api = CT_COOKIE_API(top->cookie);
+	}
+	read_args(ctx, f, cookie);
+	f->ts_ns = bpf_ktime_get_ns();
+	__u32 api = CT_COOKIE_API(cookie);
+	if (export_mode) {
+		if (!export_call(api, f, 0, 0, false, pid_tgid))
+			return 1;
+	} else if (summary_mode) {
+		aggregate_untimed(api);
+		if (count_activity(api, f, f->level, false, 0, pid_tgid))
+			return 1;
+		if (!summary_records_all && !(cookie & CT_COOKIE_DETAIL))
+			return 1;
+	}
+	__u64 caller = 0;
+	bpf_probe_read_user(&caller, sizeof(caller), (void *)PT_REGS_SP(ctx));
+	__u8 flags = CT_FLAG_ENTRY_ONLY;
+	if (depth) {
+		/* fill_call reads no out-params of an entry-only call: these
+		 * slots carry the enclosing call's first arguments. */
+		f->fwd_depth = 1;
+		f->fwd_outs[0] = top->args[0];
+		f->fwd_outs[1] = top->args[1];
+		f->fwd_api = CT_COOKIE_API(cookie);
+		f->fwd_flags = 0;
+		flags |= CT_FLAG_PARENT_ARGS;
+	}
+	emit_call(ctx, pid_tgid, st, f, 0, 0, caller, flags);
+	return 1;
+}
+
 /* Returns 1 when the call's return need not be probed (session programs
  * then skip it), 0 when it must be. */
 static __always_inline int enter_call(struct pt_regs *ctx, bool session)
@@ -309,16 +385,22 @@ static __always_inline int enter_call(struct pt_regs *ctx, bool session)
 		if (!st)
 			return 1;
 	}
+	__u64 cookie = bpf_get_attach_cookie(ctx);
 	st->entry_hits++;
+	if (cookie & CT_COOKIE_STEPPED)
+		st->stepped_hits++;
 	drop_stale_frames(st);
 	__u32 depth = st->depth;
 	if (depth >= CT_MAX_DEPTH) {
-		st->depth = depth + 1;
 		count(CT_CNT_DEPTH_OVERFLOW);
+		if (cookie & CT_COOKIE_ENTRY_ONLY)
+			return 1; /* no return comes to pop a depth */
+		st->depth = depth + 1;
 		return 0; /* the return must come to pop the depth */
 	}
+	if (cookie & CT_COOKIE_ENTRY_ONLY)
+		return enter_only(ctx, pid_tgid, st, depth, cookie);
 	struct ct_frame *f = &st->frames[depth & (CT_MAX_DEPTH - 1)];
-	__u64 cookie = bpf_get_attach_cookie(ctx);
 	f->cookie = cookie;
 	f->fwd_depth = 0;
 	f->owner = CT_FRAME_RECORDED;
@@ -359,6 +441,8 @@ static __always_inline int enter_call(struct pt_regs *ctx, bool session)
 SEC("uprobe")
 int ct_enter(struct pt_regs *ctx)
 {
+	if (empty_programs)
+		return 0;
 	enter_call(ctx, false);
 	return 0;
 }
@@ -444,7 +528,7 @@ static __always_inline void fill_call(struct ct_call *c, __u32 type, __u64 pid_t
 	if (type != CT_REC_CALL) {
 		c->outs[0] = 0;
 		c->outs[1] = 0;
-	} else if (f->fwd_depth) {
+	} else if (f->fwd_depth && !(f->fwd_flags & CT_FWD_NO_RET)) {
 		c->outs[0] = f->fwd_outs[0];
 		c->outs[1] = f->fwd_outs[1];
 		flags |= f->fwd_flags;
@@ -513,6 +597,16 @@ static __always_inline void aggregate(__u32 api, __u64 dur, bool failed)
 	barrier_var(b); /* keep the bounds check on the register that indexes */
 	if (b < CT_HIST_BUCKETS)
 		st->hist[b]++;
+}
+
+/* A call recorded at its entry (CT_COOKIE_ENTRY_ONLY): counted, not timed. */
+static __always_inline void aggregate_untimed(__u32 api)
+{
+	struct ct_api_stats *st = bpf_map_lookup_elem(&api_stats, &api);
+	if (!st)
+		return;
+	st->calls++;
+	st->untimed++;
 }
 
 /* Summary mode: counts a successful outermost launch, copy or memset in the
@@ -632,11 +726,13 @@ static __always_inline bool export_call(__u32 api, struct ct_frame *f, __u64 dur
 		}
 	}
 	__sync_fetch_and_add(&v->calls, 1);
-	__sync_fetch_and_add(&v->total_ns, dur);
 	if (outer_ok)
 		__sync_fetch_and_add(&v->outer_ok, 1);
 	if (bytes)
 		__sync_fetch_and_add(&v->bytes, bytes);
+	if (CT_COOKIE_ENTRY_ONLY & f->cookie)
+		return a->kind == CT_EXP_MEMORY; /* recorded at entry: no latency to count */
+	__sync_fetch_and_add(&v->total_ns, dur);
 	__u32 b = export_bucket(dur);
 	barrier_var(b);
 	if (b < CT_EXPORT_BUCKETS)
@@ -759,7 +855,8 @@ static __always_inline void exit_call(struct pt_regs *ctx)
 	}
 	if (f->fwd_depth) { /* the library's API variant and status */
 		api = f->fwd_api;
-		ret = f->fwd_ret;
+		if (!(f->fwd_flags & CT_FWD_NO_RET))
+			ret = f->fwd_ret;
 	}
 	__u64 dur = now - f->ts_ns;
 	__s64 not_failure = cookie & CT_COOKIE_NCCL_STATUS ? CT_NCCL_IN_PROGRESS : CT_CUDA_NOT_READY;
@@ -786,6 +883,8 @@ static __always_inline void exit_call(struct pt_regs *ctx)
 SEC("uretprobe")
 int ct_exit(struct pt_regs *ctx)
 {
+	if (empty_programs)
+		return 0;
 	exit_call(ctx);
 	return 0;
 }
@@ -796,6 +895,8 @@ int ct_exit(struct pt_regs *ctx)
 SEC("uprobe")
 int ct_session(struct pt_regs *ctx)
 {
+	if (empty_programs) /* as planned: entry-only probes leave their return unprobed */
+		return bpf_session_is_return() ? 0 : (bpf_get_attach_cookie(ctx) & CT_COOKIE_ENTRY_ONLY) != 0;
 	if (bpf_session_is_return()) {
 		exit_call(ctx);
 		return 0;
@@ -831,6 +932,9 @@ int ct_session(struct pt_regs *ctx)
  * reader's SIGCONT came before the SIGSTOP and the process stayed stopped.
  * (Kernels that defer the signal to an irq_work: docs/reliability.md, 9.)
  */
+/* Set when cudatrace's own process starts to exit (ct_thread_exit). */
+__u64 tracer_dying = 0;
+
 SEC("uprobe")
 int ct_map_change(struct pt_regs *ctx)
 {
@@ -855,7 +959,21 @@ int ct_map_change(struct pt_regs *ctx)
 	m->type = CT_REC_MAP_CHANGE;
 	m->pid = pid_tgid >> 32;
 	m->tid = (__u32)pid_tgid;
-	m->stopped = stop_on_map_change && bpf_send_signal(SIGSTOP) == 0;
+	m->stopped = stop_on_map_change && !tracer_dying && bpf_send_signal(SIGSTOP) == 0;
+	/* A stop is undone whoever dies. cudatrace itself continues it, or its
+	 * watchdog, which drains this ring once cudatrace has gone; but once
+	 * cudatrace is dying (ct_thread_exit set tracer_dying) its probes stay
+	 * in place for seconds while the kernel closes its links, and a stop
+	 * then would wait for a reader that never comes. The SIGSTOP is queued
+	 * before tracer_dying is read again (the atomic below is a full
+	 * barrier): either the dying tracer's flag is seen here and the stop is
+	 * undone at once (SIGCONT flushes the pending SIGSTOP), or the flag was
+	 * set later and this record, published below, is drained by the
+	 * watchdog after every probe is gone. */
+	if (m->stopped && __sync_fetch_and_add(&tracer_dying, 0)) {
+		bpf_send_signal(SIGCONT);
+		m->stopped = 0;
+	}
 	bpf_ringbuf_submit(m, BPF_RB_FORCE_WAKEUP);
 	return 0;
 }
@@ -919,6 +1037,7 @@ static __always_inline void fold_cost(struct task_struct *task, __u32 tgid, stru
 	if (st) {
 		__sync_fetch_and_add(&c->entry_hits, st->entry_hits);
 		__sync_fetch_and_add(&c->return_hits, st->return_hits);
+		__sync_fetch_and_add(&c->stepped_hits, st->stepped_hits);
 	}
 	if (last)
 		c->cpu_ns = BPF_CORE_READ(task, signal, sum_sched_runtime) + BPF_CORE_READ(task, se.sum_exec_runtime);
@@ -931,6 +1050,12 @@ int BPF_PROG(ct_thread_exit, struct task_struct *task)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)pid_tgid;
+	/* cudatrace is dying (killed, or exiting): its main thread exits, or
+	 * any thread of it exits with the whole group (a fatal signal, exit()).
+	 * Its helper threads ending on their own are neither. */
+	if (tracer_tgid && pid_tgid >> 32 == tracer_tgid &&
+	    (tid == tracer_tgid || (BPF_CORE_READ(task, signal, flags) & SIGNAL_GROUP_EXIT)))
+		__sync_fetch_and_or(&tracer_dying, 1);
 	struct ct_thread_state *st = bpf_map_lookup_elem(&threads, &tid);
 	fold_cost(task, pid_tgid >> 32, st);
 	if (st) {

@@ -11,6 +11,11 @@ Workloads (--workloads, comma-separated):
   graph      the same forward pass captured once and replayed as a CUDA graph
   mlp        MLP training step: 2 x Linear(4096, 4096), batch 8192, bf16
              autocast, SGD: GPU-bound
+  decode     Hugging Face GPT-2 (124M) built from its config (random weights,
+             nothing downloaded), fp16, batch 1: one step is a greedy
+             generate() of DECODE_TOKENS new tokens with the KV cache and no
+             CUDA graph, the launch-bound regime of LLM decoding (issue 24);
+             tokens/s = steps/s x DECODE_TOKENS
 
 Modes (--modes, comma-separated; all by default):
   untraced   no tracer
@@ -85,10 +90,11 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODES = ["untraced", "text", "json", "summary", "all", "cupti"]
 EXTRA_MODES = ["budget1", "node", "node-budget1"]
-WORKLOADS = ["inference", "graph", "mlp"]
+WORKLOADS = ["inference", "graph", "mlp", "decode"]
+DECODE_TOKENS = 16
 # Window lengths (s): the GPU-bound and graph workloads are steady, so a
 # shorter window keeps the whole run within about six minutes.
-DEFAULT_WINDOW = {"inference": 1.5, "graph": 1.0, "mlp": 1.0, "fake": 0.5}
+DEFAULT_WINDOW = {"inference": 1.5, "graph": 1.0, "mlp": 1.0, "decode": 3.0, "fake": 0.5}
 TRACER_ARGS = {
     "text": ["-o", "/dev/null"],
     "json": ["--json", "-o", "{json}"],
@@ -169,6 +175,20 @@ def make_step(workload, fake_lib):
             loss.backward()
             opt.step()
         return train, torch.cuda.synchronize
+    if workload == "decode":
+        import transformers
+        transformers.logging.set_verbosity_error()
+        config = transformers.GPT2Config()  # GPT-2 small: 12 layers, d 768
+        model = transformers.GPT2LMHeadModel(config).half().cuda().eval()
+        prompt = torch.randint(0, config.vocab_size, (1, 8), device="cuda")
+        mask = torch.ones_like(prompt)
+
+        def decode():
+            with torch.no_grad():
+                model.generate(prompt, attention_mask=mask, max_new_tokens=DECODE_TOKENS,
+                               min_new_tokens=DECODE_TOKENS, do_sample=False, use_cache=True,
+                               pad_token_id=config.eos_token_id)
+        return decode, torch.cuda.synchronize
     die(f"unknown workload {workload}")
 
 

@@ -40,11 +40,22 @@ enum ct_record_type {
  * read at return, see skip_nested_returns): dur_ns, ret and caller are 0;
  * its status is part of its parent's. */
 #define CT_FLAG_ENTRY_ONLY (1u << 4)
+/* An entry-only record nested in another call: outs hold the enclosing
+ * call's first two arguments (a driver launch made by a runtime launch:
+ * the runtime's host stub names the driver's kernel handle). */
+#define CT_FLAG_PARENT_ARGS (1u << 5)
 
 /*
  * The attach cookie tells the generic entry/exit programs everything they need
  * about the probed function, so the hot path does no map lookup for metadata.
- *   bits  0..15  API id (index into the user-space API table)
+ *   bits  0..13  API id (index into the user-space API table)
+ *   bit  14      entry-only: the call is recorded at its entry and its return
+ *                is not probed (an asynchronous operation, issue 24: one
+ *                trap instead of two; the record has no latency or status)
+ *   bit  15      the kernel single-steps the probed instruction
+ *                (target/prologue.h): its entry hits are counted apart,
+ *                priced at what a single-stepped hit costs
+ *   Bits 14 and 15 are the probe's, set by Probes on top of the API's cookie.
  *   bits 16..19  number of stack argument words to save at entry (0..5)
  *   bits 20..23  out-param 0: argument slot + 1 (0: none)
  *   bits 24..27  out-param 0: size in bytes (1..8)
@@ -74,7 +85,7 @@ enum ct_payload_kind {
 	CT_PAYLOAD_LAUNCH_CONFIG = 3, /* CUlaunchConfig / cudaLaunchConfig_t + attrs */
 };
 
-#define CT_COOKIE_API_MASK 0xffffull
+#define CT_COOKIE_API_MASK 0x3fffull
 #define CT_COOKIE_API(c) ((__u32)((c) & CT_COOKIE_API_MASK))
 #define CT_COOKIE_STACK_WORDS(c) ((__u32)(((c) >> 16) & 0xf))
 #define CT_COOKIE_OUT_SLOT(c, i) ((__u32)(((c) >> (20 + 8 * (i))) & 0xf))
@@ -82,6 +93,8 @@ enum ct_payload_kind {
 #define CT_COOKIE_PAYLOAD_SLOT(c) ((__u32)(((c) >> 36) & 0xf))
 #define CT_COOKIE_PAYLOAD_KIND(c) ((__u32)(((c) >> 40) & 0x3))
 #define CT_COOKIE_PAYLOAD_WORDS(c) ((__u32)(((c) >> 42) & 0xff))
+#define CT_COOKIE_ENTRY_ONLY (1ull << 14)
+#define CT_COOKIE_STEPPED (1ull << 15)
 #define CT_COOKIE_VOID (1ull << 50)
 #define CT_COOKIE_DETAIL (1ull << 51)
 #define CT_COOKIE_OP_SHIFT 52
@@ -142,6 +155,9 @@ struct ct_map_change {
  * caller's call site, arguments and whole duration). Depth and parent are set
  * at entry and count recorded calls only, as if forwards did not exist. */
 #define CT_FRAME_RECORDED 0xff /* owner of a frame that has its own record */
+/* fwd_flags: the forward was probed at entry only (it has no return):
+ * the owner's record keeps its own status and out-params. */
+#define CT_FWD_NO_RET (1u << 7)
 struct ct_frame {
 	__u64 cookie;
 	__u64 ts_ns;
@@ -151,7 +167,7 @@ struct ct_frame {
 	__u8 owner;       /* CT_FRAME_RECORDED, or the index of a forward's owner */
 	__u8 fwd_depth;   /* owners: 1 + stack index of the forward whose results
 			   * fwd_* hold (the deepest, else the latest); 0: none */
-	__u8 fwd_flags;   /* CT_FLAG_OUT*_FAULT of fwd_outs */
+	__u8 fwd_flags;   /* CT_FLAG_OUT*_FAULT of fwd_outs; CT_FWD_NO_RET */
 	__u16 fwd_api;
 	__s64 fwd_ret;
 	__u64 fwd_outs[CT_MAX_OUTS];
@@ -164,6 +180,7 @@ struct ct_thread_state {
 	 * process_cost when it exits. */
 	__u64 entry_hits;
 	__u64 return_hits;
+	__u64 stepped_hits; /* of entry_hits, those on single-stepped probes */
 	char comm[CT_COMM_LEN]; /* at the thread's first traced call, and after exec */
 	struct ct_frame frames[CT_MAX_DEPTH];
 };
@@ -189,6 +206,7 @@ struct ct_api_stats {
 	__u64 max_ns;
 	__u64 sum_sq_lo; /* sum of dur_ns^2 as a 128-bit number, for StdDev */
 	__u64 sum_sq_hi;
+	__u64 untimed;   /* of calls, those recorded at entry: no latency */
 	__u64 hist[CT_HIST_BUCKETS];
 };
 
@@ -250,6 +268,7 @@ struct ct_activity {
 struct ct_process_cost {
 	__u64 entry_hits;
 	__u64 return_hits;
+	__u64 stepped_hits;
 	__u64 cpu_ns; /* its CPU time when its last thread exited; 0 while it runs */
 	char comm[CT_COMM_LEN];
 };

@@ -11,6 +11,7 @@
 #include "cudatrace/decode/api_table.h"
 #include "cudatrace/cli/api_docs.h"
 #include "cudatrace/cli/offline.h"
+#include "cudatrace/cli/probe_list.h"
 #include "cudatrace/analysis/nvtx.h"
 #include "cudatrace/trace/tracer.h"
 
@@ -264,7 +265,9 @@ int main(int argc, char** argv) {
   app.add_flag("--no-dlopen-stop", no_dlopen_stop, "Same as --dlopen-stop=never")->group(kTuning);
   app.add_option("--attach", attach, "How uprobes are attached: auto (default: multi where the kernel has it), multi (uprobe_multi links, Linux 6.6) or perf (one perf-event uprobe per function and direction, Linux 5.15)")->group(kTuning)->type_name("HOW");
   app.add_option("--max-overhead", opts.max_overhead_pct, "Keep the estimated tracing cost to each process under PCT % by sampling the launch, async memset and query probes; their counts are then estimates, marked (docs/fleet.md)")->group(kTuning)->type_name("PCT")->check(CLI::Range(0.01, 100.0));
-  app.add_flag("--nested-returns", opts.nested_returns, "Also time nested calls without out-params (a runtime call's launch or copy): one more trap each")->group(kTuning);
+  app.add_flag("--nested-returns", opts.nested_returns, "Also time nested calls without out-params (a runtime call's driver calls): one more trap each")->group(kTuning);
+  app.add_flag("--empty-probes", opts.empty_probes, "For benchmarks: place and attach every probe as usual, with BPF programs that do nothing (the cost of the traps alone); records nothing")->group(kTuning);
+  app.add_flag("--every-layer", opts.every_layer, "Record each launch, async copy/memset, event record and stream wait at every layer it passes (runtime and driver), each with its latency and status: three traps a launch instead of one")->group(kTuning);
   // Other
   app.set_help_flag("-h,--help", "Print this help and exit")->group(kOther);
   app.add_flag("--list-apis", list_apis, "List the traced APIs and exit")->group(kOther);
@@ -302,6 +305,15 @@ int main(int argc, char** argv) {
     opts.selection.group[static_cast<int>(Group::Nvtx)] = true;
     // Without -f the range calls are printed too (the nvtx group is off by default only because it needs --nvtx).
     if (groups.empty()) opts.display.group[static_cast<int>(Group::Nvtx)] = true;
+  }
+  if (list_apis && !opts.libs.empty()) {
+    std::string out, error;
+    if (!probe_list_markdown(opts.libs, opts.selection, probe_plan(opts), out, error)) {
+      std::fprintf(stderr, "cudatrace: %s\n", error.c_str());
+      return kExitTarget;
+    }
+    std::fputs(out.c_str(), stdout);
+    return 0;
   }
   if (list_apis) {
     std::fputs((opts.json ? api_list_json(opts.display) : api_list_markdown(opts.display)).c_str(), stdout);

@@ -330,6 +330,29 @@ std::vector<Api> build_apis() {
 
 }  // namespace
 
+bool is_async_operation(const Api& a) {
+  if (a.layer() != RT && a.layer() != DRV) return false;
+  const std::string_view name = a.spec->name;
+  switch (a.effect()) {
+    case E::Launch:
+    case E::EventRecord:
+    case E::StreamWaitEvent:
+      return true;
+    case E::Copy:
+    case E::Memset:
+      return name.find("Async") != std::string_view::npos;
+    default:
+      return false;
+  }
+}
+
+bool recorded_at_driver(const Api& a) {
+  if (a.layer() != RT || !is_async_operation(a)) return false;
+  // The 2D and peer copies make driver calls the table has no row for.
+  const std::string_view name = a.spec->name;
+  return name != "cudaMemcpy2DAsync" && name != "cudaMemcpyPeerAsync";
+}
+
 bool is_out(ArgType t) { return t >= A::OutPtr; }
 
 int slot_count(ArgType t) {

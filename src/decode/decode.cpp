@@ -52,6 +52,14 @@ void decode_launch_config(Layer layer, const std::uint8_t* p, std::size_t len,
   }
 }
 
+// The host stub (Func argument) of a runtime launch whose first two
+// arguments a nested entry-only record carries (CT_FLAG_PARENT_ARGS).
+std::uint64_t parent_func(const Api& parent, const ct_call& rec) {
+  for (std::size_t i = 0; i < parent.spec->args.size(); ++i)
+    if (parent.spec->args[i].type == ArgType::Func && parent.slots[i] < CT_MAX_OUTS) return rec.outs[parent.slots[i]];
+  return 0;
+}
+
 }  // namespace
 
 const char* memcpy_kind_name(std::uint64_t kind) {
@@ -136,6 +144,7 @@ bool decode_call(const ct_call& rec, KernelNames* names, Call& call, const Strin
   call.kernel_handle = 0;
   call.waited = nullptr;
   call.nccl = nullptr;
+  call.named_by_parent = false;
 
   const auto* payload = reinterpret_cast<const std::uint8_t*>(&rec + 1);
   const std::size_t payload_len = rec.payload_len;
@@ -273,6 +282,18 @@ bool decode_call(const ct_call& rec, KernelNames* names, Call& call, const Strin
   }
   if (is_launch) {
     const KernelNames::Name* n = names ? names->find(rec.pid, call.kernel_handle) : nullptr;
+    if (!n && names && (rec.flags & CT_FLAG_PARENT_ARGS) && call.parent && call.parent->group() == Group::Launch) {
+      // A driver launch made by a runtime launch whose kernel handle was
+      // looked up before tracing began: the runtime's host stub names it,
+      // now and for the rest of the run.
+      const std::uint64_t stub = parent_func(*call.parent, rec);
+      if (const KernelNames::Name* named = stub ? names->find(rec.pid, stub) : nullptr) {
+        std::string mangled(named->mangled);
+        names->add(rec.pid, call.kernel_handle, std::move(mangled));
+        n = names->find(rec.pid, call.kernel_handle);
+        call.named_by_parent = n != nullptr;
+      }
+    }
     call.kernel = n ? std::string_view(n->demangled) : kUnknownKernel;
     call.kernel_mangled = n ? std::string_view(n->mangled) : kUnknownKernel;
     call.kernel_short = n ? std::string_view(n->short_name) : kUnknownKernel;

@@ -16,8 +16,8 @@ bool Probes::attach_hot(HotGroup& g, std::string& error) {
   // link attached again at the same offsets was seen (Linux 6.18) to lose
   // the return of every outermost call from then on.
   const std::tuple<dev_t, ino_t> file{std::get<0>(g.key), std::get<1>(g.key)};
-  if (attach_pairs(enter_, exit_, "/proc/self/fd/" + std::to_string(g.file_fd), file, std::get<2>(g.key), g.offsets,
-                   g.cookies, g.links, error)) {
+  if (attach_planned("/proc/self/fd/" + std::to_string(g.file_fd), file, std::get<2>(g.key), g.offsets, g.cookies,
+                     g.links, error)) {
     g.attached_at_ns = monotonic_ns();
     return true;
   }

@@ -66,6 +66,7 @@ void Session::drain_loop() {
       break;
     }
     if (budget_) budget_->tick(monotonic_ns());
+    end_naming_window_when_done();
     if (!flush()) break;
     forget_exited();
     if (exporter_) export_tick();

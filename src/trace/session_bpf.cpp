@@ -45,10 +45,20 @@ constexpr __u32 kPreallocatedThreads = 8192;
 
 // The API id of the start-up measurement's probe: no table row, so its
 // records are ignored.
-constexpr std::uint16_t kProbeCostApi = 0xfffe;
+constexpr std::uint16_t kProbeCostApi = CT_COOKIE_API_MASK - 1;
+
 static_assert(CT_MAX_APIS < kProbeCostApi, "the probe-cost API id must not be a table row");
 
 }  // namespace
+
+// How the options have the asynchronous operations probed (probes.h).
+ProbePlan probe_plan(const Options& opts) {
+  ProbePlan plan;
+  // A filter on latency or status, and a stack taken at return, need the return.
+  plan.ops_at_entry = !opts.every_layer && !opts.errors_only && !opts.min_us && !opts.stack;
+  plan.ops_at_driver_only = !opts.every_layer && opts.selection.layer[static_cast<int>(Layer::Driver)];
+  return plan;
+}
 
 int Session::load() {
   if (!has_bpf_privileges()) {
@@ -90,6 +100,8 @@ int Session::load() {
   ro->use_tgid_set = opts_.pid <= 0 && !opts_.all_processes;
   ro->follow_forks = ro->use_tgid_set;
   ro->report_execs = opts_.all_processes;
+  ro->tracer_tgid = static_cast<__u32>(getpid());
+  ro->empty_programs = opts_.empty_probes;
   ro->export_mode = !opts_.prometheus_address.empty();
   ro->filter_tid = static_cast<__u32>(opts_.tid);
   ro->min_dur_ns = opts_.min_us * 1000;
@@ -187,6 +199,15 @@ int Session::load() {
   // before 6.9: there the BPF programs' own filter selects the process.
   probes_->limit_multi_to_pid(kernel.uprobe_multi_pid_filter);
   if (opts_.max_overhead_pct > 0) probes_->split_hot();
+  probes_->set_plan(probe_plan(opts_));
+  // -p: kernels looked up before now are named through their runtime launch.
+  // (A trace only: the summary and the exporter count launches in BPF and
+  // get no record to name them from.)
+  if (opts_.pid > 0 && probe_plan(opts_).ops_at_driver_only && !opts_.summary && opts_.prometheus_address.empty() &&
+      opts_.selection.layer[static_cast<int>(Layer::Runtime)]) {
+    probes_->start_naming_window();
+    naming_since_ns_ = monotonic_ns();
+  }
   return kExitOk;
 }
 

@@ -37,6 +37,16 @@ bool Session::on_record(void* ctx, const void* data, std::size_t size) {
 
 void Session::on_call(const ct_call& rec) {
   if (!decode_call(rec, &names_, call_, &read_string_)) return;
+  // -p's naming window: a runtime operation recorded at the driver is here
+  // only to name the driver launch made inside it, which is the record.
+  if (probes_->naming_window() || naming_since_ns_) {
+    if (recorded_at_driver(*call_.api)) return;
+    if (call_.parent && recorded_at_driver(*call_.parent)) {
+      call_.parent = nullptr;
+      call_.depth = 0;
+    }
+    if (call_.named_by_parent) last_named_ns_ = monotonic_ns();
+  }
   ++records_;
   if (exporter_) {  // exporter mode: only allocations and frees send records
     exporter_->on_call(call_);
@@ -57,6 +67,26 @@ void Session::on_call(const ct_call& rec) {
   if (opts_.stack && !reporter_) call_.stack = stacks_.frames(static_cast<pid_t>(call_.pid), call_.stack_addresses);
   for (const auto& sink : sinks_) sink->on_call(call_, analysis);
   if (!reporter_ && out_->buffer().size() >= OutputWriter::kChunkBytes) hand_over_output();
+}
+
+// -p: the naming window ends once every kernel launched lately has a name:
+// a second after attaching, and half a second after the last launch that
+// needed its runtime launch's host stub. A launch of a kernel looked up
+// before then and first launched after shows "?".
+void Session::end_naming_window_when_done() {
+  if (!probes_->naming_window()) return;
+  constexpr std::uint64_t kAtLeastNs = 1000000000, kQuietNs = 500000000;
+  const std::uint64_t now = monotonic_ns();
+  if (now - naming_since_ns_ < kAtLeastNs || (last_named_ns_ && now - last_named_ns_ < kQuietNs)) return;
+  // A runtime launch in progress when its return probe goes is never seen
+  // returning: BPF drops its frame (drop_stale_frames), as the budget's.
+  for (const Api& a : apis())
+    if (recorded_at_driver(a)) skel_->bss->hot_apis[a.id] = 1;
+  probes_->end_naming_window();
+  skel_->bss->hot_stale_before_ns = monotonic_ns();
+  if (opts_.verbose)
+    std::fprintf(stderr, "cudatrace: kernel naming window closed after %.1f s: runtime launches are no longer probed\n",
+                 double(monotonic_ns() - naming_since_ns_) / 1e9);
 }
 
 void Session::warn_pageable_copy(std::uint64_t host_ptr) {

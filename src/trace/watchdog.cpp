@@ -1,11 +1,13 @@
 #include "cudatrace/trace/watchdog.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstddef>
 #include <string>
 
@@ -34,16 +36,29 @@ bool continue_stopped(void*, const void* data, std::size_t size) {
   signal(SIGINT, SIG_IGN);
   signal(SIGTERM, SIG_IGN);
   signal(SIGHUP, SIG_IGN);
-  sigset_t death;
-  sigemptyset(&death);
-  sigaddset(&death, SIGUSR1);
-  sigprocmask(SIG_BLOCK, &death, nullptr);
-  prctl(PR_SET_PDEATHSIG, SIGUSR1);
-  if (getppid() == parent) sigwaitinfo(&death, nullptr);
+  // Wait until cudatrace has wholly exited, not only the thread that forked
+  // this one (which is when a parent-death signal comes): its probes stay
+  // until its last thread has closed its last link, seconds after a SIGKILL.
+  // A pidfd becomes readable when the whole thread group has exited, after
+  // every descriptor was closed.
+  const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, parent, 0));
+  if (pidfd >= 0 && getppid() == parent) {
+    pollfd gone{pidfd, POLLIN, 0};
+    while (poll(&gone, 1, -1) < 0 && errno == EINTR) {
+    }
+  } else if (pidfd < 0) {  // no pidfd (seccomp): the parent thread's death, the best left
+    sigset_t death;
+    sigemptyset(&death);
+    sigaddset(&death, SIGUSR1);
+    sigprocmask(SIG_BLOCK, &death, nullptr);
+    prctl(PR_SET_PDEATHSIG, SIGUSR1);
+    if (getppid() == parent) sigwaitinfo(&death, nullptr);
+  }
   // The parent is gone and its descriptors with it: its links are
   // detached, and detaching waited for programs in flight, so every loader
-  // record is complete (each one published after its SIGSTOP was queued)
-  // and nothing is stopped any more; continue what was.
+  // record is complete (each one published after its SIGSTOP was queued;
+  // one made while cudatrace was dying undid its own stop, see
+  // ct_map_change) and nothing is stopped any more; continue what was.
   std::string error;
   if (auto ring = RingReader::open(keep, continue_stopped, nullptr, error)) ring->drain();
   _exit(0);

@@ -1,6 +1,7 @@
 // Attaches the reference programs of probe_bench.bpf.c (empty "floor" pairs,
 // empty uprobe sessions that keep ("floor-session") or skip
-// ("floor-session-entry") every return, "floor-perf" pairs attached as
+// ("floor-session-entry") every return, "floor-entry" entry probes alone
+// (no return probe, any kernel), "floor-perf" pairs attached as
 // perf-event uprobes (--attach perf), or "naive" two-records-per-call) to
 // the CUDA symbols of the given files, the way cudatrace attaches its own,
 // runs a command and reports what the programs saw. Used by scripts/bench.py only.
@@ -40,8 +41,9 @@ int main(int argc, char** argv) {
   const std::string mode = argv[1];
   const bool session = mode == "floor-session" || mode == "floor-session-entry";
   const bool perf = mode == "floor-perf";
-  if (mode != "floor" && mode != "naive" && !session && !perf)
-    return fail("mode must be floor, floor-perf, floor-session, floor-session-entry or naive");
+  const bool entry_only = mode == "floor-entry";
+  if (mode != "floor" && mode != "naive" && !session && !perf && !entry_only)
+    return fail("mode must be floor, floor-entry, floor-perf, floor-session, floor-session-entry or naive");
   std::vector<std::string> libs;
   int i = 2;
   for (; i < argc && std::strcmp(argv[i], "--") != 0; ++i) {
@@ -73,7 +75,7 @@ int main(int argc, char** argv) {
   const auto attach_start = std::chrono::steady_clock::now();
   auto probes = std::make_unique<cudatrace::Probes>(
       naive ? skel->progs.naive_enter : skel->progs.floor_enter,
-      naive ? skel->progs.naive_exit : skel->progs.floor_exit, nullptr, all,
+      naive ? skel->progs.naive_exit : entry_only ? nullptr : skel->progs.floor_exit, nullptr, all,
       [](const std::string& w) { std::fprintf(stderr, "probe_bench: warning: %s\n", w.c_str()); });
   if (session) probes->use_session(session_prog);
   if (perf) probes->use_perf_events();

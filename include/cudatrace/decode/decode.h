@@ -63,9 +63,13 @@ struct Call {
   std::uint64_t caller = 0;  // return address: the call site; 0 when unknown
   unsigned depth = 0;        // number of enclosing probed calls
   bool unfinished = false;
-  // Recorded at entry (CT_FLAG_ENTRY_ONLY): a nested call with no latency or
-  // status of its own; its parent's status covers it.
+  // Recorded at entry (CT_FLAG_ENTRY_ONLY): no latency or status of its own.
+  // An asynchronous operation (is_async_operation, issue 24), or a nested
+  // call whose parent's status covers it.
   bool entry_only = false;
+  // A launch whose kernel handle was named by the runtime launch it was made
+  // in (CT_FLAG_PARENT_ARGS): the -p naming window's work.
+  bool named_by_parent = false;
   // The bytes read from user memory at return (strings, NCCL unique ids and
   // communicator arrays), and whether reading them failed.
   std::string_view payload;

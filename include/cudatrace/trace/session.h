@@ -140,6 +140,10 @@ class Session {
   bool activity_in_bpf_ = false;
   std::uint64_t page_locked_changes_ = 0;   // calls that bumped the BPF page-locked generation
   std::uint64_t records_ = 0;               // call records of traced APIs read (-v says how many)
+  // -p's naming window (Probes::start_naming_window): when it began, and
+  // when a launch was last named by its runtime launch.
+  std::uint64_t naming_since_ns_ = 0, last_named_ns_ = 0;
+  void end_naming_window_when_done();
   ProbeCost probe_cost_;
   bool cost_measured_ = false;
   std::unique_ptr<Probes> cost_probes_;  // the measurement's, attached until the end

@@ -55,6 +55,12 @@ struct Options {
   unsigned count = 0;           // -c: stop after this many interval reports (0: no limit)
   bool stack = false;    // --stack: capture the user stack of each call
   bool nested_returns = false;  // --nested-returns: probe every return (docs/json.md, entry-only records)
+  // --every-layer: record each asynchronous operation at every layer it
+  // passes through, with its return (ProbePlan; the default records it once,
+  // at entry, at the driver)
+  bool every_layer = false;
+  // --empty-probes (benchmarks): attach as usual, run programs that do nothing
+  bool empty_probes = false;
   bool full_names = false;  // --full-names: kernels by their whole demangled names in text
   bool verbose = false;
   bool nvtx = false;      // --nvtx: NVTX range stacks on every call (docs/nvtx.md)
@@ -63,6 +69,10 @@ struct Options {
   std::string prometheus_address;  // --prometheus ADDR:PORT: serve metrics, print no calls; empty: off
   double max_overhead_pct = 0;  // --max-overhead: budget for the tracing cost (budget.h); 0: none
 };
+
+// How these options have the asynchronous operations probed (probes.h).
+struct ProbePlan;
+ProbePlan probe_plan(const Options& opts);
 
 // Runs the session; returns the process exit status (the command's own
 // status in command mode).

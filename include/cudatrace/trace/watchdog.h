@@ -3,9 +3,11 @@
 // When a traced process loads a library, the BPF side stops it (SIGSTOP)
 // until cudatrace has attached probes there and sends SIGCONT. If cudatrace
 // is killed (SIGKILL, OOM) in that window, nobody would ever continue it.
-// The watchdog is a small child process that waits for cudatrace to die
-// (PR_SET_PDEATHSIG), then reads what is left unread in the ring buffer and
-// continues every process that a loader notification says was stopped.
+// The watchdog is a small child process that waits for cudatrace to have
+// wholly exited (a pidfd: after its last link is closed), then reads what is
+// left unread in the ring buffer and continues every process that a loader
+// notification says was stopped. While cudatrace is dying, its probes stop
+// no one (the BPF side knows, see ct_map_change).
 // A notification is consumed only after cudatrace has sent its SIGCONT, so
 // none is missed.
 #pragma once

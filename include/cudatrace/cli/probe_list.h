@@ -1,0 +1,22 @@
+// `cudatrace --list-apis --lib FILE`: where each traced function of FILE is
+// probed (target/prologue.h), whether the kernel emulates the probed
+// instruction or single-steps it, and whether its return is probed.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "cudatrace/decode/selection.h"
+#include "cudatrace/trace/probes.h"
+
+namespace cudatrace {
+
+// One line: "libcuda.so.1: 120 probes, 118 on instructions the kernel
+// emulates, 2 single-stepped (cuFoo +0 sub $imm,%rsp, ...); 14 at entry only".
+std::string probe_summary(const std::string& path, const std::vector<PlannedProbe>& planned);
+
+// A markdown table per file; false (with `error`) if a file cannot be read.
+bool probe_list_markdown(const std::vector<std::string>& files, const Selection& selection, ProbePlan plan,
+                         std::string& out, std::string& error);
+
+}  // namespace cudatrace
