@@ -30,7 +30,13 @@ Modes (--modes, comma-separated; all by default):
   node       cudatrace --all-processes --prometheus 127.0.0.1:0 (whole node,
              exporter; no -p: every CUDA process of the host is traced)
   node-budget1  the same with --max-overhead 1 (issue 13's always-on target)
-  Not in the default list: budget1, node, node-budget1. More modes:
+  floor      cudatrace --empty-probes -o /dev/null: the default's probes,
+             placed and attached alike, with BPF programs that do nothing
+  floor-runtime, floor-driver  the same with --layer runtime / driver
+  every-layer  cudatrace --every-layer -o /dev/null (each operation at both
+             layers with its return: the default before issue 24)
+  Not in the default list: budget1, node, node-budget1, the floors and
+  every-layer. More modes:
   --add-mode 'NAME=ARGS' (repeatable; ARGS are cudatrace's, and -p PID is
   added unless they contain --all-processes), e.g.
   --add-mode 'budget5=--summary --max-overhead 5 -o /dev/null'.
@@ -89,7 +95,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODES = ["untraced", "text", "json", "summary", "all", "cupti"]
-EXTRA_MODES = ["budget1", "node", "node-budget1"]
+EXTRA_MODES = ["budget1", "node", "node-budget1", "floor", "floor-runtime", "floor-driver", "every-layer"]
 WORKLOADS = ["inference", "graph", "mlp", "decode"]
 DECODE_TOKENS = 16
 # Window lengths (s): the GPU-bound and graph workloads are steady, so a
@@ -103,6 +109,13 @@ TRACER_ARGS = {
     "budget1": ["--summary", "--max-overhead", "1", "-o", "/dev/null"],
     "node": ["--all-processes", "--prometheus", "127.0.0.1:0"],
     "node-budget1": ["--all-processes", "--prometheus", "127.0.0.1:0", "--max-overhead", "1"],
+    # The floor: the default's probes, placed and attached the same way, with
+    # BPF programs that do nothing; per layer.
+    "floor": ["--empty-probes", "-o", "/dev/null"],
+    "floor-runtime": ["--empty-probes", "--layer", "runtime", "-o", "/dev/null"],
+    "floor-driver": ["--empty-probes", "--layer", "driver", "-o", "/dev/null"],
+    # The earlier default: every operation at both layers, with returns.
+    "every-layer": ["--every-layer", "-o", "/dev/null"],
 }
 # The worker counts its steps in bins of this many seconds.
 BIN_S = 0.1

@@ -86,7 +86,8 @@ check() {
 
 	local start=$SECONDS
 	# -f all: every traced API (queries too) is compared with CUPTI.
-	timeout -k 10 "$TRACED_TIMEOUT" "$CUDATRACE" -f all --json -o "$p.trace.jsonl" --perfetto "$p.perfetto.json" -- \
+	# EXTRA_ARGS: more cudatrace options for this check (--every-layer).
+	timeout -k 10 "$TRACED_TIMEOUT" "$CUDATRACE" -f all "${EXTRA_ARGS[@]}" --json -o "$p.trace.jsonl" --perfetto "$p.perfetto.json" -- \
 		env "${INJECT[@]}" CUPTI_COUNT_OUT="$p.cupti.json" "$@" \
 		>"$p.out" 2>"$p.err"
 	rc=$?
@@ -104,7 +105,12 @@ check() {
 		show_tail "$p.perfetto.err"
 	fi
 
-	local args=("$p.trace.jsonl" "$p.cupti.json" "${TRACED_ARGS[@]}")
+	local traced=("${TRACED_ARGS[@]}")
+	if [ ${#EXTRA_ARGS[@]} -gt 0 ] && [ ${#traced[@]} -gt 0 ]; then  # the list as these options probe
+		"$CUDATRACE" -f all "${EXTRA_ARGS[@]}" --list-apis --json >"$p.traced-apis.json" 2>/dev/null &&
+			traced=(--traced "$p.traced-apis.json")
+	fi
+	local args=("$p.trace.jsonl" "$p.cupti.json" "${traced[@]}")
 	[ "$expected" = yes ] && args+=(--expected "$p.out")
 	# Python frameworks load cuBLAS/cuDNN, whose runtime is linked in without symbols.
 	[ "$1" = "$PYTHON" ] && args+=(--static-runtime)
@@ -177,6 +183,41 @@ check_nvtx() {
 	sed -n '/CUDA work per NVTX range/,$p' "$p.by-range.txt" | head -n 12
 }
 
+# -p to a running Hugging Face decode loop whose kernels were all looked up
+# before cudatrace came: every launch must still be named (the naming
+# window, issue 24), and the trace must end cleanly.
+check_attach() {
+	local p=$OUTDIR/attach rc
+	section "attach: -p PID of a running decode loop ($PYTHON $KIT/decode_loop.py)"
+	rm -f "$p".*
+	(cd "$KIT" && exec timeout -k 5 150 "$PYTHON" decode_loop.py 400 16) >"$p.prog.out" 2>&1 &
+	local prog=$!
+	sleep 15 # imports, the model, the warm-up generate
+	timeout -k 5 60 "$CUDATRACE" --json -o "$p.trace.jsonl" -p "$prog" >"$p.out" 2>"$p.err" &
+	local tracer=$!
+	sleep 8
+	kill -INT "$tracer"
+	wait "$tracer"
+	rc=$?
+	kill "$prog" 2>/dev/null
+	wait "$prog" 2>/dev/null
+	[ $rc -eq 0 ] || { fail "attach: cudatrace exited $rc"; show_tail "$p.err"; }
+	"$PYTHON" - "$p.trace.jsonl" <<'PY' || fail "attach: launches without a kernel name"
+import collections, json, sys
+launches = unnamed = 0
+apis = collections.Counter()
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    if r.get("type") != "call" or "kernel" not in r:
+        continue
+    launches += 1
+    apis[r["api"]] += 1
+    unnamed += r["kernel"] == "?"
+print(f"attach: {launches} launches ({dict(apis)}), {unnamed} without a name")
+sys.exit(0 if launches and not unnamed else 1)
+PY
+}
+
 # check_optional NAME MODULE CMD...: check NAME when python can import MODULE.
 check_optional() {
 	local name=$1 module=$2
@@ -195,6 +236,7 @@ main() {
 	grep -E '^(built|FAILED)' "$OUTDIR/build.log"
 	# Without the counter library the programs still run (and fail to compare).
 	INJECT=()
+	EXTRA_ARGS=()
 	[ -f "$LIB" ] && INJECT=(CUDA_INJECTION64_PATH="$LIB")
 	traced_list
 
@@ -218,12 +260,22 @@ main() {
 	fi
 	check torch_loop no "$PYTHON" "$KIT/torch_loop.py" 100
 	check_summary torch_loop "$PYTHON" "$KIT/torch_loop.py" 100
+	# The runtime's operations too, each at both layers (the default records them at the driver).
+	EXTRA_ARGS=(--every-layer)
+	check torch_loop_every_layer no "$PYTHON" "$KIT/torch_loop.py" 100
+	EXTRA_ARGS=()
+	check_optional hf_decode transformers "$PYTHON" "$KIT/decode_loop.py" 2 16
 	# Programs nobody here wrote: NVRTC kernels (CuPy), Triton kernels
 	# launched through the driver API (torch.compile), and XLA, whose plugin
 	# forwards through local functions named like the CUDA APIs (JAX).
 	check_optional cupy_loop cupy "$PYTHON" "$KIT/cupy_loop.py" 50
 	check_optional torch_compile torch "$PYTHON" "$KIT/torch_compile_loop.py" 20
 	check_optional jax_loop jax "$PYTHON" "$KIT/jax_loop.py" 20
+	if "$PYTHON" -c "import transformers" >/dev/null 2>&1; then
+		check_attach
+	else
+		section "attach: skipped (python cannot import transformers)"
+	fi
 	if "$PYTHON" -c "import torch" >/dev/null 2>&1; then
 		check_nvtx
 	else

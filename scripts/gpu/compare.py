@@ -119,6 +119,8 @@ def load_traced(path):
     for item in items if isinstance(items, list) else []:
         if isinstance(item, str):
             out.append((item, None))
+        elif isinstance(item, dict) and item.get("probed") is False:
+            continue  # recorded by its driver call (--list-apis: "recorded")
         elif isinstance(item, dict) and (item.get("api") or item.get("name")):
             out.append((item.get("api") or item.get("name"), item.get("layer")))
     if not out:

@@ -42,19 +42,26 @@ const char* type_name(ArgType t) {
 
 }  // namespace
 
-std::string api_list_markdown(const Selection& selection) {
+const char* recording(const Api& a, ProbePlan plan) {
+  if (plan.ops_at_driver_only && recorded_at_driver(a)) return "by its driver call";
+  // (In a forwarding stub's file the return is probed too: Probes::planned_cookie.)
+  if (plan.ops_at_entry && is_async_operation(a)) return "at entry";
+  return "entry and return";
+}
+
+std::string api_list_markdown(const Selection& selection, ProbePlan plan) {
   fmt::memory_buffer out;
   auto it = std::back_inserter(out);
   fmt::format_to(it,
-                 "| API | layer | group | arguments (CUDA names; `out` = read at return) |\n"
-                 "| --- | --- | --- | --- |\n");
+                 "| API | layer | group | recorded | arguments (CUDA names; `out` = read at return) |\n"
+                 "| --- | --- | --- | --- | --- |\n");
   for (const Api& a : apis()) {
     if (a.variant || !selection.wants(a)) continue;
     std::string args;
     for (const ArgSpec& arg : a.spec->args)
       args += fmt::format("{}{} ({})", args.empty() ? "" : ", ", arg.name, type_name(arg.type));
-    fmt::format_to(it, "| `{}` | {} | {} | {} |\n", a.symbol, layer_name(a.layer()), group_name(a.group()),
-                   args.empty() ? "none" : args);
+    fmt::format_to(it, "| `{}` | {} | {} | {} | {} |\n", a.symbol, layer_name(a.layer()), group_name(a.group()),
+                   recording(a, plan), args.empty() ? "none" : args);
   }
   fmt::format_to(it,
                  "\nEvery API is also probed in its `_ptsz` and `_ptds` (per-thread default stream) forms where a "
@@ -67,17 +74,23 @@ std::string api_list_markdown(const Selection& selection) {
     fmt::format_to(it, "| {} | {} | {} |\n", group_name(group), group_on_by_default(group) ? "yes" : "no",
                    group_description(group));
   }
-  fmt::format_to(it, "\n`-f all` selects every group.\n");
+  fmt::format_to(it,
+                 "\n`-f all` selects every group. \"recorded\": how a call is recorded by default. An asynchronous "
+                 "operation (launch, async copy or memset, event record, stream wait) is recorded once, at its entry "
+                 "(one trap; no latency or status), and a runtime one that calls a driver one in this table is left "
+                 "unprobed: the driver call records it. `--every-layer` records each at every layer with its return; "
+                 "`--errors`, `--min-us` and `--stack` probe the returns too.\n");
   return fmt::to_string(out);
 }
 
-std::string api_list_json(const Selection& selection) {
+std::string api_list_json(const Selection& selection, ProbePlan plan) {
   fmt::memory_buffer out;
   auto it = std::back_inserter(out);
   for (const Api& a : apis()) {
     if (!selection.wants(a)) continue;
-    fmt::format_to(it, "{{\"api\":\"{}\",\"layer\":\"{}\",\"group\":\"{}\",\"variant\":{},\"args\":[", a.symbol,
-                   layer_name(a.layer()), group_name(a.group()), a.variant);
+    fmt::format_to(it, "{{\"api\":\"{}\",\"layer\":\"{}\",\"group\":\"{}\",\"variant\":{},\"probed\":{},\"recorded\":\"{}\",\"args\":[",
+                   a.symbol, layer_name(a.layer()), group_name(a.group()), a.variant,
+                   !(plan.ops_at_driver_only && recorded_at_driver(a)), recording(a, plan));
     bool first = true;
     for (const ArgSpec& arg : a.spec->args) {
       fmt::format_to(it, "{}{{\"name\":\"{}\",\"type\":\"{}\"}}", first ? "" : ",", arg.name, type_name(arg.type));

@@ -316,7 +316,8 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (list_apis) {
-    std::fputs((opts.json ? api_list_json(opts.display) : api_list_markdown(opts.display)).c_str(), stdout);
+    const ProbePlan plan = probe_plan(opts);
+    std::fputs((opts.json ? api_list_json(opts.display, plan) : api_list_markdown(opts.display, plan)).c_str(), stdout);
     return 0;
   }
   if (pid < 0 || pid > 0x7fffffff) usage_error("invalid PID " + std::to_string(pid));
