@@ -287,6 +287,9 @@ static __always_inline int emit_at_entry(struct pt_regs *ctx, __u64 pid_tgid, st
  * later calls look nested nor pairs with a later return. */
 __u64 hot_stale_before_ns = 0;
 __u8 hot_apis[CT_MAX_APIS] = {};
+/* APIs whose outermost entry-only records carry the caller chain
+ * (CT_FLAG_CALLER_CHAIN): the copies. Set by user space. */
+__u8 chain_apis[CT_MAX_APIS] = {};
 
 static __always_inline void drop_stale_frames(struct ct_thread_state *st)
 {
@@ -359,6 +362,19 @@ static __always_inline int enter_only(struct pt_regs *ctx, __u64 pid_tgid, struc
 	__u64 caller = 0;
 	bpf_probe_read_user(&caller, sizeof(caller), (void *)PT_REGS_SP(ctx));
 	__u8 flags = CT_FLAG_ENTRY_ONLY;
+	if (!depth && chain_apis[api & (CT_MAX_APIS - 1)]) {
+		/* Frame pointers: (%rbp) is the caller's saved %rbp, 8(%rbp) its return address. */
+		__u64 frame[2] = {}, up[2] = {};
+		bpf_probe_read_user(frame, sizeof(frame), (void *)PT_REGS_FP(ctx));
+		if (frame[0])
+			bpf_probe_read_user(up, sizeof(up), (void *)frame[0]);
+		f->fwd_depth = 1;
+		f->fwd_outs[0] = frame[1];
+		f->fwd_outs[1] = up[1];
+		f->fwd_api = api;
+		f->fwd_flags = 0;
+		flags |= CT_FLAG_CALLER_CHAIN;
+	}
 	if (depth) {
 		/* fill_call reads no out-params of an entry-only call: these
 		 * slots carry the enclosing call's first arguments. */

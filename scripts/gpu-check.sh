@@ -190,8 +190,9 @@ check_attach() {
 	local p=$OUTDIR/attach rc
 	section "attach: -p PID of a running decode loop ($PYTHON $KIT/decode_loop.py)"
 	rm -f "$p".*
-	(cd "$KIT" && exec timeout -k 5 150 "$PYTHON" decode_loop.py 400 16) >"$p.prog.out" 2>&1 &
+	"$PYTHON" "$KIT/decode_loop.py" 400 16 >"$p.prog.out" 2>&1 &
 	local prog=$!
+	(sleep 150 && kill "$prog" 2>/dev/null) &
 	sleep 15 # imports, the model, the warm-up generate
 	timeout -k 5 60 "$CUDATRACE" --json -o "$p.trace.jsonl" -p "$prog" >"$p.out" 2>"$p.err" &
 	local tracer=$!

@@ -44,6 +44,11 @@ enum ct_record_type {
  * call's first two arguments (a driver launch made by a runtime launch:
  * the runtime's host stub names the driver's kernel handle). */
 #define CT_FLAG_PARENT_ARGS (1u << 5)
+/* An outermost entry-only copy: outs hold the next two return addresses up
+ * the frame-pointer chain, for the call site in the program when `caller`
+ * is inside the runtime that made the driver call (the pageable-copy
+ * warning names where the program copied). */
+#define CT_FLAG_CALLER_CHAIN (1u << 6)
 
 /*
  * The attach cookie tells the generic entry/exit programs everything they need

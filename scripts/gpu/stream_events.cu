@@ -74,14 +74,14 @@ int main() {
   CUDA(cudaGetLastError());
   CUDA(cudaEventRecord(e1, s1));
   CUDA(cudaStreamWaitEvent(s2, e1, 0));
-  expected.push_back("cudaStreamWaitEvent | waits: e1 (recorded on s1) for " + s1_work);
+  expected.push_back("cuStreamWaitEvent | waits: e1 (recorded on s1) for " + s1_work);
   transform<<<grid, block, 0, s2>>>(d_a, n);
   transform<<<grid, block, 0, s2>>>(d_a, n);
   CUDA(cudaGetLastError());
   CUDA(cudaEventRecord(e2, s2));
   consume<<<grid, block, 0, s3>>>(d_a, d_b, n);  // races with s2 on purpose: not part of e2
   CUDA(cudaStreamWaitEvent(s3, e2, 0));
-  expected.push_back("cudaStreamWaitEvent | waits: e2 (recorded on s2) for s2: 2 launches (transform x2); " + s1_work);
+  expected.push_back("cuStreamWaitEvent | waits: e2 (recorded on s2) for s2: 2 launches (transform x2); " + s1_work);
   consume<<<grid, block, 0, s3>>>(d_a, d_b, n);
   CUDA(cudaGetLastError());
   CUDA(cudaMemcpyAsync(h_out, d_b, bytes, cudaMemcpyDeviceToHost, s3));

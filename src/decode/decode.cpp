@@ -145,6 +145,8 @@ bool decode_call(const ct_call& rec, KernelNames* names, Call& call, const Strin
   call.waited = nullptr;
   call.nccl = nullptr;
   call.named_by_parent = false;
+  call.caller_chain[0] = rec.flags & CT_FLAG_CALLER_CHAIN ? rec.outs[0] : 0;
+  call.caller_chain[1] = rec.flags & CT_FLAG_CALLER_CHAIN ? rec.outs[1] : 0;
 
   const auto* payload = reinterpret_cast<const std::uint8_t*>(&rec + 1);
   const std::size_t payload_len = rec.payload_len;

@@ -101,6 +101,13 @@ Insn decode(const std::uint8_t* p, std::size_t n) {
                                          kRegNames[op == 0x89 || op == 0x31 ? reg : rm], kRegNames[dst]);
     return {i + 2, read_at_entry(dst) ? Insn::Blocking : Insn::Skippable, text};
   }
+  // mov $imm,%reg (b8+r: imm32, or imm64 with REX.W).
+  if (op >= 0xb8 && op <= 0xbf && !opsize) {
+    const unsigned dst = (op - 0xb8) + (rex & 1 ? 8 : 0);
+    const std::size_t len = i + 1 + (rex & 8 ? 8 : 4);
+    if (len > n) return in;
+    return {len, read_at_entry(dst) ? Insn::Blocking : Insn::Skippable, std::string("mov $imm,%") + kRegNames[dst]};
+  }
   // The common prologue instructions the search must stop at, named.
   if (rex & 8) {
     if (op == 0x83 && i + 3 <= n && p[i + 1] == 0xec) return {i + 3, Insn::Blocking, "sub $imm,%rsp"};

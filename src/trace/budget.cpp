@@ -83,29 +83,35 @@ HitSnapshots hit_snapshots(const std::vector<HitCount>& counts) {
     HitSnapshot& s = by_pid[h.pid];
     s.total.entry += h.entry_hits;
     s.total.ret += h.return_hits;
+    s.total.stepped += h.stepped_hits;
     HitSnapshot::Hits& t = s.threads[h.tid];
     t.entry += h.entry_hits;
     t.ret += h.return_hits;
+    t.stepped += h.stepped_hits;
   }
   return by_pid;
 }
 
 double window_cost(const HitSnapshots& before, const HitSnapshots& now, std::uint64_t length_ns, double entry_ns,
-                   double return_ns) {
+                   double return_ns, double stepped_ns) {
   const double wall = double(std::max<std::uint64_t>(length_ns, 1));
-  const auto priced = [&](std::uint64_t entry, std::uint64_t ret) {
-    return double(entry) * entry_ns + double(ret) * return_ns;
+  if (stepped_ns < 0) stepped_ns = entry_ns;
+  const auto priced = [&](std::uint64_t entry, std::uint64_t ret, std::uint64_t stepped) {
+    stepped = std::min(stepped, entry);
+    return double(entry - stepped) * entry_ns + double(stepped) * stepped_ns + double(ret) * return_ns;
   };
   // A process's total can shrink for a moment (a thread that exits between
   // the reads of the thread table and the exited threads' sums): nothing
   // added then, rather than the whole total. A thread's own counter only
   // grows; a smaller one is a new thread under a reused id.
   const auto added_total = [&](const HitSnapshot::Hits& was, const HitSnapshot::Hits& is) {
-    return priced(is.entry - std::min(is.entry, was.entry), is.ret - std::min(is.ret, was.ret));
+    return priced(is.entry - std::min(is.entry, was.entry), is.ret - std::min(is.ret, was.ret),
+                  is.stepped - std::min(is.stepped, was.stepped));
   };
   const auto added_thread = [&](const HitSnapshot::Hits& was, const HitSnapshot::Hits& is) {
-    return is.entry < was.entry || is.ret < was.ret ? priced(is.entry, is.ret)
-                                                     : priced(is.entry - was.entry, is.ret - was.ret);
+    return is.entry < was.entry || is.ret < was.ret
+               ? priced(is.entry, is.ret, is.stepped)
+               : priced(is.entry - was.entry, is.ret - was.ret, is.stepped - std::min(is.stepped, was.stepped));
   };
   double worst = 0;
   for (const auto& [pid, s] : now) {
@@ -139,6 +145,25 @@ double Sampling::mean_ratio() const {
   double sum = 0;
   for (const auto& [api, r] : sampled_) sum += r;
   return sum / double(sampled_.size());
+}
+
+CpuSpent cpu_spent(const HitSnapshots& before, const HitSnapshots& now, double entry_ns, double return_ns,
+                   double stepped_ns, double factor) {
+  CpuSpent spent;
+  for (const auto& [pid, s] : now) {
+    const auto old = before.find(pid);
+    if (old == before.end() || !s.has_cpu || !old->second.has_cpu || s.cpu_ns < old->second.cpu_ns) continue;
+    const HitSnapshot::Hits& was = old->second.total;
+    const std::uint64_t entry = s.total.entry - std::min(s.total.entry, was.entry);
+    const std::uint64_t stepped = std::min(entry, s.total.stepped - std::min(s.total.stepped, was.stepped));
+    const std::uint64_t ret = s.total.ret - std::min(s.total.ret, was.ret);
+    const double added =
+        (double(entry - stepped) * entry_ns + double(stepped) * stepped_ns + double(ret) * return_ns) / factor;
+    const double cpu = double(s.cpu_ns - old->second.cpu_ns);
+    spent.cpu_ns += cpu;
+    spent.own_ns += std::max(0.0, cpu - added);
+  }
+  return spent;
 }
 
 double seen_ratio(double attached_share, double attached_cost) {

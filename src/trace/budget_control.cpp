@@ -37,6 +37,7 @@ BudgetControl::BudgetControl(BudgetConfig config, Probes& probes, const ProbeCos
       entry_ns_(kCostSafetyFactor * (per_hit ? std::max(per_hit->entry_ns, per_hit->entry_wall_ns) : kFallbackEntryNs)),
       return_ns_(kCostSafetyFactor *
                  (per_hit ? std::max(per_hit->return_ns, per_hit->return_wall_ns) : kFallbackReturnNs)),
+      stepped_ns_(per_hit ? kCostSafetyFactor * std::max(per_hit->stepped_ns, per_hit->stepped_wall_ns) : entry_ns_),
       process_cost_fd_(process_cost_fd),
       threads_fd_(threads_fd),
       cycle_(config, now_ns),
@@ -103,7 +104,10 @@ void BudgetControl::end_window(std::uint64_t now_ns) {
   HitSnapshots now = snapshot();
   const bool was_attached = cycle_.attached();
   const std::uint64_t length_ns = now_ns - last_ns_;
-  const double cost = window_cost(last_, now, length_ns, entry_ns_, return_ns_);
+  const double cost = window_cost(last_, now, length_ns, entry_ns_, return_ns_, stepped_ns_);
+  const CpuSpent spent = cpu_spent(last_, now, entry_ns_, return_ns_, stepped_ns_, kCostSafetyFactor);
+  own_total_ns_ += spent.own_ns;
+  if (was_attached) own_attached_ns_ += spent.own_ns;
   cycle_.end_window(now_ns, cost, switch_cost_ns_, attach_delay_ns_);
   log_window(now_ns, was_attached, length_ns, cost);
   last_ = std::move(now);
@@ -141,16 +145,20 @@ void BudgetControl::stop(std::uint64_t now_ns) {
   update_sampling(now_ns);
 }
 
-// Every call is seen until the hot probes are first detached. The slowdown
-// of the sampled windows is corrected by the cost as measured, without the
-// safety factor: on the build VM that matches the fixture's true count;
-// where the real cost is higher (the H200's inference: 18.8 % measured
-// against ~8 % assumed), estimates come out low, there ~12 % (docs/fleet.md).
+// Every call is seen until the hot probes are first detached. Then a
+// sampled API's calls were seen in the share of the processes' own CPU
+// time (cpu_spent) that the attached windows had: a process slowed by the
+// probes spends more wall-clock time per call while they are attached, but
+// not more of its own CPU time. Without CPU times (a process gone between
+// two looks), the share of wall-clock time, corrected by the cost as
+// measured (docs/fleet.md).
 void BudgetControl::update_sampling(std::uint64_t now_ns) {
   std::map<std::uint16_t, double> sampled;
   const double slowdown = cycle_.attached_cost() / kCostSafetyFactor;
+  const double own_share = own_total_ns_ > 0 ? own_attached_ns_ / own_total_ns_ : 0;
   if (cycle_.ever_detached())
-    for (const auto& [api, share] : probes_.hot_shares(now_ns)) sampled[api] = seen_ratio(share, slowdown);
+    for (const auto& [api, share] : probes_.hot_shares(now_ns))
+      sampled[api] = own_share > 0 ? std::min(1.0, own_share) : seen_ratio(share, slowdown);
   sampling_.set(sampled);
 }
 

@@ -98,8 +98,9 @@ void NodeExporter::tick(const std::vector<__u64>& lost, std::size_t probed_files
   if (!stats_.read([](std::uint32_t pid) { return process_exists(static_cast<pid_t>(pid)); }, calls, hits, error))
     return;
   for (const NodeStats::HitDelta& h : hits) {
-    const double added_ns = double(h.entry_hits) * cost_.entry_ns + double(h.return_hits) * cost_.return_ns;
-    metrics_->add_cost(identity(h.pid, h.comm), h.entry_hits + h.return_hits, added_ns / 1e9);
+    // (The exporter keeps no single-stepped counts: every entry hit at the emulated price.)
+    metrics_->add_cost(identity(h.pid, h.comm), h.entry_hits + h.return_hits,
+                       added_ns(cost_, h.entry_hits, 0, h.return_hits) / 1e9);
   }
   for (const NodeStats::CallDelta& d : calls) {
     const Api* api = api_by_id(d.key.api);

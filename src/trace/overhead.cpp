@@ -16,14 +16,35 @@
 #include "cudatrace/record.h"
 #include "cudatrace/render/format.h"
 
-// The probed functions of the start-up measurement. They begin like CUDA's
-// API functions, with push %rbp: the kernel emulates that instruction at a
-// probe, while most others are single-stepped out of line, a second trap
-// that would double the measured cost. Assembly, so no compiler changes that.
+// The functions of the start-up measurement: never probed (bare), probed
+// at entry, at entry and return (both begin like CUDA's API functions, with
+// push %rbp, which the kernel emulates at a probe), and probed at entry on
+// an instruction the kernel single-steps out of line (sub), the price of a
+// probe that could not be placed on an emulated one (target/prologue.h).
+// Assembly, so no compiler changes their first instructions.
+extern "C" long cudatrace_probe_cost_bare(long x);
 extern "C" long cudatrace_probe_cost_entry(long x);
 extern "C" long cudatrace_probe_cost_pair(long x);
+extern "C" long cudatrace_probe_cost_stepped(long x);
 asm(R"(
   .text
+  .globl cudatrace_probe_cost_bare
+  .type cudatrace_probe_cost_bare, @function
+cudatrace_probe_cost_bare:
+  push %rbp
+  mov %rsp, %rbp
+  lea 3(%rdi), %rax
+  pop %rbp
+  ret
+  .size cudatrace_probe_cost_bare, .-cudatrace_probe_cost_bare
+  .globl cudatrace_probe_cost_stepped
+  .type cudatrace_probe_cost_stepped, @function
+cudatrace_probe_cost_stepped:
+  sub $8, %rsp
+  lea 4(%rdi), %rax
+  add $8, %rsp
+  ret
+  .size cudatrace_probe_cost_stepped, .-cudatrace_probe_cost_stepped
   .globl cudatrace_probe_cost_entry
   .type cudatrace_probe_cost_entry, @function
 cudatrace_probe_cost_entry:
@@ -57,22 +78,20 @@ struct CallNs {
   double cpu, wall;
 };
 
-// Calls `fn` in batches of 100 for `budget_ns` (at least three batches) and
-// returns the fastest batch per call, in this thread's CPU time and in
-// wall-clock time: the batches no preemption, interrupt or stolen time hit.
-CallNs call_ns(long (*fn)(long), std::uint64_t budget_ns) {
-  constexpr int kCalls = 100;
+// One batch of `calls` calls of `fn`: the time per call, in this thread's
+// CPU time and in wall-clock time.
+CallNs batch_ns(long (*fn)(long), int calls) {
   long (*volatile target)(long) = fn;
-  CallNs best{1e18, 1e18};
-  const std::uint64_t start = clock_ns(CLOCK_MONOTONIC);
-  for (int batch = 0; batch < 3 || clock_ns(CLOCK_MONOTONIC) - start < budget_ns; ++batch) {
-    long x = 0;
-    const std::uint64_t cpu = clock_ns(CLOCK_THREAD_CPUTIME_ID), wall = clock_ns(CLOCK_MONOTONIC);
-    for (int i = 0; i < kCalls; ++i) x = target(x);
-    best.cpu = std::min(best.cpu, double(clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu) / kCalls);
-    best.wall = std::min(best.wall, double(clock_ns(CLOCK_MONOTONIC) - wall) / kCalls);
-  }
-  return best;
+  long x = 0;
+  const std::uint64_t cpu = clock_ns(CLOCK_THREAD_CPUTIME_ID), wall = clock_ns(CLOCK_MONOTONIC);
+  for (int i = 0; i < calls; ++i) x = target(x);
+  return {double(clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu) / calls, double(clock_ns(CLOCK_MONOTONIC) - wall) / calls};
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
 }
 
 // The file and file offset of a function of this process, from /proc/self/maps.
@@ -99,10 +118,11 @@ bool locate_self(const void* fn, std::string& path, std::uint64_t& offset) {
 }  // namespace
 
 bool measure_probe_cost(Probes& probes, int threads_fd, std::uint64_t cookie, ProbeCost& out, std::string& error) {
-  std::string path, pair_path;
-  std::uint64_t entry_offset = 0, pair_offset = 0;
+  std::string path, pair_path, stepped_path;
+  std::uint64_t entry_offset = 0, pair_offset = 0, stepped_offset = 0;
   if (!locate_self(reinterpret_cast<const void*>(&cudatrace_probe_cost_entry), path, entry_offset) ||
-      !locate_self(reinterpret_cast<const void*>(&cudatrace_probe_cost_pair), pair_path, pair_offset)) {
+      !locate_self(reinterpret_cast<const void*>(&cudatrace_probe_cost_pair), pair_path, pair_offset) ||
+      !locate_self(reinterpret_cast<const void*>(&cudatrace_probe_cost_stepped), stepped_path, stepped_offset)) {
     error = "cannot find cudatrace's own code in /proc/self/maps";
     return false;
   }
@@ -115,20 +135,52 @@ bool measure_probe_cost(Probes& probes, int threads_fd, std::uint64_t cookie, Pr
     error = std::string("cannot add a thread state: ") + std::strerror(errno);
     return false;
   }
-  constexpr std::uint64_t kBudgetNs = 6000000;  // per setting
-  const CallNs bare = call_ns(cudatrace_probe_cost_entry, kBudgetNs);
   // Detaching takes tens of milliseconds: the probes stay until `probes` goes.
   const bool ok = probes.attach_function(path, pid, entry_offset, cookie, false, error) &&
-                  probes.attach_function(pair_path, pid, pair_offset, cookie, true, error);
-  const CallNs entry = ok ? call_ns(cudatrace_probe_cost_entry, kBudgetNs) : CallNs{};
-  const CallNs both = ok ? call_ns(cudatrace_probe_cost_pair, kBudgetNs) : CallNs{};
+                  probes.attach_function(pair_path, pid, pair_offset, cookie, true, error) &&
+                  probes.attach_function(stepped_path, pid, stepped_offset, cookie | CT_COOKIE_STEPPED, false, error);
+  if (!ok) {
+    bpf_map_delete_elem(threads_fd, &tid);
+    return false;
+  }
+  // Interleaved rounds, so that a change of the host's speed meets every
+  // setting alike; the median of each round's difference (a loaded host's
+  // preemptions make single batches useless: the fastest of them once gave
+  // an entry cost of 0).
+  constexpr std::uint64_t kBudgetNs = 30000000;
+  constexpr int kCalls = 100, kSteppedCalls = 20, kMinRounds = 9;
+  std::vector<double> entry_cpu, ret_cpu, stepped_cpu, entry_wall, ret_wall, stepped_wall;
+  const std::uint64_t start = clock_ns(CLOCK_MONOTONIC);
+  for (int round = 0; round < kMinRounds || clock_ns(CLOCK_MONOTONIC) - start < kBudgetNs; ++round) {
+    const CallNs bare = batch_ns(cudatrace_probe_cost_bare, kCalls);
+    const CallNs entry = batch_ns(cudatrace_probe_cost_entry, kCalls);
+    const CallNs both = batch_ns(cudatrace_probe_cost_pair, kCalls);
+    const CallNs stepped = batch_ns(cudatrace_probe_cost_stepped, kSteppedCalls);
+    entry_cpu.push_back(entry.cpu - bare.cpu);
+    ret_cpu.push_back(both.cpu - entry.cpu);
+    stepped_cpu.push_back(stepped.cpu - bare.cpu);
+    entry_wall.push_back(entry.wall - bare.wall);
+    ret_wall.push_back(both.wall - entry.wall);
+    stepped_wall.push_back(stepped.wall - bare.wall);
+  }
   bpf_map_delete_elem(threads_fd, &tid);
-  if (!ok) return false;
-  out.entry_ns = std::max(0.0, entry.cpu - bare.cpu);
-  out.return_ns = std::max(0.0, both.cpu - std::max(entry.cpu, bare.cpu));
-  out.entry_wall_ns = std::max(0.0, entry.wall - bare.wall);
-  out.return_wall_ns = std::max(0.0, both.wall - std::max(entry.wall, bare.wall));
+  out.entry_ns = std::max(0.0, median(entry_cpu));
+  out.return_ns = std::max(0.0, median(ret_cpu));
+  out.stepped_ns = std::max(out.entry_ns, median(stepped_cpu));
+  out.entry_wall_ns = std::max(0.0, median(entry_wall));
+  out.return_wall_ns = std::max(0.0, median(ret_wall));
+  out.stepped_wall_ns = std::max(out.entry_wall_ns, median(stepped_wall));
+  if (out.entry_ns <= 0) {
+    error = "the measured cost of a probe hit was not positive (a host too busy to measure on?)";
+    return false;
+  }
   return true;
+}
+
+double added_ns(const ProbeCost& c, std::uint64_t entry_hits, std::uint64_t stepped_hits, std::uint64_t return_hits) {
+  const std::uint64_t stepped = std::min(stepped_hits, entry_hits);
+  return kWorkloadFactor * (double(entry_hits - stepped) * c.entry_ns + double(stepped) * c.stepped_ns +
+                            double(return_hits) * c.return_ns);
 }
 
 std::optional<std::uint64_t> process_cpu_ns(pid_t pid) {
@@ -160,6 +212,7 @@ bool read_hit_counts(int process_cost_fd, int threads_fd, std::vector<HitCount>&
     prev = &key;
     if (bpf_map_lookup_elem(process_cost_fd, &key, &pc) != 0) continue;
     HitCount h{key, std::string(pc.comm, strnlen(pc.comm, sizeof pc.comm)), pc.entry_hits, pc.return_hits, {}};
+    h.stepped_hits = pc.stepped_hits;
     if (pc.cpu_ns) h.exit_cpu_ns = pc.cpu_ns;
     out.push_back(std::move(h));
   }
@@ -170,7 +223,7 @@ bool read_hit_counts(int process_cost_fd, int threads_fd, std::vector<HitCount>&
     prev = &key;
     if (bpf_map_lookup_elem(threads_fd, &key, &st) != 0) continue;
     out.push_back({st.tgid, std::string(st.comm, strnlen(st.comm, sizeof st.comm)), st.entry_hits, st.return_hits, {},
-                   key});
+                   key, st.stepped_hits});
   }
   return true;
 }
@@ -183,6 +236,7 @@ std::map<std::uint32_t, HitCount> hits_by_process(const std::vector<HitCount>& c
     if (sum.comm.empty()) sum.comm = h.comm;
     sum.entry_hits += h.entry_hits;
     sum.return_hits += h.return_hits;
+    sum.stepped_hits += h.stepped_hits;
     if (h.exit_cpu_ns) sum.exit_cpu_ns = h.exit_cpu_ns;
   }
   return by_pid;
@@ -198,8 +252,9 @@ CostReport price_hits(const std::vector<HitCount>& counts, const ProbeCost& per_
     p.comm = h.comm;
     p.entry_hits = h.entry_hits;
     p.return_hits = h.return_hits;
+    p.stepped_hits = std::min(h.stepped_hits, h.entry_hits);
     if (!p.hits()) continue;
-    p.added_ns = double(p.entry_hits) * per_hit.entry_ns + double(p.return_hits) * per_hit.return_ns;
+    p.added_ns = added_ns(per_hit, p.entry_hits, p.stepped_hits, p.return_hits);
     std::optional<std::uint64_t> cpu = h.exit_cpu_ns ? h.exit_cpu_ns : cpu_now(pid);
     if (cpu) {
       const auto start = cpu_at_start.find(pid);
@@ -244,15 +299,16 @@ void append_cost_text(fmt::memory_buffer& out, const CostReport& r) {
 void append_cost_json(fmt::memory_buffer& out, const CostReport& r) {
   auto it = std::back_inserter(out);
   fmt::format_to(it,
-                 "{{\"entry_ns\":{:.1f},\"return_ns\":{:.1f},\"entry_wall_ns\":{:.1f},\"return_wall_ns\":{:.1f},"
-                 "\"processes\":[",
-                 r.per_hit.entry_ns, r.per_hit.return_ns, r.per_hit.entry_wall_ns, r.per_hit.return_wall_ns);
+                 "{{\"entry_ns\":{:.1f},\"return_ns\":{:.1f},\"stepped_ns\":{:.1f},\"entry_wall_ns\":{:.1f},"
+                 "\"return_wall_ns\":{:.1f},\"stepped_wall_ns\":{:.1f},\"workload_factor\":{:g},\"processes\":[",
+                 r.per_hit.entry_ns, r.per_hit.return_ns, r.per_hit.stepped_ns, r.per_hit.entry_wall_ns,
+                 r.per_hit.return_wall_ns, r.per_hit.stepped_wall_ns, kWorkloadFactor);
   for (std::size_t i = 0; i < r.processes.size(); ++i) {
     const ProcessCost& p = r.processes[i];
     fmt::format_to(it, "{}{{\"pid\":{},\"comm\":", i ? "," : "", p.pid);
     append_json_string(out, p.comm);
-    fmt::format_to(it, ",\"entry_hits\":{},\"return_hits\":{},\"added_ns\":{:.0f}", p.entry_hits, p.return_hits,
-                   p.added_ns);
+    fmt::format_to(it, ",\"entry_hits\":{},\"stepped_hits\":{},\"return_hits\":{},\"added_ns\":{:.0f}",
+                   p.entry_hits, p.stepped_hits, p.return_hits, p.added_ns);
     if (p.cpu_ns && *p.cpu_ns)
       fmt::format_to(it, ",\"cpu_ns\":{},\"added_pct\":{:.3f}}}", *p.cpu_ns, 100.0 * p.added_ns / double(*p.cpu_ns));
     else

@@ -561,4 +561,24 @@ bool Probes::attach_function(const std::string& path, pid_t pid, std::uint64_t o
                       other_links_, error);
 }
 
+std::string probe_summary(const std::string& path, const std::vector<PlannedProbe>& planned) {
+  std::size_t probes = 0, emulated = 0, entry_only = 0;
+  std::string stepped;
+  int listed = 0;
+  for (const PlannedProbe& p : planned) {
+    if (!p.attached) continue;
+    ++probes;
+    entry_only += p.entry_only;
+    if (p.place.emulated) {
+      ++emulated;
+    } else if (listed++ < 4) {
+      stepped += fmt::format("{}{} {}", stepped.empty() ? "" : ", ", p.api->symbol, describe(p.place));
+    }
+  }
+  const std::size_t steps = probes - emulated;
+  return fmt::format("{}: {} probes, {} on instructions the kernel emulates, {} single-stepped{}; {} at entry only",
+                     path.substr(path.rfind('/') + 1), probes, emulated, steps,
+                     steps ? " (" + stepped + (steps > 4 ? ", ..." : "") + ")" : "", entry_only);
+}
+
 }  // namespace cudatrace

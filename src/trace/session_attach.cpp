@@ -86,8 +86,12 @@ void Session::attach_mappings(pid_t pid) {
       if (opts_.all_processes && !cpu_at_start_.count(static_cast<std::uint32_t>(pid)))
         if (const auto cpu = process_cpu_ns(pid)) cpu_at_start_[static_cast<std::uint32_t>(pid)] = *cpu;
     }
-    if (r.apis && opts_.verbose)
+    if (r.apis && opts_.verbose) {
       std::fprintf(stderr, "cudatrace: pid %d: %s: %d APIs\n", pid, m.path.c_str(), r.apis);
+      std::vector<PlannedProbe> planned;
+      if (probes_->plan_file(path, planned, error))
+        std::fprintf(stderr, "cudatrace:   %s\n", probe_summary(m.path, planned).c_str());
+    }
   }
 }
 

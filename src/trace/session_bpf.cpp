@@ -148,6 +148,7 @@ int Session::load() {
       error_line(std::string("cannot load the BPF programs: ") + std::strerror(-err) + " (run with -v for details)");
     return err == -EPERM || err == -EACCES ? kExitPermission : kExitKernel;
   }
+  for (const Api& a : apis()) skel_->bss->chain_apis[a.id] = a.effect() == Effect::Copy && is_async_operation(a);
   for (const Api& a : apis()) {
     const __u32 id = a.id;
     const ct_activity_api meta = activity_api(a);
@@ -229,10 +230,12 @@ void Session::measure_cost() {
     warn_line("cannot measure what a probe costs (" + error + "); the tracing cost will not be reported");
   else if (opts_.verbose)
     std::fprintf(stderr,
-                 "cudatrace: a probe hit costs %.2f us of CPU time at entry, %.2f us at return (wall-clock: %.2f and "
-                 "%.2f us; measured in %.1f ms)\n",
-                 probe_cost_.entry_ns / 1e3, probe_cost_.return_ns / 1e3, probe_cost_.entry_wall_ns / 1e3,
-                 probe_cost_.return_wall_ns / 1e3, double(monotonic_ns() - start_ns) / 1e6);
+                 "cudatrace: a probe hit costs %.2f us of CPU time at entry, %.2f us at return, %.2f us on a "
+                 "single-stepped instruction (wall-clock: %.2f, %.2f and %.2f us; measured in %.1f ms); priced at "
+                 "%gx that in a program\n",
+                 probe_cost_.entry_ns / 1e3, probe_cost_.return_ns / 1e3, probe_cost_.stepped_ns / 1e3,
+                 probe_cost_.entry_wall_ns / 1e3, probe_cost_.return_wall_ns / 1e3, probe_cost_.stepped_wall_ns / 1e3,
+                 double(monotonic_ns() - start_ns) / 1e6, kWorkloadFactor);
 }
 
 std::vector<__u64> Session::read_counters() {

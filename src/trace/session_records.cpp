@@ -89,10 +89,26 @@ void Session::end_naming_window_when_done() {
                  double(monotonic_ns() - naming_since_ns_) / 1e9);
 }
 
+// Where the program made the copy: the record's call site, or, for a driver
+// copy that a runtime made, the first return address up the chain outside
+// the runtime (a CUDA library, a statically linked runtime's functions).
+static bool inside_cuda(const Symbolizer::Location& loc) {
+  const std::string base = loc.module.substr(loc.module.rfind('/') + 1);
+  return base.rfind("libcudart", 0) == 0 || base.rfind("libcuda.so", 0) == 0 ||
+         loc.function.rfind("libcudart_static", 0) == 0 || api_by_symbol(loc.function) != nullptr;
+}
+
 void Session::warn_pageable_copy(std::uint64_t host_ptr) {
-  std::string site = call_.caller ? fmt::format("{:#x}", call_.caller) : std::string("an unknown call site");
-  if (call_.caller) {
-    const Symbolizer::Location loc = symbolizer_.locate(static_cast<pid_t>(call_.pid), call_.caller);
+  std::uint64_t caller = call_.caller;
+  Symbolizer::Location loc;
+  if (caller) loc = symbolizer_.locate(static_cast<pid_t>(call_.pid), caller);
+  for (std::uint64_t up : call_.caller_chain) {
+    if (!caller || !up || !inside_cuda(loc)) break;
+    caller = up;
+    loc = symbolizer_.locate(static_cast<pid_t>(call_.pid), caller);
+  }
+  std::string site = caller ? fmt::format("{:#x}", caller) : std::string("an unknown call site");
+  if (caller) {
     if (!loc.module.empty())
       site = fmt::format("{}+{:#x}", loc.module.substr(loc.module.rfind('/') + 1), loc.module_offset);
     if (!loc.function.empty()) site += fmt::format(" ({}+{:#x})", loc.function, loc.function_offset);

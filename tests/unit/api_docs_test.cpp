@@ -42,12 +42,26 @@ TEST(ApiListJson, OneValidLinePerSelectedApi) {
     EXPECT_EQ(v.get("args")->items.size(), apis()[i].spec->args.size());
   }
   EXPECT_EQ(lines[0],
-            R"({"api":"cudaMalloc","layer":"runtime","group":"mem","variant":false,)"
-            R"("args":[{"name":"devPtr","type":"out ptr"},{"name":"size","type":"size"}]})");
+            R"({"api":"cudaMalloc","layer":"runtime","group":"mem","variant":false,"probed":true,)"
+            R"("recorded":"entry and return","args":[{"name":"devPtr","type":"out ptr"},{"name":"size","type":"size"}]})");
   EXPECT_NE(text.find(R"({"api":"cudaMemcpyAsync_ptsz","layer":"runtime","group":"xfer","variant":true,)"),
             std::string::npos);
-  EXPECT_NE(text.find(R"({"api":"cudaDeviceSynchronize","layer":"runtime","group":"device","variant":false,"args":[]})"),
+  EXPECT_NE(text.find(R"({"api":"cudaDeviceSynchronize","layer":"runtime","group":"device","variant":false,)"
+                      R"("probed":true,"recorded":"entry and return","args":[]})"),
             std::string::npos);
+  // The default plan: a runtime launch is recorded by its driver call, which is recorded at entry.
+  EXPECT_NE(text.find(R"({"api":"cudaLaunchKernel","layer":"runtime","group":"launch","variant":false,"probed":false,)"
+                      R"("recorded":"by its driver call",)"),
+            std::string::npos);
+  EXPECT_NE(text.find(R"({"api":"cuLaunchKernel","layer":"driver","group":"launch","variant":false,"probed":true,)"
+                      R"("recorded":"at entry",)"),
+            std::string::npos);
+  // --every-layer: every API probed, the operations with their returns.
+  ProbePlan every;
+  every.ops_at_entry = every.ops_at_driver_only = false;
+  const std::string all = api_list_json(all_groups(), every);
+  EXPECT_EQ(all.find(R"("probed":false)"), std::string::npos);
+  EXPECT_EQ(all.find(R"("recorded":"at entry")"), std::string::npos);
 }
 
 TEST(ApiListJson, SelectionFiltersByGroupAndLayer) {
@@ -73,18 +87,19 @@ TEST(ApiListMarkdown, SaysWhichGroupsAreTracedByDefaultAndWhy) {
   EXPECT_NE(md.find("\n| group | traced by default | what, and why |\n"), std::string::npos);
   EXPECT_NE(md.find("\n| mem | yes | allocations"), std::string::npos);
   EXPECT_NE(md.find("\n| query | no | cheap getters"), std::string::npos) << "every group, listed or not";
-  EXPECT_NE(md.find("\n`-f all` selects every group.\n"), std::string::npos);
+  EXPECT_NE(md.find("\n`-f all` selects every group. "), std::string::npos);
 }
 
 TEST(ApiListMarkdown, RowsForBaseSymbolsOnly) {
   const std::string md = api_list_markdown(all_groups());
   const auto lines = lines_of(md);
   ASSERT_GE(lines.size(), 3u);
-  EXPECT_EQ(lines[0], "| API | layer | group | arguments (CUDA names; `out` = read at return) |");
-  EXPECT_EQ(lines[1], "| --- | --- | --- | --- |");
-  EXPECT_EQ(lines[2], "| `cudaMalloc` | runtime | mem | devPtr (out ptr), size (size) |");
-  EXPECT_NE(md.find("| `cudaDeviceSynchronize` | runtime | device | none |\n"), std::string::npos);
-  EXPECT_NE(md.find("| `cuLaunchKernel` | driver | launch | f (kernel), grid (dim3), block (dim3), sharedMemBytes (uint), "
+  EXPECT_EQ(lines[0], "| API | layer | group | recorded | arguments (CUDA names; `out` = read at return) |");
+  EXPECT_EQ(lines[1], "| --- | --- | --- | --- | --- |");
+  EXPECT_EQ(lines[2], "| `cudaMalloc` | runtime | mem | entry and return | devPtr (out ptr), size (size) |");
+  EXPECT_NE(md.find("| `cudaDeviceSynchronize` | runtime | device | entry and return | none |\n"), std::string::npos);
+  EXPECT_NE(md.find("| `cudaLaunchKernel` | runtime | launch | by its driver call | "), std::string::npos);
+  EXPECT_NE(md.find("| `cuLaunchKernel` | driver | launch | at entry | f (kernel), grid (dim3), block (dim3), sharedMemBytes (uint), "
                     "hStream (stream), kernelParams (ptr), extra (ptr) |\n"),
             std::string::npos);
   EXPECT_EQ(md.find("_ptsz` |"), std::string::npos);  // no variant rows

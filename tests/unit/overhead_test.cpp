@@ -11,8 +11,16 @@ namespace {
 
 using namespace cudatrace;
 
+ProbeCost cost(double entry, double ret, double stepped) {
+  ProbeCost c;
+  c.entry_ns = c.entry_wall_ns = entry;
+  c.return_ns = c.return_wall_ns = ret;
+  c.stepped_ns = c.stepped_wall_ns = stepped;
+  return c;
+}
+
 TEST(ProbeCost, HitsOfThreadsAndExitedProcessesArePricedPerProcess) {
-  const ProbeCost per_hit{500, 300, 500, 300};
+  const ProbeCost per_hit = cost(500, 300, 500);
   // Process 10: two live threads and its exited ones; process 20 exited;
   // process 30 was attached with -p after 1 s of CPU time; 40 made no call.
   const std::vector<HitCount> counts = {
@@ -30,17 +38,29 @@ TEST(ProbeCost, HitsOfThreadsAndExitedProcessesArePricedPerProcess) {
   EXPECT_EQ(python.pid, 10u);
   EXPECT_EQ(python.entry_hits, 1150u);
   EXPECT_EQ(python.return_hits, 1140u);
-  EXPECT_DOUBLE_EQ(python.added_ns, 1150 * 500.0 + 1140 * 300.0);
+  EXPECT_DOUBLE_EQ(python.added_ns, kWorkloadFactor * (1150 * 500.0 + 1140 * 300.0));
   EXPECT_EQ(python.cpu_ns, 100000000u);
   EXPECT_EQ(r.processes[1].pid, 30u);
   EXPECT_EQ(r.processes[1].cpu_ns, 1000000u) << "only the CPU time while traced";
   EXPECT_EQ(r.processes[2].pid, 20u);
   EXPECT_EQ(r.processes[2].cpu_ns, 2000000u) << "from the kernel at its exit";
-  EXPECT_DOUBLE_EQ(r.processes[2].added_ns, 8000.0);
+  EXPECT_DOUBLE_EQ(r.processes[2].added_ns, kWorkloadFactor * 8000.0);
+}
+
+TEST(ProbeCost, SingleSteppedHitsArePricedAsSuch) {
+  // 100 entry hits, 30 of them on single-stepped probes, and 60 returns.
+  std::vector<HitCount> counts = {{7, "app", 100, 60, {}}};
+  counts[0].stepped_hits = 30;
+  const CostReport r = price_hits(counts, cost(500, 300, 12000), {}, [](std::uint32_t) { return std::nullopt; });
+  ASSERT_EQ(r.processes.size(), 1u);
+  EXPECT_EQ(r.processes[0].stepped_hits, 30u);
+  EXPECT_DOUBLE_EQ(r.processes[0].added_ns, kWorkloadFactor * (70 * 500.0 + 30 * 12000.0 + 60 * 300.0));
+  // More single-stepped hits than entry hits (a race between two reads) count as all entry hits.
+  EXPECT_DOUBLE_EQ(added_ns(cost(500, 300, 12000), 10, 20, 0), kWorkloadFactor * 10 * 12000.0);
 }
 
 TEST(ProbeCost, TextAndJson) {
-  CostReport r{{500, 300, 500, 300}, {}};
+  CostReport r{cost(500, 300, 9000), {}};
   ProcessCost p;
   p.pid = 812;
   p.comm = "python3";
@@ -68,10 +88,11 @@ TEST(ProbeCost, TextAndJson) {
   std::string err;
   ASSERT_TRUE(cudatrace_test::JsonParser::parse(s, v, err)) << err << "\n" << s;
   EXPECT_EQ(s,
-            R"({"entry_ns":500.0,"return_ns":300.0,"entry_wall_ns":500.0,"return_wall_ns":300.0,"processes":[)"
-            R"({"pid":812,"comm":"python3","entry_hits":45012,"return_hits":45012,"added_ns":41200000,)"
+            R"({"entry_ns":500.0,"return_ns":300.0,"stepped_ns":9000.0,"entry_wall_ns":500.0,"return_wall_ns":300.0,)"
+            R"("stepped_wall_ns":9000.0,"workload_factor":2,"processes":[)"
+            R"({"pid":812,"comm":"python3","entry_hits":45012,"stepped_hits":0,"return_hits":45012,"added_ns":41200000,)"
             R"("cpu_ns":2168421052,"added_pct":1.900},)"
-            R"({"pid":9,"comm":"a\"b","entry_hits":45012,"return_hits":45012,"added_ns":1000000,"cpu_ns":null,)"
+            R"({"pid":9,"comm":"a\"b","entry_hits":45012,"stepped_hits":0,"return_hits":45012,"added_ns":1000000,"cpu_ns":null,)"
             R"("added_pct":null}]})");
 }
 

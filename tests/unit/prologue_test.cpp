@@ -51,6 +51,15 @@ TEST(Prologue, AWriteToAnArgumentRegisterOrTheStackPointerStopsTheSearch) {
   EXPECT_FALSE(p.emulated);
 }
 
+TEST(Prologue, ImmediateMovesIntoOtherRegistersAreSkipped) {
+  // mov $0x0,%eax; push %rbp
+  EXPECT_EQ(place({0xb8, 0x00, 0x00, 0x00, 0x00, 0x55}).offset, 5u);
+  // movabs $imm64,%rax; push %rbp
+  EXPECT_EQ(place({0x48, 0xb8, 1, 2, 3, 4, 5, 6, 7, 8, 0x55}).offset, 10u);
+  // mov $0x1,%edi: an argument register
+  EXPECT_FALSE(place({0xbf, 0x01, 0x00, 0x00, 0x00, 0x55}).emulated);
+}
+
 TEST(Prologue, SubFirstStaysAtTheEntry) {
   const ProbePlace p = place({0x48, 0x83, 0xec, 0x18, 0xc7, 0x07});
   EXPECT_EQ(p.offset, 0u);

@@ -11,10 +11,6 @@
 
 namespace cudatrace {
 
-// One line: "libcuda.so.1: 120 probes, 118 on instructions the kernel
-// emulates, 2 single-stepped (cuFoo +0 sub $imm,%rsp, ...); 14 at entry only".
-std::string probe_summary(const std::string& path, const std::vector<PlannedProbe>& planned);
-
 // A markdown table per file; false (with `error`) if a file cannot be read.
 bool probe_list_markdown(const std::vector<std::string>& files, const Selection& selection, ProbePlan plan,
                          std::string& out, std::string& error);

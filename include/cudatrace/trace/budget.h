@@ -25,12 +25,10 @@
 
 namespace cudatrace {
 
-// The probe-cost estimate (overhead.h) came out ~2x below the slowdown
-// measured on the H200 for launch-bound inference (8.5-10 % estimated,
-// 15-19 % measured; docs/benchmarks.md): the budget prices every hit at
-// this many times the start-up measurement, so that it holds for the real
-// cost. docs/fleet.md says where the number comes from.
-inline constexpr double kCostSafetyFactor = 2.0;
+// The budget prices hits as the exit line does (overhead.h: each kind of
+// hit at its start-up price, times kWorkloadFactor, which came from the
+// slowdown measured on the H200; docs/fleet.md says where it comes from).
+inline constexpr double kCostSafetyFactor = kWorkloadFactor;
 
 // Probe hit costs to fall back on when the start-up measurement failed: an
 // H200 host's (docs/benchmarks.md), in ns.
@@ -117,12 +115,15 @@ class Sampling {
 // fewer calls per second; `attached_cost` is that cost as a fraction).
 double seen_ratio(double attached_share, double attached_cost);
 
+
+
 // A process's probe hits so far, in all and by thread (tid; 0: the threads
 // that exited), and its CPU time: what the budget compares from one window
 // to the next.
 struct HitSnapshot {
   struct Hits {
     std::uint64_t entry = 0, ret = 0;
+    std::uint64_t stepped = 0;  // of entry, on single-stepped probes
   };
   Hits total;
   std::map<std::uint32_t, Hits> threads;
@@ -132,6 +133,17 @@ struct HitSnapshot {
 using HitSnapshots = std::map<std::uint32_t, HitSnapshot>;  // by pid
 HitSnapshots hit_snapshots(const std::vector<HitCount>& counts);
 
+// The CPU time the traced processes spent between two snapshots, and the
+// part of it that was theirs (not the probes': their hits priced at the
+// given costs, divided by `factor`, kCostSafetyFactor's share of the price
+// that is an allowance, not the cost a C loop measures). Processes whose
+// CPU time is unknown in either snapshot are left out.
+struct CpuSpent {
+  double cpu_ns = 0, own_ns = 0;
+};
+CpuSpent cpu_spent(const HitSnapshots& before, const HitSnapshots& now, double entry_ns, double return_ns,
+                   double stepped_ns, double factor);
+
 // What the probe hits between two snapshots `length_ns` apart cost the most
 // affected process, as a fraction of its time (hits priced at `entry_ns` and
 // `return_ns`). The larger of two lower bounds: the process's added time over
@@ -139,8 +151,10 @@ HitSnapshots hit_snapshots(const std::vector<HitCount>& counts);
 // parallel share the cost), and its most affected thread's added time over
 // wall-clock time (a launching thread is slowed by its own hits, however
 // busy the process's other threads are).
+// A single-stepped hit (HitSnapshot::Hits::stepped) costs `stepped_ns`
+// (negative: `entry_ns`).
 double window_cost(const HitSnapshots& before, const HitSnapshots& now, std::uint64_t length_ns, double entry_ns,
-                   double return_ns);
+                   double return_ns, double stepped_ns = -1);
 
 // What the end report says about the budget (in CostReport).
 struct BudgetReport {
@@ -202,6 +216,10 @@ class BudgetControl {
   // cycle, logs it; the next window starts at `now_ns`.
   void end_window(std::uint64_t now_ns);
   void update_sampling(std::uint64_t now_ns);
+  // The processes' own CPU time (cpu_spent) in windows with the hot probes
+  // attached, and in all: a sampled API's calls scale by the ratio, which
+  // the probes' slowdown of the attached windows cannot bias.
+  double own_attached_ns_ = 0, own_total_ns_ = 0;
   // Attaches or detaches the hot probes as the cycle says, timing the switch.
   void switch_hot();
   // A CUDATRACE_BUDGET_LOG line for the window that just ended (before the
@@ -211,7 +229,7 @@ class BudgetControl {
   BudgetConfig config_;
   Probes& probes_;
   std::function<void(std::uint64_t)> detached_;
-  double entry_ns_, return_ns_;  // per hit, safety factor included
+  double entry_ns_, return_ns_, stepped_ns_;  // per hit, safety factor included
   int process_cost_fd_, threads_fd_;
   DutyCycle cycle_;
   HitSnapshots last_;

@@ -25,10 +25,22 @@ struct BudgetReport;
 // bare metal but larger where a trap exits to a hypervisor that the guest's
 // CPU accounting does not see.
 struct ProbeCost {
-  double entry_ns = 0;   // uprobe at the function's entry
-  double return_ns = 0;  // uretprobe at its return
-  double entry_wall_ns = 0, return_wall_ns = 0;
+  double entry_ns = 0;    // uprobe at the function's entry, on an instruction the kernel emulates
+  double return_ns = 0;   // uretprobe at its return
+  double stepped_ns = 0;  // uprobe on an instruction the kernel single-steps (target/prologue.h)
+  double entry_wall_ns = 0, return_wall_ns = 0, stepped_wall_ns = 0;
 };
+
+// What a hit costs a real program, as a multiple of the start-up
+// measurement: the measurement calls a tiny function in a loop with warm
+// caches, where a framework's traced thread (Python, PyTorch's dispatcher)
+// loses more around each trap. Measured on the H200 (docs/benchmarks.md,
+// "What the exit line says"); the budget (budget.h) prices hits with it too.
+inline constexpr double kWorkloadFactor = 2.0;
+
+// The CPU time these hits added: each kind at its measured price, times
+// kWorkloadFactor. `stepped_hits` are among `entry_hits`.
+double added_ns(const ProbeCost& c, std::uint64_t entry_hits, std::uint64_t stepped_hits, std::uint64_t return_hits);
 
 // Measures ProbeCost: calls functions of cudatrace itself in batches of 100
 // for 6 ms each with no probe, with an entry probe and with both (the
@@ -44,6 +56,7 @@ struct ProcessCost {
   std::uint32_t pid = 0;
   std::string comm;
   std::uint64_t entry_hits = 0, return_hits = 0;
+  std::uint64_t stepped_hits = 0;  // of entry_hits, on single-stepped probes
   double added_ns = 0;
   std::optional<std::uint64_t> cpu_ns;  // its CPU time (user + system) while traced, if known
   std::uint64_t hits() const { return entry_hits + return_hits; }
@@ -62,6 +75,7 @@ struct HitCount {
   std::uint64_t entry_hits = 0, return_hits = 0;
   std::optional<std::uint64_t> exit_cpu_ns;  // CPU time of the whole process when it exited
   std::uint32_t tid = 0;  // a live thread's; 0: the threads of the process that exited, summed
+  std::uint64_t stepped_hits = 0;  // of entry_hits, on single-stepped probes
 };
 
 // The threads' counts summed per process (comm: the first thread's; exit
