@@ -309,6 +309,8 @@ static __always_inline void drop_stale_frames(struct ct_thread_state *st)
 }
 
 static __always_inline void aggregate_untimed(__u32 api);
+static __always_inline void fill_call(struct ct_call *c, __u32 type, __u64 pid_tgid, struct ct_thread_state *st,
+				      struct ct_frame *f, __u8 flags);
 static __always_inline bool count_activity(__u32 api, struct ct_frame *f, __u32 depth, bool failed, __u64 dur,
 					   __u64 pid_tgid);
 static __always_inline bool export_call(__u32 api, struct ct_frame *f, __u64 dur, __s64 ret, bool failed,
@@ -362,18 +364,21 @@ static __always_inline int enter_only(struct pt_regs *ctx, __u64 pid_tgid, struc
 	__u64 caller = 0;
 	bpf_probe_read_user(&caller, sizeof(caller), (void *)PT_REGS_SP(ctx));
 	__u8 flags = CT_FLAG_ENTRY_ONLY;
-	if (!depth && chain_apis[api & (CT_MAX_APIS - 1)]) {
-		/* Frame pointers: (%rbp) is the caller's saved %rbp, 8(%rbp) its return address. */
-		__u64 frame[2] = {}, up[2] = {};
-		bpf_probe_read_user(frame, sizeof(frame), (void *)PT_REGS_FP(ctx));
-		if (frame[0])
-			bpf_probe_read_user(up, sizeof(up), (void *)frame[0]);
-		f->fwd_depth = 1;
-		f->fwd_outs[0] = frame[1];
-		f->fwd_outs[1] = up[1];
-		f->fwd_api = api;
-		f->fwd_flags = 0;
-		flags |= CT_FLAG_CALLER_CHAIN;
+	__u32 zero = 0;
+	struct exit_scratch *s = !depth && chain_apis[api & (CT_MAX_APIS - 1)] && !capture_stack
+					 ? bpf_map_lookup_elem(&scratch, &zero) : NULL;
+	if (s) {
+		struct ct_call *c = &s->call;
+		fill_call(c, CT_REC_CALL, pid_tgid, st, f, flags | CT_FLAG_CALLER_CHAIN);
+		c->dur_ns = 0;
+		c->ret = 0;
+		c->caller = caller;
+		c->payload_len = 0;
+		c->stack_len = CT_CALLER_SCAN_WORDS; /* zeroes where unreadable */
+		bpf_probe_read_user(s->payload, CT_CALLER_SCAN_WORDS * 8, (void *)(PT_REGS_SP(ctx) + 8));
+		if (bpf_ringbuf_output(&events, s, sizeof(struct ct_call) + CT_CALLER_SCAN_WORDS * 8, ring_flags()))
+			count(CT_CNT_LOST_RINGBUF);
+		return 1;
 	}
 	if (depth) {
 		/* fill_call reads no out-params of an entry-only call: these

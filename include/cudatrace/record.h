@@ -44,11 +44,13 @@ enum ct_record_type {
  * call's first two arguments (a driver launch made by a runtime launch:
  * the runtime's host stub names the driver's kernel handle). */
 #define CT_FLAG_PARENT_ARGS (1u << 5)
-/* An outermost entry-only copy: outs hold the next two return addresses up
- * the frame-pointer chain, for the call site in the program when `caller`
- * is inside the runtime that made the driver call (the pageable-copy
- * warning names where the program copied). */
+/* An outermost entry-only copy: the record's stack area holds the
+ * CT_CALLER_SCAN_WORDS words of the stack above the return address, raw,
+ * among which user space finds the program's call site when `caller` is
+ * inside the runtime that made the driver call (CUDA's libraries keep no
+ * frame pointers to follow). */
 #define CT_FLAG_CALLER_CHAIN (1u << 6)
+#define CT_CALLER_SCAN_WORDS 24
 
 /*
  * The attach cookie tells the generic entry/exit programs everything they need

@@ -299,9 +299,7 @@ void StreamTracker::apply(Process& p, Call& c) {
         const auto host = arg_value(c, ArgType::Ptr, dir == Direction::HtoD ? 1 : 0);
         if (host && *host && !page_locked_.contains(c.pid, *host, 1)) {
           if (p.warned_sites.size() >= kMaxWarnedSites) p.warned_sites.clear();  // a site may warn again
-          // The chain tells apart the program's sites behind one runtime call site.
-          const std::uint64_t site = c.caller ^ (c.caller_chain[0] * 31) ^ (c.caller_chain[1] * 961);
-          if (p.warned_sites.emplace(c.api->id, site).second) activity_.pageable_host_ptr = *host;
+          if (p.warned_sites.emplace(c.api->id, c.caller).second) activity_.pageable_host_ptr = *host;
         }
       }
       if (copy && !stream_arg) {

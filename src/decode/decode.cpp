@@ -145,14 +145,14 @@ bool decode_call(const ct_call& rec, KernelNames* names, Call& call, const Strin
   call.waited = nullptr;
   call.nccl = nullptr;
   call.named_by_parent = false;
-  call.caller_chain[0] = rec.flags & CT_FLAG_CALLER_CHAIN ? rec.outs[0] : 0;
-  call.caller_chain[1] = rec.flags & CT_FLAG_CALLER_CHAIN ? rec.outs[1] : 0;
 
   const auto* payload = reinterpret_cast<const std::uint8_t*>(&rec + 1);
   const std::size_t payload_len = rec.payload_len;
   call.payload = std::string_view(reinterpret_cast<const char*>(payload), payload_len);
   call.payload_fault = rec.flags & CT_FLAG_PAYLOAD_FAULT;
   call.stack_addresses = record_stack(rec);
+  call.caller_chain.clear();
+  if (rec.flags & CT_FLAG_CALLER_CHAIN) std::swap(call.caller_chain, call.stack_addresses);
   int out_no = 0;
   bool is_launch = false;
   for (std::size_t i = 0; i < api->spec->args.size(); ++i) {

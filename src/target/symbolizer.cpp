@@ -85,6 +85,7 @@ Symbolizer::Location Symbolizer::locate(pid_t pid, std::uint64_t addr) {
   if (!m || m->path.empty()) return loc;
   loc.module = m->path;
   loc.module_offset = addr - m->start + m->offset;
+  loc.code = m->exec;
   const ElfFile* f = files_of_[pid][m - maps_[pid].data()];
   std::uint64_t vaddr = 0;
   FunctionSymbol sym;

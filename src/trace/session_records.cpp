@@ -39,7 +39,7 @@ void Session::on_call(const ct_call& rec) {
   if (!decode_call(rec, &names_, call_, &read_string_)) return;
   // -p's naming window: a runtime operation recorded at the driver is here
   // only to name the driver launch made inside it, which is the record.
-  if (probes_->naming_window() || naming_since_ns_) {
+  if (naming_since_ns_) {  // (probes_ is gone by the last drain)
     if (recorded_at_driver(*call_.api)) return;
     if (call_.parent && recorded_at_driver(*call_.parent)) {
       call_.parent = nullptr;
@@ -47,6 +47,7 @@ void Session::on_call(const ct_call& rec) {
     }
     if (call_.named_by_parent) last_named_ns_ = monotonic_ns();
   }
+  find_program_caller();
   ++records_;
   if (exporter_) {  // exporter mode: only allocations and frees send records
     exporter_->on_call(call_);
@@ -74,7 +75,7 @@ void Session::on_call(const ct_call& rec) {
 // needed its runtime launch's host stub. A launch of a kernel looked up
 // before then and first launched after shows "?".
 void Session::end_naming_window_when_done() {
-  if (!probes_->naming_window()) return;
+  if (!probes_ || !probes_->naming_window()) return;
   constexpr std::uint64_t kAtLeastNs = 1000000000, kQuietNs = 500000000;
   const std::uint64_t now = monotonic_ns();
   if (now - naming_since_ns_ < kAtLeastNs || (last_named_ns_ && now - last_named_ns_ < kQuietNs)) return;
@@ -98,15 +99,26 @@ static bool inside_cuda(const Symbolizer::Location& loc) {
          loc.function.rfind("libcudart_static", 0) == 0 || api_by_symbol(loc.function) != nullptr;
 }
 
+// A driver copy that a runtime made: its call site becomes the program's,
+// the first word above the return address on the stack that is code
+// outside CUDA (the runtime's own frames lie between).
+void Session::find_program_caller() {
+  if (call_.caller_chain.empty() || !call_.caller) return;
+  const auto pid = static_cast<pid_t>(call_.pid);
+  if (!inside_cuda(symbolizer_.locate(pid, call_.caller))) return;
+  for (std::uint64_t word : call_.caller_chain) {
+    if (!word) continue;
+    const Symbolizer::Location loc = symbolizer_.locate(pid, word);
+    if (!loc.code || inside_cuda(loc)) continue;
+    call_.caller = word;
+    return;
+  }
+}
+
 void Session::warn_pageable_copy(std::uint64_t host_ptr) {
-  std::uint64_t caller = call_.caller;
+  const std::uint64_t caller = call_.caller;
   Symbolizer::Location loc;
   if (caller) loc = symbolizer_.locate(static_cast<pid_t>(call_.pid), caller);
-  for (std::uint64_t up : call_.caller_chain) {
-    if (!caller || !up || !inside_cuda(loc)) break;
-    caller = up;
-    loc = symbolizer_.locate(static_cast<pid_t>(call_.pid), caller);
-  }
   std::string site = caller ? fmt::format("{:#x}", caller) : std::string("an unknown call site");
   if (caller) {
     if (!loc.module.empty())

@@ -70,9 +70,9 @@ struct Call {
   // A launch whose kernel handle was named by the runtime launch it was made
   // in (CT_FLAG_PARENT_ARGS): the -p naming window's work.
   bool named_by_parent = false;
-  // CT_FLAG_CALLER_CHAIN: two more return addresses up the frame-pointer
-  // chain (0: none), for the program's call site behind a runtime.
-  std::uint64_t caller_chain[2] = {0, 0};
+  // CT_FLAG_CALLER_CHAIN: the stack words above the return address, among
+  // which the session finds the program's call site behind a runtime.
+  std::vector<std::uint64_t> caller_chain;
   // The bytes read from user memory at return (strings, NCCL unique ids and
   // communicator arrays), and whether reading them failed.
   std::string_view payload;

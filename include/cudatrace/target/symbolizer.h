@@ -32,6 +32,7 @@ class Symbolizer {
     std::uint64_t module_offset = 0;   // file offset
     std::string function;              // symbol name as in the ELF file; empty if none holds it
     std::uint64_t function_offset = 0;
+    bool code = false;                 // in an executable mapping
   };
   Location locate(pid_t pid, std::uint64_t addr);
   // A string at `addr` (at most `max` bytes): from the live process, else

@@ -144,6 +144,7 @@ class Session {
   // when a launch was last named by its runtime launch.
   std::uint64_t naming_since_ns_ = 0, last_named_ns_ = 0;
   void end_naming_window_when_done();
+  void find_program_caller();
   ProbeCost probe_cost_;
   bool cost_measured_ = false;
   std::unique_ptr<Probes> cost_probes_;  // the measurement's, attached until the end
