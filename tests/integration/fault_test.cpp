@@ -802,4 +802,69 @@ TEST_F(Faults, TracerImportsNoWayToRunOtherPrograms) {
     EXPECT_FALSE(imported.count(f)) << f;
 }
 
+// Issue 25: SIGKILL of cudatrace while the program loads a library it never
+// mapped before every 3, 20 or 200 ms, in both modes and both link kinds.
+// The dying tracer's probes stay for seconds while the kernel closes its
+// links: a load then must not stop the program (ct_map_change sees
+// tracer_dying and undoes its stop), and a stop made just before the kill is
+// continued by the watchdog once the tracer has wholly exited. After that,
+// the program must never be stopped and must keep loading. Every wait is
+// bounded. CUDATRACE_SIGKILL_RUNS (default 1) runs each case that many times
+// (docs/reliability.md: 50 each).
+TEST_F(Faults, SigkillWhileLibrariesLoadNeverLeavesTheProgramStopped) {
+  const char* runs_env = std::getenv("CUDATRACE_SIGKILL_RUNS");
+  const int runs = runs_env ? std::max(1, std::atoi(runs_env)) : 1;
+  const std::vector<std::string> attaches = {"multi", "perf"};
+  int case_no = 0;
+  for (const int ms : {3, 20, 200})
+    for (const bool command : {false, true})
+      for (const std::string& attach : attaches)
+        for (int run = 0; run < runs; ++run, ++case_no) {
+          SCOPED_TRACE("every " + std::to_string(ms) + " ms, " + (command ? "command" : "-p") + ", --attach " +
+                       attach + ", run " + std::to_string(run));
+          const std::string dir = temp_path("fresh");
+          fs::create_directories(dir);
+          fs::create_directory_symlink(fs::path(FAKE_CUDART_LIB).parent_path().parent_path() / "fakecuda",
+                                       dir + "/fakecuda");
+          const std::vector<std::string> app_args = {DLOPEN_APP, "fresh", std::to_string(ms), FAKE_CUDART_LIB, dir};
+          const auto number = [&dir](const char* name) {
+            return std::atol(read_file(dir + "/" + name).c_str());
+          };
+          // Few probes a copy: with perf-event uprobes each costs an event.
+          std::vector<std::string> args = {"--json", "-f", "query", "--layer", "runtime", "--attach", attach};
+          Child app = command ? Child() : Child::start(app_args);
+          const auto go = [&dir] { std::ofstream(dir + "/go").put('\n'); };
+          if (command) {
+            go();
+            args.push_back("--");
+            args.insert(args.end(), app_args.begin(), app_args.end());
+          } else {
+            ASSERT_TRUE(wait_until([&] { return number("pid") > 0; })) << "the program does not start";
+            args.insert(args.end(), {"-p", std::to_string(app.pid)});
+          }
+          Tracer t(args);
+          if (!command) {
+            ASSERT_TRUE(t.waiting()) << read_file(t.err);  // no runtime loaded yet
+            go();
+          }
+          ASSERT_TRUE(wait_until([&] { return number("loads") > 0 && read_file(t.out).find("cudaGetDevice") !=
+                                                                         std::string::npos; },
+                                 20s))
+              << read_file(t.err);
+          const pid_t pid = static_cast<pid_t>(number("pid"));
+          // A kill at a different point of the load cycle in each case.
+          std::this_thread::sleep_for(std::chrono::milliseconds(50 + (case_no * 37) % 400));
+          ASSERT_EQ(kill(t.proc.pid, SIGKILL), 0);
+          EXPECT_EQ(t.proc.wait(60s), 128 + SIGKILL) << "cudatrace did not exit";
+          // The watchdog continues what was stopped once cudatrace has gone.
+          const long loads = number("loads");
+          EXPECT_TRUE(wait_until([&] { return number("loads") > loads + 1 || number("loads") >= 5000; }, 10s))
+              << "the program stopped loading: state " << process_state(pid);
+          EXPECT_NE(process_state(pid), 'T');
+          kill(pid, SIGKILL);
+          if (!command) app.wait(5s);
+          fs::remove_all(dir);
+        }
+}
+
 }  // namespace

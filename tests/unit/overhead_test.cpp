@@ -89,7 +89,7 @@ TEST(ProbeCost, TextAndJson) {
   ASSERT_TRUE(cudatrace_test::JsonParser::parse(s, v, err)) << err << "\n" << s;
   EXPECT_EQ(s,
             R"({"entry_ns":500.0,"return_ns":300.0,"stepped_ns":9000.0,"entry_wall_ns":500.0,"return_wall_ns":300.0,)"
-            R"("stepped_wall_ns":9000.0,"workload_factor":2,"processes":[)"
+            R"("stepped_wall_ns":9000.0,"workload_factor":1.5,"processes":[)"
             R"({"pid":812,"comm":"python3","entry_hits":45012,"stepped_hits":0,"return_hits":45012,"added_ns":41200000,)"
             R"("cpu_ns":2168421052,"added_pct":1.900},)"
             R"({"pid":9,"comm":"a\"b","entry_hits":45012,"stepped_hits":0,"return_hits":45012,"added_ns":1000000,"cpu_ns":null,)"
