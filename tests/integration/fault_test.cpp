@@ -129,6 +129,12 @@ char process_state(pid_t pid) {
   return paren == std::string::npos || paren + 2 >= stat.size() ? '?' : stat[paren + 2];
 }
 
+// `cudatrace report`: not tracer(), whose --attach would come before "report".
+std::string reporter() { return std::string(CUDATRACE_BIN) + " report"; }
+
+// Blocked in pause() (syscall 34 on x86-64): inside the fake runtime's call that never returns.
+bool waits_in_pause(pid_t pid) { return read_file("/proc/" + std::to_string(pid) + "/syscall").rfind("34 ", 0) == 0; }
+
 // The ids of BPF objects ("link_id", "prog_id") that process `pid` holds.
 std::set<std::string> bpf_ids(pid_t pid, const std::string& kind) {
   std::set<std::string> ids;
@@ -209,6 +215,8 @@ TEST_F(Faults, SigintAndSigtermFlushEverythingAndWriteTheEndLine) {
     ASSERT_TRUE(t.attached()) << read_file(t.err);
     app.go();
     ASSERT_EQ(app.read_line(), "blocking\n");
+    // "blocking" comes just before the call: stop cudatrace once the call has begun.
+    ASSERT_TRUE(wait_until([&] { return waits_in_pause(app.pid); }, 5s));
     ASSERT_EQ(kill(t.proc.pid, sig), 0);
     EXPECT_EQ(t.proc.wait(), 0) << read_file(t.err);
     const auto lines = t.lines();
@@ -628,10 +636,12 @@ TEST_F(Faults, ValuesThatMeanNothingAreRefusedWithOneLine) {
       {"--all-processes --prometheus 999.1.1.1:19410",  // civetweb listened on 231.1.1.1
        "--prometheus: HOST must be an IPv4 address such as 127.0.0.1, or empty for every address (no host names or "
        "IPv6), not '999.1.1.1'"},
-      {"--all-processes --prometheus :99999", "--prometheus needs HOST:PORT with a port from 0 (any free port) to 65535"},
-      {"report -f '' /dev/null", "--filter: needs a value, not an empty string"},
+      {"--all-processes --prometheus :99999",
+       "--prometheus needs HOST:PORT with a port from 0 (any free port) to 65535"},
   };
   for (const auto& [args, says] : cases) expect_one_clear_error(run(tracer() + " " + args), 2, says, args);
+  expect_one_clear_error(run(reporter() + " -f '' /dev/null"), 2, "--filter: needs a value, not an empty string",
+                         "report -f ''");
 }
 
 // Whatever keeps the command from running is one line and status 3 (as
@@ -784,7 +794,7 @@ TEST_F(Faults, DiskFillingUpWhileTracingExitsSixForEveryOutput) {
   const Result r = run("unshare -m sh -c 'mount -t tmpfs -o size=64k tmpfs " + dir + " || exit 99\n" + tracer() +
                        " --perfetto " + dir + "/t.json -o /dev/null" + traced + "; echo timeline $? $(stat -c %s " +
                        dir + "/t.json)\n" + tracer() + " -o " + dir + "/t.txt" + traced + "; echo text $?\n" +
-                       "rm " + dir + "/t.txt; " + tracer() + " report -f all --perfetto " + dir + "/r.json " + trace +
+                       "rm " + dir + "/t.txt; " + reporter() + " -f all --perfetto " + dir + "/r.json " + trace +
                        " >/dev/null; echo report $? $(stat -c %s " + dir + "/r.json)'");
   rmdir(dir.c_str());
   std::remove(trace.c_str());
@@ -807,7 +817,7 @@ TEST_F(Faults, TimelineOnAFullDeviceGetsOneLineAndStatusSix) {
                          "writing /dev/full: No space left on device", "live");
   const std::string trace = temp_path("devfull-source.jsonl");
   ASSERT_EQ(run(tracer() + " --json -o " + trace + " --layer runtime -f query -- " FAKE_APP " loop 10").status, 0);
-  expect_one_clear_error(run(tracer() + " report --summary --perfetto /dev/full " + trace + " >/dev/null"), 6,
+  expect_one_clear_error(run(reporter() + " --summary --perfetto /dev/full " + trace + " >/dev/null"), 6,
                          "writing /dev/full: No space left on device", "report");
   std::remove(trace.c_str());
 }
@@ -833,11 +843,12 @@ TEST_F(Faults, TraceAndTimelineInOneFileAreRefused) {
        }) {
     const Result r = run("( " + tracer() + " " + args + (args.find(" -- ") == std::string::npos ? cmd : "") + " )");
     expect_one_clear_error(r, 2, said, args);
-    EXPECT_EQ(read_file(f), args.find('>') == std::string::npos ? "precious\n" : "") << args;  // (the shell truncated it)
+    // (With "> f" the shell truncated it.)
+    EXPECT_EQ(read_file(f), args.find('>') == std::string::npos ? "precious\n" : "") << args;
     std::ofstream(f) << "precious\n";
   }
   EXPECT_FALSE(fs::exists(fresh));
-  expect_one_clear_error(run(tracer() + " report --perfetto " + link + " " + f), 2,
+  expect_one_clear_error(run(reporter() + " --perfetto " + link + " " + f), 2,
                          "--perfetto " + link + " is the trace being read: it would be overwritten", "report");
   EXPECT_EQ(read_file(f), "precious\n");
   fs::remove_all(dir);
@@ -1012,13 +1023,13 @@ TEST_F(Faults, TimelineSymlinkInAWorldWritableDirectoryIsRefused) {
   ASSERT_EQ(run(tracer() + " --json -o " + trace + traced).status, 0);
   const std::string refused = "refusing to write " + link + ": it is a symbolic link in the world-writable directory";
   expect_one_clear_error(run(tracer() + " -o /dev/null --perfetto " + link + traced), 6, refused, "live");
-  expect_one_clear_error(run(tracer() + " report --perfetto " + link + " " + trace + " >/dev/null"), 6, refused,
+  expect_one_clear_error(run(reporter() + " --perfetto " + link + " " + trace + " >/dev/null"), 6, refused,
                          "report");
   EXPECT_EQ(read_file(victim), "precious\n");
   EXPECT_EQ(run(tracer() + " --output-follow-symlinks -o /dev/null --perfetto " + link + traced).status, 0);
   EXPECT_NE(read_file(victim).find("traceEvents"), std::string::npos);
   std::ofstream(victim) << "precious\n";
-  EXPECT_EQ(run(tracer() + " report --output-follow-symlinks --perfetto " + link + " " + trace + " >/dev/null").status, 0);
+  EXPECT_EQ(run(reporter() + " --output-follow-symlinks --perfetto " + link + " " + trace + " >/dev/null").status, 0);
   EXPECT_NE(read_file(victim).find("traceEvents"), std::string::npos);
   for (const std::string& f : {link, victim, trace}) std::remove(f.c_str());
   rmdir(dir.c_str());
@@ -1055,7 +1066,7 @@ TEST_F(Faults, OutputIsPrivateWhenRootTracesAnotherUsersProcess) {
     EXPECT_EQ(records(parse_lines(read_file(out)), "call", "cudaGetDevice").size(), 2u) << out;
     // The timeline `report` makes of that trace is no easier to read than the trace.
     std::remove(report_timeline.c_str());
-    EXPECT_EQ(run(tracer() + " report --perfetto " + report_timeline + " " + out + " >/dev/null").status, 0);
+    EXPECT_EQ(run(reporter() + " --perfetto " + report_timeline + " " + out + " >/dev/null").status, 0);
     EXPECT_EQ(file_mode(report_timeline), 0600u);
   }
   // Root's own process: an ordinary file.
