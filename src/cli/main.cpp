@@ -2,8 +2,14 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <iterator>
 #include <sstream>
@@ -13,6 +19,8 @@
 #include "cudatrace/cli/offline.h"
 #include "cudatrace/cli/probe_list.h"
 #include "cudatrace/analysis/nvtx.h"
+#include "cudatrace/render/output_file.h"
+#include "cudatrace/trace/node_exporter.h"
 #include "cudatrace/trace/tracer.h"
 
 namespace {
@@ -63,11 +71,13 @@ OUTPUT: the trace goes to standard output (or -o FILE). In command mode without
   counted as lost ("output" in the end line's lost_detail).
 
 EXIT STATUS: the command's own status in command mode; otherwise 0. Errors:
-  2 bad usage, 3 no such process / nothing to trace / command not found,
-  4 not permitted (needs root or CAP_BPF+CAP_PERFMON), 5 kernel or BPF failure,
-  6 output cannot be written, 7 (report) the trace cannot be read. 141 (128 + SIGPIPE):
-  the reader of the trace went away (`| head`); cudatrace stops quietly, the command
-  runs on untraced.)";
+  2 bad usage (also -o and --perfetto naming one file), 3 no such process /
+  nothing to trace / the command cannot be run (not found, not executable, not
+  a program), 4 not permitted (needs root or CAP_BPF+CAP_PERFMON; a process
+  whose /proc/PID/maps root may not read), 5 kernel or BPF failure, 6 an output
+  (-o, --perfetto, --prometheus) cannot be written, 7 (report) the trace cannot
+  be read. 141 (128 + SIGPIPE): the reader of the trace went away (`| head`);
+  cudatrace stops quietly, the command runs on untraced.)";
 
 constexpr const char* kReportUsage = R"(
 USAGE: cudatrace report [OPTIONS] TRACE.jsonl
@@ -85,8 +95,13 @@ EXAMPLES:
   cudatrace report --summary run.jsonl       # the tables and insights
   cudatrace report --perfetto run.perfetto.json --insights run.jsonl
 
-EXIT STATUS: 0; 2 bad usage, 6 output cannot be written, 7 the trace cannot be
-  read or a line of it is not a cudatrace --json line (the message names the line).)";
+A FIFO is waited on for a writer for 10 s (the tracer writing it opens it
+once attached); to wait for ever, read it from standard input (- < FIFO).
+
+EXIT STATUS: 0; 2 bad usage (also --perfetto onto the trace or standard
+  output), 6 output cannot be written, 7 the trace cannot be read (also a FIFO
+  nobody opened for writing in time) or a line of it is not a cudatrace --json
+  line (the message names the line).)";
 
 // --help's option groups, in this order.
 constexpr const char* kTargets = "TARGETS";
@@ -131,6 +146,46 @@ class HelpFormatter : public CLI::Formatter {
 [[noreturn]] void usage_error(const std::string& msg) {
   std::fprintf(stderr, "cudatrace: %s (see --help)\n", msg.c_str());
   std::exit(cudatrace::kExitUsage);
+}
+
+// A value an option cannot be empty for (-o '', -f '').
+const CLI::Validator kNotEmpty(
+    [](std::string& value) { return value.empty() ? std::string("needs a value, not an empty string") : std::string(); },
+    "", "not empty");
+
+// The highest process id Linux can give (PID_MAX_LIMIT - 1 on 64-bit).
+constexpr long kMaxPid = 4194303;
+
+// -p and --tid: a decimal id from 1 to kMaxPid, all of the text.
+pid_t parse_id(const std::string& text, const char* what, const char* option) {
+  long id = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), id);
+  if (ec != std::errc() || end != text.data() + text.size() || id < 1 || id > kMaxPid)
+    usage_error(fmt::format("invalid {} '{}': {} takes a {} id from 1 to {}", what, text, option,
+                            std::string(what) == "PID" ? "process" : "thread", kMaxPid));
+  return static_cast<pid_t>(id);
+}
+
+// --max-overhead: a percentage, all of the text (strtod alone takes "nan" and "inf").
+double parse_percentage(const std::string& text) {
+  char* end = nullptr;
+  errno = 0;
+  const double pct = text.empty() ? 0 : std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || errno != 0 || !std::isfinite(pct) || pct < 0.01 || pct > 100)
+    usage_error("--max-overhead takes a percentage from 0.01 to 100, not '" + text + "'");
+  return pct;
+}
+
+// The timeline must not be written over the trace, nor over the trace
+// `report` reads: compared by file, not by name.
+void refuse_shared_file(const std::string& perfetto, const std::string& output, const std::string& input) {
+  if (perfetto.empty()) return;
+  using cudatrace::same_output_file;
+  if (!output.empty() ? same_output_file(perfetto, output) : same_output_file(perfetto, STDOUT_FILENO))
+    usage_error("--perfetto " + perfetto + " is the file the trace goes to (" +
+                (output.empty() ? std::string("standard output") : "-o " + output) + "): give each its own file");
+  if (!input.empty() && (input == "-" ? same_output_file(perfetto, STDIN_FILENO) : same_output_file(perfetto, input)))
+    usage_error("--perfetto " + perfetto + " is the trace being read: it would be overwritten");
 }
 
 std::vector<std::string> split(const std::string& s, char sep) {
@@ -191,13 +246,14 @@ int report_main(int argc, char** argv) {
   CLI::App app{kDescription, "cudatrace report"};
   app.formatter(std::make_shared<HelpFormatter>(kReportUsage));
   app.footer(kReportExamples);
-  app.add_option("TRACE.jsonl", trace, "The trace, JSON Lines written by --json; - reads standard input")->required()->type_name("");
+  app.add_option("TRACE.jsonl", trace, "The trace, JSON Lines written by --json; - reads standard input")->required()->type_name("")->check(kNotEmpty);
   // Selection
-  app.add_option("-f,--filter", groups, "Report only these groups, comma-separated; all: every group")->group(kSelection)->type_name("GROUPS");
+  app.add_option("-f,--filter", groups, "Report only these groups, comma-separated; all: every group")->group(kSelection)->type_name("GROUPS")->check(kNotEmpty);
   app.add_option("--layer", layer, "runtime, driver, nccl or all (default)")->group(kSelection)->type_name("LAYER");
   // Output
   app.add_flag("--json", opts.json, "JSON Lines output (docs/json.md)")->group(kOutput);
-  app.add_option("--perfetto", opts.perfetto_path, "Also write a timeline to FILE (docs/timeline.md)")->group(kOutput)->type_name("FILE");
+  app.add_option("--perfetto", opts.perfetto_path, "Also write a timeline to FILE (docs/timeline.md)")->group(kOutput)->type_name("FILE")->check(kNotEmpty);
+  app.add_flag("--output-follow-symlinks", opts.output_follow_symlinks, "Let --perfetto FILE write through a symbolic link in a world-writable directory (/tmp)")->group(kOutput);
   app.add_flag("--full-names", opts.full_names, "Print kernels by their whole demangled names")->group(kOutput);
   // Analysis
   app.add_flag("--summary", opts.summary_tables, "Print per-API, kernel, transfer and memory tables and insights instead of calls")->group(kAnalysis);
@@ -210,6 +266,7 @@ int report_main(int argc, char** argv) {
   parse_or_exit(app, argc, argv);
   apply_selection(opts, groups, layer);
   opts.summary = opts.summary_tables || opts.hist || opts.insights;
+  refuse_shared_file(opts.perfetto_path, "", trace);
   return run_report(opts, trace);
 }
 
@@ -224,8 +281,7 @@ int main(int argc, char** argv) {
   std::string groups, layer = "all", dlopen_stop, attach = "auto";
   bool no_dlopen_stop = false;
   bool list_apis = false, version = false;
-  std::string nvtx_library_path;
-  long long pid = 0, tid = 0;
+  std::string nvtx_library_path, pid, tid, max_overhead;
 
   CLI::App app{kDescription, "cudatrace"};
   app.formatter(std::make_shared<HelpFormatter>(kUsage));
@@ -234,9 +290,9 @@ int main(int argc, char** argv) {
   // Targets
   app.add_option("-p,--pid", pid, "Trace the running process PID")->group(kTargets)->type_name("PID");
   app.add_flag("--all-processes", opts.all_processes, "Trace every process of this host that maps a CUDA library, now and later; stops none (docs/prometheus.md)")->group(kTargets);
-  app.add_option("--lib", opts.libs, "Also probe this library or executable (repeatable)")->group(kTargets)->type_name("PATH");
+  app.add_option("--lib", opts.libs, "Also probe this library or executable (repeatable)")->group(kTargets)->type_name("PATH")->check(kNotEmpty);
   // Selection
-  app.add_option("-f,--filter", groups, "Trace only these groups, comma-separated; all: every group")->group(kSelection)->type_name("GROUPS");
+  app.add_option("-f,--filter", groups, "Trace only these groups, comma-separated; all: every group")->group(kSelection)->type_name("GROUPS")->check(kNotEmpty);
   app.add_option("--layer", layer, "runtime, driver, nccl or all (default)")->group(kSelection)->type_name("LAYER");
   // The range check also refuses "-3", which would otherwise wrap to a huge unsigned value.
   app.add_option("--min-us", opts.min_us, "Only calls that took at least this many microseconds")->group(kSelection)->type_name("US")->check(CLI::Range(std::uint64_t(0), std::uint64_t(1000000000000)));
@@ -244,12 +300,12 @@ int main(int argc, char** argv) {
   app.add_option("--tid", tid, "Only this thread")->group(kSelection)->type_name("TID");
   // Output
   app.add_flag("--json", opts.json, "JSON Lines output (docs/json.md)")->group(kOutput);
-  app.add_option("-o,--output", opts.output_path, "Write the trace to FILE instead of standard output")->group(kOutput)->type_name("FILE");
-  app.add_option("--perfetto", opts.perfetto_path, "Also write a timeline to FILE, for ui.perfetto.dev (docs/timeline.md)")->group(kOutput)->type_name("FILE");
-  app.add_flag("--output-follow-symlinks", opts.output_follow_symlinks, "Let -o FILE write through a symbolic link in a world-writable directory (/tmp)")->group(kOutput);
+  app.add_option("-o,--output", opts.output_path, "Write the trace to FILE instead of standard output")->group(kOutput)->type_name("FILE")->check(kNotEmpty);
+  app.add_option("--perfetto", opts.perfetto_path, "Also write a timeline to FILE, for ui.perfetto.dev (docs/timeline.md)")->group(kOutput)->type_name("FILE")->check(kNotEmpty);
+  app.add_flag("--output-follow-symlinks", opts.output_follow_symlinks, "Let -o FILE and --perfetto FILE write through a symbolic link in a world-writable directory (/tmp)")->group(kOutput);
   app.add_flag("--full-names", opts.full_names, "Print kernels by their whole demangled names (default: short names; JSON has both)")->group(kOutput);
   app.add_flag("--stack", opts.stack, "Capture and symbolise the user stack of each call (and of leaked allocations)")->group(kOutput);
-  app.add_option("--prometheus", opts.prometheus_address, "Serve Prometheus metrics at http://ADDRESS/metrics (HOST:PORT; :PORT for every address) instead of printing calls (docs/prometheus.md)")->group(kOutput)->type_name("ADDRESS");
+  app.add_option("--prometheus", opts.prometheus_address, "Serve Prometheus metrics at http://ADDRESS/metrics (HOST:PORT; :PORT for every address) instead of printing calls (docs/prometheus.md)")->group(kOutput)->type_name("ADDRESS")->check(kNotEmpty);
   app.add_flag("--nvtx", opts.nvtx, "Give each call the NVTX ranges open on its thread (torch.cuda.nvtx, emit_nvtx; docs/nvtx.md)")->group(kOutput);
   // Analysis
   app.add_flag("--summary", opts.summary_tables, "Print per-API, kernel, transfer, memory tables and insights, not calls (docs/summary.md)")->group(kAnalysis);
@@ -261,17 +317,17 @@ int main(int argc, char** argv) {
   // Tuning
   app.add_option("--ring-mb", opts.ring_mb, "Ring buffer size in MiB, a power of two (default 16)")->group(kTuning)->type_name("MIB");
   app.add_option("--buffer-mb", opts.buffer_mb, "Output not yet read by its consumer kept in memory, at most N MiB (default 128)")->group(kTuning)->type_name("MIB")->check(CLI::Range(1u, 65536u));
-  app.add_option("--dlopen-stop", dlopen_stop, "Pause a process while probes attach to a library it just loaded: auto (default: always, but not a -p target that is a job of an interactive shell), always, never")->group(kTuning)->type_name("WHEN");
+  app.add_option("--dlopen-stop", dlopen_stop, "Pause a process while probes attach to a library it just loaded: auto (default: always, but not a -p target that is a job of an interactive shell), always, never")->group(kTuning)->type_name("WHEN")->check(kNotEmpty);
   app.add_flag("--no-dlopen-stop", no_dlopen_stop, "Same as --dlopen-stop=never")->group(kTuning);
   app.add_option("--attach", attach, "How uprobes are attached: auto (default: multi where the kernel has it), multi (uprobe_multi links, Linux 6.6) or perf (one perf-event uprobe per function and direction, Linux 5.15)")->group(kTuning)->type_name("HOW");
-  app.add_option("--max-overhead", opts.max_overhead_pct, "Keep the estimated tracing cost to each process under PCT % by sampling the launch, async memset and query probes; their counts are then estimates, marked (docs/fleet.md)")->group(kTuning)->type_name("PCT")->check(CLI::Range(0.01, 100.0));
+  app.add_option("--max-overhead", max_overhead, "Keep the estimated tracing cost to each process under PCT % by sampling the launch, async memset and query probes; their counts are then estimates, marked (docs/fleet.md)")->group(kTuning)->type_name("PCT");
   app.add_flag("--nested-returns", opts.nested_returns, "Also time nested calls without out-params (a runtime call's driver calls): one more trap each")->group(kTuning);
   app.add_flag("--empty-probes", opts.empty_probes, "For benchmarks: place and attach every probe as usual, with BPF programs that do nothing (the cost of the traps alone); records nothing")->group(kTuning);
   app.add_flag("--every-layer", opts.every_layer, "Record each launch, async copy/memset, event record and stream wait at every layer it passes (runtime and driver), each with its latency and status: three traps a launch instead of one")->group(kTuning);
   // Other
   app.set_help_flag("-h,--help", "Print this help and exit")->group(kOther);
   app.add_flag("--list-apis", list_apis, "List the traced APIs and exit")->group(kOther);
-  app.add_option("--write-nvtx-library", nvtx_library_path, "Write the NVTX injection library to FILE and exit (to start a program for -p --nvtx)")->group(kOther)->type_name("FILE");
+  app.add_option("--write-nvtx-library", nvtx_library_path, "Write the NVTX injection library to FILE and exit (to start a program for -p --nvtx)")->group(kOther)->type_name("FILE")->check(kNotEmpty);
   app.add_flag("-v,--verbose", opts.verbose, "Say which files are probed; show libbpf messages")->group(kOther);
   app.add_flag("-V,--version", version, "Print the version and exit")->group(kOther);
   app.prefix_command(true);
@@ -320,10 +376,9 @@ int main(int argc, char** argv) {
     std::fputs((opts.json ? api_list_json(opts.display, plan) : api_list_markdown(opts.display, plan)).c_str(), stdout);
     return 0;
   }
-  if (pid < 0 || pid > 0x7fffffff) usage_error("invalid PID " + std::to_string(pid));
-  if (tid < 0 || tid > 0x7fffffff) usage_error("invalid TID " + std::to_string(tid));
-  opts.pid = static_cast<pid_t>(pid);
-  opts.tid = static_cast<pid_t>(tid);
+  if (app.count("--pid")) opts.pid = parse_id(pid, "PID", "-p/--pid");
+  if (app.count("--tid")) opts.tid = parse_id(tid, "TID", "--tid");
+  if (app.count("--max-overhead")) opts.max_overhead_pct = parse_percentage(max_overhead);
   if ((opts.pid > 0) + !opts.command.empty() + opts.all_processes > 1)
     usage_error("give one of -p PID, --all-processes or a command");
   if (opts.pid == 0 && opts.command.empty() && !opts.all_processes)
@@ -331,15 +386,17 @@ int main(int argc, char** argv) {
   if (opts.all_processes && (opts.tid || dlopen_stop == "always"))
     usage_error("--all-processes traces every process and stops none: --tid and --dlopen-stop=always do not apply");
   if (!opts.prometheus_address.empty()) {
-    if (opts.prometheus_address.rfind(':') == std::string::npos)
-      usage_error("--prometheus needs ADDR:PORT (127.0.0.1:9400, or :9400 for every address), not '" +
-                  opts.prometheus_address + "'");
+    sockaddr_in addr{};
+    std::string error;
+    if (!parse_listen_address(opts.prometheus_address, addr, error)) usage_error(error);
     if (opts.json || !opts.output_path.empty() || !opts.perfetto_path.empty() || opts.summary_tables || opts.hist ||
         opts.insights || opts.stack || opts.nvtx || opts.min_us || opts.errors_only || opts.tid)
       usage_error("--prometheus serves metrics instead of a trace: it does not combine with --json, -o, --perfetto, "
                   "--summary, --hist, --insights, --stack, --nvtx, --min-us, --errors or --tid");
   }
   opts.summary = opts.summary_tables || opts.hist || opts.insights;
+  if (app.count("--interval") && opts.interval_s == 0) usage_error("-i takes a number of seconds from 1");
+  if (app.count("--count") && opts.count == 0) usage_error("-c takes a number of reports from 1");
   if (opts.interval_s && !opts.summary) usage_error("-i needs --summary, --hist or --insights");
   if (opts.count && !opts.interval_s) usage_error("-c needs -i");
   if (opts.summary && (opts.min_us || opts.errors_only))
@@ -364,5 +421,6 @@ int main(int argc, char** argv) {
     usage_error("--max-overhead needs uprobe_multi links, not --attach perf (docs/fleet.md)");
   if (opts.ring_mb == 0 || opts.ring_mb > 1024 || (opts.ring_mb & (opts.ring_mb - 1)))
     usage_error("--ring-mb must be a power of two between 1 and 1024");
+  refuse_shared_file(opts.perfetto_path, opts.output_path, "");
   return run_tracer(opts);
 }

@@ -1,14 +1,17 @@
 #include "cudatrace/cli/offline.h"
 
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <deque>
-#include <fstream>
-#include <iostream>
 #include <memory>
 
 #include "cudatrace/analysis/pipeline.h"
@@ -16,6 +19,7 @@
 #include "cudatrace/decode/api_table.h"
 #include "cudatrace/decode/decode.h"
 #include "cudatrace/decode/kernel_names.h"
+#include "cudatrace/render/format.h"
 #include "cudatrace/render/perfetto.h"
 #include "cudatrace/render/report.h"
 #include "cudatrace/render/sink.h"
@@ -23,13 +27,29 @@
 namespace cudatrace {
 namespace {
 
+// The lines of a file, of any length, without their newlines.
+struct LineReader {
+  std::FILE* in;
+  char* buf = nullptr;
+  std::size_t capacity = 0;
+
+  ~LineReader() { std::free(buf); }
+  bool next(std::string_view& line) {
+    const ssize_t n = ::getline(&buf, &capacity, in);
+    if (n < 0) return false;
+    line = std::string_view(buf, static_cast<std::size_t>(n));
+    if (!line.empty() && line.back() == '\n') line.remove_suffix(1);
+    return true;
+  }
+};
+
 // The report of one trace file: decode -> pipeline -> sinks, as Session::on_call
 // does, without the BPF side.
 class OfflineReport {
  public:
-  explicit OfflineReport(const Options& opts) : opts_(opts) {}
+  OfflineReport(const Options& opts, bool private_trace) : opts_(opts), private_trace_(private_trace) {}
 
-  int run(std::istream& in, const std::string& name);
+  int run(std::FILE* in, const std::string& name);
 
  private:
   bool start(std::uint64_t start_ns, std::string& error);
@@ -37,6 +57,7 @@ class OfflineReport {
   bool flush();
 
   const Options& opts_;
+  const bool private_trace_;  // the trace is not for every user to read: nor is its timeline
   std::unique_ptr<Output> out_;
   Pipeline pipeline_{PipelineOptions{opts_.display, false, false, opts_.summary}};
   std::vector<std::unique_ptr<Sink>> sinks_;  // the trace or the summary, and the timeline
@@ -83,7 +104,8 @@ bool OfflineReport::start(std::uint64_t start_ns, std::string& error) {
     sinks_.push_back(std::make_unique<TraceSink>(*out_, stats_, false, nullptr));
   }
   if (!opts_.perfetto_path.empty()) {
-    std::unique_ptr<PerfettoWriter> perfetto = PerfettoWriter::open(opts_.perfetto_path, start_ns, error);
+    const OutputFileOptions file{opts_.output_follow_symlinks, private_trace_};
+    std::unique_ptr<PerfettoWriter> perfetto = PerfettoWriter::open(opts_.perfetto_path, file, start_ns, error);
     if (!perfetto) return false;
     perfetto_ = perfetto.get();
     sinks_.push_back(std::move(perfetto));
@@ -102,7 +124,7 @@ void OfflineReport::on_call(const TraceLine& line) {
   const CallAnalysis& analysis = pipeline_.on_call(call_);
   last_ns_ = std::max<std::uint64_t>(last_ns_, call_.end_ns());
   for (const Warning& w : pending_warnings_) {
-    std::fprintf(stderr, "cudatrace: warning: %s\n", w.message.c_str());
+    std::fprintf(stderr, "cudatrace: warning: %s\n", terminal_safe(w.message).c_str());
     for (const auto& sink : sinks_) sink->on_warning(call_, w);
   }
   if (!analysis.displayed) return;
@@ -118,16 +140,19 @@ void OfflineReport::on_call(const TraceLine& line) {
   for (const auto& sink : sinks_) sink->on_call(call_, analysis);
 }
 
-int OfflineReport::run(std::istream& in, const std::string& name) {
+int OfflineReport::run(std::FILE* in, const std::string& name) {
   TraceLine line;
-  std::string text, error;
+  std::string error;
   std::size_t number = 0;
   bool ended = false;
+  // What is wrong can quote the line, which is anyone's bytes.
   auto fail = [&](const std::string& why) {
-    std::fprintf(stderr, "cudatrace: %s:%zu: %s\n", name.c_str(), number, why.c_str());
+    std::fprintf(stderr, "cudatrace: %s:%zu: %s\n", name.c_str(), number, terminal_safe(why).c_str());
     return kExitInput;
   };
-  while (std::getline(in, text)) {
+  LineReader reader{in};
+  std::string_view text;
+  while (reader.next(text)) {
     ++number;
     if (text.empty()) continue;
     if (ended) return fail("a line after the end line");
@@ -159,7 +184,7 @@ int OfflineReport::run(std::istream& in, const std::string& name) {
         break;
     }
   }
-  if (in.bad()) {
+  if (std::ferror(in)) {
     std::fprintf(stderr, "cudatrace: reading %s: %s\n", name.c_str(), std::strerror(errno));
     return kExitInput;
   }
@@ -176,7 +201,7 @@ int OfflineReport::run(std::istream& in, const std::string& name) {
                  name.c_str());
   if (perfetto_) {
     if (!perfetto_->finish(error)) {
-      std::fprintf(stderr, "cudatrace: %s: %s\n", opts_.perfetto_path.c_str(), error.c_str());
+      std::fprintf(stderr, "cudatrace: %s\n", error.c_str());
       return kExitOutput;
     }
   }
@@ -193,15 +218,64 @@ int OfflineReport::run(std::istream& in, const std::string& name) {
 
 }  // namespace
 
-int run_report(const Options& opts, const std::string& path) {
-  OfflineReport report(opts);
-  if (path == "-") return report.run(std::cin, "standard input");
-  std::ifstream in(path);
-  if (!in) {
-    std::fprintf(stderr, "cudatrace: cannot read %s: %s\n", path.c_str(), std::strerror(errno));
-    return kExitInput;
+std::FILE* open_trace(const std::string& path, std::chrono::milliseconds writer_wait, std::string& error) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  struct stat st {};
+  if (fd < 0 || fstat(fd, &st) != 0) {
+    error = "cannot read " + path + ": " + std::strerror(errno);
+    if (fd >= 0) close(fd);
+    return nullptr;
   }
-  return report.run(in, path);
+  // Opened without blocking: a FIFO nobody opens for writing would wait for
+  // ever. A read says whether a writer is there (EAGAIN, or a byte, which is
+  // put back) or not (end of file, until one comes).
+  int first = EOF;
+  for (const auto deadline = std::chrono::steady_clock::now() + writer_wait; S_ISFIFO(st.st_mode);) {
+    unsigned char byte = 0;
+    const ssize_t n = ::read(fd, &byte, 1);
+    if (n == 1) first = byte;
+    if (n == 1 || (n < 0 && errno == EAGAIN)) break;
+    if (n < 0 && errno != EINTR) {
+      error = "reading " + path + ": " + std::strerror(errno);
+      close(fd);
+      return nullptr;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      error = fmt::format("cannot read {}: it is a FIFO and no process opened it for writing within {} s", path,
+                          std::chrono::duration_cast<std::chrono::seconds>(writer_wait).count());
+      close(fd);
+      return nullptr;
+    }
+    pollfd p{fd, POLLIN, 0};
+    poll(&p, 1, 20);  // data wakes it; a writer that opens and waits does not: look again soon
+  }
+  std::FILE* f = nullptr;
+  if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0 || !(f = fdopen(fd, "r"))) {
+    error = "cannot read " + path + ": " + std::strerror(errno);
+    close(fd);
+    return nullptr;
+  }
+  if (first != EOF) std::ungetc(first, f);
+  return f;
+}
+
+int run_report(const Options& opts, const std::string& path) {
+  std::FILE* in = stdin;
+  if (path != "-") {
+    std::string error;
+    in = open_trace(path, kFifoWriterWait, error);
+    if (!in) {
+      std::fprintf(stderr, "cudatrace: %s\n", error.c_str());
+      return kExitInput;
+    }
+  }
+  // A timeline is no easier to read than the trace it is made of.
+  struct stat st {};
+  const bool private_trace = fstat(fileno(in), &st) == 0 && S_ISREG(st.st_mode) && !(st.st_mode & S_IROTH);
+  OfflineReport report(opts, private_trace);
+  const int status = report.run(in, path == "-" ? "standard input" : path);
+  if (in != stdin) std::fclose(in);
+  return status;
 }
 
 }  // namespace cudatrace

@@ -171,6 +171,11 @@ bool TraceLine::parse(std::string_view line, std::string& error) {
       type_ = Type::End;
       const Json& detail = field(j, "lost_detail");
       end_ = EndStats{};
+      // Counted again from the calls, but a line that says nonsense is no end line.
+      unsigned_of(field(j, "calls"), "\"calls\"");
+      unsigned_of(field(j, "lost"), "\"lost\"");
+      unsigned_of(field(j, "unfinished"), "\"unfinished\"");
+      if (const auto it = detail.find("output"); it != detail.end()) unsigned_of(*it, "lost_detail.output");
       end_.lost_ringbuf = unsigned_of(field(detail, "ring_buffer"), "lost_detail.ring_buffer");
       end_.lost_threads = unsigned_of(field(detail, "thread_table"), "lost_detail.thread_table");
       end_.depth_overflow = unsigned_of(field(detail, "depth_overflow"), "lost_detail.depth_overflow");
@@ -186,6 +191,9 @@ bool TraceLine::parse(std::string_view line, std::string& error) {
     const std::string& api_name = string_of(field(j, "api"), "\"api\"");
     const Api* api = api_by_symbol(api_name);
     if (!api) bad("unknown API \"" + api_name + "\" (a trace from another cudatrace version?)");
+    if (const auto it = j.find("layer"); it != j.end() && string_of(*it, "\"layer\"") != layer_name(api->layer()))
+      bad("\"layer\" is \"" + it->get<std::string>() + "\", but " + api_name + " is of the " +
+          layer_name(api->layer()) + " layer");
     if (type_ == Type::Warning) {
       warning_kind_ = string_of(field(j, "kind"), "\"kind\"");
       warning_.kind = warning_kind_.c_str();
@@ -213,7 +221,12 @@ bool TraceLine::parse(std::string_view line, std::string& error) {
     if (depth >= CT_MAX_DEPTH) bad("\"depth\" out of range");
     rec.depth = static_cast<std::uint8_t>(depth);
     const std::string& comm = string_of(field(j, "comm"), "\"comm\"");
-    std::memcpy(rec.comm, comm.data(), std::min(comm.size(), sizeof rec.comm - 1));
+    // U+FFFD for each byte that was not UTF-8 can make it longer than the
+    // kernel's 15 bytes: cut between characters, not inside one.
+    std::size_t comm_len = std::min(comm.size(), sizeof rec.comm - 1);
+    while (comm_len < comm.size() && comm_len > 0 && (static_cast<unsigned char>(comm[comm_len]) & 0xc0) == 0x80)
+      --comm_len;
+    std::memcpy(rec.comm, comm.data(), comm_len);
     rec.caller = optional_hex(j, "caller", "\"caller\"").value_or(0);
     const bool unfinished = rec.type == CT_REC_UNFINISHED;
     const Json* entry_only = j.find("entry_only") == j.end() ? nullptr : &j.at("entry_only");

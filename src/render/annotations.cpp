@@ -209,7 +209,7 @@ void append_nccl_json(Buf& out, const NcclInfo& n) {
 void append_stack_text(fmt::memory_buffer& out, const std::vector<StackFrame>& stack, int indent) {
   for (std::size_t i = 0; i < stack.size(); ++i)
     fmt::format_to(std::back_inserter(out), "{:{}}#{:<2} {:#018x} {}\n", "", indent, i, stack[i].addr,
-                   frame_text(stack[i]));
+                   terminal_safe(frame_text(stack[i])));
 }
 
 void append_stack_json(fmt::memory_buffer& out, const std::vector<StackFrame>& stack) {

@@ -97,7 +97,9 @@ void append_end_summary(const EndStats& s, Buf& out) {
                    "cudatrace: lost {} records (ring buffer full: {}, thread table full: {}, nesting deeper than "
                    "{}: {}); try a larger --ring-mb or fewer groups with -f\n",
                    in_bpf, s.lost_ringbuf, s.lost_threads, CT_MAX_DEPTH, s.depth_overflow);
-  if (s.lost_output)
+  if (s.lost_output && !s.output_failure.empty())
+    fmt::format_to(it, "cudatrace: lost {} records that could not be written ({})\n", s.lost_output, s.output_failure);
+  else if (s.lost_output)
     fmt::format_to(it,
                    "cudatrace: lost {} records the output's consumer did not read in time (output buffer full); "
                    "try a larger --buffer-mb, or -o FILE\n",
@@ -157,17 +159,7 @@ class TextOutput final : public Output {
     buf_.push_back(' ');
     // comm is at most 15 bytes; escape anything that would break the line.
     const std::size_t comm_start = buf_.size();
-    for (char ch : c.comm()) {
-      const auto u = static_cast<unsigned char>(ch);
-      // A backslash is escaped too, so "\x0a" can only mean a newline byte.
-      if (u < 0x20 || u == 0x7f || u >= 0x80 || u == '\\') {
-        static const char kHex[] = "0123456789abcdef";
-        const char escaped[] = {'\\', 'x', kHex[u >> 4], kHex[u & 15]};
-        buf_.append(escaped, escaped + 4);
-      } else {
-        buf_.push_back(ch);
-      }
-    }
+    append_terminal_safe(buf_, c.comm());
     pad_to(buf_, comm_start + 16);
     buf_.push_back(' ');
     append_right(buf_, fmt::format_int(c.pid).c_str(), 7);

@@ -1,5 +1,8 @@
 #include "cudatrace/render/perfetto.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -7,6 +10,7 @@
 
 #include "cudatrace/render/json.h"
 #include "cudatrace/render/annotations.h"
+#include "cudatrace/render/output_file.h"
 
 namespace cudatrace {
 namespace {
@@ -15,17 +19,28 @@ constexpr std::size_t kFlushBytes = 1 << 16;
 
 }  // namespace
 
-std::unique_ptr<PerfettoWriter> PerfettoWriter::open(const std::string& path, std::uint64_t start_ns,
-                                                     std::string& error) {
-  std::FILE* f = std::fopen(path.c_str(), "we");
+std::unique_ptr<PerfettoWriter> PerfettoWriter::open(const std::string& path, const OutputFileOptions& file,
+                                                     std::uint64_t start_ns, std::string& error) {
+  const int fd = open_output_file(path, file, error);
+  if (fd < 0) return nullptr;
+  std::FILE* f = fdopen(fd, "w");
   if (!f) {
     error = "cannot write " + path + ": " + std::strerror(errno);
+    close(fd);
     return nullptr;
   }
-  return std::unique_ptr<PerfettoWriter>(new PerfettoWriter(f, start_ns));
+  std::unique_ptr<PerfettoWriter> writer(new PerfettoWriter(f, path, start_ns));
+  // The header now: a file that cannot be written (/dev/full) fails before anything is traced.
+  writer->write_buffer();
+  if (writer->write_errno_ || std::fflush(f) != 0) {
+    error = "writing " + path + ": " + std::strerror(writer->write_errno_ ? writer->write_errno_ : errno);
+    return nullptr;
+  }
+  return writer;
 }
 
-PerfettoWriter::PerfettoWriter(std::FILE* f, std::uint64_t start_ns) : file_(f), start_ns_(start_ns) {
+PerfettoWriter::PerfettoWriter(std::FILE* f, const std::string& path, std::uint64_t start_ns)
+    : file_(f), path_(path), start_ns_(start_ns) {
   buf_.append(std::string_view(
       "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"generator\":\"cudatrace\",\"clock\":\"CLOCK_MONOTONIC, 0 = "
       "tracing start\",\"stream_lanes\":\"work as the host queued it: placed at the enqueue call, not at GPU "
@@ -180,20 +195,30 @@ void PerfettoWriter::on_call(const Call& c, const CallAnalysis& a) {
 }
 
 void PerfettoWriter::flush_if_large() {
-  if (buf_.size() < kFlushBytes) return;
-  if (std::fwrite(buf_.data(), 1, buf_.size(), file_) != buf_.size()) write_failed_ = true;
+  if (buf_.size() >= kFlushBytes) write_buffer();
+}
+
+void PerfettoWriter::write_buffer() {
+  // After a failed write the rest is dropped: the file is emptied at the end.
+  if (!write_errno_ && std::fwrite(buf_.data(), 1, buf_.size(), file_) != buf_.size()) write_errno_ = errno;
   buf_.clear();
 }
 
 bool PerfettoWriter::finish(std::string& error) {
-  if (!file_) return !write_failed_;
+  if (!file_) return !write_errno_;
   buf_.append(std::string_view("\n]}\n"));
-  if (std::fwrite(buf_.data(), 1, buf_.size(), file_) != buf_.size()) write_failed_ = true;
-  buf_.clear();
-  if (std::fclose(file_) != 0) write_failed_ = true;
+  write_buffer();
+  if (!write_errno_ && std::fflush(file_) != 0) write_errno_ = errno;
+  // Half a JSON document opens nowhere: leave the file empty rather than look written.
+  struct stat st {};
+  const bool emptied = write_errno_ && fstat(fileno(file_), &st) == 0 && S_ISREG(st.st_mode) &&
+                       ftruncate(fileno(file_), 0) == 0;
+  if (std::fclose(file_) != 0 && !write_errno_) write_errno_ = errno;
   file_ = nullptr;
-  if (write_failed_) error = std::string("writing the timeline failed: ") + std::strerror(errno);
-  return !write_failed_;
+  if (write_errno_)
+    error = "writing " + path_ + ": " + std::strerror(write_errno_) + "; the timeline is incomplete" +
+            (emptied ? ", so the file was emptied" : "");
+  return !write_errno_;
 }
 
 }  // namespace cudatrace

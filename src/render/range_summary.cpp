@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "cudatrace/render/format.h"
 #include "cudatrace/render/json.h"
 
 namespace cudatrace {
@@ -43,7 +44,7 @@ void append_range_summary(fmt::memory_buffer& out, const RangeSummary& summary, 
       fmt::format_to(it, "{:>12.3f} {:>14}  ", s.total_api_ns / 1e6, s.total_launches);
     else
       fmt::format_to(it, "{:>12} {:>14}  ", "-", "-");
-    out.append(name);
+    append_terminal_safe(out, name);  // the traced program's own string
     out.push_back('\n');
   };
   for (const auto& [name, s] : rows) row(*name, *s, true);

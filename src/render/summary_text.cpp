@@ -46,7 +46,7 @@ void append_kernels(Buf& out, const SummarySnapshot& s, bool full_names) {
       shapes += fmt::format("{}{} ({})", i ? ", " : "", shape_text(k.shapes[i].first), k.shapes[i].second);
     if (k.shapes.size() > 3) shapes += fmt::format(", +{} more", k.shapes.size() - 3);
     kernels.rows.push_back({group_digits(k.launches), group_digits(std::uint64_t(k.shapes.size())),
-                            shapes.empty() ? "-" : shapes, full_names ? k.name : k.short_name});
+                            shapes.empty() ? "-" : shapes, terminal_safe(full_names ? k.name : k.short_name)});
   }
   append_section(out, "CUDA kernel launches", kernels);
 }
@@ -105,7 +105,7 @@ void append_leaks(Buf& out, const SummarySnapshot& s) {
     const Allocation& a = l.allocation;
     table.rows.push_back({std::to_string(a.pid), std::to_string(a.device), fmt::format("{:#x}", a.ptr),
                           group_digits(a.bytes), fmt::format("{:.3f}", double(s.now_ns - std::min(s.now_ns, a.ts_ns)) / 1e9),
-                          a.managed ? "managed" : "device", a.api->symbol, l.call_site});
+                          a.managed ? "managed" : "device", a.api->symbol, terminal_safe(l.call_site)});
   }
   const std::vector<std::string> lines = table.lines();
   append_lines(out, {lines[0], lines[1]});
@@ -163,7 +163,8 @@ void render_summary_text(Buf& out, const SummarySnapshot& s, bool full_names) {
   if (s.with_insights) {
     out.append(std::string_view("\nInsights:\n\n"));
     if (s.insights.empty()) out.append(std::string_view(" none\n"));
-    for (const Insight& i : s.insights) fmt::format_to(it, " - {}\n", i.message);
+    // Insights quote kernel names and call sites: the traced program's names.
+    for (const Insight& i : s.insights) fmt::format_to(it, " - {}\n", terminal_safe(i.message));
   }
   if (s.hist) {
     out.append(std::string_view("\nLatency histograms:\n"));

@@ -68,6 +68,29 @@ std::string find_in_path(const std::string& name) {
   return {};
 }
 
+std::string command_problem(const std::string& name, std::string& exe) {
+  exe = find_in_path(name);
+  struct stat st {};
+  if (exe.empty()) {
+    if (name.find('/') == std::string::npos || stat(name.c_str(), &st) != 0) return "command not found: " + name;
+    return "cannot run " + name + (S_ISDIR(st.st_mode) ? ": it is a directory" : ": it is not executable");
+  }
+  if (stat(exe.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+    return "cannot run " + exe + (S_ISDIR(st.st_mode) ? ": it is a directory" : ": not a regular file");
+  std::ifstream in(exe, std::ios::binary);
+  if (!in.is_open()) return {};  // executable but unreadable: exec decides
+  char head[SELFMAG] = {};
+  in.read(head, sizeof head);
+  if (in.gcount() >= 2 && head[0] == '#' && head[1] == '!') return {};
+  if (in.gcount() < SELFMAG || std::memcmp(head, ELFMAG, SELFMAG) != 0)
+    return "cannot run " + exe + ": not a program (neither an ELF executable nor a script starting with #!)";
+  if (is_foreign_elf(exe)) return "cannot run " + exe + ": not an x86-64 program";
+  const std::string interp = program_interpreter(exe);
+  if (!interp.empty() && access(interp.c_str(), F_OK) != 0)
+    return "cannot run " + exe + ": its ELF interpreter " + interp + " does not exist";
+  return {};
+}
+
 namespace {
 
 // The kernel follows at most 4 levels of "#!" (BINPRM_MAX_RECURSION); so do we.

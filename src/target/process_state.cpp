@@ -28,6 +28,23 @@ bool read_job_control(pid_t pid, JobControl& jc) {
 
 }  // namespace
 
+ProcessKind process_kind(pid_t pid, std::string& comm) {
+  constexpr unsigned long kKernelThread = 0x00200000;  // PF_KTHREAD in the stat flags
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  std::getline(in, text);
+  const auto open = text.find('('), close = text.rfind(')');
+  if (open == std::string::npos || close == std::string::npos || close < open) return ProcessKind::User;
+  comm = text.substr(open + 1, close - open - 1);
+  std::istringstream fields(text.substr(close + 1));
+  char state = 0;
+  long ppid, pgrp, session, tty, tpgid;
+  unsigned long flags = 0;
+  if (!(fields >> state >> ppid >> pgrp >> session >> tty >> tpgid >> flags)) return ProcessKind::User;
+  if (state == 'Z' || state == 'X') return ProcessKind::Zombie;
+  return flags & kKernelThread ? ProcessKind::KernelThread : ProcessKind::User;
+}
+
 bool is_shell_job(pid_t pid) {
   JobControl self, parent;
   if (!read_job_control(pid, self) || self.tty == 0 || !read_job_control(self.ppid, parent)) return false;

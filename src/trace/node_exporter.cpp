@@ -1,8 +1,13 @@
 #include "cudatrace/trace/node_exporter.h"
 
+#include <arpa/inet.h>
 #include <bpf/bpf.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstring>
 
@@ -15,6 +20,43 @@ namespace cudatrace {
 static_assert(static_cast<int>(Direction::Default) == CT_EXPORT_DIR_DEFAULT && static_cast<int>(Direction::HtoD) == 1 &&
                   static_cast<int>(Direction::DtoD) == 3,
               "record.h's export directions are decode/transfer.h's Direction");
+
+bool parse_listen_address(const std::string& text, sockaddr_in& addr, std::string& error) {
+  const auto colon = text.rfind(':');
+  const std::string host = colon == std::string::npos ? text : text.substr(0, colon);
+  const std::string port = colon == std::string::npos ? std::string() : text.substr(colon + 1);
+  unsigned number = 0;
+  const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), number);
+  addr = sockaddr_in{};
+  addr.sin_family = AF_INET;
+  if (colon == std::string::npos || port.empty() || ec != std::errc() || end != port.data() + port.size() ||
+      number > 65535) {
+    error = "--prometheus needs HOST:PORT with a port from 0 (any free port) to 65535 (127.0.0.1:9400, or :9400 for "
+            "every address), not '" + text + "'";
+    return false;
+  }
+  addr.sin_port = htons(static_cast<std::uint16_t>(number));
+  // The HTTP server (civetweb, as Debian builds it) listens on IPv4 only, and takes no host name.
+  if (!host.empty() && inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
+    error = "--prometheus: HOST must be an IPv4 address such as 127.0.0.1, or empty for every address (no host "
+            "names or IPv6), not '" + host + "'";
+    return false;
+  }
+  return true;
+}
+
+bool check_listen_address(const std::string& text, std::string& error) {
+  sockaddr_in addr{};
+  if (!parse_listen_address(text, addr, error)) return false;
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int one = 1;
+  // As the server will: SO_REUSEADDR, so that only a listener there refuses it.
+  const bool ok = fd >= 0 && setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0 &&
+                  bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0;
+  if (!ok) error = "cannot serve Prometheus metrics on " + text + ": " + std::strerror(errno);
+  if (fd >= 0) close(fd);
+  return ok;
+}
 
 ct_export_api NodeExporter::export_api(const Api& api) {
   ct_export_api a{};

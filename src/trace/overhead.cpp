@@ -274,8 +274,8 @@ void append_cost_text(fmt::memory_buffer& out, const CostReport& r) {
   for (std::size_t i = 0; i < r.processes.size() && i < kShown; ++i) {
     const ProcessCost& p = r.processes[i];
     const double ms = p.added_ns / 1e6;
-    fmt::format_to(it, "cudatrace: added \u2248 {:.{}f} ms of CPU time to {} (PID {})", ms, ms < 1 ? 3 : 1, p.comm,
-                   p.pid);
+    fmt::format_to(it, "cudatrace: added \u2248 {:.{}f} ms of CPU time to {} (PID {})", ms, ms < 1 ? 3 : 1,
+                   terminal_safe(p.comm), p.pid);
     if (p.cpu_ns && *p.cpu_ns)
       fmt::format_to(it, ", {:.1f} % of its CPU time while traced", 100.0 * p.added_ns / double(*p.cpu_ns));
     fmt::format_to(it, " ({} probe hits)\n", group_digits(p.hits()));

@@ -122,7 +122,8 @@ void Session::finish() {
   stats_.lost_control = totals[CT_CNT_LOST_CONTROL];
   if (perfetto_) {
     std::string error;
-    if (!perfetto_->finish(error)) error_line(opts_.perfetto_path + ": " + error);
+    timeline_failed_ = !perfetto_->finish(error);
+    if (timeline_failed_) error_line(error);
   }
   if (reporter_) summary_report(true);
   // Everything formatted is written before the end line, which counts what
@@ -192,16 +193,6 @@ int Session::run() {
   } else {
     sinks_.push_back(std::make_unique<TraceSink>(*out_, stats_, opts_.min_us || opts_.errors_only, &chunk_.record_ends));
   }
-  if (!opts_.perfetto_path.empty()) {
-    std::string error;
-    std::unique_ptr<PerfettoWriter> perfetto = PerfettoWriter::open(opts_.perfetto_path, start_ns_, error);
-    if (!perfetto) {
-      error_line(error);
-      return kExitOutput;
-    }
-    perfetto_ = perfetto.get();
-    sinks_.push_back(std::move(perfetto));
-  }
   const std::uint64_t load_start_ns = monotonic_ns();
   decide_dlopen_stop();
   if (int rc = load()) return rc;
@@ -216,7 +207,6 @@ int Session::run() {
                  probes_->mode() == AttachMode::MultiSession ? "uprobe sessions"
                  : probes_->mode() == AttachMode::PerfPair   ? "perf-event uprobe + uretprobe pairs"
                                                              : "uprobe + uretprobe pairs");
-  // Only now: a start that failed leaves no empty -o file behind.
   if (int rc = open_output()) return rc;
 
   struct sigaction sa {};
@@ -260,6 +250,7 @@ int Session::run() {
 // The command's own status in command mode: 128 + the signal that ended it,
 // or that stopped cudatrace while it still ran (as a shell shows it).
 int Session::exit_status() const {
+  if (timeline_failed_) return kExitOutput;  // also when the trace's reader went away: the file is an error
   if (output_closed_) return kExitBrokenPipe;
   if (output_failed_) return kExitOutput;
   if (command_.pid > 0) {

@@ -16,6 +16,7 @@
 #include <cstring>
 
 #include "cudatrace.skel.h"
+#include "cudatrace/render/format.h"
 #include "cudatrace/target/elf_file.h"
 #include "cudatrace/target/process.h"
 #include "cudatrace/target/process_state.h"
@@ -55,6 +56,7 @@ void Session::start_stop_watchdog() {
 // Attaches to every CUDA-bearing file `pid` maps that was not seen before,
 // and to its dynamic loader. In -p mode probes are bound to that process;
 // in command mode they cover every process (the BPF side filters by tgid).
+// Its paths are the process's to choose: every message escapes them.
 void Session::attach_mappings(pid_t pid) {
   std::vector<Mapping> maps;
   if (!read_maps(pid, maps)) return;
@@ -69,12 +71,12 @@ void Session::attach_mappings(pid_t pid) {
       if (probes_->attach_loader(path, probe_pid, error))
         loader_probed_ = true;
       else if (!opts_.all_processes || opts_.verbose)  // whole node: often a process that just exited
-        warn_line(error);
+        warn_line(terminal_safe(error));
       continue;
     }
     Probes::FileResult r;
     if (!probes_->attach_file(path, probe_pid, r, error)) {
-      if (opts_.verbose) warn_line(error);
+      if (opts_.verbose) warn_line(terminal_safe(error));
       continue;
     }
     if (r.apis) {
@@ -87,10 +89,10 @@ void Session::attach_mappings(pid_t pid) {
         if (const auto cpu = process_cpu_ns(pid)) cpu_at_start_[static_cast<std::uint32_t>(pid)] = *cpu;
     }
     if (r.apis && opts_.verbose) {
-      std::fprintf(stderr, "cudatrace: pid %d: %s: %d APIs\n", pid, m.path.c_str(), r.apis);
+      std::fprintf(stderr, "cudatrace: pid %d: %s: %d APIs\n", pid, terminal_safe(m.path).c_str(), r.apis);
       std::vector<PlannedProbe> planned;
       if (probes_->plan_file(path, planned, error))
-        std::fprintf(stderr, "cudatrace:   %s\n", probe_summary(m.path, planned).c_str());
+        std::fprintf(stderr, "cudatrace:   %s\n", terminal_safe(probe_summary(m.path, planned)).c_str());
     }
   }
 }
@@ -100,7 +102,7 @@ int Session::attach_libs(pid_t pid) {
     Probes::FileResult r;
     std::string error;
     if (!probes_->attach_file(lib, pid, r, error)) {
-      error_line(error);
+      error_line(terminal_safe(error));
       return kExitTarget;
     }
     if (r.apis == 0) {
@@ -123,6 +125,32 @@ int Session::attach_pid_target() {
               " was started without NVTX_INJECTION64_PATH: its NVTX calls do nothing and no range will be seen "
               "(docs/nvtx.md, -p mode)");
   if (int rc = attach_libs(opts_.pid)) return rc;
+  const std::string pid = std::to_string(opts_.pid);
+  std::string comm;
+  switch (process_kind(opts_.pid, comm)) {
+    case ProcessKind::KernelThread:
+      error_line("process " + pid + " (" + terminal_safe(comm) +
+                 ") is a kernel thread: it runs no user-space code to trace");
+      return kExitTarget;
+    case ProcessKind::Zombie:
+      error_line("process " + pid + " (" + terminal_safe(comm) +
+                 ") has exited: its parent has not reaped it yet, and nothing of it is left to trace");
+      return kExitTarget;
+    case ProcessKind::User:
+      break;
+  }
+  // Readable by root unless the process is out of its reach (another user
+  // namespace's, or kept from ptrace by Yama or an LSM): say so, not "no CUDA".
+  if (std::vector<Mapping> maps; !read_maps(opts_.pid, maps)) {
+    const int why = errno;
+    error_line("cannot read /proc/" + pid + "/maps: " + std::strerror(why) +
+               (why == EACCES || why == EPERM
+                    ? ": cudatrace may not inspect process " + pid +
+                          " (it needs ptrace access to it; it may be in another user namespace, or protected by Yama "
+                          "or an LSM)"
+                    : std::string()));
+    return why == EACCES || why == EPERM ? kExitPermission : kExitTarget;
+  }
   attach_mappings(opts_.pid);
   const std::size_t api_probes = probes_->probe_count() - (loader_probed_ ? 1 : 0);
   if (api_probes == 0 && opts_.libs.empty() && loader_probed_) {
@@ -141,7 +169,7 @@ int Session::attach_pid_target() {
     std::string examples;
     int n = 0;
     for (const std::string& f : files)
-      if (n++ < 3) examples += (examples.empty() ? "" : ", ") + f;
+      if (n++ < 3) examples += (examples.empty() ? "" : ", ") + terminal_safe(f);
     error_line("no CUDA runtime or driver API found in process " + std::to_string(opts_.pid) + ": looked in the " +
                std::to_string(files.size()) + " executable files it maps (" + examples + (n > 3 ? ", ..." : "") +
                ") via /proc/" + std::to_string(opts_.pid) +
@@ -152,13 +180,9 @@ int Session::attach_pid_target() {
 }
 
 int Session::start_command() {
-  const std::string exe = find_in_path(opts_.command[0]);
-  if (exe.empty()) {
-    error_line("command not found: " + opts_.command[0]);
-    return kExitTarget;
-  }
-  if (is_foreign_elf(exe)) {
-    error_line("cannot run " + exe + ": not an x86-64 program");
+  std::string exe;
+  if (const std::string problem = command_problem(opts_.command[0], exe); !problem.empty()) {
+    error_line(problem);
     return kExitTarget;
   }
   if (opts_.nvtx) {
@@ -193,11 +217,11 @@ int Session::start_command() {
   }
   if (!probes_->attach_file(exe, -1, r, error)) {
     // A script or an unreadable binary: its interpreter's loader still tells us about libraries.
-    if (opts_.verbose) warn_line(error);
+    if (opts_.verbose) warn_line(terminal_safe(error));
   }
   const std::string interp = program_interpreter(exe);
   if (!interp.empty() && !probes_->attach_loader(interp, -1, error))
-    warn_line(error + " (libraries loaded by " + exe + " will be missed)");
+    warn_line(terminal_safe(error + " (libraries loaded by " + exe + " will be missed)"));
   return kExitOk;
 }
 

@@ -14,6 +14,7 @@
 #include <fstream>
 
 #include "cudatrace.skel.h"
+#include "cudatrace/render/format.h"
 #include "cudatrace/trace/kernel_features.h"
 #include "cudatrace/trace/session.h"
 
@@ -23,8 +24,28 @@ namespace {
 bool g_verbose = false;
 int libbpf_log(enum libbpf_print_level level, const char* fmt, va_list args) {
   if (level == LIBBPF_DEBUG || !g_verbose) return 0;
-  return std::vfprintf(stderr, fmt, args);
+  va_list again;
+  va_copy(again, args);
+  const int n = std::vsnprintf(nullptr, 0, fmt, args);
+  std::string text(n > 0 ? static_cast<std::size_t>(n) + 1 : 1, '\0');
+  if (n > 0) std::vsnprintf(text.data(), text.size(), fmt, again);
+  va_end(again);
+  text.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
+  // Its messages name the traced processes' files: each line escaped, as every name on stderr is.
+  std::string out;
+  for (std::size_t start = 0; start < text.size();) {
+    const std::size_t end = std::min(text.find('\n', start), text.size());
+    out += terminal_safe(std::string_view(text).substr(start, end - start));
+    if (end < text.size()) out += '\n';
+    start = end + 1;
+  }
+  std::fputs(out.c_str(), stderr);
+  return n;
 }
+
+// Probes' warnings name files of the traced processes; their own words are
+// printable ASCII, which escaping leaves as it is.
+void warn_escaped(const std::string& msg) { warn_line(terminal_safe(msg)); }
 
 // CAP_BPF (39) and CAP_PERFMON (38) in the effective set, or root.
 bool has_bpf_privileges() {
@@ -68,6 +89,10 @@ int Session::load() {
   if (access("/sys/kernel/btf/vmlinux", R_OK) != 0) {
     error_line("this kernel has no BTF (/sys/kernel/btf/vmlinux is missing); cudatrace needs CONFIG_DEBUG_INFO_BTF=y");
     return kExitKernel;
+  }
+  if (std::string error; !opts_.prometheus_address.empty() && !check_listen_address(opts_.prometheus_address, error)) {
+    error_line(error);
+    return kExitOutput;
   }
   g_verbose = opts_.verbose;
   libbpf_set_print(libbpf_log);
@@ -193,7 +218,7 @@ int Session::load() {
     if (cost_measured_) exporter_->set_probe_cost(probe_cost_);
   }
   probes_ = std::make_unique<Probes>(skel_->progs.ct_enter, skel_->progs.ct_exit, skel_->progs.ct_map_change,
-                                     opts_.selection, warn_line);
+                                     opts_.selection, warn_escaped);
   if (mode == AttachMode::MultiSession) probes_->use_session(skel_->progs.ct_session);
   if (mode == AttachMode::PerfPair) probes_->use_perf_events();
   // uprobe_multi links given a pid fired only in the thread of that id

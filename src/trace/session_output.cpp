@@ -15,13 +15,26 @@
 
 namespace cudatrace {
 
+// The -o file and the timeline are created only once the target is found
+// and probes are attached: a start that failed leaves no empty file behind.
 int Session::open_output() {
-  if (opts_.output_path.empty()) return kExitOk;
+  const OutputFileOptions file{opts_.output_follow_symlinks, trace_is_private(opts_.pid)};
   std::string error;
-  out_fd_ = open_output_file(opts_.output_path, opts_.output_follow_symlinks, trace_is_private(opts_.pid), error);
-  if (out_fd_ < 0) {
-    error_line(error);
-    return kExitOutput;
+  if (!opts_.output_path.empty()) {
+    out_fd_ = open_output_file(opts_.output_path, file, error);
+    if (out_fd_ < 0) {
+      error_line(error);
+      return kExitOutput;
+    }
+  }
+  if (!opts_.perfetto_path.empty()) {
+    std::unique_ptr<PerfettoWriter> perfetto = PerfettoWriter::open(opts_.perfetto_path, file, start_ns_, error);
+    if (!perfetto) {
+      error_line(error);
+      return kExitOutput;
+    }
+    perfetto_ = perfetto.get();
+    sinks_.push_back(std::move(perfetto));
   }
   return kExitOk;
 }
@@ -58,8 +71,9 @@ bool Session::output_ok() {
     output_closed_ = true;  // `| head`: what was wanted has been read; no error
     return false;
   }
-  error_line("writing " + (opts_.output_path.empty() ? std::string("standard output") : opts_.output_path) + ": " +
-             std::strerror(error));
+  stats_.output_failure = "writing " + (opts_.output_path.empty() ? std::string("standard output") : opts_.output_path) +
+                          ": " + std::strerror(error);
+  error_line(stats_.output_failure);
   output_failed_ = true;
   return false;
 }

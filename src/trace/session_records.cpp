@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "cudatrace.skel.h"
+#include "cudatrace/render/format.h"
 #include "cudatrace/trace/session.h"
 
 namespace cudatrace {
@@ -129,7 +130,7 @@ void Session::warn_pageable_copy(std::uint64_t host_ptr) {
   Warning w{"pageable_async_copy", host_ptr, site,
             fmt::format("{} {} pageable host memory {:#x} at {}: the copy is synchronous", call_.api->symbol,
                         to_device ? "from" : "to", host_ptr, site)};
-  warn_line(w.message);
+  warn_line(terminal_safe(w.message));  // module and function names come from the traced program
   for (const auto& sink : sinks_) sink->on_warning(call_, w);
 }
 

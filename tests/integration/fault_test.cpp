@@ -4,10 +4,13 @@
 // skipped (not passed) without root.
 // Over 400 lines: one suite per failure class of docs/reliability.md, kept
 // together so that the document and its tests can be read side by side.
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -126,6 +129,12 @@ char process_state(pid_t pid) {
   return paren == std::string::npos || paren + 2 >= stat.size() ? '?' : stat[paren + 2];
 }
 
+// `cudatrace report`: not tracer(), whose --attach would come before "report".
+std::string reporter() { return std::string(CUDATRACE_BIN) + " report"; }
+
+// Blocked in pause() (syscall 34 on x86-64): inside the fake runtime's call that never returns.
+bool waits_in_pause(pid_t pid) { return read_file("/proc/" + std::to_string(pid) + "/syscall").rfind("34 ", 0) == 0; }
+
 // The ids of BPF objects ("link_id", "prog_id") that process `pid` holds.
 std::set<std::string> bpf_ids(pid_t pid, const std::string& kind) {
   std::set<std::string> ids;
@@ -206,6 +215,8 @@ TEST_F(Faults, SigintAndSigtermFlushEverythingAndWriteTheEndLine) {
     ASSERT_TRUE(t.attached()) << read_file(t.err);
     app.go();
     ASSERT_EQ(app.read_line(), "blocking\n");
+    // "blocking" comes just before the call: stop cudatrace once the call has begun.
+    ASSERT_TRUE(wait_until([&] { return waits_in_pause(app.pid); }, 5s));
     ASSERT_EQ(kill(t.proc.pid, sig), 0);
     EXPECT_EQ(t.proc.wait(), 0) << read_file(t.err);
     const auto lines = t.lines();
@@ -607,6 +618,120 @@ TEST_F(Faults, BadInputGetsOneClearLineAndNonZeroExit) {
   EXPECT_FALSE(fs::exists(out_file)) << "-o file left behind by a failed start";
 }
 
+// Values that used to be taken silently, or to mean something else than
+// what was written (issue 25): each is one line and status 2, nothing run.
+TEST_F(Faults, ValuesThatMeanNothingAreRefusedWithOneLine) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"-p 0", "invalid PID '0': -p/--pid takes a process id from 1 to 4194303"},
+      {"-p 99999999999999999999", "invalid PID '99999999999999999999'"},  // was echoed as 9223372036854775807
+      {"-p 12abc", "invalid PID '12abc'"},
+      {"-i 0 --summary -- true", "-i takes a number of seconds from 1"},
+      {"-c 0 -i 1 --summary -- true", "-c takes a number of reports from 1"},
+      {"--max-overhead nan -- true", "--max-overhead takes a percentage from 0.01 to 100, not 'nan'"},
+      {"--max-overhead inf -- true", "not 'inf'"},
+      {"--max-overhead -1 -- true", "not '-1'"},
+      {"-o '' -- true", "--output: needs a value, not an empty string"},  // was standard output
+      {"-f '' -- true", "--filter: needs a value, not an empty string"},  // was the default groups
+      {"--perfetto '' -- true", "--perfetto: needs a value, not an empty string"},
+      {"--all-processes --prometheus 999.1.1.1:19410",  // civetweb listened on 231.1.1.1
+       "--prometheus: HOST must be an IPv4 address such as 127.0.0.1, or empty for every address (no host names or "
+       "IPv6), not '999.1.1.1'"},
+      {"--all-processes --prometheus :99999",
+       "--prometheus needs HOST:PORT with a port from 0 (any free port) to 65535"},
+  };
+  for (const auto& [args, says] : cases) expect_one_clear_error(run(tracer() + " " + args), 2, says, args);
+  expect_one_clear_error(run(reporter() + " -f '' /dev/null"), 2, "--filter: needs a value, not an empty string",
+                         "report -f ''");
+}
+
+// Whatever keeps the command from running is one line and status 3 (as
+// --help says), before anything runs: not found, not executable, a
+// directory, not a program; an exec that fails all the same says why too.
+TEST_F(Faults, CommandsThatCannotRunGetOneLineAndStatusThree) {
+  const std::string junk = temp_path("not-a-program");
+  std::ofstream(junk) << "this is no program\n";
+  chmod(junk.c_str(), 0755);
+  // A program whose ELF interpreter (dynamic loader) does not exist.
+  std::string bytes = read_file(FAKE_APP);
+  const std::string loader = "/lib64/ld-linux-x86-64.so.2";
+  ASSERT_NE(bytes.find(loader), std::string::npos);
+  bytes[bytes.find(loader) + loader.size() - 1] = '9';
+  const std::string no_loader = temp_path("no-loader");
+  std::ofstream(no_loader, std::ios::binary) << bytes;
+  chmod(no_loader.c_str(), 0755);
+  // A program open for writing: only its exec finds out (ETXTBSY).
+  const std::string busy = temp_path("busy");
+  fs::copy_file(FAKE_APP, busy);
+  const int writer = open(busy.c_str(), O_WRONLY | O_CLOEXEC);
+  ASSERT_GE(writer, 0);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"/etc/passwd", "cannot run /etc/passwd: it is not executable"},  // was "command not found"
+      {"/tmp", "cannot run /tmp: it is a directory"},                  // was status 127
+      {junk, "cannot run " + junk + ": not a program (neither an ELF executable nor a script starting with #!)"},
+      {"definitely-not-a-command-xyz", "command not found: definitely-not-a-command-xyz"},
+      {no_loader, "cannot run " + no_loader + ": its ELF interpreter /lib64/ld-linux-x86-64.so.9 does not exist"},
+      {busy, "cannot run " + busy + ": Text file busy"},
+  };
+  for (const auto& [command, says] : cases)
+    expect_one_clear_error(run(tracer() + " --json -- " + command), 3, says, command);
+  close(writer);
+  for (const std::string& f : {junk, no_loader, busy}) std::remove(f.c_str());
+}
+
+// -p on what cudatrace cannot trace says what it is, not "no CUDA found
+// in the 0 files it maps".
+TEST_F(Faults, PidThatCannotBeTracedSaysWhy) {
+  // A kernel thread: PF_KTHREAD (0x200000) in its stat flags, the 9th field.
+  pid_t kthread = 0;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string stat = read_file(e.path() / "stat");
+    const auto paren = stat.rfind(')');
+    if (paren == std::string::npos) continue;
+    std::istringstream fields(stat.substr(paren + 2));
+    std::string field;
+    for (int i = 3; i < 9 && fields >> field;) ++i;
+    unsigned long flags = 0;
+    if (fields >> flags && (flags & 0x200000)) {
+      kthread = std::stoi(e.path().filename());
+      break;
+    }
+  }
+  if (kthread)
+    expect_one_clear_error(run(tracer() + " -p " + std::to_string(kthread)), 3, "is a kernel thread: it runs no "
+                           "user-space code to trace", "kernel thread");
+  // A zombie: a child that exited and was not waited for.
+  const pid_t zombie = fork();
+  if (zombie == 0) _exit(0);
+  ASSERT_TRUE(wait_until([&] { return process_state(zombie) == 'Z'; }, 5s));
+  expect_one_clear_error(run(tracer() + " -p " + std::to_string(zombie)), 3,
+                         "process " + std::to_string(zombie) + " (fault_tests) has exited: its parent has not reaped "
+                         "it yet, and nothing of it is left to trace", "zombie");
+  waitpid(zombie, nullptr, 0);
+  // A process whose maps root may not read (PID 1 of a sandbox's outer user namespace, here).
+  if (access("/proc/1/maps", R_OK) == 0 && run("cat /proc/1/maps").status == 0) return;
+  expect_one_clear_error(run(tracer() + " -p 1"), 4, "cannot read /proc/1/maps: Permission denied: cudatrace may "
+                         "not inspect process 1", "-p 1");
+}
+
+// A port in use is refused at once with the system's reason, not after the
+// BPF programs are loaded with civetweb's "null context" (3.4 s).
+TEST_F(Faults, PrometheusPortInUseFailsAtOnce) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(listen(fd, 1), 0);
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const std::string taken = "127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+  const auto start = std::chrono::steady_clock::now();
+  const Result r = run(tracer() + " --all-processes --prometheus " + taken);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);  // (it took 3.4 s, after loading BPF)
+  expect_one_clear_error(r, 6, "cannot serve Prometheus metrics on " + taken + ": Address already in use", taken);
+  close(fd);
+}
+
 // Without .symtab a program with the fake runtime linked in has no symbol to
 // probe; with it, the same program is traced (so the failure is the strip).
 // (A stripped program with the toolkit's real runtime is traced: its code is
@@ -653,6 +778,112 @@ TEST_F(Faults, FullDiskGetsOneLineInBothFormats) {
     const Result r = run(tracer() + " " + format + "--layer runtime -f device -o /dev/full -- " FAKE_APP " loop 10");
     expect_one_clear_error(r, 6, "writing /dev/full: No space left on device", format);
   }
+}
+
+// A disk that fills up while tracing (a 64 KiB tmpfs, mounted in a mount
+// namespace of its own): every output that fails exits 6 and says which,
+// the timeline is not left half written, and the lost records are not
+// blamed on a slow consumer. `report --perfetto` likewise.
+TEST_F(Faults, DiskFillingUpWhileTracingExitsSixForEveryOutput) {
+  const std::string dir = temp_path("full");
+  ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
+  const std::string traced = " --layer runtime -f query -- " FAKE_APP " loop 3000";
+  const std::string trace = temp_path("full-source.jsonl");
+  ASSERT_EQ(run(tracer() + " --json -o " + trace + traced).status, 0);
+  // One shell in the namespace: each step prints its status and the file's size.
+  const Result r = run("unshare -m sh -c 'mount -t tmpfs -o size=64k tmpfs " + dir + " || exit 99\n" + tracer() +
+                       " --perfetto " + dir + "/t.json -o /dev/null" + traced + "; echo timeline $? $(stat -c %s " +
+                       dir + "/t.json)\n" + tracer() + " -o " + dir + "/t.txt" + traced + "; echo text $?\n" +
+                       "rm " + dir + "/t.txt; " + reporter() + " -f all --perfetto " + dir + "/r.json " + trace +
+                       " >/dev/null; echo report $? $(stat -c %s " + dir + "/r.json)'");
+  rmdir(dir.c_str());
+  std::remove(trace.c_str());
+  ASSERT_NE(r.status, 99) << "cannot mount a tmpfs: " << r.err;
+  EXPECT_NE(r.out.find("timeline 6 0\n"), std::string::npos) << r.out << r.err;
+  EXPECT_NE(r.err.find("cudatrace: writing " + dir + "/t.json: No space left on device; the timeline is incomplete, "
+                       "so the file was emptied\n"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("text 6\n"), std::string::npos) << r.out << r.err;
+  EXPECT_NE(r.err.find("cudatrace: writing " + dir + "/t.txt: No space left on device\n"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("records that could not be written (writing " + dir + "/t.txt: No space left on device)"),
+            std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("consumer"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("--buffer-mb"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("report 6 0\n"), std::string::npos) << r.out << r.err;
+}
+
+// A timeline that cannot be written at all is found before anything runs.
+TEST_F(Faults, TimelineOnAFullDeviceGetsOneLineAndStatusSix) {
+  expect_one_clear_error(run(tracer() + " --json -o /dev/null --perfetto /dev/full -- " FAKE_APP " loop 10"), 6,
+                         "writing /dev/full: No space left on device", "live");
+  const std::string trace = temp_path("devfull-source.jsonl");
+  ASSERT_EQ(run(tracer() + " --json -o " + trace + " --layer runtime -f query -- " FAKE_APP " loop 10").status, 0);
+  expect_one_clear_error(run(reporter() + " --summary --perfetto /dev/full " + trace + " >/dev/null"), 6,
+                         "writing /dev/full: No space left on device", "report");
+  std::remove(trace.c_str());
+}
+
+// The trace and the timeline into one file made a file that was neither:
+// refused before anything runs, whatever names the two are given.
+TEST_F(Faults, TraceAndTimelineInOneFileAreRefused) {
+  const std::string dir = temp_path("one-file");
+  ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
+  const std::string f = dir + "/trace", hard = dir + "/hard", link = dir + "/link";
+  std::ofstream(f) << "precious\n";
+  ASSERT_EQ(::link(f.c_str(), hard.c_str()), 0);
+  ASSERT_EQ(symlink(f.c_str(), link.c_str()), 0);
+  const std::string fresh = dir + "/fresh";
+  const std::string cmd = " -- " FAKE_APP " loop 2";
+  for (const auto& [args, said] : std::vector<std::pair<std::string, std::string>>{
+           {"-o " + f + " --perfetto " + f, "--perfetto " + f + " is the file the trace goes to (-o " + f + ")"},
+           {"-o " + f + " --perfetto " + hard, "--perfetto " + hard + " is the file the trace goes to"},
+           {"-o " + link + " --perfetto " + dir + "/../" + fs::path(dir).filename().string() + "/trace",
+            "is the file the trace goes to"},
+           {"-o " + fresh + " --perfetto " + dir + "/./fresh", "is the file the trace goes to"},
+           {"--json --perfetto " + hard + cmd + " >" + f, "is the file the trace goes to (standard output)"},
+       }) {
+    const Result r = run("( " + tracer() + " " + args + (args.find(" -- ") == std::string::npos ? cmd : "") + " )");
+    expect_one_clear_error(r, 2, said, args);
+    // (With "> f" the shell truncated it.)
+    EXPECT_EQ(read_file(f), args.find('>') == std::string::npos ? "precious\n" : "") << args;
+    std::ofstream(f) << "precious\n";
+  }
+  EXPECT_FALSE(fs::exists(fresh));
+  expect_one_clear_error(run(reporter() + " --perfetto " + link + " " + f), 2,
+                         "--perfetto " + link + " is the trace being read: it would be overwritten", "report");
+  EXPECT_EQ(read_file(f), "precious\n");
+  fs::remove_all(dir);
+}
+
+// `report FIFO` with no writer waited in open() for ever. Now it waits for
+// a writer for 10 s (the tracer writing it opens it once attached), then
+// says so; a FIFO whose writer comes is read as any trace.
+TEST_F(Faults, ReportOfAFifoWaitsForAWriterForABoundedTime) {
+  const std::string lonely = temp_path("lonely-fifo"), fed = temp_path("fed-fifo"), err = temp_path("lonely-err");
+  ASSERT_EQ(mkfifo(lonely.c_str(), 0600), 0);
+  ASSERT_EQ(mkfifo(fed.c_str(), 0600), 0);
+  const auto quiet = [](const std::string& err_path) {
+    return [err_path] {
+      const int null_fd = open("/dev/null", O_WRONLY);
+      dup2(null_fd, STDOUT_FILENO);
+      const int fd = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      dup2(fd, STDERR_FILENO);
+    };
+  };
+  const auto start = std::chrono::steady_clock::now();
+  Child waiting = Child::start({CUDATRACE_BIN, "report", lonely}, quiet(err));
+  // Meanwhile, the other FIFO: its report starts first, the trace into it later.
+  Child reading = Child::start({CUDATRACE_BIN, "report", "--summary", fed}, quiet("/dev/null"));
+  std::this_thread::sleep_for(500ms);
+  const Result live = run(tracer() + " --json -o " + fed + " --layer runtime -f query -- " FAKE_APP " loop 5");
+  EXPECT_EQ(live.status, 0) << live.err;
+  EXPECT_EQ(wait_or_fail(reading, 20s, "report of a FIFO written by cudatrace"), 0);
+  EXPECT_EQ(wait_or_fail(waiting, 20s, "report of a FIFO without a writer"), 7);
+  const auto waited = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(waited, 9s);
+  EXPECT_LT(waited, 15s);
+  EXPECT_EQ(read_file(err),
+            "cudatrace: cannot read " + lonely + ": it is a FIFO and no process opened it for writing within 10 s\n");
+  for (const std::string& f : {lonely, fed, err}) std::remove(f.c_str());
 }
 
 // ---- 6. Hostile data -------------------------------------------------------------
@@ -720,6 +951,38 @@ TEST_F(Faults, CommWithNewlineAndInvalidUtf8OnEveryThread) {
   EXPECT_EQ(std::count(text.out.begin(), text.out.end(), '\n'), 1 + 6) << text.out;
 }
 
+// Names from the traced system reach stderr escaped as the trace's text
+// does: a program whose name (its comm) and a library whose directory hold
+// ESC sequences, BEL, CR, BS, a newline, 0x9b and DEL, traced with -v. On
+// stderr nothing but printable ASCII, newlines and cudatrace's own "≈".
+TEST_F(Faults, NamesFromTheTracedSystemAreEscapedOnStderr) {
+  const std::string hostile = "e\x1b[2J\a\r\b\n\x9b\x7f";  // (/proc/PID/maps writes a newline in a path as \012)
+  const std::string hostile_dir = "d\x1b]0;t\a\r\b\x9b\x7f";
+  const std::string dir = temp_path("names");
+  const fs::path runtime(FAKE_CUDART_LIB);
+  fs::create_directories(dir + "/" + hostile_dir);
+  fs::create_directory_symlink(runtime.parent_path().parent_path() / "fakecuda", dir + "/fakecuda");
+  const std::string lib = dir + "/" + hostile_dir + "/" + runtime.filename().string();
+  fs::copy_file(runtime, lib);
+  const std::string program = dir + "/" + hostile;  // exec'd under this name: its comm
+  ASSERT_EQ(symlink(DLOPEN_APP, program.c_str()), 0);
+  Tracer t({"-v", "-f", "device,query", "--layer", "runtime", "--", program, "late", "0", "3", lib});
+  t.proc.go();
+  EXPECT_EQ(wait_or_fail(t.proc, 20s, "cudatrace"), 0) << read_file(t.err);
+  const std::string err = read_file(t.err);
+  EXPECT_NE(err.find(R"(/d\x1b]0;t\x07\x0d\x08\x9b\x7f/)" + runtime.filename().string() + ": "), std::string::npos)
+      << err;  // -v's path
+  EXPECT_NE(err.find(R"(CPU time to e\x1b[2J\x07\x0d\x08\x0a\x9b\x7f (PID )"), std::string::npos) << err;  // the comm
+  std::string rest = err;
+  for (auto at = rest.find("\u2248"); at != std::string::npos; at = rest.find("\u2248")) rest.erase(at, 3);
+  for (const char c : rest) {
+    const auto u = static_cast<unsigned char>(c);
+    EXPECT_TRUE(c == '\n' || (u >= 0x20 && u < 0x7f)) << "raw byte " << int(u) << " on stderr:\n" << err;
+  }
+  EXPECT_NE(err.find("cudatrace: 3 calls traced"), std::string::npos) << err;
+  fs::remove_all(dir);
+}
+
 // ---- 8. Security -------------------------------------------------------------------
 
 TEST_F(Faults, OutputSymlinkInAWorldWritableDirectoryIsRefused) {
@@ -748,6 +1011,30 @@ TEST_F(Faults, OutputSymlinkInAWorldWritableDirectoryIsRefused) {
   rmdir(dir.c_str());
 }
 
+// --perfetto is opened as -o is, live and in `report`.
+TEST_F(Faults, TimelineSymlinkInAWorldWritableDirectoryIsRefused) {
+  const std::string dir = temp_path("sticky-timeline"), victim = temp_path("timeline-victim");
+  ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
+  ASSERT_EQ(chmod(dir.c_str(), 01777), 0);
+  std::ofstream(victim) << "precious\n";
+  const std::string link = dir + "/ct_trap.json", trace = temp_path("timeline-trace.jsonl");
+  ASSERT_EQ(symlink(victim.c_str(), link.c_str()), 0);
+  const std::string traced = " -f device,query -- " FAKE_APP " loop 2";
+  ASSERT_EQ(run(tracer() + " --json -o " + trace + traced).status, 0);
+  const std::string refused = "refusing to write " + link + ": it is a symbolic link in the world-writable directory";
+  expect_one_clear_error(run(tracer() + " -o /dev/null --perfetto " + link + traced), 6, refused, "live");
+  expect_one_clear_error(run(reporter() + " --perfetto " + link + " " + trace + " >/dev/null"), 6, refused,
+                         "report");
+  EXPECT_EQ(read_file(victim), "precious\n");
+  EXPECT_EQ(run(tracer() + " --output-follow-symlinks -o /dev/null --perfetto " + link + traced).status, 0);
+  EXPECT_NE(read_file(victim).find("traceEvents"), std::string::npos);
+  std::ofstream(victim) << "precious\n";
+  EXPECT_EQ(run(reporter() + " --output-follow-symlinks --perfetto " + link + " " + trace + " >/dev/null").status, 0);
+  EXPECT_NE(read_file(victim).find("traceEvents"), std::string::npos);
+  for (const std::string& f : {link, victim, trace}) std::remove(f.c_str());
+  rmdir(dir.c_str());
+}
+
 mode_t file_mode(const std::string& path) {
   struct stat st {};
   return stat(path.c_str(), &st) == 0 ? st.st_mode & 07777 : 0;
@@ -761,18 +1048,26 @@ TEST_F(Faults, OutputIsPrivateWhenRootTracesAnotherUsersProcess) {
                     own = temp_path("own-process");
   std::ofstream(existing) << "old\n";
   chmod(existing.c_str(), 0644);
+  const std::string timeline = temp_path("private-timeline.json"), report_timeline = temp_path("report-timeline.json");
   for (const std::string& out : {fresh, existing}) {
     Child app = Child::start({"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", FAULT_APP,
                               "wait-then-calls", "2"});
     ASSERT_EQ(app.read_line().rfind("ready", 0), 0u);
-    Tracer t({"--json", "-f", "mem,xfer,launch,stream,event,device,query", "-p", std::to_string(app.pid)}, out);
+    Tracer t({"--json", "-f", "mem,xfer,launch,stream,event,device,query", "--perfetto", timeline, "-p",
+              std::to_string(app.pid)},
+             out);
     ASSERT_TRUE(t.attached()) << read_file(t.err);
     EXPECT_EQ(file_mode(out), 0600u) << out;
+    EXPECT_EQ(file_mode(timeline), 0600u);
     app.go();
     EXPECT_EQ(app.wait(), 0);
     EXPECT_EQ(t.proc.wait(), 0);
     EXPECT_EQ(file_mode(out), 0600u) << out;
     EXPECT_EQ(records(parse_lines(read_file(out)), "call", "cudaGetDevice").size(), 2u) << out;
+    // The timeline `report` makes of that trace is no easier to read than the trace.
+    std::remove(report_timeline.c_str());
+    EXPECT_EQ(run(reporter() + " --perfetto " + report_timeline + " " + out + " >/dev/null").status, 0);
+    EXPECT_EQ(file_mode(report_timeline), 0600u);
   }
   // Root's own process: an ordinary file.
   Child app = Child::start({FAULT_APP, "wait-then-calls", "0"});
@@ -784,7 +1079,7 @@ TEST_F(Faults, OutputIsPrivateWhenRootTracesAnotherUsersProcess) {
   EXPECT_EQ(app.wait(), 0);
   EXPECT_EQ(t.proc.wait(), 0);
   umask(old_umask);
-  for (const std::string& f : {fresh, existing, own}) std::remove(f.c_str());
+  for (const std::string& f : {fresh, existing, own, timeline, report_timeline}) std::remove(f.c_str());
 }
 
 // cudatrace runs only the command it is given: it has no way to run

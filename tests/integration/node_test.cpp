@@ -416,11 +416,17 @@ TEST_F(Node, CostShareCountsFromWhenTheProcessWasFound) {
 TEST_F(Node, BadPrometheusAddressIsOneLine) {
   const Result r = run(tracer() + " --all-processes --prometheus nonsense");
   EXPECT_EQ(r.status, 2);
-  EXPECT_NE(r.err.find("cudatrace: --prometheus needs ADDR:PORT"), std::string::npos) << r.err;
-  const Result taken = run(tracer() + " --all-processes --prometheus 256.0.0.1:80");
-  EXPECT_EQ(taken.status, 6);
-  EXPECT_EQ(lines_of(taken.err).size(), 1u) << taken.err;
-  EXPECT_NE(taken.err.find("cudatrace: cannot serve Prometheus metrics on 256.0.0.1:80"), std::string::npos) << taken.err;
+  EXPECT_NE(r.err.find("cudatrace: --prometheus needs HOST:PORT"), std::string::npos) << r.err;
+  const Result bad_host = run(tracer() + " --all-processes --prometheus 256.0.0.1:80");
+  EXPECT_EQ(bad_host.status, 2);
+  EXPECT_EQ(lines_of(bad_host.err).size(), 1u) << bad_host.err;
+  EXPECT_NE(bad_host.err.find("HOST must be an IPv4 address"), std::string::npos) << bad_host.err;
+  // Not an address of this host: refused before anything is loaded.
+  const Result elsewhere = run(tracer() + " --all-processes --prometheus 192.0.2.1:19419");
+  EXPECT_EQ(elsewhere.status, 6);
+  EXPECT_EQ(lines_of(elsewhere.err).size(), 1u) << elsewhere.err;
+  EXPECT_NE(elsewhere.err.find("cudatrace: cannot serve Prometheus metrics on 192.0.2.1:19419: Cannot assign requested "
+                               "address"), std::string::npos) << elsewhere.err;
   const Result both = run(tracer() + " --all-processes -p 1");
   EXPECT_EQ(both.status, 2);
   EXPECT_NE(both.err.find("give one of -p PID, --all-processes or a command"), std::string::npos) << both.err;

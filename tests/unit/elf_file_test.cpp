@@ -469,6 +469,33 @@ TEST_F(FindInPathFiles, SkipsNonExecutablesAndDirectories) {
   rmdir(exec_dir.c_str());
 }
 
+using CommandProblems = TempDir;
+
+// Everything that keeps a command from running is found before it is
+// started, each with its reason (one exit status, 3, for all of them).
+TEST_F(CommandProblems, SayWhyACommandCannotRun) {
+  std::string exe;
+  EXPECT_EQ(command_problem("sh", exe), "");
+  EXPECT_TRUE(ends_with(exe, "/sh")) << exe;
+  EXPECT_EQ(command_problem("definitely-not-a-command-xyz", exe), "command not found: definitely-not-a-command-xyz");
+  EXPECT_EQ(command_problem("/definitely/not/here", exe), "command not found: /definitely/not/here");
+  EXPECT_EQ(command_problem(dir_, exe), "cannot run " + dir_ + ": it is a directory");
+  const std::string text = write("notes.txt", "hello\n", 0644);
+  EXPECT_EQ(command_problem(text, exe), "cannot run " + text + ": it is not executable");
+  const std::string junk = write("junk", "hello\n", 0755);
+  EXPECT_EQ(command_problem(junk, exe),
+            "cannot run " + junk + ": not a program (neither an ELF executable nor a script starting with #!)");
+  const std::string empty = write("empty", "", 0755);
+  EXPECT_NE(command_problem(empty, exe).find(": not a program"), std::string::npos);
+  const std::string script = write("script", "#!/bin/sh\ntrue\n", 0755);
+  EXPECT_EQ(command_problem(script, exe), "");
+  EXPECT_EQ(exe, script);
+  Elf64_Ehdr arm = x86_64_header();
+  arm.e_machine = EM_AARCH64;
+  const std::string foreign = write("arm-app", header_bytes(arm), 0755);
+  EXPECT_EQ(command_problem(foreign, exe), "cannot run " + foreign + ": not an x86-64 program");
+}
+
 TEST(ReadMaps, ContainsTheTestBinary) {
   std::vector<Mapping> maps;
   ASSERT_TRUE(read_maps(getpid(), maps));

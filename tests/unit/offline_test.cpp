@@ -2,15 +2,19 @@
 // whole trace files (run_report).
 #include "cudatrace/cli/offline.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <random>
 #include <string>
+#include <thread>
 
 #include "cudatrace/decode/decode.h"
 #include "cudatrace/decode/kernel_names.h"
@@ -149,6 +153,51 @@ TEST(TraceLine, BadLinesSayWhatIsWrong) {
   EXPECT_EQ(parse_error(bad), "\"depth\" out of range");
 }
 
+// An end line is read for its losses; one whose counts are not counts, or a
+// call line of no layer or another API's, is not a cudatrace line.
+TEST(TraceLine, EndLineAndLayerMustBeWhatTheTracerWrites) {
+  const std::string end =
+      R"({"type":"end","calls":2,"lost":0,"unfinished":0,"lost_detail":{"ring_buffer":0,"thread_table":0,)"
+      R"("depth_overflow":0,"output":0,"control":0},"unmatched":0})";
+  TraceLine line;
+  std::string error;
+  ASSERT_TRUE(line.parse(end, error)) << error;
+  const auto with = [&](const std::string& from, const std::string& to) {
+    std::string bad = end;
+    bad.replace(bad.find(from), from.size(), to);
+    return parse_error(bad);
+  };
+  EXPECT_EQ(with("\"calls\":2", "\"calls\":\"many\""), "\"calls\" is not a non-negative integer");
+  EXPECT_EQ(with("\"lost\":0", "\"lost\":-3"), "\"lost\" is not a non-negative integer");
+  EXPECT_EQ(with("\"unfinished\":0,", ""), "no \"unfinished\" field");
+  EXPECT_EQ(with("\"output\":0", "\"output\":1.5"), "lost_detail.output is not a non-negative integer");
+
+  const std::string call =
+      R"({"type":"call","ts_ns":1000,"pid":1,"tid":1,"comm":"a","layer":"runtime","api":"cudaFree","dur_ns":5,)"
+      R"("ret":0,"ret_name":"cudaSuccess","depth":0,"args":{"devPtr":"0xd000"}})";
+  std::string bad = call;
+  bad.replace(bad.find("runtime"), 7, "quantum");
+  EXPECT_EQ(parse_error(bad), "\"layer\" is \"quantum\", but cudaFree is of the runtime layer");
+  bad = call;
+  bad.replace(bad.find("runtime"), 7, "driver");
+  EXPECT_EQ(parse_error(bad), "\"layer\" is \"driver\", but cudaFree is of the runtime layer");
+  bad = call;
+  bad.replace(bad.find("\"runtime\""), 9, "7");
+  EXPECT_EQ(parse_error(bad), "\"layer\" is not a string");
+}
+
+// A comm of 15 bytes that were not UTF-8 is 45 bytes of U+FFFD in JSON:
+// read back into the kernel's 15 bytes, it is cut between characters.
+TEST(TraceLine, LongCommIsCutBetweenUtf8Characters) {
+  const std::string call =
+      R"({"type":"call","ts_ns":1000,"pid":1,"tid":1,"comm":"ab\ufffd\ufffd\ufffd\ufffd\ufffd","layer":"runtime",)"
+      R"("api":"cudaFree","dur_ns":5,"ret":0,"ret_name":"cudaSuccess","depth":0,"args":{"devPtr":"0xd000"}})";
+  TraceLine line;
+  std::string error;
+  ASSERT_TRUE(line.parse(call, error)) << error;
+  EXPECT_EQ(std::string(line.record().comm), "ab\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");  // 14 bytes, not 15
+}
+
 // run_report on a file: its exit status and what it wrote to stderr.
 std::pair<int, std::string> report_file(const std::string& text, bool summary = false) {
   char path[] = "/tmp/cudatrace-offline-XXXXXX";
@@ -194,6 +243,53 @@ TEST(RunReport, BadInputNamesTheLine) {
   lossy.replace(lossy.find("\"ring_buffer\":0"), 15, "\"ring_buffer\":9");
   EXPECT_NE(report_file(kCall + lossy).second.find("lost 9 records (ring buffer full: 9"), std::string::npos);
   EXPECT_EQ(report_file(kEnd, true).first, 0);  // no calls: empty tables
+}
+
+// What a trace quotes (a warning, the API a bad line names) is anyone's
+// bytes: escaped on stderr like every name from the traced system.
+TEST(RunReport, WarningsAndBadLinesReachTheTerminalEscaped) {
+  const std::string warning =
+      R"({"type":"warning","kind":"pageable_async_copy","ts_ns":5,"pid":1,"tid":1,"api":"cudaMemcpyAsync",)"
+      R"("host_ptr":"0x1000","caller":"0x401000","location":"x","message":"copy at \u001b]0;owned\u0007\r\n\u009b"})"
+      "\n";
+  EXPECT_EQ(report_file(warning + kCall + kEnd).second,
+            "cudatrace: warning: copy at \\x1b]0;owned\\x07\\x0d\\x0a\\xc2\\x9b\n"
+            "cudatrace: 1 calls traced, 0 lost, 0 unfinished\n");
+  std::string bad = kCall;
+  bad.replace(bad.find("cudaFree"), 8, "cuda\\u001b[2JFree");
+  EXPECT_EQ(report_file(bad).second,
+            "cudatrace: TRACE:1: unknown API \"cuda\\x1b[2JFree\" (a trace from another cudatrace version?)\n");
+}
+
+// A FIFO nobody writes to would block an open for ever: it is waited on for
+// a writer, for a bounded time; one that comes is read as any trace.
+TEST(OpenTrace, FifoWithoutAWriterFailsAfterItsWait) {
+  const std::string fifo = "/tmp/cudatrace-offline-fifo-" + std::to_string(getpid());
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  std::string error;
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(open_trace(fifo, std::chrono::milliseconds(300), error), nullptr);
+  const auto waited = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(waited, std::chrono::milliseconds(300));
+  EXPECT_LT(waited, std::chrono::seconds(5));
+  EXPECT_EQ(error, "cannot read " + fifo + ": it is a FIFO and no process opened it for writing within 0 s");
+
+  // A writer 100 ms later, which writes after a pause: every byte is read, the first one too.
+  std::thread writer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const int fd = open(fifo.c_str(), O_WRONLY);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    EXPECT_EQ(write(fd, "line 1\nline 2\n", 14), 14);
+    close(fd);
+  });
+  std::FILE* in = open_trace(fifo, std::chrono::seconds(10), error);
+  ASSERT_NE(in, nullptr) << error;
+  char text[64] = {};
+  EXPECT_EQ(std::fread(text, 1, sizeof text - 1, in), 14u);
+  EXPECT_STREQ(text, "line 1\nline 2\n");
+  std::fclose(in);
+  writer.join();
+  unlink(fifo.c_str());
 }
 
 TEST(RunReport, UnreadableFile) {

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +14,8 @@
 #include <thread>
 
 #include "cudatrace/decode/kernel_names.h"
+#include "cudatrace/render/format.h"
+#include "cudatrace/render/output_file.h"
 #include "cudatrace/render/output_writer.h"
 #include "json_checker.h"
 #include "record_builder.h"
@@ -621,6 +624,30 @@ TEST(TextOutput, EndSummarySaysWhatTheOutputsConsumerDidNotRead) {
   EXPECT_EQ(str(same), str(summary));
 }
 
+// The output failed (a full disk): the records were lost to that, not to a slow consumer.
+TEST(TextOutput, EndSummaryOfAFailedOutputDoesNotBlameTheConsumer) {
+  auto out = make_text_output(kStart);
+  EndStats s;
+  s.calls = 10;
+  s.lost_output = 20;
+  s.output_failure = "writing /mnt/full/t: No space left on device";
+  fmt::memory_buffer summary;
+  out->end(s, summary);
+  EXPECT_EQ(str(summary),
+            "cudatrace: 10 calls traced, 20 lost, 0 unfinished\n"
+            "cudatrace: lost 20 records that could not be written (writing /mnt/full/t: No space left on device)\n");
+}
+
+// What reaches a terminal from the traced system: no control byte, no
+// invalid UTF-8, nothing but printable ASCII.
+TEST(TerminalSafe, EscapesEveryByteThatIsNotPrintableAscii) {
+  EXPECT_EQ(terminal_safe("python3 ./train.py"), "python3 ./train.py");
+  EXPECT_EQ(terminal_safe(std::string("\x1b[2J\a\r\b\n\x9b\x7f\xc3(\0z", 14)),
+            "\\x1b[2J\\x07\\x0d\\x08\\x0a\\x9b\\x7f\\xc3(\\x00z");
+  EXPECT_EQ(terminal_safe("a\\x0a"), "a\\x5cx0a");  // a backslash too: "\x0a" is always a newline byte
+  EXPECT_EQ(terminal_safe("\xe2\x89\x88"), "\\xe2\\x89\\x88");  // as the trace's comm column writes it
+}
+
 TEST(TextOutput, EndSummaryWithNothingLost) {
   auto out = make_text_output(kStart);
   EndStats s;
@@ -640,6 +667,31 @@ TEST(EndStats, LostIsTheSumOfDroppedCalls) {
   s.lost_control = 10000;
   s.lost_output = 100000;
   EXPECT_EQ(s.lost(), 100111u);
+}
+
+// ---- Output files --------------------------------------------------------------
+
+// -o and --perfetto on one file are found by the file, whatever its names.
+TEST(OutputFile, SameFileIsFoundByTheFileNotTheName) {
+  const std::string dir = "/tmp/cudatrace-same-" + std::to_string(getpid());
+  ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
+  const std::string f = dir + "/trace", link = dir + "/link", hard = dir + "/hard", dangling = dir + "/dangling";
+  EXPECT_TRUE(same_output_file(f, f));                        // neither exists yet
+  EXPECT_TRUE(same_output_file(f, dir + "/../" + dir.substr(5) + "/./trace"));
+  EXPECT_FALSE(same_output_file(f, dir + "/other"));
+  ASSERT_EQ(symlink("trace2", dangling.c_str()), 0);          // creates trace2 when written
+  EXPECT_TRUE(same_output_file(dangling, dir + "/trace2"));
+  std::FILE* file = std::fopen(f.c_str(), "w");
+  ASSERT_NE(file, nullptr);
+  ASSERT_EQ(symlink(f.c_str(), link.c_str()), 0);
+  ASSERT_EQ(::link(f.c_str(), hard.c_str()), 0);
+  EXPECT_TRUE(same_output_file(link, f));
+  EXPECT_TRUE(same_output_file(hard, link));
+  EXPECT_TRUE(same_output_file(hard, fileno(file)));  // standard output redirected there, say
+  EXPECT_FALSE(same_output_file("/dev/null", "/dev/null"));  // a device is no file to spoil
+  std::fclose(file);
+  for (const std::string& p : {f, link, hard, dangling}) unlink(p.c_str());
+  rmdir(dir.c_str());
 }
 
 // ---- OutputWriter ------------------------------------------------------------

@@ -1,6 +1,9 @@
 #include "cudatrace/render/perfetto.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -32,7 +35,7 @@ class Perfetto : public ::testing::Test {
   void SetUp() override {
     path_ = "/tmp/cudatrace-perfetto-test-" + std::to_string(getpid()) + ".json";
     std::string error;
-    writer_ = PerfettoWriter::open(path_, kStart, error);
+    writer_ = PerfettoWriter::open(path_, {}, kStart, error);
     ASSERT_NE(writer_, nullptr) << error;
   }
   void TearDown() override { std::remove(path_.c_str()); }
@@ -274,17 +277,45 @@ TEST_F(Perfetto, HostileCommAndStringsStayValid) {
 
 TEST(PerfettoOpen, UnwritablePathFails) {
   std::string error;
-  EXPECT_EQ(PerfettoWriter::open("/nonexistent-dir/x.json", 0, error), nullptr);
+  EXPECT_EQ(PerfettoWriter::open("/nonexistent-dir/x.json", {}, 0, error), nullptr);
   EXPECT_NE(error.find("/nonexistent-dir/x.json"), std::string::npos) << error;
 }
 
-TEST(PerfettoOpen, FullDiskIsReported) {
+// The document's start is written at once: a full disk fails before anything is traced.
+TEST(PerfettoOpen, FullDiskFailsAtOnce) {
   if (access("/dev/full", W_OK) != 0) GTEST_SKIP() << "/dev/full not available";
   std::string error;
-  auto w = PerfettoWriter::open("/dev/full", 0, error);
-  ASSERT_NE(w, nullptr) << error;
-  EXPECT_FALSE(w->finish(error));
-  EXPECT_FALSE(error.empty());
+  EXPECT_EQ(PerfettoWriter::open("/dev/full", {}, 0, error), nullptr);
+  EXPECT_EQ(error, "writing /dev/full: No space left on device");
+}
+
+// A write failing half way (here the file size limit, as a disk filling up
+// would) leaves an empty file, not half a JSON document, and says so.
+TEST(PerfettoOpen, WriteFailingHalfWayLeavesTheFileEmpty) {
+  const std::string path = "/tmp/cudatrace-perfetto-limit-" + std::to_string(getpid()) + ".json";
+  const pid_t child = fork();
+  if (child == 0) {
+    signal(SIGXFSZ, SIG_IGN);  // a write past the limit then fails with EFBIG
+    const rlimit limit{200000, 200000};
+    setrlimit(RLIMIT_FSIZE, &limit);
+    std::string error;
+    auto w = PerfettoWriter::open(path, {}, 0, error);
+    if (!w) _exit(2);
+    StreamFeed feed;
+    for (int i = 0; i < 20000; ++i) {
+      feed.feed(CallSpec{"cudaFree", {{"devPtr", 0xd000}}});
+      w->on_call(feed.call(), feed.analysis());
+    }
+    _exit(!w->finish(error) &&
+                  error == "writing " + path + ": File too large; the timeline is incomplete, so the file was emptied"
+              ? 0
+              : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_EQ(slurp(path), "");
+  std::remove(path.c_str());
 }
 
 }  // namespace

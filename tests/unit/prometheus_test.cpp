@@ -1,6 +1,9 @@
 // The exposition of exporter mode: names, labels, buckets, the label cap,
 // and how the API table becomes the BPF export table.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <regex>
 #include <set>
@@ -180,6 +183,48 @@ TEST(ExportTable, DeltaNeverGoesNegative) {
   EXPECT_EQ(d.buckets[3], 2u);
   EXPECT_EQ(d.bytes, 4u);
   EXPECT_EQ(export_delta(before, now).calls, 0u);
+}
+
+// --prometheus ADDRESS is checked before anything starts: what the HTTP
+// server would take another way (999 -> 231, 99999 -> a late failure) or not
+// at all (a host name, IPv6 in Debian's civetweb) is refused in one line.
+TEST(ListenAddress, OnlyIpv4AndPortsThatExist) {
+  sockaddr_in addr{};
+  std::string error;
+  ASSERT_TRUE(parse_listen_address("127.0.0.1:9400", addr, error)) << error;
+  EXPECT_EQ(ntohs(addr.sin_port), 9400);
+  EXPECT_EQ(ntohl(addr.sin_addr.s_addr), 0x7f000001u);
+  ASSERT_TRUE(parse_listen_address(":0", addr, error)) << error;
+  EXPECT_EQ(addr.sin_addr.s_addr, 0u);  // every address; port 0: any free one
+  ASSERT_TRUE(parse_listen_address("0.0.0.0:65535", addr, error)) << error;
+  for (const char* bad : {"999.1.1.1:19410", "1.2.3:80", "1.2.3.4.5:80", "01.2.3.4:80", "localhost:9400",
+                          "[::1]:9400", " 127.0.0.1:80"}) {
+    EXPECT_FALSE(parse_listen_address(bad, addr, error)) << bad;
+    EXPECT_EQ(error.rfind("--prometheus: HOST must be an IPv4 address such as 127.0.0.1", 0), 0u) << error;
+  }
+  for (const char* bad : {":99999", ":", "127.0.0.1", "127.0.0.1:-1", "127.0.0.1:80x", ":+80", "nonsense"}) {
+    EXPECT_FALSE(parse_listen_address(bad, addr, error)) << bad;
+    EXPECT_EQ(error.rfind("--prometheus needs HOST:PORT with a port from 0 (any free port) to 65535", 0), 0u) << error;
+  }
+}
+
+// A port in use is said at once, with the system's reason.
+TEST(ListenAddress, PortInUseIsFoundBeforeTheServerStarts) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(listen(fd, 1), 0);
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const std::string taken = "127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+  std::string error;
+  EXPECT_FALSE(check_listen_address(taken, error));
+  EXPECT_EQ(error, "cannot serve Prometheus metrics on " + taken + ": Address already in use");
+  close(fd);
+  EXPECT_TRUE(check_listen_address(taken, error)) << error;
+  EXPECT_TRUE(check_listen_address("127.0.0.1:0", error)) << error;
 }
 
 }  // namespace

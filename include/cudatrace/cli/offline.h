@@ -5,7 +5,9 @@
 // as they do live.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,5 +21,14 @@ namespace cudatrace {
 // text or JSON trace with stream annotations, --summary/--hist/--insights
 // reports, a --perfetto timeline. Returns the exit status.
 int run_report(const Options& opts, const std::string& path);
+
+// How long `report FIFO` waits for a process to open the FIFO for writing
+// (the tracer writing it opens it only once it has attached).
+inline constexpr std::chrono::seconds kFifoWriterWait{10};
+
+// Opens a trace file for reading; nullptr with `error` set when it cannot,
+// also when it is a FIFO that no process opened for writing within
+// `writer_wait` (a plain open would wait for one for ever).
+std::FILE* open_trace(const std::string& path, std::chrono::milliseconds writer_wait, std::string& error);
 
 }  // namespace cudatrace

@@ -17,6 +17,14 @@ void append_uint(fmt::memory_buffer& out, std::uint64_t v);
 void append_int(fmt::memory_buffer& out, std::int64_t v);
 void append_hex(fmt::memory_buffer& out, std::uint64_t v);
 
+// A name from the traced system (process name, file path, symbol) made safe
+// for a terminal: printable ASCII as it is, every other byte and '\' as
+// \xNN, so that no control sequence, line break or invalid UTF-8 gets out
+// and "\x0a" can only mean a newline byte. The trace's text lines and every
+// message on stderr write such names this way.
+void append_terminal_safe(fmt::memory_buffer& out, std::string_view s);
+std::string terminal_safe(std::string_view s);
+
 // "1,234,567" and (one decimal) "1,234.5", as nsys prints numbers.
 std::string group_digits(std::uint64_t v);
 std::string group_tenths(double v);

@@ -26,7 +26,8 @@ struct EndStats {
   std::uint64_t unmatched = 0;       // frames skipped by longjmp/exceptions
   std::uint64_t lost_control = 0;    // loader/exit notifications dropped
   const CostReport* cost = nullptr;  // what tracing cost, if it was measured
-  std::uint64_t lost_output = 0;     // records formatted but not written: the output's consumer fell behind
+  std::uint64_t lost_output = 0;     // records formatted but not written: the output's consumer fell behind,
+  std::string output_failure;        // or writing failed: why ("writing F: No space left on device"), else empty
   std::uint64_t lost() const { return lost_ringbuf + lost_threads + depth_overflow + lost_output; }
 };
 

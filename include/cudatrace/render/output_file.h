@@ -1,14 +1,28 @@
-// Opening the -o file without being tricked: no symbolic link planted in a
-// world-writable directory is followed, and the trace of another user's
-// process is readable by root only.
+// Opening an output file (the -o trace, the --perfetto timeline) without
+// being tricked: no symbolic link planted in a world-writable directory is
+// followed, a trace of another user's process is readable by root only, and
+// two outputs never write one file.
 #pragma once
 
 #include <string>
 
 namespace cudatrace {
 
+struct OutputFileOptions {
+  bool follow_symlinks = false;  // --output-follow-symlinks: also in a world-writable directory
+  bool private_trace = false;    // it holds another user's trace: 0600
+};
+
 // Opens (creates, truncates) `path` for writing. Returns the descriptor, or
 // -1 with `error` set to the whole message for the user.
-int open_output_file(const std::string& path, bool follow_symlinks, bool private_trace, std::string& error);
+int open_output_file(const std::string& path, const OutputFileOptions& options, std::string& error);
+
+// Whether writing to `a` and to `b` would write one regular file: the same
+// file under other names (hard links, symbolic links, other paths to its
+// directory), or for a file not created yet, the same name in the same
+// directory. Devices such as /dev/null may be shared.
+bool same_output_file(const std::string& a, const std::string& b);
+// The same for a file already open (standard output, the trace being read).
+bool same_output_file(const std::string& path, int fd);
 
 }  // namespace cudatrace

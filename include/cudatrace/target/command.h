@@ -12,7 +12,9 @@ namespace cudatrace {
 
 struct HeldCommand {
   pid_t pid = -1;
-  int release_fd = -1;  // the command waits for a byte on this pipe before exec
+  int release_fd = -1;     // the command waits for a byte on this pipe before exec
+  int exec_error_fd = -1;  // why its exec failed, or end of file when it succeeded
+  std::string exe;
 };
 
 struct CommandSetup {
@@ -26,7 +28,8 @@ struct CommandSetup {
 // ("pipe: ..." / "fork: ...") when it cannot.
 bool fork_held_command(const CommandSetup& setup, HeldCommand& cmd, std::string& error);
 
-// Lets the command exec. False with `error` set when the byte cannot be sent.
+// Lets the command exec, and waits until it has. False with `error` set
+// when the byte cannot be sent or the exec failed ("cannot run EXE: ...").
 bool release_command(HeldCommand& cmd, std::string& error);
 
 // Closes the release pipe unreleased: the command ends without running

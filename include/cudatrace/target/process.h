@@ -32,6 +32,13 @@ std::string find_in_path(const std::string& name);
 // An ELF file built for another machine or as 32-bit: cannot be run here.
 bool is_foreign_elf(const std::string& path);
 
+// Why the command `name` (resolved as execvp does, into `exe`) cannot be
+// run, found before anything runs: not found, a directory, not executable,
+// not a program (neither ELF nor a #! script), built for another machine,
+// its ELF interpreter missing.
+// Empty when it can be.
+std::string command_problem(const std::string& name, std::string& exe);
+
 // The ELF interpreter (dynamic loader) of an executable; follows one "#!"
 // line for scripts. Empty for static executables or unreadable files.
 std::string program_interpreter(const std::string& path);

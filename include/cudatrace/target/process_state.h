@@ -4,6 +4,8 @@
 
 #include <sys/types.h>
 
+#include <string>
+
 namespace cudatrace {
 
 // A job of a job-control shell: its own process group, on the terminal of
@@ -11,6 +13,12 @@ namespace cudatrace {
 // report the job "Stopped" and take the terminal back; after the SIGCONT the
 // job runs on in the background.
 bool is_shell_job(pid_t pid);
+
+// Processes with nothing cudatrace could ever trace: a kernel thread (no
+// user space) and a zombie (it has exited; its parent has not reaped it).
+enum class ProcessKind { User, KernelThread, Zombie };
+// Also its name (/proc/PID/stat); User when that cannot be read.
+ProcessKind process_kind(pid_t pid, std::string& comm);
 
 // Root tracing another user's process: that user's trace is for root only.
 bool trace_is_private(pid_t pid);

@@ -161,6 +161,7 @@ class Session {
   int target_fd_ = -1;   // pidfd of the -p target
   bool output_failed_ = false;  // writing the output failed (said on stderr)
   bool output_closed_ = false;  // the output's reader went away (| head): end quietly
+  bool timeline_failed_ = false;  // writing the --perfetto file failed (said on stderr)
   bool stop_at_loads_ = true;      // the loader probe stops processes (--dlopen-stop)
   bool loader_probed_ = false;     // a dynamic loader's _dl_debug_state is probed
   bool waiting_for_cuda_ = false;  // -p target without a CUDA library yet

@@ -17,7 +17,7 @@ namespace cudatrace {
 enum ExitStatus : int {
   kExitOk = 0,
   kExitUsage = 2,       // bad command line
-  kExitTarget = 3,      // no such process / nothing to trace in it / command not found
+  kExitTarget = 3,      // no such process / nothing to trace in it / the command cannot be run
   kExitPermission = 4,  // not root, or missing CAP_BPF+CAP_PERFMON
   kExitKernel = 5,      // no BTF, BPF load or attach failure
   kExitOutput = 6,      // output cannot be written
