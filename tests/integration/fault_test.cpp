@@ -647,6 +647,18 @@ TEST_F(Faults, NotRootGetsOneLine) {
   expect_one_clear_error(run(as_nobody + " -p 1"), 4, "needs root", "-p");
 }
 
+// Root whose capabilities a container or a bounding set took: told so before
+// anything is tried (the kernel's EPERM would otherwise look like a missing
+// kernel feature or a verifier refusal).
+TEST_F(Faults, RootWithoutBpfCapabilitiesGetsOneLine) {
+  const std::string no_caps = "setpriv --bounding-set -bpf,-perfmon,-sys_admin ";
+  if (run(no_caps + "true").status != 0) GTEST_SKIP() << "no setpriv";
+  expect_one_clear_error(run(no_caps + tracer() + " -- " FAKE_APP " basic"), 4,
+                         "runs as root without CAP_BPF and CAP_PERFMON", "without all three");
+  expect_one_clear_error(run("setpriv --bounding-set -bpf,-sys_admin " + tracer() + " -- " FAKE_APP " basic"), 4,
+                         "runs as root without CAP_BPF and CAP_PERFMON", "with CAP_PERFMON only");
+}
+
 TEST_F(Faults, FullDiskGetsOneLineInBothFormats) {
   for (const std::string format : {"", "--json "}) {
     // (--layer runtime -f device: the fake libraries export every API asked for, so no warning either.)
