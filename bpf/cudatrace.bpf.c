@@ -279,6 +279,18 @@ static __always_inline int emit_at_entry(struct pt_regs *ctx, __u64 pid_tgid, st
 	return 1;
 }
 
+/* The top frame of a stack `depth` deep (depth > 0). clang knows depth - 1
+ * is below CT_MAX_DEPTH where this is called and drops the mask, but Linux
+ * 6.1's verifier does not narrow depth after a depth != 0 test, so it takes
+ * depth - 1 for any u32 and rejects the access: barrier_var hides the bound
+ * from clang, and the mask stays. */
+static __always_inline struct ct_frame *top_frame(struct ct_thread_state *st, __u32 depth)
+{
+	__u32 top = depth - 1;
+	barrier_var(top);
+	return &st->frames[top & (CT_MAX_DEPTH - 1)];
+}
+
 /* --max-overhead (src/trace/budget.h): user space detaches the probes of the
  * APIs flagged in hot_apis and attaches them again. A call of one of them in
  * progress when its return probe went never sees its return: its frame,
@@ -300,7 +312,7 @@ static __always_inline void drop_stale_frames(struct ct_thread_state *st)
 		__u32 depth = st->depth;
 		if (depth == 0 || depth > CT_MAX_DEPTH)
 			return;
-		struct ct_frame *f = &st->frames[(depth - 1) & (CT_MAX_DEPTH - 1)];
+		struct ct_frame *f = top_frame(st, depth);
 		if (f->ts_ns >= before || !hot_apis[CT_COOKIE_API(f->cookie) & (CT_MAX_APIS - 1)])
 			return;
 		st->depth = depth - 1;
@@ -429,7 +441,7 @@ static __always_inline int enter_call(struct pt_regs *ctx, bool session)
 		f->level = 0;
 		f->parent_api = CT_NO_API;
 	} else {
-		struct ct_frame *top = &st->frames[(depth - 1) & (CT_MAX_DEPTH - 1)];
+		struct ct_frame *top = top_frame(st, depth);
 		__u32 rec = top->owner == CT_FRAME_RECORDED ? depth - 1 : top->owner;
 		struct ct_frame *recorded = &st->frames[rec & (CT_MAX_DEPTH - 1)];
 		if (CT_COOKIE_OP(top->cookie) == CT_COOKIE_OP(cookie)) {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds everything and runs every test (unit, and as root, integration with
-# real eBPF), the Debian package (scripts/package-check.sh) and the overhead guard (scripts/bench.py --guard),
+# real eBPF; the integration and fault suites also on Linux 6.1 under QEMU), the Debian package (scripts/package-check.sh) and the overhead guard (scripts/bench.py --guard),
 # then the same suite built with AddressSanitizer and
 # UndefinedBehaviorSanitizer, then the fuzzers for a bounded time
 # (scripts/fuzz.sh). deploy/ is checked by scripts/deploy-check.sh. Run from anywhere; dependencies: scripts/install-deps.sh.
@@ -9,6 +9,9 @@ cd "$(dirname "$0")/.."
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 ninja -C build
 ctest --test-dir build --output-on-failure
+# The integration and fault suites again on Debian 12's Linux 6.1 under QEMU
+# (its verifier, perf-event uprobes): scripts/qemu-6.1/run.sh, docs/kernels.md.
+bash scripts/qemu-6.1/run.sh build
 # deploy/: the systemd unit verifies, the DaemonSet parses and holds its shape.
 bash scripts/deploy-check.sh build/cudatrace
 # The Debian package installs, runs and has its man page.

@@ -15,6 +15,7 @@
 
 #include "cudatrace.skel.h"
 #include "cudatrace/render/format.h"
+#include "cudatrace/trace/bpf_load.h"
 #include "cudatrace/trace/kernel_features.h"
 #include "cudatrace/trace/session.h"
 
@@ -47,17 +48,14 @@ int libbpf_log(enum libbpf_print_level level, const char* fmt, va_list args) {
 // printable ASCII, which escaping leaves as it is.
 void warn_escaped(const std::string& msg) { warn_line(terminal_safe(msg)); }
 
-// CAP_BPF (39) and CAP_PERFMON (38) in the effective set, or root.
+// CAP_BPF and CAP_PERFMON in the effective set, also for root: a
+// container's root may lack them, and the kernel then refuses with EPERM.
 bool has_bpf_privileges() {
-  if (geteuid() == 0) return true;
   std::ifstream status("/proc/self/status");
   std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("CapEff:", 0) != 0) continue;
-    const unsigned long long caps = std::stoull(line.substr(7), nullptr, 16);
-    return (caps >> 39 & 1) && (caps >> 38 & 1);
-  }
-  return false;
+  while (std::getline(status, line))
+    if (line.rfind("CapEff:", 0) == 0) return has_bpf_capabilities(std::stoull(line.substr(7), nullptr, 16));
+  return geteuid() == 0;
 }
 
 // Threads with a call in progress, where the kernel cannot grow the map at
@@ -83,7 +81,9 @@ ProbePlan probe_plan(const Options& opts) {
 
 int Session::load() {
   if (!has_bpf_privileges()) {
-    error_line("needs root: run with sudo, or grant CAP_BPF and CAP_PERFMON");
+    error_line(geteuid() == 0 ? "runs as root without CAP_BPF and CAP_PERFMON (a container or a capability "
+                                "bounding set took them): grant CAP_BPF and CAP_PERFMON"
+                              : "needs root: run with sudo, or grant CAP_BPF and CAP_PERFMON");
     return kExitPermission;
   }
   if (access("/sys/kernel/btf/vmlinux", R_OK) != 0) {
@@ -166,12 +166,11 @@ int Session::load() {
   } else {
     bpf_program__set_autoload(skel_->progs.ct_session, false);
   }
-  if (int err = cudatrace_bpf__load(skel_)) {
-    if (err == -EPERM || err == -EACCES)
-      error_line("permission denied loading BPF programs: run as root, or grant CAP_BPF and CAP_PERFMON");
-    else
-      error_line(std::string("cannot load the BPF programs: ") + std::strerror(-err) + " (run with -v for details)");
-    return err == -EPERM || err == -EACCES ? kExitPermission : kExitKernel;
+  BpfLoadFailure failure;
+  if (int err = load_keeping_messages([this] { return cudatrace_bpf__load(skel_); }, failure)) {
+    const LoadErrorReport report = report_load_error(err, failure, opts_.verbose);
+    for (const std::string& line : report.lines) error_line(line);
+    return report.exit_status;
   }
   for (const Api& a : apis()) skel_->bss->chain_apis[a.id] = a.effect() == Effect::Copy && is_async_operation(a);
   for (const Api& a : apis()) {

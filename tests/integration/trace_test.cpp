@@ -496,6 +496,63 @@ TEST_F(Trace, ProbeHitsAndTheCostTheyAddedArePerProcess) {
       << text.err;
 }
 
+// The BPF programs are verified anew for each set of options (they are
+// read-only globals the verifier prunes by), so every mode must load: on
+// Linux 6.1 (scripts/qemu-6.1, docs/kernels.md) as on the newest kernel.
+// Without uprobe sessions (the variable) only ct_session is not loaded.
+TEST_F(Trace, LoadsInEveryMode) {
+  const std::string timeline = temp_path("modes.perfetto");
+  struct Mode {
+    std::string env, options, expected;
+  };
+  for (const Mode& m : std::vector<Mode>{{"", "--json", "\"cudaMalloc\""},
+                                         {"CUDATRACE_NO_UPROBE_SESSIONS=1 ", "--json", "\"cudaMalloc\""},
+                                         {"", "--summary", "cudaMalloc"},
+                                         {"", "--summary --perfetto " + timeline, "cudaMalloc"},
+                                         {"", "--summary --by-range", "cudaMalloc"},
+                                         {"", "--stack", "cudaMalloc"},
+                                         {"", "--errors", "cudaErrorMemoryAllocation"},
+                                         {"", "--min-us 1000", "cudaStreamSynchronize"},
+                                         {"", "--nested-returns", "cuMemAlloc_v2"},
+                                         {"", "--max-overhead 50", "cudaMalloc"}}) {
+    const Result r = run(m.env + tracer() + " " + m.options + " -- " FAKE_APP " basic");
+    // --max-overhead duty-cycles uprobe_multi links: refused without them
+    // (exit 5 on a kernel before 6.6, 2 with --attach perf).
+    if (m.options.rfind("--max-overhead", 0) == 0 && (r.status == 5 || r.status == 2) &&
+        r.err.find("--max-overhead needs uprobe_multi links") != std::string::npos)
+      continue;
+    ASSERT_EQ(r.status, 0) << m.env << m.options << ": " << r.err;
+    EXPECT_NE(r.out.find(m.expected), std::string::npos) << m.env << m.options << ": " << r.out;
+  }
+  std::remove(timeline.c_str());
+
+  // Whole-node mode, counting for the exporter (no records) and not.
+  for (const std::string options : {"--all-processes --prometheus 127.0.0.1:0", "--all-processes -o /dev/null"}) {
+    const std::string err = temp_path("modes.err");
+    const pid_t tracer_pid = fork();
+    if (tracer_pid == 0) {
+      const int fd = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      dup2(fd, STDERR_FILENO);
+      execl("/bin/sh", "sh", "-c", ("exec " + tracer() + " " + options).c_str(), nullptr);
+      _exit(127);
+    }
+    int status = -1;
+    bool reaped = false;
+    const auto tracing = [&] { return read_file(err).find("cudatrace: tracing every process") != std::string::npos; };
+    const auto exited = [&] { return reaped || (reaped = waitpid(tracer_pid, &status, WNOHANG) == tracer_pid); };
+    const bool up = wait_until([&] { return tracing() || exited(); }, 60s) && tracing();
+    if (up) EXPECT_EQ(run(FAKE_APP " basic").status, 0);
+    if (!reaped) kill(tracer_pid, up ? SIGINT : SIGKILL);
+    if (!wait_until(exited, 20s)) {
+      kill(tracer_pid, SIGKILL);
+      waitpid(tracer_pid, &status, 0);
+    }
+    EXPECT_TRUE(up) << options << ": " << read_file(err);
+    EXPECT_EQ(status, 0) << options << ": " << read_file(err);
+    std::remove(err.c_str());
+  }
+}
+
 TEST_F(Trace, ListApisMatchesTheDocs) {
   const Result r = run(tracer() + " -f all --nvtx --list-apis");
   ASSERT_EQ(r.status, 0);

@@ -18,7 +18,7 @@ enum ExitStatus : int {
   kExitOk = 0,
   kExitUsage = 2,       // bad command line
   kExitTarget = 3,      // no such process / nothing to trace in it / the command cannot be run
-  kExitPermission = 4,  // not root, or missing CAP_BPF+CAP_PERFMON
+  kExitPermission = 4,  // not root, or missing CAP_BPF+CAP_PERFMON, or BPF refused despite them
   kExitKernel = 5,      // no BTF, BPF load or attach failure
   kExitOutput = 6,      // output cannot be written
   kExitInput = 7,       // cudatrace report: the trace cannot be read or is not a --json trace
