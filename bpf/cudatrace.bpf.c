@@ -345,9 +345,8 @@ static __always_inline int enter_only(struct pt_regs *ctx, __u64 pid_tgid, struc
 	f->parent_api = CT_NO_API;
 	struct ct_frame *top = f;
 	if (depth) {
-		__u32 up = (depth - 1) & (CT_MAX_DEPTH - 1);
-		top = &st->frames[up];
-		__u32 rec = top->owner == CT_FRAME_RECORDED ? up : top->owner;
+		top = top_frame(st, depth);
+		__u32 rec = top->owner == CT_FRAME_RECORDED ? depth - 1 : top->owner;
 		struct ct_frame *recorded = &st->frames[rec & (CT_MAX_DEPTH - 1)];
 		if (CT_COOKIE_OP(top->cookie) == CT_COOKIE_OP(cookie)) {
 			if (depth + 1 >= recorded->fwd_depth) {
