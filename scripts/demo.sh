@@ -2,8 +2,10 @@
 # Installs dependencies, builds cudatrace, and traces the bundled demo CUDA
 # program (tests/fixtures/real_app.cu, built with nvcc against the real
 # libcudart; without a GPU its calls fail with cudaErrorInsufficientDriver,
-# which is still a real trace). Run as root from the repository root.
+# which is still a real trace). Needs root: run as another user, it runs
+# itself through sudo (scripts/as-root.sh).
 set -euo pipefail
+. "$(dirname "$0")/as-root.sh"
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Installs what building and testing cudatrace needs on Debian 12 (as root).
+# Installs what building and testing cudatrace needs on Debian 12 (as root:
+# as another user it runs itself through sudo, scripts/as-root.sh).
 set -euo pipefail
+. "$(dirname "$0")/as-root.sh"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends \

@@ -5,6 +5,7 @@
 # UndefinedBehaviorSanitizer, then the fuzzers for a bounded time
 # (scripts/fuzz.sh). deploy/ is checked by scripts/deploy-check.sh. Run from anywhere; dependencies: scripts/install-deps.sh.
 set -euo pipefail
+. "$(dirname "$0")/as-root.sh"
 cd "$(dirname "$0")/.."
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 ninja -C build

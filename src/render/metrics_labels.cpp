@@ -17,6 +17,38 @@ std::string status_label(const Api& api, std::uint16_t status) {
   return name ? name : fmt::format("code_{}", status);
 }
 
+std::string utf8_label(std::string_view value) {
+  static constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
+  std::string out;
+  out.reserve(value.size());
+  for (std::size_t i = 0; i < value.size();) {
+    const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(value[k]); };
+    const unsigned char c = byte(i);
+    // The length of the sequence c starts, and the range of its second
+    // byte, which rules out overlong forms, surrogates and code points past
+    // U+10FFFF (RFC 3629's table).
+    std::size_t len = 0;
+    unsigned char low = 0x80, high = 0xBF;
+    if (c < 0x80) len = 1;
+    else if (c >= 0xC2 && c <= 0xDF) len = 2;
+    else if (c >= 0xE0 && c <= 0xEF) len = 3, low = c == 0xE0 ? 0xA0 : 0x80, high = c == 0xED ? 0x9F : 0xBF;
+    else if (c >= 0xF0 && c <= 0xF4) len = 4, low = c == 0xF0 ? 0x90 : 0x80, high = c == 0xF4 ? 0x8F : 0xBF;
+    bool valid = len > 0 && i + len <= value.size();
+    for (std::size_t k = 1; valid && k < len; ++k) {
+      const unsigned char lo = k == 1 ? low : 0x80, hi = k == 1 ? high : 0xBF;
+      valid = byte(i + k) >= lo && byte(i + k) <= hi;
+    }
+    if (valid) {
+      out.append(value.substr(i, len));
+      i += len;
+    } else {
+      out.append(kReplacement);
+      ++i;
+    }
+  }
+  return out;
+}
+
 const char* direction_label(std::uint8_t direction) {
   return direction_name(direction < kCopyDirections ? static_cast<Direction>(direction) : Direction::Default);
 }

@@ -1,8 +1,8 @@
-// PrometheusMetrics on prometheus-cpp: one registry, families created up
-// front, series added as identities and APIs appear. Counters only grow by
-// the deltas they are given; gauges are set.
+// PrometheusMetrics on prometheus-cpp (core): one registry, families created
+// up front, series added as identities and APIs appear. Counters only grow
+// by the deltas they are given; gauges are set. /metrics is served by
+// MetricsServer (render/metrics_server.h says why not prometheus-cpp's own).
 #include <prometheus/counter.h>
-#include <prometheus/exposer.h>
 #include <prometheus/family.h>
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cudatrace/render/metrics.h"
+#include "cudatrace/render/metrics_server.h"
 
 namespace cudatrace {
 namespace {
@@ -83,23 +84,11 @@ class PromCpp final : public PrometheusMetrics {
   }
 
   bool serve(const std::string& address, std::string& error) override {
-    // ":9400" (every address) is civetweb's "9400".
-    const std::string listen = !address.empty() && address[0] == ':' ? address.substr(1) : address;
-    try {
-      exposer_ = std::make_unique<prometheus::Exposer>(listen, 2);
-    } catch (const std::exception& e) {
-      error = "cannot serve Prometheus metrics on " + address + ": " + e.what();
-      return false;
-    }
-    exposer_->RegisterCollectable(registry_);
-    return true;
+    server_ = MetricsServer::start(address, [this] { return text(); }, error);
+    return server_ != nullptr;
   }
 
-  int port() const override {
-    if (!exposer_) return 0;
-    const std::vector<int> ports = exposer_->GetListeningPorts();
-    return ports.empty() ? 0 : ports.front();
-  }
+  int port() const override { return server_ ? server_->port() : 0; }
 
   void add_calls(const MetricsIdentity& who, const Api& api, std::uint16_t status, std::uint8_t direction,
                  const ct_export_value& d) override {
@@ -178,7 +167,8 @@ class PromCpp final : public PrometheusMetrics {
       }
       identities_.insert(who);
     }
-    return {{"comm", who.comm}, {"container_id", who.container_id}, {"pod_uid", who.pod_uid}};
+    return {{"comm", utf8_label(who.comm)}, {"container_id", utf8_label(who.container_id)},
+            {"pod_uid", utf8_label(who.pod_uid)}};
   }
 
   std::shared_ptr<prometheus::Registry> registry_;
@@ -206,7 +196,7 @@ class PromCpp final : public PrometheusMetrics {
   std::set<MetricsIdentity> identities_;
   static constexpr std::size_t kMaxFoldedRemembered = 65536;  // then new ones are no longer counted
   std::set<MetricsIdentity> folded_seen_;  // each counted once; never a label
-  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::unique_ptr<MetricsServer> server_;  // last: stops before what it serves goes
 };
 
 }  // namespace

@@ -46,6 +46,7 @@ bool fork_held_command(const CommandSetup& setup, HeldCommand& cmd, std::string&
     char go = 0;
     // EOF instead of a byte: the tracer gave up; do not run untraced.
     if (read(pipefd[0], &go, 1) != 1) _exit(127);
+    for (const auto& [sig, action] : setup.signals) sigaction(sig, &action, nullptr);
     // --nvtx: the command's NVTX loads our injection library; nothing else in its environment changes.
     if (!setup.nvtx_injection.empty()) setenv("NVTX_INJECTION64_PATH", setup.nvtx_injection.c_str(), 1);
     execv(setup.exe.c_str(), argv.data());

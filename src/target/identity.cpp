@@ -93,7 +93,12 @@ CgroupIdentity parse_cgroup(std::string_view text) {
 bool read_identity(pid_t pid, ProcessIdentity& out) {
   const std::string dir = "/proc/" + std::to_string(pid);
   std::ifstream comm(dir + "/comm");
-  if (!std::getline(comm, out.comm)) return false;
+  std::stringstream name;
+  name << comm.rdbuf();
+  // The kernel ends the name with a newline; a name may hold newlines too.
+  out.comm = name.str();
+  if (out.comm.empty() || out.comm.back() != '\n') return false;
+  out.comm.pop_back();
   std::ifstream cgroup(dir + "/cgroup");
   std::stringstream text;
   text << cgroup.rdbuf();

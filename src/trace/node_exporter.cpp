@@ -135,6 +135,12 @@ const MetricsIdentity& NodeExporter::identity(std::uint32_t pid, const std::stri
 void NodeExporter::tick(const std::vector<__u64>& lost, std::size_t probed_files, const BudgetControl* budget,
                         std::string& error) {
   const Sampling* sampling = budget ? &budget->sampling() : nullptr;
+  // Processes gone before this read: their last deltas come in it, then
+  // their identities go. One that exits during the tick keeps its identity
+  // to the next: its calls made after this read would be "unknown" else.
+  std::vector<std::uint32_t> gone;
+  for (const auto& [pid, who] : identities_)
+    if (!process_exists(static_cast<pid_t>(pid))) gone.push_back(pid);
   std::vector<NodeStats::CallDelta> calls;
   std::vector<NodeStats::HitDelta> hits;
   if (!stats_.read([](std::uint32_t pid) { return process_exists(static_cast<pid_t>(pid)); }, calls, hits, error))
@@ -186,9 +192,7 @@ void NodeExporter::tick(const std::vector<__u64>& lost, std::size_t probed_files
   for (auto [reason, counter] : losses)
     if (static_cast<std::size_t>(counter) < lost.size()) metrics_->set_lost(reason, lost[counter]);
   metrics_->set_node(stats_.processes().size(), probed_files, cost_.entry_ns / 1e9, cost_.return_ns / 1e9);
-  // Identities of processes gone: their last deltas are in; forget them.
-  for (auto it = identities_.begin(); it != identities_.end();)
-    it = process_exists(static_cast<pid_t>(it->first)) ? std::next(it) : identities_.erase(it);
+  for (std::uint32_t pid : gone) identities_.erase(pid);
 }
 
 }  // namespace cudatrace

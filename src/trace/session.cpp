@@ -32,7 +32,38 @@ std::uint64_t monotonic_ns() {
 namespace {
 
 volatile sig_atomic_t g_stop = 0;  // the signal that asked us to stop
-void on_signal(int sig) { g_stop = sig; }
+// What a stop signal does: set g_stop, which the drain loop and the steps
+// of the start-up look at; or, while nothing started needs undoing (loading
+// the BPF object, which the kernel frees at exit), end cudatrace at once:
+// the verifier alone takes seconds on a busy node, and libbpf would start
+// it over after the signal interrupted it.
+enum : int { kStopWhenAsked, kExitAtStop, kExitWithSignalAtStop };
+volatile sig_atomic_t g_at_stop = kStopWhenAsked;
+void on_signal(int sig) {
+  g_stop = sig;
+  if (g_at_stop != kStopWhenAsked) _exit(g_at_stop == kExitWithSignalAtStop ? 128 + sig : kExitOk);
+}
+
+// How SIGINT and SIGTERM were set when cudatrace started: its command gets them so.
+struct sigaction g_inherited_int {}, g_inherited_term {};
+
+void catch_stop_signals() {
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  // Also where the parent left them ignored (a background job of a script).
+  sigaction(SIGINT, &sa, &g_inherited_int);
+  sigaction(SIGTERM, &sa, &g_inherited_term);
+}
+
+// Whole-node mode with perf-event uprobes (kernels before 6.6) holds a link
+// per probe of every CUDA file: thousands, past the usual 1024 descriptors.
+void raise_file_limit() {
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &files);
+  }
+}
 
 // At exit, how long the output may make no progress (its consumer reads
 // nothing) before cudatrace stops waiting for it.
@@ -172,8 +203,19 @@ void Session::finish() {
     warn_line(std::to_string(stats_.lost()) + " call records lost; see the end line's lost_detail");
 }
 
+bool Session::stop_requested() const { return g_stop != 0; }
+
+std::vector<std::pair<int, struct sigaction>> Session::inherited_stop_signals() {
+  return {{SIGINT, g_inherited_int}, {SIGTERM, g_inherited_term}};
+}
+
+// A stop during the start-up: the command (never released) has not run.
+int Session::stopped_at_start() const { return command_mode() ? 128 + g_stop : kExitOk; }
+
 int Session::run() {
   start_ns_ = monotonic_ns();
+  catch_stop_signals();  // first: a stop is honoured at any moment of the start-up
+  if (opts_.all_processes) raise_file_limit();
   names_.set_symbolizer(
       [this](std::uint32_t pid, std::uint64_t addr) { return symbolizer_.function_at(static_cast<pid_t>(pid), addr); });
   read_string_ = [this](std::uint32_t pid, std::uint64_t addr, std::string& out) {
@@ -195,11 +237,16 @@ int Session::run() {
   }
   const std::uint64_t load_start_ns = monotonic_ns();
   decide_dlopen_stop();
-  if (int rc = load()) return rc;
+  g_at_stop = command_mode() ? kExitWithSignalAtStop : kExitAtStop;
+  const int loaded = load();
+  g_at_stop = kStopWhenAsked;
+  if (stop_requested()) return stopped_at_start();
+  if (loaded) return loaded;
   // -p: before the loader probe can stop the target. Command mode: after
   // the command is forked (it waits to be released), so it is the first child.
   if (opts_.pid > 0) start_stop_watchdog();
   if (int rc = opts_.all_processes ? attach_node() : opts_.pid > 0 ? attach_pid_target() : start_command()) return rc;
+  if (stop_requested()) return stopped_at_start();
   if (opts_.pid <= 0) start_stop_watchdog();
   if (opts_.verbose)
     std::fprintf(stderr, "cudatrace: BPF loaded and %zu probes attached in %.1f ms (%s)\n", probes_->probe_count(),
@@ -208,12 +255,7 @@ int Session::run() {
                  : probes_->mode() == AttachMode::PerfPair   ? "perf-event uprobe + uretprobe pairs"
                                                              : "uprobe + uretprobe pairs");
   if (int rc = open_output()) return rc;
-
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-  signal(SIGPIPE, SIG_IGN);
+  signal(SIGPIPE, SIG_IGN);  // after the command's fork: it keeps its own
 
   if (opts_.all_processes)
     std::fprintf(stderr, "cudatrace: tracing every process of this host (%zu files probed); Ctrl-C to stop\n",
@@ -236,6 +278,7 @@ int Session::run() {
   hand_over_output();
   writer_->wait_written(kOutputStall);
   if (!output_ok()) return output_closed_ ? kExitBrokenPipe : kExitOutput;
+  if (command_mode() && stop_requested()) return stopped_at_start();  // not started after all
   std::string error;
   if (!release_command(command_, error)) {
     error_line(error);

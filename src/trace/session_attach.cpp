@@ -63,6 +63,7 @@ void Session::attach_mappings(pid_t pid) {
   symbolizer_.capture(pid, maps);
   const pid_t probe_pid = opts_.pid > 0 ? pid : -1;
   for (const Mapping& m : maps) {
+    if (opts_.all_processes && stop_requested()) return;  // a process of many new files takes long
     if (!m.exec || m.path.empty()) continue;
     if (!seen_mappings_.emplace(pid, m.inode, m.start).second) continue;
     const std::string path = host_path(pid, m);
@@ -109,6 +110,8 @@ int Session::attach_libs(pid_t pid) {
       error_line(lib + ": no traced CUDA API symbol in it (a stripped program has no symbol table left to find them in)");
       return kExitTarget;
     }
+    struct stat st {};
+    if (stat(lib.c_str(), &st) == 0) probed_files_.emplace(st.st_dev, st.st_ino);
   }
   return kExitOk;
 }
@@ -195,7 +198,8 @@ int Session::start_command() {
     if (const char* other = std::getenv("NVTX_INJECTION64_PATH"))
       warn_line(std::string("--nvtx replaces NVTX_INJECTION64_PATH=") + other + " for the command");
   }
-  CommandSetup setup{exe, opts_.command, opts_.output_path.empty(), nvtx_library_ ? nvtx_library_->path() : ""};
+  CommandSetup setup{exe, opts_.command, opts_.output_path.empty(), nvtx_library_ ? nvtx_library_->path() : "",
+                     inherited_stop_signals()};
   std::string error;
   if (!fork_held_command(setup, command_, error)) {
     error_line(error);

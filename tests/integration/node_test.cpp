@@ -8,12 +8,16 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <regex>
 #include <sstream>
 #include <thread>
@@ -155,6 +159,74 @@ std::optional<double> promql(int port, const std::string& query) {
   return std::stod(result[0]["value"][1].get<std::string>());
 }
 
+// Runs `argv` (argv[0] a path, which names the process) to its end, at most
+// `limit`; its exit status, -1 if it did not exit normally in time.
+int run_to_end(const std::vector<std::string>& argv, std::chrono::milliseconds limit = 20s) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int null_fd = open("/dev/null", O_RDWR);
+    dup2(null_fd, 0);
+    dup2(null_fd, 1);
+    std::vector<char*> args;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  int st = 0;
+  if (!wait_until([&] { return waitpid(pid, &st, WNOHANG) == pid; }, limit)) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+    return -1;
+  }
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+// The sum of the samples of `metric` whose labels contain every one of
+// `labels` (each like `api="cudaMalloc"`) in an exposition.
+double metric_sum(const std::string& text, const std::string& metric, const std::vector<std::string>& labels) {
+  double sum = 0;
+  for (const std::string& line : lines_of(text)) {
+    if (line.rfind(metric + "{", 0) != 0) continue;
+    const auto close = line.rfind("} ");
+    if (close == std::string::npos) continue;
+    const std::string set = line.substr(metric.size(), close - metric.size() + 1);
+    bool all = true;
+    for (const std::string& l : labels) all = all && set.find(l) != std::string::npos;
+    if (all) sum += std::stod(line.substr(close + 2));
+  }
+  return sum;
+}
+
+// A label value as the text exposition format writes it.
+std::string escaped(const std::string& value) {
+  std::string out;
+  for (char c : value) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+// `promtool check metrics` on an exposition: "" when it passes, else what it said.
+std::string promtool_check(const std::string& text, const std::string& dir) {
+  const std::string file = dir + "/exposition.txt";
+  std::ofstream(file) << text;
+  const Result r = run("timeout 60 /usr/bin/promtool check metrics < " + file);
+  return r.status == 0 && r.out.empty() && r.err.empty() ? "" : "status " + std::to_string(r.status) + ": " + r.out + r.err;
+}
+
+// A field of /proc/PID/status in KiB (VmRSS, RssAnon, VmHWM), -1 if absent.
+long status_kib(pid_t pid, const std::string& field) {
+  for (const std::string& line : lines_of(read_file("/proc/" + std::to_string(pid) + "/status")))
+    if (line.rfind(field + ":", 0) == 0) return std::stol(line.substr(field.size() + 1));
+  return -1;
+}
+
 class Node : public NeedsRoot {
  protected:
   void SetUp() override {
@@ -168,11 +240,12 @@ class Node : public NeedsRoot {
     if (!dir_.empty()) fs::remove_all(dir_);
   }
 
-  // Starts cudatrace --all-processes --prometheus on a port it picks; returns
-  // the port, 0 if it did not come up within 60 s.
-  int start_tracer(std::unique_ptr<Daemon>& tracer) {
-    tracer = std::make_unique<Daemon>(
-        std::vector<std::string>{tracer_path(), "-v", "--all-processes", "--prometheus", "127.0.0.1:0"}, "tracer");
+  // Starts cudatrace --all-processes --prometheus on a port it picks (and
+  // `extra` arguments); returns the port, 0 if it did not come up within 60 s.
+  int start_tracer(std::unique_ptr<Daemon>& tracer, const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> argv = {tracer_path(), "-v", "--all-processes", "--prometheus", "127.0.0.1:0"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    tracer = std::make_unique<Daemon>(argv, "tracer");
     const std::regex serving("serving Prometheus metrics on port ([0-9]+)");
     std::smatch m;
     int port = 0;
@@ -390,7 +463,8 @@ double cpu_ms_of(pid_t pid) {
 // whole-node tracing found it is not "while traced": the end report's share
 // counts from its discovery.
 TEST_F(Node, CostShareCountsFromWhenTheProcessWasFound) {
-  Daemon app({BUDGET_APP, "20000", "10"}, "app");
+  // Long enough to outlive a slow start-up on a loaded machine (stopped at the end).
+  Daemon app({BUDGET_APP, "120000", "10"}, "app");
   std::this_thread::sleep_for(1500ms);
   const double before_ms = cpu_ms_of(app.pid());
   ASSERT_GT(before_ms, 0);
@@ -412,6 +486,261 @@ TEST_F(Node, CostShareCountsFromWhenTheProcessWasFound) {
   EXPECT_GT(traced_cpu_ms, 0);
 }
 #endif
+
+#ifdef REAL_APP_SHARED
+// The issue's case: with the exporter running, a fresh program maps the
+// toolkit's libcudart (no process has it mapped), makes 3 cudaMalloc calls
+// and exits within milliseconds. The file was probed ahead at start, so the
+// uprobes reach the program's mapping at mmap: all 3 are counted.
+TEST_F(Node, ShortLivedProgramOfAProbedAheadLibraryMissesNothing) {
+  const Result ldd = run("ldd " REAL_APP_SHARED);
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(ldd.out, m, std::regex(R"(libcudart\.so\.13 => (\S+))"))) << ldd.out;
+  struct stat cudart {};
+  ASSERT_EQ(stat(m[1].str().c_str(), &cudart), 0) << m[1];
+  std::unique_ptr<Daemon> tracer;
+  const int port = start_tracer(tracer);
+  ASSERT_NE(port, 0) << tracer->err();
+  // The program's libcudart is one of the files probed ahead.
+  bool probed_ahead = false;
+  const std::regex ahead(R"(cudatrace: (\S+): \d+ APIs, probed ahead)");
+  const std::string err = tracer->err();
+  for (auto it = std::sregex_iterator(err.begin(), err.end(), ahead); it != std::sregex_iterator(); ++it) {
+    struct stat st {};
+    probed_ahead |= stat((*it)[1].str().c_str(), &st) == 0 && st.st_ino == cudart.st_ino && st.st_dev == cudart.st_dev;
+  }
+  ASSERT_TRUE(probed_ahead) << m[1] << " was not probed ahead:\n" << err;
+
+  const std::string name = "cts" + std::to_string(getpid() % 100000);
+  const std::string app = dir_ + "/" + name;
+  fs::create_symlink(REAL_APP_SHARED, app);
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_EQ(run_to_end({app, "mallocs", "3"}), 0);
+  const auto lived = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+  std::printf("the program ran %lld ms (fork to reaped)\n", static_cast<long long>(lived.count()));
+  const std::vector<std::string> labels = {"api=\"cudaMalloc\"", "comm=\"" + name + "\""};
+  std::string metrics;
+  EXPECT_TRUE(wait_until(
+      [&] {
+        metrics = http_get(port, "/metrics");
+        return metric_sum(metrics, "cuda_api_calls_total", labels) >= 3;
+      },
+      10s))
+      << metrics;
+  EXPECT_EQ(metric_sum(metrics, "cuda_api_calls_total", labels), 3) << metrics;
+  EXPECT_EQ(metric_sum(metrics, "cuda_api_calls_total",
+                       {"api=\"cudaMalloc\"", "comm=\"" + name + "\"", "error=\"cudaErrorInsufficientDriver\""}),
+            3)
+      << metrics;
+  EXPECT_EQ(tracer->stop(), 0) << tracer->err();
+}
+#endif
+
+// A busy node: 100 short CUDA processes (the fake runtime, probed ahead with
+// --lib) start and exit, 10 at a time, half of them launching 5,000 kernels
+// as fast as they can, while a scraper reads /metrics every 100 ms. Every
+// scrape is answered, every call is counted, nothing is lost.
+TEST_F(Node, BusyNodeEveryScrapeAnsweredEveryCallCounted) {
+  std::unique_ptr<Daemon> tracer;
+  const int port = start_tracer(tracer, {"--lib", FAKE_CUDART_LIB, "--lib", FAKE_CUDA_DRIVER_LIB});
+  ASSERT_NE(port, 0) << tracer->err();
+  const long rss_start_kib = status_kib(tracer->pid(), "VmRSS");
+
+  std::atomic<bool> done{false};
+  std::vector<double> latencies_ms;
+  int failed = 0;
+  std::thread scraper([&] {
+    auto next = std::chrono::steady_clock::now();
+    while (!done) {
+      const auto start = std::chrono::steady_clock::now();
+      const bool ok = !http_get(port, "/metrics").empty();  // 5 s limit
+      latencies_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+      failed += !ok;
+      next += 100ms;
+      std::this_thread::sleep_until(next);
+    }
+  });
+
+  const int kProcesses = 100, kAtOnce = 10, kNames = 4, kLaunches = 5000;
+  std::vector<std::string> names;
+  for (int i = 0; i < kNames; ++i) {
+    names.push_back("ctbusy" + std::to_string(getpid() % 1000) + "_" + std::to_string(i));
+    fs::create_symlink(FAKE_APP, dir_ + "/" + names.back());
+  }
+  const auto start = std::chrono::steady_clock::now();
+  std::atomic<int> failed_apps{0};
+  for (int batch = 0; batch < kProcesses / kAtOnce; ++batch) {
+    std::vector<std::thread> apps;
+    for (int i = 0; i < kAtOnce; ++i) {
+      const std::string app = dir_ + "/" + names[static_cast<std::size_t>(i % kNames)];
+      const std::vector<std::string> argv =
+          i % 2 ? std::vector<std::string>{app, "launch-loop", std::to_string(kLaunches)} : std::vector<std::string>{app, "basic"};
+      apps.emplace_back([&failed_apps, argv] {
+        if (run_to_end(argv, 60s) != 0) ++failed_apps;
+      });
+    }
+    for (std::thread& t : apps) t.join();
+  }
+  const double ran_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  // The exporter reads the kernel's counts every second: two reads later,
+  // every process's calls are in.
+  std::string metrics;
+  wait_until(
+      [&] {
+        metrics = http_get(port, "/metrics");
+        double mallocs = 0;
+        for (const std::string& n : names)
+          mallocs += metric_sum(metrics, "cuda_api_calls_total", {"api=\"cudaMalloc\"", "comm=\"" + n + "\""});
+        return mallocs >= kProcesses;
+      },
+      10s);
+  std::this_thread::sleep_for(2500ms);  // and the launch loops' last counts
+  metrics = http_get(port, "/metrics");
+  done = true;
+  scraper.join();
+  EXPECT_EQ(failed_apps, 0);
+  double mallocs = 0, launches = 0;
+  for (const std::string& n : names) {
+    mallocs += metric_sum(metrics, "cuda_api_calls_total", {"api=\"cudaMalloc\"", "comm=\"" + n + "\""});
+    launches += metric_sum(metrics, "cuda_kernel_launches_total", {"comm=\"" + n + "\""});
+  }
+  // `basic`: 2 cudaMalloc (one fails) and a launch; `launch-loop N`: N launches.
+  EXPECT_EQ(mallocs, kProcesses) << metrics;
+  EXPECT_EQ(launches, kProcesses / 2 * (1.0 + kLaunches)) << metrics;
+  EXPECT_EQ(metric_sum(metrics, "cudatrace_lost_records_total", {}), 0) << metrics;
+  EXPECT_EQ(promtool_check(metrics, dir_), "");
+
+  std::vector<double> sorted = latencies_ms;
+  std::sort(sorted.begin(), sorted.end());
+  ASSERT_FALSE(sorted.empty());
+  const auto at = [&sorted](double q) { return sorted[std::min(sorted.size() - 1, std::size_t(q * double(sorted.size())))]; };
+  const long rss_kib = status_kib(tracer->pid(), "VmRSS"), anon_kib = status_kib(tracer->pid(), "RssAnon"),
+             hwm_kib = status_kib(tracer->pid(), "VmHWM");
+  std::printf("busy node: %d processes in %.1f s; %zu scrapes every 100 ms: p50 %.1f ms, p99 %.1f ms, max %.1f ms, "
+              "%d failed; cudatrace: VmRSS %.1f MiB at start, %.1f MiB after (anonymous %.1f MiB), peak %.1f MiB\n",
+              kProcesses, ran_s, sorted.size(), at(0.5), at(0.99), sorted.back(), failed, rss_start_kib / 1024.0,
+              rss_kib / 1024.0, anon_kib / 1024.0, hwm_kib / 1024.0);
+  EXPECT_EQ(failed, 0);
+  EXPECT_LT(at(0.99), 1000) << "a scrape took more than a second";
+  EXPECT_EQ(tracer->stop(), 0) << tracer->err();
+}
+
+// Process names may hold quotes, backslashes, newlines, braces and bytes
+// that are not UTF-8: their label values are escaped per the text format
+// and made valid UTF-8, and `promtool check metrics` accepts the whole.
+TEST_F(Node, HostileProcessNamesAreEscapedLabelValues) {
+  std::unique_ptr<Daemon> tracer;
+  const int port = start_tracer(tracer, {"--lib", FAKE_CUDART_LIB, "--lib", FAKE_CUDA_DRIVER_LIB});
+  ASSERT_NE(port, 0) << tracer->err();
+  const std::string tag = std::to_string(getpid() % 100);
+  // (name, its label value); a name is at most 15 bytes (the kernel's comm).
+  const std::vector<std::pair<std::string, std::string>> names = {
+      {"q\"" + tag + "\"x", "q\"" + tag + "\"x"},
+      {"b\\" + tag + "\\\\", "b\\" + tag + "\\\\"},
+      {"n\n" + tag + "\nl", "n\n" + tag + "\nl"},
+      {"{" + tag + "}=a,b", "{" + tag + "}=a,b"},
+      {"u\xff" + tag + "\xc3", "u\xEF\xBF\xBD" + tag + "\xEF\xBF\xBD"},
+  };
+  for (const auto& [name, label] : names) {
+    fs::create_symlink(FAKE_APP, dir_ + "/" + name);
+    ASSERT_EQ(run_to_end({dir_ + "/" + name, "basic"}), 0) << name;
+  }
+  std::string metrics;
+  const auto all_there = [&] {
+    for (const auto& [name, label] : names)
+      if (metric_sum(metrics, "cuda_api_calls_total", {"api=\"cudaMalloc\"", "comm=\"" + escaped(label) + "\""}) != 2)
+        return false;
+    return true;
+  };
+  EXPECT_TRUE(wait_until(
+      [&] {
+        metrics = http_get(port, "/metrics");
+        return all_there();
+      },
+      10s))
+      << metrics;
+  EXPECT_EQ(promtool_check(metrics, dir_), "");
+  EXPECT_EQ(tracer->stop(), 0) << tracer->err();
+}
+
+// SIGINT and SIGTERM end cudatrace within a second wherever its start-up is
+// (loading and verifying the BPF object, the probe-cost measurement, the
+// exporter's start, attaching to running processes, probing ahead) and once
+// it serves. SIGINT runs start with SIGINT ignored, as a script's
+// background job does: cudatrace catches it anyway.
+TEST_F(Node, StopSignalsEndItWithinASecondAtAnyPointOfStartUp) {
+  // -v: a run that fails says how far its start-up got.
+  const std::vector<std::string> exporter = {"-v", "--all-processes", "--prometheus", "127.0.0.1:0"};
+  const std::vector<std::string> summary = {"-v", "--all-processes", "--summary"};
+  // Starts one; its pid once it catches both signals (its first step).
+  auto spawn = [](const std::vector<std::string>& args, bool ignore_sigint, const std::string& err) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      const int null_fd = open("/dev/null", O_RDWR);
+      const int err_fd = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      dup2(null_fd, 0);
+      dup2(null_fd, 1);
+      dup2(err_fd, 2);
+      if (ignore_sigint) signal(SIGINT, SIG_IGN);
+      exec_tracer(args);
+    }
+    const std::string status = "/proc/" + std::to_string(pid) + "/status";
+    const std::uint64_t both = (1ull << (SIGINT - 1)) | (1ull << (SIGTERM - 1));
+    wait_until(
+        [&] {
+          for (const std::string& line : lines_of(read_file(status)))
+            if (line.rfind("SigCgt:", 0) == 0) return (std::stoull(line.substr(7), nullptr, 16) & both) == both;
+          return true;  // gone
+        },
+        10s);
+    return pid;
+  };
+  // How long each start-up takes here: from catching the signals to the
+  // line that says it traces.
+  const std::string err = dir_ + "/tracer.err";
+  auto start_up_ms = [&](const std::vector<std::string>& args) {
+    const pid_t pid = spawn(args, false, err);
+    const auto start = std::chrono::steady_clock::now();
+    EXPECT_TRUE(wait_until([&] { return read_file(err).find("tracing every process") != std::string::npos; }, 60s))
+        << read_file(err);
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    kill(pid, SIGTERM);
+    waitpid(pid, nullptr, 0);
+    return ms;
+  };
+  const double exporter_ms = start_up_ms(exporter), summary_ms = start_up_ms(summary);
+  std::printf("start-up: %.0f ms with --prometheus, %.0f ms with --summary\n", exporter_ms, summary_ms);
+
+  std::mt19937 random(static_cast<unsigned>(getpid()));
+  double slowest_ms = 0;
+  for (int i = 0; i < 50; ++i) {
+    // Every fifth run the exporter (its verifier takes seconds), the others
+    // the quicker --summary start: the same steps, more often sampled.
+    const bool with_exporter = i % 5 == 0;
+    const int sig = i % 2 ? SIGTERM : SIGINT;
+    const double span_ms = (with_exporter ? exporter_ms : summary_ms) + 200;
+    const int delay_ms = std::uniform_int_distribution<int>(0, static_cast<int>(span_ms))(random);
+    const pid_t pid = spawn(with_exporter ? exporter : summary, sig == SIGINT, err);
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+    const auto sent = std::chrono::steady_clock::now();
+    kill(pid, sig);
+    int st = 0;
+    const bool ended = wait_until([&] { return waitpid(pid, &st, WNOHANG) == pid; }, 5s);
+    const double took_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - sent).count();
+    if (!ended) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &st, 0);
+    }
+    slowest_ms = std::max(slowest_ms, took_ms);
+    const std::string what = "run " + std::to_string(i) + ": " + (sig == SIGINT ? "SIGINT" : "SIGTERM") + " " +
+                             std::to_string(delay_ms) + " ms into the start-up" +
+                             (with_exporter ? " (--prometheus)" : " (--summary)");
+    ASSERT_TRUE(ended) << what << ": still running 5 s later\n" << read_file(err);
+    EXPECT_LE(took_ms, 1000) << what << ": took " << took_ms << " ms to stop\n" << read_file(err);
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << what << ": status " << st << "\n" << read_file(err);
+  }
+  std::printf("50 stops at random points of the start-up: the slowest took %.0f ms\n", slowest_ms);
+}
 
 TEST_F(Node, BadPrometheusAddressIsOneLine) {
   const Result r = run(tracer() + " --all-processes --prometheus nonsense");

@@ -149,6 +149,30 @@ TEST(Prometheus, StatusAndDirectionLabels) {
   EXPECT_STREQ(direction_label(200), "Default");
 }
 
+// Process names are any bytes but NUL and '/': escaped per the text format
+// (the serializer's part), made valid UTF-8 (utf8_label's).
+TEST(Prometheus, HostileProcessNamesAreEscapedAndValidUtf8) {
+  auto m = make();
+  const Api& api = *api_by_symbol("cudaFree");
+  m->add_calls({"a\"b\\c\nd{e}", "", ""}, api, 0, 0, calls(1, 100, 0));
+  m->add_calls({"bad\xff\xc3(", "", ""}, api, 0, 0, calls(1, 100, 0));
+  const std::string t = m->text();
+  EXPECT_NE(t.find("comm=\"a\\\"b\\\\c\\nd{e}\""), std::string::npos) << t;
+  EXPECT_NE(t.find("comm=\"bad\xEF\xBF\xBD\xEF\xBF\xBD(\""), std::string::npos) << t;
+}
+
+TEST(Prometheus, Utf8LabelKeepsValidTextAndReplacesEachBadByte) {
+  EXPECT_EQ(utf8_label("python3"), "python3");
+  EXPECT_EQ(utf8_label("caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80"), "caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80");
+  const std::string bad = "\xEF\xBF\xBD";
+  EXPECT_EQ(utf8_label("a\xFFz"), "a" + bad + "z");
+  EXPECT_EQ(utf8_label("\xC0\xAF"), bad + bad);              // overlong '/'
+  EXPECT_EQ(utf8_label("\xED\xA0\x80"), bad + bad + bad);     // a surrogate
+  EXPECT_EQ(utf8_label("\xF4\x90\x80\x80"), bad + bad + bad + bad);  // past U+10FFFF
+  EXPECT_EQ(utf8_label("\xE2\x82"), bad + bad);              // cut short
+  EXPECT_EQ(utf8_label(std::string("a\0b", 3)), std::string("a\0b", 3));
+}
+
 TEST(Prometheus, ServeRejectsABadAddress) {
   auto m = make();
   std::string error;

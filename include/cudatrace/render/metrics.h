@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <tuple>
 
 #include "cudatrace/decode/api_table.h"
@@ -68,5 +69,10 @@ class PrometheusMetrics {
 // The label values of a status and a copy direction.
 std::string status_label(const Api& api, std::uint16_t status);
 const char* direction_label(std::uint8_t direction);
+// `value` as a label value: the text format is UTF-8 (a scrape with one
+// invalid byte fails whole), so each byte that is not part of valid UTF-8
+// becomes U+FFFD. Quotes, backslashes and newlines are the serializer's to
+// escape; a process name may hold any byte but NUL and '/'.
+std::string utf8_label(std::string_view value);
 
 }  // namespace cudatrace

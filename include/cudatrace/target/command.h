@@ -3,9 +3,11 @@
 // instruction runs.
 #pragma once
 
+#include <signal.h>
 #include <sys/types.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace cudatrace {
@@ -22,6 +24,9 @@ struct CommandSetup {
   std::vector<std::string> argv;
   bool stdout_to_stderr = false;      // keep a trace on standard output the trace alone
   std::string nvtx_injection;         // NVTX_INJECTION64_PATH for the command; empty: unchanged
+  // Set in the command before its exec: the dispositions cudatrace was
+  // started with, for the signals it catches itself.
+  std::vector<std::pair<int, struct sigaction>> signals;
 };
 
 // Forks the command, which waits on a pipe. False with `error` set

@@ -17,6 +17,7 @@
 // file in render/output_file.h.
 #pragma once
 
+#include <signal.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -107,9 +108,14 @@ class Session {
   // session_node.cpp
   int attach_node();
   void rescan_node();
+  void probe_ahead();
   void export_tick();
 
   // session.cpp
+  bool command_mode() const { return opts_.pid <= 0 && !opts_.all_processes; }
+  bool stop_requested() const;  // SIGINT or SIGTERM came
+  static std::vector<std::pair<int, struct sigaction>> inherited_stop_signals();
+  int stopped_at_start() const;
   void drain_loop();
   void finish();
   int exit_status() const;

@@ -1,0 +1,261 @@
+#include "cudatrace/render/metrics_server.h"
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <list>
+#include <thread>
+#include <vector>
+
+namespace cudatrace {
+namespace {
+
+constexpr std::size_t kMaxRequestBytes = 16384;
+// After the answer, what the client still sends is read (and dropped) for a
+// moment before closing: closing with unread bytes would reset the
+// connection and could cut the answer's end off on the client's side.
+constexpr int kDrainMs = 1000;
+constexpr int kAcceptPauseMs = 100;
+
+std::uint64_t now_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return std::uint64_t(ts.tv_sec) * 1000 + std::uint64_t(ts.tv_nsec) / 1000000;
+}
+
+struct Connection {
+  enum State { Reading, Writing, Draining };
+  int fd;
+  State state = Reading;
+  std::string in, out;
+  std::size_t sent = 0;
+  std::uint64_t deadline_ms;
+};
+
+std::string response(int status, const char* reason, const std::string& body, bool head) {
+  std::string r = "HTTP/1.1 " + std::to_string(status) + " " + reason + "\r\n";
+  r += status == 200 ? "Content-Type: text/plain; version=0.0.4; charset=utf-8\r\n"
+                     : "Content-Type: text/plain; charset=utf-8\r\n";
+  if (status == 405) r += "Allow: GET, HEAD\r\n";
+  r += "Content-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n";
+  if (!head) r += body;
+  return r;
+}
+
+// A listening socket on HOST:PORT of `family` (AF_UNSPEC: any), -1 with `error`.
+int listen_at(const std::string& host, const std::string& port, int family, std::string& error) {
+  addrinfo hints{};
+  hints.ai_family = family;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  // Something like an address is never looked up as a name (256.0.0.1).
+  if (host.find_first_not_of("0123456789.") == std::string::npos || host.find(':') != std::string::npos)
+    hints.ai_flags |= AI_NUMERICHOST;
+  addrinfo* found = nullptr;
+  if (const int rc = getaddrinfo(host.empty() ? nullptr : host.c_str(), port.c_str(), &hints, &found); rc != 0) {
+    error = gai_strerror(rc);
+    return -1;
+  }
+  int fd = -1;
+  for (addrinfo* a = found; a && fd < 0; a = a->ai_next) {
+    fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) {
+      error = std::strerror(errno);
+      continue;
+    }
+    const int on = 1, off = 0;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+    // Every address: "::" takes IPv4 connections too.
+    if (a->ai_family == AF_INET6 && host.empty()) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off);
+    if (bind(fd, a->ai_addr, a->ai_addrlen) != 0 || listen(fd, SOMAXCONN) != 0) {
+      error = std::strerror(errno);
+      close(fd);
+      fd = -1;
+    }
+  }
+  freeaddrinfo(found);
+  return fd;
+}
+
+// The listening socket for ADDRESS, or -1 with `error`.
+int listen_on(const std::string& address, std::string& error) {
+  const auto colon = address.rfind(':');
+  std::string host = address.substr(0, colon), port = address.substr(colon + 1);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos ||
+      std::stoi(port) > 65535) {
+    error = "'" + port + "' is not a port number";
+    return -1;
+  }
+  if (!host.empty()) return listen_at(host, port, AF_UNSPEC, error);
+  const int fd = listen_at(host, port, AF_INET6, error);
+  return fd >= 0 ? fd : listen_at(host, port, AF_INET, error);  // a host without IPv6
+}
+
+int bound_port(int fd) {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof addr;
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return 0;
+  if (addr.ss_family == AF_INET6) return ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port);
+  return ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+}
+
+}  // namespace
+
+class MetricsServer::Loop {
+ public:
+  Loop(int listener, Body body) : listener_(listener), wake_(eventfd(0, EFD_CLOEXEC)), body_(std::move(body)) {}
+  ~Loop() {
+    const std::uint64_t one = 1;
+    if (thread_.joinable()) {
+      [[maybe_unused]] const ssize_t woken = write(wake_, &one, sizeof one);  // an eventfd write does not fail here
+      thread_.join();
+    }
+    for (const Connection& c : connections_) close(c.fd);
+    close(listener_);
+    if (wake_ >= 0) close(wake_);
+  }
+  bool start() {
+    if (wake_ < 0) return false;
+    thread_ = std::thread([this] { run(); });
+    return true;
+  }
+
+ private:
+  void run() {
+    std::vector<pollfd> fds;
+    while (true) {
+      const std::uint64_t now = now_ms();
+      for (auto it = connections_.begin(); it != connections_.end();)
+        it = it->deadline_ms <= now ? drop(it) : std::next(it);
+      int timeout = -1;
+      for (const Connection& c : connections_) {
+        const int left = static_cast<int>(c.deadline_ms - now);
+        timeout = timeout < 0 ? left : std::min(timeout, left);
+      }
+      const bool listening = now >= accept_paused_until_ms_;
+      if (!listening) timeout = timeout < 0 ? kAcceptPauseMs : std::min(timeout, kAcceptPauseMs);
+      fds.clear();
+      fds.push_back({wake_, POLLIN, 0});
+      fds.push_back({listening ? listener_ : -1, POLLIN, 0});
+      for (const Connection& c : connections_)
+        fds.push_back({c.fd, static_cast<short>(c.state == Connection::Writing ? POLLOUT : POLLIN), 0});
+      if (poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR) return;
+      if (fds[0].revents) return;
+      // The connections in the order of fds, then the new ones.
+      auto it = connections_.begin();
+      for (std::size_t i = 2; i < fds.size(); ++i) it = fds[i].revents ? serve(it, fds[i].revents) : std::next(it);
+      if (fds[1].revents) accept_all();
+    }
+  }
+
+  std::list<Connection>::iterator drop(std::list<Connection>::iterator it) {
+    close(it->fd);
+    return connections_.erase(it);
+  }
+
+  void accept_all() {
+    while (true) {
+      const int fd = accept4(listener_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) {
+        // Out of descriptors or memory: the listener stays readable, so
+        // look again in a moment rather than at once.
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+          accept_paused_until_ms_ = now_ms() + kAcceptPauseMs;
+        return;
+      }
+      if (connections_.size() >= kMaxConnections) {  // the oldest that is not being answered, else the oldest
+        auto victim = std::find_if(connections_.begin(), connections_.end(),
+                                   [](const Connection& c) { return c.state != Connection::Writing; });
+        drop(victim != connections_.end() ? victim : connections_.begin());
+      }
+      connections_.push_back({fd, Connection::Reading, {}, {}, 0, now_ms() + kRequestTimeoutMs});
+    }
+  }
+
+  std::list<Connection>::iterator serve(std::list<Connection>::iterator it, short revents) {
+    Connection& c = *it;
+    if (c.state == Connection::Writing) {
+      while (c.sent < c.out.size()) {
+        const ssize_t n = send(c.fd, c.out.data() + c.sent, c.out.size() - c.sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0) return errno == EAGAIN || errno == EINTR ? std::next(it) : drop(it);
+        c.sent += static_cast<std::size_t>(n);
+      }
+      shutdown(c.fd, SHUT_WR);
+      c.out = {};
+      c.state = Connection::Draining;
+      c.deadline_ms = now_ms() + kDrainMs;
+      return std::next(it);
+    }
+    char buf[4096];
+    const ssize_t n = recv(c.fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR) && !(revents & (POLLERR | POLLHUP))) return std::next(it);
+    if (n <= 0 || c.state == Connection::Draining) return n > 0 ? std::next(it) : drop(it);
+    c.in.append(buf, static_cast<std::size_t>(n));
+    if (c.in.size() > kMaxRequestBytes)
+      c.out = response(431, "Request Header Fields Too Large", "request too large\n", false);
+    else if (c.in.find("\r\n\r\n") == std::string::npos && c.in.find("\n\n") == std::string::npos)
+      return std::next(it);
+    else
+      answer(c);
+    c.state = Connection::Writing;
+    c.deadline_ms = now_ms() + kResponseTimeoutMs;
+    return serve(it, 0);  // most answers go out at once
+  }
+
+  void answer(Connection& c) {
+    const std::string line = c.in.substr(0, c.in.find_first_of("\r\n"));
+    const auto space = line.find(' ');
+    const std::string method = line.substr(0, space);
+    std::string target = space == std::string::npos ? "" : line.substr(space + 1);
+    target = target.substr(0, target.find(' '));
+    target = target.substr(0, target.find('?'));
+    const bool head = method == "HEAD";
+    if (method != "GET" && !head)
+      c.out = response(405, "Method Not Allowed", "only GET and HEAD\n", false);
+    else if (target != "/metrics")
+      c.out = response(404, "Not Found", "the metrics are at /metrics\n", head);
+    else
+      c.out = response(200, "OK", body_(), head);
+    c.in = {};
+  }
+
+  int listener_;
+  int wake_;
+  Body body_;
+  std::list<Connection> connections_;  // oldest first
+  std::uint64_t accept_paused_until_ms_ = 0;
+  std::thread thread_;
+};
+
+MetricsServer::MetricsServer(int port, std::unique_ptr<Loop> loop) : port_(port), loop_(std::move(loop)) {}
+
+MetricsServer::~MetricsServer() = default;
+
+std::unique_ptr<MetricsServer> MetricsServer::start(const std::string& address, Body body, std::string& error) {
+  std::string why;
+  const int fd = listen_on(address, why);
+  if (fd < 0) {
+    error = "cannot serve Prometheus metrics on " + address + ": " + why;
+    return nullptr;
+  }
+  const int port = bound_port(fd);
+  auto loop = std::make_unique<Loop>(fd, std::move(body));
+  if (!loop->start()) {
+    error = "cannot serve Prometheus metrics on " + address + ": " + std::strerror(errno);
+    return nullptr;
+  }
+  return std::unique_ptr<MetricsServer>(new MetricsServer(port, std::move(loop)));
+}
+
+}  // namespace cudatrace
