@@ -36,7 +36,8 @@ bool parse_listen_address(const std::string& text, sockaddr_in& addr, std::strin
     return false;
   }
   addr.sin_port = htons(static_cast<std::uint16_t>(number));
-  // The HTTP server (civetweb, as Debian builds it) listens on IPv4 only, and takes no host name.
+  // An IPv4 address, checked here as given: a host name or an IPv6 form is
+  // refused rather than served somewhere the user did not say.
   if (!host.empty() && inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
     error = "--prometheus: HOST must be an IPv4 address such as 127.0.0.1, or empty for every address (no host "
             "names or IPv6), not '" + host + "'";
