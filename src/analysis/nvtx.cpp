@@ -75,8 +75,10 @@ void NvtxTracker::annotate(Call& c) const {
 }
 
 void RangeSummary::on_call(const Call& c) {
-  // Outermost calls only: a runtime call's nested driver calls are part of it.
-  if (c.unfinished || c.entry_only || c.depth != 0 || c.api->layer() == Layer::Nvtx) return;
+  // Outermost calls only: a runtime call's nested driver calls are part of
+  // it. (An outermost call recorded at entry, an asynchronous operation by
+  // default, counts with no time of its own.)
+  if (c.unfinished || c.depth != 0 || c.api->layer() == Layer::Nvtx) return;
   const std::uint64_t launches = c.api->effect() == Effect::Launch;
   const std::uint64_t bytes = c.api->effect() == Effect::Copy ? transfer_bytes(c) : 0;
   if (!c.nvtx) {

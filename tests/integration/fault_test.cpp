@@ -902,7 +902,8 @@ TEST_F(Faults, ReportOfAFifoWaitsForAWriterForABoundedTime) {
 // ---- 6. Hostile data -------------------------------------------------------------
 
 TEST_F(Faults, HostileArgumentsKeepJsonValidAndTextOneLinePerCall) {
-  const std::string all = " -f mem,xfer,launch,stream,event,device,module -- " HOSTILE_APP;
+  // --every-layer: the launch's runtime record (libhostile_cuda.so makes no driver call).
+  const std::string all = " --every-layer -f mem,xfer,launch,stream,event,device,module -- " HOSTILE_APP;
   const Result r = run(tracer() + " --json" + all);
   ASSERT_EQ(r.status, 0) << r.err;
   const auto c = records(parse_lines(r.out), "call");

@@ -51,10 +51,19 @@ TEST_F(Nvtx, EveryCallCarriesTheRangesOpenOnItsThread) {
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(malloc_stacks(r), kExpected) << r.out;
   // The nested driver calls carry their thread's ranges too.
-  for (const json& j : calls(r, "cuLaunchKernel")) EXPECT_EQ(stack_of(j), (Stack{"step 1", "forward", "aten::linear"}));
-  const auto launches = calls(r, "cudaLaunchKernel");
+  std::map<std::uint64_t, Stack> by_size;  // each cudaMalloc's size is its own
+  for (const json& j : calls(r, "cudaMalloc")) by_size[j["args"]["size"]] = stack_of(j);
+  const auto allocs = calls(r, "cuMemAlloc_v2");
+  ASSERT_EQ(allocs.size(), by_size.size());
+  for (const json& j : allocs) EXPECT_EQ(stack_of(j), by_size.at(j["args"]["bytesize"])) << j;
+  // The launches, recorded at the driver's entry by default, too.
+  const auto launches = calls(r, "cuLaunchKernel");
   ASSERT_EQ(launches.size(), 2u);
-  for (const json& j : launches) EXPECT_EQ(stack_of(j), (Stack{"step 1", "forward", "aten::linear"}));
+  for (const json& j : launches) {
+    EXPECT_EQ(j["entry_only"], true) << j;
+    EXPECT_EQ(stack_of(j), (Stack{"step 1", "forward", "aten::linear"}));
+  }
+  EXPECT_TRUE(calls(r, "cudaLaunchKernel").empty());
   // The range calls themselves are records of the nvtx layer; the mark is one.
   const auto marks = calls(r, "cudatrace_nvtx_mark");
   ASSERT_EQ(marks.size(), 1u);
