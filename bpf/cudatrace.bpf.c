@@ -320,6 +320,20 @@ static __always_inline void drop_stale_frames(struct ct_thread_state *st)
 	}
 }
 
+/* The argument in `slot` (1-based, as the tables of record.h give it), or
+ * `fallback` when the slot is 0 or out of range. An indexed read, not a loop
+ * over the slots that assigns on a match: such a loop gives the verifier a
+ * new state for every combination of matches, and exporter mode's return
+ * program ran past its million instructions. */
+static __always_inline __u64 arg_in_slot(struct ct_frame *f, __u32 slot, __u64 fallback)
+{
+	__u32 idx = slot - 1; /* wraps to huge for slot 0 */
+	barrier_var(idx);     /* keep the bound on the register that indexes */
+	if (idx >= CT_MAX_ARGS)
+		return fallback;
+	return f->args[idx];
+}
+
 static __always_inline void aggregate_untimed(__u32 api);
 static __always_inline void fill_call(struct ct_call *c, __u32 type, __u64 pid_tgid, struct ct_thread_state *st,
 				      struct ct_frame *f, __u8 flags);
@@ -673,10 +687,7 @@ static __always_inline bool count_activity(__u32 api, struct ct_frame *f, __u32 
 	key->pad = 0;
 	key->page_locked_gen = a->kind == CT_ACT_COPY ? *gen : 0;
 	/* Copies: the host side of a host<->device copy (page-locked or not). */
-	__u64 dir = a->copy_kind;
-	for (int i = 0; i < CT_MAX_ARGS; i++)
-		if (i + 1 == a->copy_kind_slot)
-			dir = f->args[i];
+	__u64 dir = arg_in_slot(f, a->copy_kind_slot, a->copy_kind);
 	__u32 host_slot = dir == CT_COPY_HTOD ? a->src_slot : dir == CT_COPY_DTOH ? a->dst_slot : 0;
 	__u16 mask = a->key_args;
 	for (int i = 0; i < CT_MAX_ARGS; i++)
@@ -735,15 +746,13 @@ static __always_inline bool export_call(__u32 api, struct ct_frame *f, __u64 dur
 	__u64 bytes = 0;
 	if (a->kind == CT_EXP_COPY) {
 		__u64 dir = a->copy_kind;
-		__u64 rows = 1;
-		for (int i = 0; i < CT_MAX_ARGS; i++) {
-			if (i + 1 == a->copy_kind_slot) /* cudaMemcpyKind 0..3 are HtoH..DtoD */
-				dir = f->args[i] <= 3 ? f->args[i] : CT_EXPORT_DIR_DEFAULT;
-			if (i + 1 == a->bytes_slot)
-				bytes = f->args[i];
-			if (i + 1 == a->rows_slot)
-				rows = f->args[i];
+		if (a->copy_kind_slot) { /* cudaMemcpyKind 0..3 are HtoH..DtoD */
+			dir = arg_in_slot(f, a->copy_kind_slot, CT_EXPORT_DIR_DEFAULT);
+			if (dir > 3)
+				dir = CT_EXPORT_DIR_DEFAULT;
 		}
+		bytes = arg_in_slot(f, a->bytes_slot, 0);
+		__u64 rows = arg_in_slot(f, a->rows_slot, 1);
 		key.direction = dir <= CT_EXPORT_DIR_DEFAULT ? (__u8)dir : CT_EXPORT_DIR_DEFAULT;
 		bytes = outer_ok ? bytes * rows : 0;
 	}

@@ -79,6 +79,21 @@ std::string Symbolizer::function_at(pid_t pid, std::uint64_t addr) {
   return std::string(sym.name);
 }
 
+// Whether the bytes before file offset `at` end with a call instruction:
+// call rel32 (e8), or an indirect call (ff /2) through a register or memory
+// operand of 2 to 7 bytes.
+bool follows_call(std::string_view file, std::uint64_t at) {
+  const auto byte = [&](std::uint64_t back) -> int {
+    return at >= back && at - back < file.size() ? static_cast<unsigned char>(file[at - back]) : -1;
+  };
+  if (byte(5) == 0xe8) return true;
+  for (std::uint64_t len = 2; len <= 7; ++len) {
+    const int modrm = byte(len - 1);
+    if (byte(len) == 0xff && modrm >= 0 && ((modrm >> 3) & 7) == 2) return true;
+  }
+  return false;
+}
+
 Symbolizer::Location Symbolizer::locate(pid_t pid, std::uint64_t addr) {
   Location loc;
   const Mapping* m = mapping_at(pid, addr);
@@ -87,6 +102,7 @@ Symbolizer::Location Symbolizer::locate(pid_t pid, std::uint64_t addr) {
   loc.module_offset = addr - m->start + m->offset;
   loc.code = m->exec;
   const ElfFile* f = files_of_[pid][m - maps_[pid].data()];
+  if (m->exec && f) loc.after_call = follows_call(f->contents(), loc.module_offset);
   std::uint64_t vaddr = 0;
   FunctionSymbol sym;
   if (!m->exec || !f || !f->offset_to_vaddr(loc.module_offset, vaddr) || !f->function_containing(vaddr, sym)) return loc;

@@ -260,6 +260,10 @@ CostReport price_hits(const std::vector<HitCount>& counts, const ProbeCost& per_
       const auto start = cpu_at_start.find(pid);
       const std::uint64_t before = start == cpu_at_start.end() ? 0 : start->second;
       p.cpu_ns = *cpu - std::min(*cpu, before);
+      // The traps run on the process's own threads, so what they added is
+      // part of its CPU time: the workload factor must not price a loop that
+      // is little but probe hits above everything the process spent.
+      p.added_ns = std::min(p.added_ns, double(*p.cpu_ns));
     }
     r.processes.push_back(std::move(p));
   }

@@ -101,8 +101,17 @@ static bool inside_cuda(const Symbolizer::Location& loc) {
 }
 
 // A driver copy that a runtime made: its call site becomes the program's,
-// the first word above the return address on the stack that is code
-// outside CUDA (the runtime's own frames lie between).
+// the first word above the return address on the stack that is a return
+// address (code right after a call) outside CUDA and the C and C++ runtime
+// libraries (the runtime's own frames lie between, and may hold stale
+// return addresses of the calls it made into those).
+static bool system_library(const Symbolizer::Location& loc) {
+  const std::string base = loc.module.substr(loc.module.rfind('/') + 1);
+  for (const char* lib : {"libc.so", "libc-", "ld-linux", "libstdc++.so", "libgcc_s.so", "libm.so", "libpthread"})
+    if (base.rfind(lib, 0) == 0) return true;
+  return false;
+}
+
 void Session::find_program_caller() {
   if (call_.caller_chain.empty() || !call_.caller) return;
   const auto pid = static_cast<pid_t>(call_.pid);
@@ -110,7 +119,7 @@ void Session::find_program_caller() {
   for (std::uint64_t word : call_.caller_chain) {
     if (!word) continue;
     const Symbolizer::Location loc = symbolizer_.locate(pid, word);
-    if (!loc.code || inside_cuda(loc)) continue;
+    if (!loc.after_call || inside_cuda(loc) || system_library(loc)) continue;
     call_.caller = word;
     return;
   }

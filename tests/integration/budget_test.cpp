@@ -168,7 +168,7 @@ TEST_F(Budget, TraceRecordsOnlySampledLaunchesAndEveryAllocation) {
 }
 
 TEST_F(Budget, UnderTheBudgetEveryCallIsExact) {
-  const Result r = run("timeout 60 " + tracer() + " --summary --json --max-overhead 100 -- " BUDGET_APP " 1500 10");
+  const Result r = run("timeout 60 " + tracer() + " --summary --json --max-overhead 100 -- " BUDGET_APP " 1500 50");
   ASSERT_EQ(r.status, 0) << r.err;
   const Truth truth = truth_of(r.err);
   const std::vector<json> summaries = records(r.lines, "summary");

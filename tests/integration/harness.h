@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -45,8 +46,10 @@ inline std::string tracer() {
 }
 
 // In a forked child: becomes the tracer with these arguments.
+// A test that names its own --attach gets that one alone.
 [[noreturn]] inline void exec_tracer(const std::vector<std::string>& args) {
-  std::vector<std::string> argv = tracer_argv();
+  const bool own_attach = std::find(args.begin(), args.end(), "--attach") != args.end();
+  std::vector<std::string> argv = own_attach ? std::vector<std::string>{CUDATRACE_BIN} : tracer_argv();
   argv.insert(argv.end(), args.begin(), args.end());
   std::vector<char*> ptrs;
   for (const std::string& a : argv) ptrs.push_back(const_cast<char*>(a.c_str()));

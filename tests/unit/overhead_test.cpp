@@ -59,6 +59,15 @@ TEST(ProbeCost, SingleSteppedHitsArePricedAsSuch) {
   EXPECT_DOUBLE_EQ(added_ns(cost(500, 300, 12000), 10, 20, 0), kWorkloadFactor * 10 * 12000.0);
 }
 
+TEST(ProbeCost, NeverMoreThanTheProcessSpent) {
+  // 40,000 hits priced at 1.5 x 1.2 us each is 72 ms, but the process used
+  // 48 ms of CPU in all: the traps ran on its threads, so at most that.
+  const std::vector<HitCount> counts = {{5, "loop", 20000, 20000, 48000000}};
+  const CostReport r = price_hits(counts, cost(1200, 1200, 1200), {}, [](std::uint32_t) { return std::nullopt; });
+  ASSERT_EQ(r.processes.size(), 1u);
+  EXPECT_DOUBLE_EQ(r.processes[0].added_ns, 48000000.0);
+}
+
 TEST(ProbeCost, TextAndJson) {
   CostReport r{cost(500, 300, 9000), {}};
   ProcessCost p;

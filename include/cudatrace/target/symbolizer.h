@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -33,6 +34,7 @@ class Symbolizer {
     std::string function;              // symbol name as in the ELF file; empty if none holds it
     std::uint64_t function_offset = 0;
     bool code = false;                 // in an executable mapping
+    bool after_call = false;           // code right after a call instruction (a return address)
   };
   Location locate(pid_t pid, std::uint64_t addr);
   // A string at `addr` (at most `max` bytes): from the live process, else
@@ -57,6 +59,9 @@ class Symbolizer {
   std::unordered_map<pid_t, std::vector<FileKey>> keys_of_;          // the files each process holds
   std::map<FileKey, File> files_;
 };
+
+// Whether the bytes of `file` before offset `at` end with a call instruction.
+bool follows_call(std::string_view file, std::uint64_t at);
 
 // Reads a NUL-terminated string of at most `max` bytes at `addr` in `pid`.
 bool read_process_string(pid_t pid, std::uint64_t addr, std::size_t max, std::string& out);
