@@ -291,7 +291,7 @@ static __always_inline struct ct_frame *top_frame(struct ct_thread_state *st, __
 	return &st->frames[top & (CT_MAX_DEPTH - 1)];
 }
 
-/* --max-overhead (src/trace/budget.h): user space detaches the probes of the
+/* --max-overhead (src/record/budget.h): user space detaches the probes of the
  * APIs flagged in hot_apis and attaches them again. A call of one of them in
  * progress when its return probe went never sees its return: its frame,
  * entered before hot_stale_before_ns (set once a detach is complete), is

@@ -83,7 +83,7 @@ def find_cuda_libraries():
 
 def wait_keeper_gone(limit_s=600):
     """Seconds until no ct-uprobes process is left: it keeps the perf-event
-    uprobes of earlier --attach perf runs (src/trace/uprobe_keeper.cpp), and
+    uprobes of earlier --attach perf runs (src/record/uprobe_keeper.cpp), and
     until it has destroyed them they still trap on the same symbols."""
     start = time.monotonic()
     while subprocess.run(["pgrep", "-x", "ct-uprobes"], capture_output=True).returncode == 0:

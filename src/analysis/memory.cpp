@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <climits>
 
-#include "cudatrace/target/stacks.h"
 
 namespace cudatrace {
 

@@ -9,55 +9,13 @@
 namespace cudatrace {
 namespace {
 
-
 std::uint64_t read_u64(const std::uint8_t* p) {
   std::uint64_t v;
   std::memcpy(&v, p, sizeof v);
   return v;
 }
 
-// ct_api_stats's log-linear bucket (record.h), as the BPF side computes it.
-unsigned hist_bucket(std::uint64_t d) {
-  if (d < CT_HIST_SUB) return static_cast<unsigned>(d);
-  const unsigned p = 63 - static_cast<unsigned>(__builtin_clzll(d));
-  if (p > CT_HIST_MAX_POW) return CT_HIST_BUCKETS - 1;
-  return (p - 1) * CT_HIST_SUB + static_cast<unsigned>((d >> (p - 2)) & (CT_HIST_SUB - 1));
-}
-
 }  // namespace
-
-const char* nccl_datatype_name(std::uint64_t type) {
-  static const char* const kNames[] = {"ncclInt8",    "ncclUint8",   "ncclInt32",      "ncclUint32",
-                                       "ncclInt64",   "ncclUint64",  "ncclFloat16",    "ncclFloat32",
-                                       "ncclFloat64", "ncclBfloat16", "ncclFloat8e4m3", "ncclFloat8e5m2"};
-  return type < std::size(kNames) ? kNames[type] : nullptr;
-}
-
-std::size_t nccl_datatype_size(std::uint64_t type) {
-  static const std::size_t kSizes[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
-  return type < std::size(kSizes) ? kSizes[type] : 0;
-}
-
-const char* nccl_redop_name(std::uint64_t op) {
-  static const char* const kNames[] = {"ncclSum", "ncclProd", "ncclMax", "ncclMin", "ncclAvg"};
-  return op < std::size(kNames) ? kNames[op] : nullptr;
-}
-
-std::optional<std::uint64_t> nccl_unique_id_hash(const std::uint8_t* payload, std::size_t len) {
-  if (len == std::size_t(kNcclUniqueIdBytes)) return nccl_fnv1a(payload, len);
-  if (len == 8) return read_u64(payload);
-  return std::nullopt;
-}
-
-std::uint64_t nccl_fnv1a(const void* data, std::size_t len, std::uint64_t seed) {
-  const auto* p = static_cast<const std::uint8_t*>(data);
-  std::uint64_t h = seed;
-  for (std::size_t i = 0; i < len; ++i) {
-    h ^= p[i];
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
 
 std::uint64_t nccl_split_id(std::uint64_t parent, std::int64_t color, std::uint64_t index) {
   std::uint8_t bytes[24];
@@ -69,18 +27,6 @@ std::uint64_t nccl_split_id(std::uint64_t parent, std::int64_t color, std::uint6
   return nccl_fnv1a(bytes, sizeof bytes);
 }
 
-std::string nccl_id_text(std::uint64_t id) { return fmt::format("{:016x}", id); }
-
-void add_latency(ct_api_stats& s, std::uint64_t ns) {
-  ct_api_stats one{};
-  one.calls = 1;
-  one.total_ns = one.min_ns = one.max_ns = ns;
-  const unsigned __int128 sq = static_cast<unsigned __int128>(ns) * ns;
-  one.sum_sq_lo = static_cast<std::uint64_t>(sq);
-  one.sum_sq_hi = static_cast<std::uint64_t>(sq >> 64);
-  one.hist[hist_bucket(ns)] = 1;
-  add_stats(s, one);
-}
 
 
 
@@ -210,7 +156,7 @@ void NcclTracker::on_collective(const Call& c, NcclInfo& info) {
   CollectiveStats& row = collectives_[{c.api->symbol, info.has_comm ? info.comm_id : 0}];
   ++row.calls;
   row.bytes += info.bytes;
-  add_latency(row.latency, c.dur_ns);
+  add_call(row.latency, c.dur_ns, false);
   if (comm == comms_.end()) return;
   info.has_seq = true;
   info.seq = comm->second.next_seq++;
@@ -259,7 +205,7 @@ void NcclTracker::fold(RankSkew& skew, const Pending& p) {
     if (e.ts_ns > last->ts_ns) last = &e;
   }
   ++skew.keys;
-  add_latency(skew.spread, last->ts_ns - first);
+  add_call(skew.spread, last->ts_ns - first, false);
   for (const Entry& e : p.entries) {
     RankSkew::Rank& r = skew.ranks[{e.pid, e.rank}];
     r.lag_ns += e.ts_ns - first;

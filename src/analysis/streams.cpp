@@ -8,7 +8,6 @@
 #include <limits>
 
 #include "cudatrace/decode/transfer.h"
-#include "cudatrace/render/format.h"
 
 namespace cudatrace {
 namespace {
@@ -250,12 +249,15 @@ StreamTracker::Segment& StreamTracker::open_segment(Process& p, Stream& s, bool 
   return seg;
 }
 
-void StreamTracker::queue(Stream& s, std::string label) {
+void StreamTracker::queue(Stream& s, const StreamActivity::Queued& what) {
   if (s.tid)
     lane_name_ = fmt::format("stream per-thread (tid {})", s.tid);
   else
     lane_name_ = "stream " + s.id;
-  activity_.queued = StreamActivity::Queued{s.id, s.lane, lane_name_, std::move(label)};
+  activity_.queued = what;
+  activity_.queued->stream = s.id;
+  activity_.queued->lane = s.lane;
+  activity_.queued->lane_name = lane_name_;
 }
 
 void StreamTracker::apply(Process& p, Call& c) {
@@ -278,7 +280,7 @@ void StreamTracker::apply(Process& p, Call& c) {
       Segment& seg = open_segment(p, s, false);
       seg.work.add_launch(kernel, short_name);
       seg.last_seq = ++p.seq;
-      queue(s, std::string(short_name));
+      queue(s, {{}, 0, {}, Effect::Launch, short_name});
       break;
     }
     case Effect::Copy:
@@ -292,8 +294,7 @@ void StreamTracker::apply(Process& p, Call& c) {
       ++b.count;
       b.bytes += bytes;
       seg.last_seq = ++p.seq;
-      queue(s, copy ? fmt::format("copy {} {}", direction_name(dir), format_bytes(bytes))
-                    : fmt::format("memset {}", format_bytes(bytes)));
+      queue(s, {{}, 0, {}, c.api->effect(), {}, dir, bytes});
       if (copy && stream_arg && (dir == Direction::HtoD || dir == Direction::DtoH)) {
         // cudaMemcpyAsync(dst, src, ...): the host side is src for HtoD, dst for DtoH.
         const auto host = arg_value(c, ArgType::Ptr, dir == Direction::HtoD ? 1 : 0);

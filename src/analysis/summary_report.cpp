@@ -4,7 +4,6 @@
 
 #include <algorithm>
 
-#include "cudatrace/target/stacks.h"
 
 namespace cudatrace {
 namespace {
@@ -23,7 +22,7 @@ std::vector<SummarySnapshot::Kernel> kernel_rows(const Activity& a) {
 }  // namespace
 
 std::string SummaryReport::call_site(std::uint32_t pid, std::uint64_t caller) const {
-  return stacks_ && caller ? frame_text(stacks_->frame(static_cast<pid_t>(pid), caller)) : fmt::format("{:#x}", caller);
+  return names_.call_site && caller ? names_.call_site(pid, caller) : fmt::format("{:#x}", caller);
 }
 
 std::uint64_t SummaryReport::calls(const std::vector<ct_api_stats>& run) const {
@@ -58,13 +57,13 @@ InsightInput SummaryReport::insight_input(const std::vector<ct_api_stats>& run, 
 }
 
 SummarySnapshot SummaryReport::snapshot(const std::vector<ct_api_stats>& run, std::uint64_t now_ns, bool final,
-                                        const CostReport* cost) {
+                                        std::optional<CostReport> cost, const Sampling* sampling) {
   if (previous_.empty()) {
     previous_.assign(run.size(), ct_api_stats{});
     previous_ns_ = opts_.start_ns;
   }
   SummarySnapshot s;
-  s.sampling = sampling_;
+  s.sampling = sampling;
   s.final = final;
   s.now_ns = now_ns;
   s.start_ns = opts_.start_ns;
@@ -73,7 +72,7 @@ SummarySnapshot SummaryReport::snapshot(const std::vector<ct_api_stats>& run, st
   s.tables = opts_.tables;
   s.with_insights = opts_.tables || opts_.insights;
   s.hist = opts_.hist;
-  s.cost = cost;
+  s.cost = std::move(cost);
 
   std::vector<ct_api_stats> shown = run;
   if (!final)
@@ -88,11 +87,12 @@ SummarySnapshot SummaryReport::snapshot(const std::vector<ct_api_stats>& run, st
   if (final && opts_.tables) {
     for (const Allocation* a : memory.outstanding()) {
       SummarySnapshot::Leak leak{*a, call_site(a->pid, a->caller), {}};
-      if (stacks_ && !a->stack.empty()) leak.stack = stacks_->frames(static_cast<pid_t>(a->pid), a->stack);
+      if (names_.stack && !a->stack.empty()) leak.stack = names_.stack(a->pid, a->stack);
       s.leaks.push_back(std::move(leak));
     }
   }
   if (opts_.collectives) s.collectives = &pipeline_.nccl();
+  if (final) s.by_range = pipeline_.by_range();
   if (s.with_insights) {
     s.insights = find_insights(insight_input(run, now_ns), opts_.thresholds);
     if (opts_.collectives)

@@ -14,14 +14,15 @@
 #include <iterator>
 #include <sstream>
 
-#include "cudatrace/decode/api_table.h"
 #include "cudatrace/cli/api_docs.h"
-#include "cudatrace/cli/offline.h"
 #include "cudatrace/cli/probe_list.h"
-#include "cudatrace/analysis/nvtx.h"
+#include "cudatrace/decode/api_table.h"
+#include "cudatrace/drive/tracer.h"
+#include "cudatrace/options.h"
+#include "cudatrace/record/probes.h"
+#include "cudatrace/render/metrics_server.h"
 #include "cudatrace/render/output_file.h"
-#include "cudatrace/trace/node_exporter.h"
-#include "cudatrace/trace/tracer.h"
+#include "cudatrace/target/nvtx_injection.h"
 
 namespace {
 

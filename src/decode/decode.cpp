@@ -1,9 +1,10 @@
 #include "cudatrace/decode/decode.h"
 
+#include <fmt/format.h>
+
 #include <cstring>
 
 #include "cudatrace/decode/kernel_names.h"
-#include "cudatrace/analysis/nccl.h"
 
 namespace cudatrace {
 namespace {
@@ -302,5 +303,44 @@ bool decode_call(const ct_call& rec, KernelNames* names, Call& call, const Strin
   }
   return true;
 }
+
+const char* nccl_datatype_name(std::uint64_t type) {
+  static const char* const kNames[] = {"ncclInt8",    "ncclUint8",   "ncclInt32",      "ncclUint32",
+                                       "ncclInt64",   "ncclUint64",  "ncclFloat16",    "ncclFloat32",
+                                       "ncclFloat64", "ncclBfloat16", "ncclFloat8e4m3", "ncclFloat8e5m2"};
+  return type < std::size(kNames) ? kNames[type] : nullptr;
+}
+
+std::size_t nccl_datatype_size(std::uint64_t type) {
+  static const std::size_t kSizes[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
+  return type < std::size(kSizes) ? kSizes[type] : 0;
+}
+
+const char* nccl_redop_name(std::uint64_t op) {
+  static const char* const kNames[] = {"ncclSum", "ncclProd", "ncclMax", "ncclMin", "ncclAvg"};
+  return op < std::size(kNames) ? kNames[op] : nullptr;
+}
+
+std::optional<std::uint64_t> nccl_unique_id_hash(const std::uint8_t* payload, std::size_t len) {
+  if (len == std::size_t(kNcclUniqueIdBytes)) return nccl_fnv1a(payload, len);
+  if (len == 8) {
+    std::uint64_t id;
+    std::memcpy(&id, payload, sizeof id);
+    return id;
+  }
+  return std::nullopt;
+}
+
+std::uint64_t nccl_fnv1a(const void* data, std::size_t len, std::uint64_t seed) {
+  const auto* p = static_cast<const std::uint8_t*>(data);
+  std::uint64_t h = seed;
+  for (std::size_t i = 0; i < len; ++i) {
+    h ^= p[i];
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+std::string nccl_id_text(std::uint64_t id) { return fmt::format("{:016x}", id); }
 
 }  // namespace cudatrace

@@ -1,5 +1,6 @@
 #include "cudatrace/render/metrics_server.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -10,12 +11,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <list>
 #include <thread>
 #include <vector>
+
+#include "cudatrace/clock.h"
 
 namespace cudatrace {
 namespace {
@@ -27,11 +31,7 @@ constexpr std::size_t kMaxRequestBytes = 16384;
 constexpr int kDrainMs = 1000;
 constexpr int kAcceptPauseMs = 100;
 
-std::uint64_t now_ms() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return std::uint64_t(ts.tv_sec) * 1000 + std::uint64_t(ts.tv_nsec) / 1000000;
-}
+std::uint64_t now_ms() { return monotonic_ns() / 1000000; }
 
 struct Connection {
   enum State { Reading, Writing, Draining };
@@ -256,6 +256,44 @@ std::unique_ptr<MetricsServer> MetricsServer::start(const std::string& address, 
     return nullptr;
   }
   return std::unique_ptr<MetricsServer>(new MetricsServer(port, std::move(loop)));
+}
+
+bool parse_listen_address(const std::string& text, sockaddr_in& addr, std::string& error) {
+  const auto colon = text.rfind(':');
+  const std::string host = colon == std::string::npos ? text : text.substr(0, colon);
+  const std::string port = colon == std::string::npos ? std::string() : text.substr(colon + 1);
+  unsigned number = 0;
+  const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), number);
+  addr = sockaddr_in{};
+  addr.sin_family = AF_INET;
+  if (colon == std::string::npos || port.empty() || ec != std::errc() || end != port.data() + port.size() ||
+      number > 65535) {
+    error = "--prometheus needs HOST:PORT with a port from 0 (any free port) to 65535 (127.0.0.1:9400, or :9400 for "
+            "every address), not '" + text + "'";
+    return false;
+  }
+  addr.sin_port = htons(static_cast<std::uint16_t>(number));
+  // An IPv4 address, checked here as given: a host name or an IPv6 form is
+  // refused rather than served somewhere the user did not say.
+  if (!host.empty() && inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
+    error = "--prometheus: HOST must be an IPv4 address such as 127.0.0.1, or empty for every address (no host "
+            "names or IPv6), not '" + host + "'";
+    return false;
+  }
+  return true;
+}
+
+bool check_listen_address(const std::string& text, std::string& error) {
+  sockaddr_in addr{};
+  if (!parse_listen_address(text, addr, error)) return false;
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int one = 1;
+  // As the server will: SO_REUSEADDR, so that only a listener there refuses it.
+  const bool ok = fd >= 0 && setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0 &&
+                  bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0;
+  if (!ok) error = "cannot serve Prometheus metrics on " + text + ": " + std::strerror(errno);
+  if (fd >= 0) close(fd);
+  return ok;
 }
 
 }  // namespace cudatrace

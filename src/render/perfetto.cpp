@@ -1,3 +1,6 @@
+// --perfetto FILE: a timeline in Chrome trace-event JSON, which
+// ui.perfetto.dev and chrome://tracing open (docs/timeline.md). Written as
+// the calls arrive; only the per-process bookkeeping stays in memory.
 #include "cudatrace/render/perfetto.h"
 
 #include <sys/stat.h>
@@ -8,14 +11,57 @@
 #include <cstring>
 #include <iterator>
 
+#include "cudatrace/render/format.h"
 #include "cudatrace/render/json.h"
-#include "cudatrace/render/annotations.h"
+#include "cudatrace/render/text.h"
+#include "cudatrace/render/writer.h"
 #include "cudatrace/render/output_file.h"
 
 namespace cudatrace {
 namespace {
 
 constexpr std::size_t kFlushBytes = 1 << 16;
+
+class PerfettoWriter final : public Writer {
+ public:
+  // Creates `path` as the -o file is created (output_file.h) and writes the
+  // document's start; nullptr with `error` set if it cannot. `start_ns`
+  // (CLOCK_MONOTONIC) becomes timestamp 0.
+  static std::unique_ptr<PerfettoWriter> open(const std::string& path, const OutputFileOptions& file,
+                                              std::uint64_t start_ns, std::string& error);
+  ~PerfettoWriter();
+
+  // One call: its API slice, the work it queued on a stream lane, the event
+  // flow it consumed, and the process's live device memory it changed.
+  void call(const Call& c, const CallAnalysis& a) override;
+  // An NVTX range that ended (--nvtx): a slice on its thread's track, around
+  // the calls made in it; start/end ranges are async slices of the process.
+  void nvtx_range(const NvtxClosed& r) override;
+  // Ends the JSON document and closes the file; later calls do nothing.
+  // False (with `error`) if any write failed: the file is then left empty.
+  bool finish(std::string& error) override;
+
+ private:
+  PerfettoWriter(std::FILE* f, const std::string& path, std::uint64_t start_ns);
+  void begin_event(const char* ph, std::uint32_t pid, std::uint32_t tid, std::uint64_t ts_ns);
+  void name_threads(const Call& c);
+  void api_slice(const Call& c);
+  void queued_slice(const Call& c, const StreamActivity::Queued& q);
+  void flow(const Call& c, const StreamActivity::Consumed& from);
+  void memory_counter(const Call& c, std::uint64_t device_bytes);
+  void end_event();
+  void flush_if_large();
+  void write_buffer();
+
+  std::FILE* file_;
+  std::string path_;
+  std::uint64_t start_ns_;
+  fmt::memory_buffer buf_;
+  bool first_event_ = true;
+  int write_errno_ = 0;  // of the first write that failed
+  std::set<std::uint32_t> named_processes_;
+  std::set<std::pair<std::uint32_t, std::uint32_t>> named_threads_;  // pid, tid (lanes included)
+};
 
 }  // namespace
 
@@ -121,7 +167,7 @@ void PerfettoWriter::api_slice(const Call& c) {
   end_event();
 }
 
-void PerfettoWriter::on_nvtx_range(const NvtxClosed& r) {
+void PerfettoWriter::nvtx_range(const NvtxClosed& r) {
   auto it = std::back_inserter(buf_);
   const std::uint64_t start = r.range.start_ns;
   if (!r.process_wide) {
@@ -155,7 +201,14 @@ void PerfettoWriter::queued_slice(const Call& c, const StreamActivity::Queued& q
   }
   begin_event("X", c.pid, lane_tid, c.ts_ns);
   fmt::format_to(it, ",\"dur\":{:.3f},\"name\":", c.dur_ns / 1e3);
-  append_json_string(buf_, q.label);
+  fmt::memory_buffer label;
+  if (q.effect == Effect::Launch)
+    label.append(q.kernel);
+  else if (q.effect == Effect::Copy)
+    fmt::format_to(std::back_inserter(label), "copy {} {}", direction_name(q.direction), format_bytes(q.bytes));
+  else
+    fmt::format_to(std::back_inserter(label), "memset {}", format_bytes(q.bytes));
+  append_json_string(buf_, std::string_view(label.data(), label.size()));
   fmt::format_to(it, ",\"cat\":\"queued\",\"args\":{{\"stream\":\"{}\",\"api\":\"{}\",\"tid\":{},", q.stream,
                  c.api->symbol, c.tid);
   if (!c.kernel.empty()) {
@@ -185,7 +238,7 @@ void PerfettoWriter::memory_counter(const Call& c, std::uint64_t device_bytes) {
   end_event();
 }
 
-void PerfettoWriter::on_call(const Call& c, const CallAnalysis& a) {
+void PerfettoWriter::call(const Call& c, const CallAnalysis& a) {
   if (!file_) return;
   name_threads(c);
   api_slice(c);
@@ -219,6 +272,11 @@ bool PerfettoWriter::finish(std::string& error) {
     error = "writing " + path_ + ": " + std::strerror(write_errno_) + "; the timeline is incomplete" +
             (emptied ? ", so the file was emptied" : "");
   return !write_errno_;
+}
+
+std::unique_ptr<Writer> make_perfetto_writer(const std::string& path, const OutputFileOptions& file,
+                                             std::uint64_t start_ns, std::string& error) {
+  return PerfettoWriter::open(path, file, start_ns, error);
 }
 
 }  // namespace cudatrace

@@ -2,7 +2,7 @@
 // JSON and text writers fed typical records (issue 11: the JSON writer must
 // sustain 2 M records/s). No BPF, no root. Results in docs/benchmarks.md.
 //   output_bench [--records N] [--reps R]
-// "format": Output::call on decoded calls, as the session calls it, cutting
+// "format": Writer::call on decoded calls, as the driver calls it, cutting
 // chunks as the session does (what the writer thread then writes is not
 // counted: it runs on another core). "decode+format": from the raw ring
 // record, decode_call included.
@@ -19,7 +19,7 @@
 #include "cudatrace/decode/api_table.h"
 #include "cudatrace/decode/decode.h"
 #include "cudatrace/decode/kernel_names.h"
-#include "cudatrace/render/output.h"
+#include "cudatrace/render/writer.h"
 #include "cudatrace/render/output_writer.h"
 
 namespace {
@@ -109,27 +109,30 @@ double thread_cpu_s() {
 }
 
 // Runs `records` records through `out`, `reps` times; the best repetition.
-Timing measure(Output& out, std::size_t records, int reps, const std::function<void(std::size_t)>& one) {
+// The writers read nothing of it for a call without annotations.
+const CallAnalysis kNoAnalysis;
+
+Timing measure(Writer& out, std::size_t records, int reps, const std::function<void(std::size_t)>& one) {
   double best = 0, bytes_per_record = 0;
   std::vector<std::uint32_t> record_ends;
   record_ends.reserve(OutputWriter::kChunkBytes / 64);
-  out.buffer().reserve(OutputWriter::kChunkCapacity);
+  out.buffer()->reserve(OutputWriter::kChunkCapacity);
   for (int rep = 0; rep < reps; ++rep) {
     std::uint64_t bytes = 0;
-    out.buffer().clear();
+    out.buffer()->clear();
     const double start = thread_cpu_s();
     for (std::size_t i = 0; i < records; ++i) {
       one(i);
-      const std::size_t size = out.buffer().size();
+      const std::size_t size = out.buffer()->size();
       record_ends.push_back(Chunk::record_end(size, false));
       if (size >= OutputWriter::kChunkBytes) {  // handed to the writer thread
         bytes += size;
-        out.buffer().clear();
+        out.buffer()->clear();
         record_ends.clear();
       }
     }
     const double s = thread_cpu_s() - start;
-    bytes += out.buffer().size();
+    bytes += out.buffer()->size();
     best = std::max(best, records / s);
     bytes_per_record = double(bytes) / records;
   }
@@ -157,7 +160,7 @@ int main(int argc, char** argv) {
   std::printf("| format | record | format only (records/s) | decode+format (records/s) | bytes/record |\n");
   std::printf("| --- | --- | --- | --- | --- |\n");
   for (const bool json : {true, false}) {
-    auto out = json ? make_json_output() : make_text_output(5'000'000'000'000);
+    auto out = json ? make_json_writer() : make_text_writer(5'000'000'000'000, false);
     // Each kind alone, then the four in turn.
     for (std::size_t kind = 0; kind <= samples.size(); ++kind) {
       std::vector<const ct_call*> recs;
@@ -168,10 +171,10 @@ int main(int argc, char** argv) {
       std::vector<Call> decoded(recs.size());
       for (std::size_t i = 0; i < recs.size(); ++i) decode_call(*recs[i], &names, decoded[i]);
       Call scratch;
-      const Timing fmt_only = measure(*out, records, reps, [&](std::size_t i) { out->call(decoded[i % recs.size()]); });
+      const Timing fmt_only = measure(*out, records, reps, [&](std::size_t i) { out->call(decoded[i % recs.size()], kNoAnalysis); });
       const Timing full = measure(*out, records, reps, [&](std::size_t i) {
         decode_call(*recs[i % recs.size()], &names, scratch);
-        out->call(scratch);
+        out->call(scratch, kNoAnalysis);
       });
       std::printf("| %s | %s | %.2f M | %.2f M | %.0f |\n", json ? "JSON" : "text",
                   kind < samples.size() ? samples[kind].first : "mix of the four", fmt_only.records_per_s / 1e6,

@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-#include "cudatrace/trace/probes.h"
+#include "cudatrace/record/probes.h"
 #include "probe_bench.skel.h"
 
 namespace {

@@ -10,7 +10,7 @@
 
 #include "cudatrace/decode/decode.h"
 #include "cudatrace/decode/kernel_names.h"
-#include "cudatrace/render/output.h"
+#include "cudatrace/render/writer.h"
 
 using namespace cudatrace;
 
@@ -43,19 +43,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (!decode_call(rec, &names, call)) return 0;
   if (call.api->group() == Group::Module) names.learn(call);
 
-  auto json = make_json_output();
-  auto text = make_text_output(0);
-  if (call.unfinished) {
-    json->unfinished(call);
-    text->unfinished(call);
-  } else {
-    json->call(call);
-    text->call(call);
-  }
-  require_one_line(json->buffer());
-  require_one_line(text->buffer());
-  const auto parsed = nlohmann::json::parse(json->buffer().data(), json->buffer().data() + json->buffer().size(),
-                                            nullptr, /*allow_exceptions=*/false);
+  auto json = make_json_writer();
+  auto text = make_text_writer(0, false);
+  json->call(call, CallAnalysis{});
+  text->call(call, CallAnalysis{});
+  const fmt::memory_buffer& line = *json->buffer();
+  require_one_line(line);
+  require_one_line(*text->buffer());
+  const auto parsed = nlohmann::json::parse(line.data(), line.data() + line.size(), nullptr, /*allow_exceptions=*/false);
   require(parsed.is_object() && parsed.contains("api") && parsed.contains("args"));
   return 0;
 }

@@ -1,8 +1,8 @@
 // What cudatrace says when the kernel refuses its BPF programs
-// (src/trace/bpf_load.cpp): libbpf's messages read back, the verifier's
+// (src/record/bpf_load.cpp): libbpf's messages read back, the verifier's
 // rejection told apart from a permission problem, and one real rejection
 // (tests/fixtures/verifier_rejects.bpf.c, as root).
-#include "cudatrace/trace/bpf_load.h"
+#include "cudatrace/record/bpf_load.h"
 
 #include <bpf/libbpf.h>
 #include <gtest/gtest.h>
@@ -11,7 +11,7 @@
 #include <cerrno>
 #include <string>
 
-#include "cudatrace/trace/tracer.h"
+#include "cudatrace/options.h"
 #include "verifier_rejects.skel.h"
 
 namespace cudatrace {

@@ -1,4 +1,4 @@
-#include "cudatrace/trace/budget.h"
+#include "cudatrace/record/budget.h"
 
 #include <gtest/gtest.h>
 
@@ -239,43 +239,6 @@ TEST(Sampling, RatiosAndEstimates) {
   EXPECT_DOUBLE_EQ(s.ratio(malloc_api->id), 1.0);
   EXPECT_DOUBLE_EQ(s.mean_ratio(), 0.02);
   EXPECT_DOUBLE_EQ(s.ratio(kNoApi), 1.0);
-}
-
-TEST(BudgetReport, TextAndJson) {
-  BudgetReport r;
-  r.max_pct = 1;
-  r.estimated_cost_pct = 0.93;
-  r.attached_pct = 4.5;
-  r.seen_ratio = 0.037;
-  r.switches = 12;
-  r.attach_ms_max = 1.25;
-  r.detach_ms_max = 60;
-  r.sampled_apis = {"cuLaunchKernel", "cudaLaunchKernel"};
-  fmt::memory_buffer text;
-  append_budget_text(text, r);
-  EXPECT_EQ(fmt::to_string(text),
-            "cudatrace: --max-overhead 1 %: estimated cost 0.93 % (hits priced at 2x the start-up measurement); "
-            "2 launch-rate APIs (cuLaunchKernel, cudaLaunchKernel) traced in sampled windows, 4.5 % of the time "
-            "(switched 12 times, the slowest attach 1.2 ms, detach 60.0 ms): their counts are estimates from "
-            "3.70 % of their calls (marked ~)\n");
-  fmt::memory_buffer json;
-  append_budget_json(json, r);
-  const std::string s = fmt::to_string(json);
-  cudatrace_test::JsonValue v;
-  std::string err;
-  ASSERT_TRUE(cudatrace_test::JsonParser::parse(s, v, err)) << err << "\n" << s;
-  ASSERT_TRUE(v.has("estimated_apis"));
-  EXPECT_EQ(v.get("estimated_apis")->items.size(), 2u);
-  EXPECT_EQ(v.get("seen_ratio")->text, "0.037000");
-
-  BudgetReport exact;
-  exact.max_pct = 2;
-  exact.estimated_cost_pct = 0.5;
-  fmt::memory_buffer exact_text;
-  append_budget_text(exact_text, exact);
-  EXPECT_EQ(fmt::to_string(exact_text),
-            "cudatrace: --max-overhead 2 %: estimated cost 0.50 % (hits priced at 2x the start-up measurement), "
-            "every call traced\n");
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // The NCCL model (nccl.h) and the decoding of NCCL arguments, on records built by hand.
 #include "cudatrace/analysis/nccl.h"
-#include "cudatrace/render/annotations.h"
+#include "cudatrace/render/json_format.h"
+#include "cudatrace/render/text.h"
 
 #include <gtest/gtest.h>
 

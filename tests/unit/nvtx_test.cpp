@@ -5,8 +5,9 @@
 #include <vector>
 
 #include "cudatrace/analysis/nvtx.h"
-#include "cudatrace/render/annotations.h"
-#include "cudatrace/render/range_summary.h"
+#include "cudatrace/render/json_format.h"
+#include "cudatrace/render/text.h"
+
 #include "record_builder.h"
 
 namespace {
@@ -153,6 +154,17 @@ TEST(NvtxOutput, JsonAndText) {
   EXPECT_EQ(fmt::to_string(text), "");
 }
 
+// The JSON summary's --by-range line (it follows the summary line).
+std::string ranges_line(const RangeSummary& ranges) {
+  SummarySnapshot s;
+  s.final = true;
+  s.by_range = &ranges;
+  fmt::memory_buffer out;
+  append_summary_json(out, s);
+  const std::string both = fmt::to_string(out);
+  return both.substr(both.find('\n') + 1);
+}
+
 TEST(RangeSummary, SelfTotalAndOutside) {
   Feed f;
   f.cuda(1);  // outside
@@ -161,9 +173,7 @@ TEST(RangeSummary, SelfTotalAndOutside) {
   f.cuda(1, "cuLaunchKernel", 1);  // nested: part of the launch above
   f.nvtx("cudatrace_nvtx_push", 1, "step");  // the same name twice on the stack
   f.cuda(1, "cudaLaunchKernel");
-  fmt::memory_buffer out;
-  append_range_summary(out, f.summary, true);
-  EXPECT_EQ(fmt::to_string(out),
+  EXPECT_EQ(ranges_line(f.summary),
             "{\"type\":\"nvtx_ranges\",\"ranges\":[{\"name\":\"step\",\"calls\":2,\"api_ns\":5000,\"launches\":2,"
             "\"bytes\":0,\"total_calls\":2,\"total_api_ns\":5000,\"total_launches\":2}],"
             "\"outside\":{\"calls\":1,\"api_ns\":2500,\"launches\":0,\"bytes\":0}}\n");
@@ -177,9 +187,7 @@ TEST(RangeSummary, OutermostCallsRecordedAtEntryCountWithoutTime) {
   f.cuda(1, "cuLaunchKernel", 0, CT_FLAG_ENTRY_ONLY);
   f.cuda(1, "cudaMalloc");
   f.cuda(1, "cuMemAlloc_v2", 1);  // nested: part of the cudaMalloc
-  fmt::memory_buffer out;
-  append_range_summary(out, f.summary, true);
-  EXPECT_EQ(fmt::to_string(out),
+  EXPECT_EQ(ranges_line(f.summary),
             "{\"type\":\"nvtx_ranges\",\"ranges\":[{\"name\":\"step\",\"calls\":2,\"api_ns\":2500,\"launches\":1,"
             "\"bytes\":0,\"total_calls\":2,\"total_api_ns\":2500,\"total_launches\":1}],"
             "\"outside\":{\"calls\":0,\"api_ns\":0,\"launches\":0,\"bytes\":0}}\n");

@@ -1,6 +1,6 @@
 // cudatrace report: --json lines read back into records (TraceLine) and
-// whole trace files (run_report).
-#include "cudatrace/cli/offline.h"
+// whole trace files (SavedTrace, through run_report).
+#include "cudatrace/record/saved_trace.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -18,6 +18,8 @@
 
 #include "cudatrace/decode/decode.h"
 #include "cudatrace/decode/kernel_names.h"
+#include "cudatrace/drive/tracer.h"
+#include "cudatrace/render/writer.h"
 #include "record_builder.h"
 
 namespace {
@@ -29,12 +31,9 @@ using cudatrace_test::RecBuf;
 std::string json_of(const ct_call& rec, KernelNames* names) {
   Call c;
   EXPECT_TRUE(decode_call(rec, names, c));
-  auto out = make_json_output();
-  if (c.unfinished)
-    out->unfinished(c);
-  else
-    out->call(c);
-  return std::string(out->buffer().data(), out->buffer().size());
+  auto out = make_json_writer();
+  out->call(c, CallAnalysis{});
+  return fmt::to_string(*out->buffer());
 }
 
 // JSON of `rec`, read back and written again: the same line.
@@ -101,16 +100,16 @@ TEST(TraceLine, WarningAndEndLines) {
       error))
       << error;
   EXPECT_EQ(line.type(), TraceLine::Type::Warning);
-  EXPECT_STREQ(line.warning().kind, "pageable_async_copy");
-  EXPECT_EQ(line.warning().host_ptr, 0x55c2594042a0u);
-  EXPECT_EQ(line.warning().message, "m");
+  EXPECT_EQ(line.warning().pid, 2u);
+  EXPECT_EQ(line.warning().caller, 0x401000u);
+  EXPECT_EQ(line.warning().location, "app+0x137b");
   ASSERT_TRUE(line.parse(R"({"type":"end","calls":17,"lost":5,"unfinished":0,"lost_detail":{"ring_buffer":3,)"
                          R"("thread_table":1,"depth_overflow":1,"control":2},"unmatched":4})",
                          error))
       << error;
   EXPECT_EQ(line.type(), TraceLine::Type::End);
-  EXPECT_EQ(line.end().lost(), 5u);
-  EXPECT_EQ(line.end().lost_control, 2u);
+  EXPECT_EQ(line.end().calls(), 5u);
+  EXPECT_EQ(line.end().control, 2u);
   EXPECT_EQ(line.end().unmatched, 4u);
 }
 
@@ -245,15 +244,23 @@ TEST(RunReport, BadInputNamesTheLine) {
   EXPECT_EQ(report_file(kEnd, true).first, 0);  // no calls: empty tables
 }
 
-// What a trace quotes (a warning, the API a bad line names) is anyone's
-// bytes: escaped on stderr like every name from the traced system.
+// What a trace quotes (a warning's location, the API a bad line names) is
+// anyone's bytes: escaped on stderr like every name from the traced system.
+// The warning is found again from the copy it was about, at the location
+// the trace gave for its call site.
 TEST(RunReport, WarningsAndBadLinesReachTheTerminalEscaped) {
   const std::string warning =
       R"({"type":"warning","kind":"pageable_async_copy","ts_ns":5,"pid":1,"tid":1,"api":"cudaMemcpyAsync",)"
-      R"("host_ptr":"0x1000","caller":"0x401000","location":"x","message":"copy at \u001b]0;owned\u0007\r\n\u009b"})"
+      R"("host_ptr":"0x7000","caller":"0x401000","location":"app \u001b]0;owned\u0007\r\n\u009b","message":"m"})"
       "\n";
-  EXPECT_EQ(report_file(warning + kCall + kEnd).second,
-            "cudatrace: warning: copy at \\x1b]0;owned\\x07\\x0d\\x0a\\xc2\\x9b\n"
+  const std::string copy =
+      R"({"type":"call","ts_ns":1000,"pid":1,"tid":1,"comm":"a","layer":"runtime","api":"cudaMemcpyAsync",)"
+      R"("dur_ns":5,"ret":0,"ret_name":"cudaSuccess","depth":0,"args":{"dst":"0xd000","src":"0x7000","count":64,)"
+      R"("kind":"cudaMemcpyHostToDevice","stream":"0x0"},"caller":"0x401000"})"
+      "\n";
+  EXPECT_EQ(report_file(warning + copy + kEnd).second,
+            "cudatrace: warning: cudaMemcpyAsync from pageable host memory 0x7000 at app "
+            "\\x1b]0;owned\\x07\\x0d\\x0a\\xc2\\x9b: the copy is synchronous\n"
             "cudatrace: 1 calls traced, 0 lost, 0 unfinished\n");
   std::string bad = kCall;
   bad.replace(bad.find("cudaFree"), 8, "cuda\\u001b[2JFree");

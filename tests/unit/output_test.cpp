@@ -1,4 +1,4 @@
-#include "cudatrace/render/output.h"
+#include "cudatrace/render/writer.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -34,26 +34,23 @@ using cudatrace_test::set_string_payload;
 std::string str(const fmt::memory_buffer& b) { return std::string(b.data(), b.size()); }
 
 // Renders one call (or unfinished call) through `out` and returns the buffer.
-std::string render(Output& out, const RecBuf& b, KernelNames* names = nullptr) {
+std::string render(Writer& out, const RecBuf& b, KernelNames* names = nullptr) {
   Call c;
   EXPECT_TRUE(decode_call(b.rec, names, c));
-  out.buffer().clear();
-  if (c.unfinished)
-    out.unfinished(c);
-  else
-    out.call(c);
-  return str(out.buffer());
+  out.buffer()->clear();
+  out.call(c, CallAnalysis{});
+  return str(*out.buffer());
 }
 
 std::string json_line(const RecBuf& b, KernelNames* names = nullptr) {
-  auto out = make_json_output();
+  auto out = make_json_writer();
   return render(*out, b, names);
 }
 
 constexpr std::uint64_t kStart = 1'000'000'000;
 
 std::string text_line(const RecBuf& b, KernelNames* names = nullptr, bool full_names = false) {
-  auto out = make_text_output(kStart, full_names);
+  auto out = make_text_writer(kStart, full_names);
   return render(*out, b, names);
 }
 
@@ -84,9 +81,9 @@ void malloc_rec(RecBuf& b) {
 // ---- JSON ------------------------------------------------------------------
 
 TEST(JsonOutput, HeaderWritesNothing) {
-  auto out = make_json_output();
+  auto out = make_json_writer();
   out->header();
-  EXPECT_EQ(out->buffer().size(), 0u);
+  EXPECT_EQ(out->buffer()->size(), 0u);
 }
 
 TEST(JsonOutput, SuccessfulCallLine) {
@@ -147,19 +144,19 @@ TEST(JsonOutput, UnfinishedLineHasNoDurationOrReturn) {
 }
 
 TEST(JsonOutput, EndLine) {
-  auto out = make_json_output();
+  auto out = make_json_writer();
   EndStats s;
   s.calls = 10;
   s.unfinished = 1;
-  s.lost_ringbuf = 2;
-  s.lost_threads = 3;
-  s.depth_overflow = 4;
-  s.unmatched = 5;
-  s.lost_control = 6;
+  s.kernel.ring_buffer = 2;
+  s.kernel.thread_table = 3;
+  s.kernel.depth_overflow = 4;
+  s.kernel.unmatched = 5;
+  s.kernel.control = 6;
   s.lost_output = 7;
   fmt::memory_buffer summary;
   out->end(s, summary);
-  const std::string line = str(out->buffer());
+  const std::string line = str(*out->buffer());
   EXPECT_EQ(line,
             R"({"type":"end","calls":10,"lost":16,"unfinished":1,)"
             R"("lost_detail":{"ring_buffer":2,"thread_table":3,"depth_overflow":4,"output":7,"control":6},)"
@@ -173,10 +170,10 @@ TEST(JsonOutput, EndLine) {
 }
 
 TEST(JsonOutput, EndLineAllZero) {
-  auto out = make_json_output();
+  auto out = make_json_writer();
   fmt::memory_buffer summary;
   out->end(EndStats{}, summary);
-  EXPECT_EQ(str(out->buffer()),
+  EXPECT_EQ(str(*out->buffer()),
             R"({"type":"end","calls":0,"lost":0,"unfinished":0,)"
             R"("lost_detail":{"ring_buffer":0,"thread_table":0,"depth_overflow":0,"output":0,"control":0},)"
             R"("unmatched":0})"
@@ -366,16 +363,16 @@ TEST(JsonOutput, NonFiniteFloatOutStillGivesValidJson) {
 }
 
 TEST(JsonOutput, CallsAppendToTheBuffer) {
-  auto out = make_json_output();
+  auto out = make_json_writer();
   RecBuf a, b;
   malloc_rec(a);
   init_rec(b, "cudaDeviceSynchronize");
   Call ca, cb;
   ASSERT_TRUE(decode_call(a.rec, nullptr, ca));
   ASSERT_TRUE(decode_call(b.rec, nullptr, cb));
-  out->call(ca);
-  out->call(cb);
-  const std::string all = str(out->buffer());
+  out->call(ca, CallAnalysis{});
+  out->call(cb, CallAnalysis{});
+  const std::string all = str(*out->buffer());
   const std::size_t nl = all.find('\n');
   ASSERT_NE(nl, std::string::npos);
   parse_line(all.substr(0, nl + 1));
@@ -386,9 +383,9 @@ TEST(JsonOutput, CallsAppendToTheBuffer) {
 // ---- Text ------------------------------------------------------------------
 
 TEST(TextOutput, Header) {
-  auto out = make_text_output(kStart);
+  auto out = make_text_writer(kStart, false);
   out->header();
-  EXPECT_EQ(str(out->buffer()),
+  EXPECT_EQ(str(*out->buffer()),
             "TIME(s)      COMM                 PID     TID API                             LAT(us) RET ARGS\n");
 }
 
@@ -586,18 +583,18 @@ TEST(TextOutput, HostileStringPayloadStaysOneLine) {
 }
 
 TEST(TextOutput, EndSummaryGoesToSummaryBuffer) {
-  auto out = make_text_output(kStart);
+  auto out = make_text_writer(kStart, false);
   EndStats s;
   s.calls = 10;
   s.unfinished = 1;
-  s.lost_ringbuf = 2;
-  s.lost_threads = 3;
-  s.depth_overflow = 4;
-  s.unmatched = 5;
-  s.lost_control = 6;
+  s.kernel.ring_buffer = 2;
+  s.kernel.thread_table = 3;
+  s.kernel.depth_overflow = 4;
+  s.kernel.unmatched = 5;
+  s.kernel.control = 6;
   fmt::memory_buffer summary;
   out->end(s, summary);
-  EXPECT_EQ(out->buffer().size(), 0u);
+  EXPECT_EQ(out->buffer()->size(), 0u);
   EXPECT_EQ(str(summary),
             "cudatrace: 10 calls traced, 9 lost, 1 unfinished\n"
             "cudatrace: lost 9 records (ring buffer full: 2, thread table full: 3, nesting deeper than 8: 4); "
@@ -606,10 +603,10 @@ TEST(TextOutput, EndSummaryGoesToSummaryBuffer) {
 }
 
 TEST(TextOutput, EndSummarySaysWhatTheOutputsConsumerDidNotRead) {
-  auto out = make_text_output(kStart);
+  auto out = make_text_writer(kStart, false);
   EndStats s;
   s.calls = 10;
-  s.lost_ringbuf = 1;
+  s.kernel.ring_buffer = 1;
   s.lost_output = 20;
   fmt::memory_buffer summary;
   out->end(s, summary);
@@ -620,13 +617,13 @@ TEST(TextOutput, EndSummarySaysWhatTheOutputsConsumerDidNotRead) {
             "cudatrace: lost 20 records the output's consumer did not read in time (output buffer full); "
             "try a larger --buffer-mb, or -o FILE\n");
   fmt::memory_buffer same;
-  append_end_summary(s, same);  // what JSON mode prints when its end line cannot be written
+  append_end_text(same, s);  // what JSON mode prints when its end line cannot be written
   EXPECT_EQ(str(same), str(summary));
 }
 
 // The output failed (a full disk): the records were lost to that, not to a slow consumer.
 TEST(TextOutput, EndSummaryOfAFailedOutputDoesNotBlameTheConsumer) {
-  auto out = make_text_output(kStart);
+  auto out = make_text_writer(kStart, false);
   EndStats s;
   s.calls = 10;
   s.lost_output = 20;
@@ -649,10 +646,10 @@ TEST(TerminalSafe, EscapesEveryByteThatIsNotPrintableAscii) {
 }
 
 TEST(TextOutput, EndSummaryWithNothingLost) {
-  auto out = make_text_output(kStart);
+  auto out = make_text_writer(kStart, false);
   EndStats s;
   s.calls = 3;
-  s.unmatched = 2;  // not a loss
+  s.kernel.unmatched = 2;  // not a loss
   fmt::memory_buffer summary;
   out->end(s, summary);
   EXPECT_EQ(str(summary), "cudatrace: 3 calls traced, 0 lost, 0 unfinished\n");
@@ -660,11 +657,11 @@ TEST(TextOutput, EndSummaryWithNothingLost) {
 
 TEST(EndStats, LostIsTheSumOfDroppedCalls) {
   EndStats s;
-  s.lost_ringbuf = 1;
-  s.lost_threads = 10;
-  s.depth_overflow = 100;
-  s.unmatched = 1000;
-  s.lost_control = 10000;
+  s.kernel.ring_buffer = 1;
+  s.kernel.thread_table = 10;
+  s.kernel.depth_overflow = 100;
+  s.kernel.unmatched = 1000;
+  s.kernel.control = 10000;
   s.lost_output = 100000;
   EXPECT_EQ(s.lost(), 100111u);
 }
@@ -824,10 +821,10 @@ namespace {
 using cudatrace_test::CallSpec;
 using cudatrace_test::StreamFeed;
 
-std::string render_fed(Output& out, StreamFeed& f) {
-  out.buffer().clear();
-  out.call(f.call());
-  return str(out.buffer());
+std::string render_fed(Writer& out, StreamFeed& f) {
+  out.buffer()->clear();
+  out.call(f.call(), f.analysis());
+  return str(*out.buffer());
 }
 
 // Two streams, an event edge and a stream synchronisation, as the session
@@ -847,16 +844,16 @@ class AnnotatedOutput : public ::testing::Test {
 }  // namespace
 
 TEST_F(AnnotatedOutput, TextShowsShortIdsInsteadOfHandles) {
-  auto out = make_text_output(0);
-  EXPECT_NE(render_fed(*out, f).find(" event=e1 stream=s1\n"), std::string::npos) << str(out->buffer());
+  auto out = make_text_writer(0, false);
+  EXPECT_NE(render_fed(*out, f).find(" event=e1 stream=s1\n"), std::string::npos) << str(*out->buffer());
   f.feed("cudaMemsetAsync", {{"devPtr", 0xd000}, {"value", 0}, {"count", 64}, {"stream", 0}});
   EXPECT_NE(render_fed(*out, f).find(" devPtr=0xd000 value=0 count=64 stream=default\n"), std::string::npos)
-      << str(out->buffer());
+      << str(*out->buffer());
 }
 
 TEST_F(AnnotatedOutput, TextStreamWaitEventShowsTheEdge) {
   f.feed("cudaStreamWaitEvent", {{"stream", 0x5020}, {"event", 0xe010}, {"flags", 0}});
-  auto out = make_text_output(0);
+  auto out = make_text_writer(0, false);
   const std::string line = render_fed(*out, f);
   EXPECT_NE(line.find(" stream=s2 event=e1 flags=0x0 waits: e1 (recorded on s1) for s1: 1 launch (k1)\n"),
             std::string::npos)
@@ -867,7 +864,7 @@ TEST_F(AnnotatedOutput, TextStreamWaitEventShowsTheEdge) {
 TEST_F(AnnotatedOutput, TextSyncLineEndsWithWhatItWaitedFor) {
   f.feed("cudaLaunchKernel", {{"func", 0xa2}, {"stream", 0x5020}});
   f.feed("cudaDeviceSynchronize", {});
-  auto out = make_text_output(0);
+  auto out = make_text_writer(0, false);
   const std::string line = render_fed(*out, f);
   const std::string tail = " 0 waited: s1: 1 launch (k1); s2: 1 launch (k2)\n";
   ASSERT_GE(line.size(), tail.size());
@@ -876,7 +873,7 @@ TEST_F(AnnotatedOutput, TextSyncLineEndsWithWhatItWaitedFor) {
 
 TEST_F(AnnotatedOutput, JsonKeepsHandlesAndAddsIdsAndWaitedFor) {
   f.feed("cudaStreamSynchronize", {{"stream", 0x5010}});
-  auto out = make_json_output();
+  auto out = make_json_writer();
   const std::string line = render_fed(*out, f);
   const JsonValue v = parse_line(line);
   EXPECT_EQ(v.get("args")->get("stream")->text, "0x5010") << "the raw handle stays";
@@ -896,7 +893,7 @@ TEST_F(AnnotatedOutput, JsonKeepsHandlesAndAddsIdsAndWaitedFor) {
 
 TEST_F(AnnotatedOutput, JsonWithoutIdsHasNoHandleIdsMember) {
   f.feed("cudaGetDeviceCount", {{"count", 4}});
-  auto out = make_json_output();
+  auto out = make_json_writer();
   const JsonValue v = parse_line(render_fed(*out, f));
   EXPECT_FALSE(v.has("handle_ids"));
   EXPECT_FALSE(v.has("waited_for"));
@@ -904,7 +901,7 @@ TEST_F(AnnotatedOutput, JsonWithoutIdsHasNoHandleIdsMember) {
 
 TEST_F(AnnotatedOutput, JsonEventSyncNamesTheEventAndItsStream) {
   f.feed("cudaEventSynchronize", {{"event", 0xe010}});
-  auto out = make_json_output();
+  auto out = make_json_writer();
   const JsonValue v = parse_line(render_fed(*out, f));
   EXPECT_EQ(v.get("handle_ids")->get("event")->text, "e1");
   EXPECT_EQ(v.get("waited_for")->get("kind")->text, "event");
@@ -920,9 +917,9 @@ TEST(WarningOutput, JsonWritesAWarningLineTextWritesNothing) {
   s.caller = 0x401234;
   f.feed(s);
   const Warning w{"pageable_async_copy", 0x7000, "app+0x1234 (main+0x10)", "the message"};
-  auto json = make_json_output();
+  auto json = make_json_writer();
   json->warning(f.call(), w);
-  const JsonValue v = parse_line(str(json->buffer()));
+  const JsonValue v = parse_line(str(*json->buffer()));
   EXPECT_EQ(v.get("type")->text, "warning");
   EXPECT_EQ(v.get("kind")->text, "pageable_async_copy");
   EXPECT_EQ(v.get("api")->text, "cudaMemcpyAsync");
@@ -931,7 +928,7 @@ TEST(WarningOutput, JsonWritesAWarningLineTextWritesNothing) {
   EXPECT_EQ(v.get("location")->text, "app+0x1234 (main+0x10)");
   EXPECT_EQ(v.get("message")->text, "the message");
   EXPECT_EQ(v.get("pid")->text, "100");
-  auto text = make_text_output(0);
+  auto text = make_text_writer(0, false);
   text->warning(f.call(), w);
-  EXPECT_EQ(text->buffer().size(), 0u) << "text mode warns on stderr only";
+  EXPECT_EQ(text->buffer()->size(), 0u) << "text mode warns on stderr only";
 }

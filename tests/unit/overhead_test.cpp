@@ -1,4 +1,4 @@
-#include "cudatrace/trace/overhead.h"
+#include "cudatrace/record/overhead.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -66,43 +66,6 @@ TEST(ProbeCost, NeverMoreThanTheProcessSpent) {
   const CostReport r = price_hits(counts, cost(1200, 1200, 1200), {}, [](std::uint32_t) { return std::nullopt; });
   ASSERT_EQ(r.processes.size(), 1u);
   EXPECT_DOUBLE_EQ(r.processes[0].added_ns, 48000000.0);
-}
-
-TEST(ProbeCost, TextAndJson) {
-  CostReport r{cost(500, 300, 9000), {}};
-  ProcessCost p;
-  p.pid = 812;
-  p.comm = "python3";
-  p.entry_hits = 45012;
-  p.return_hits = 45012;
-  p.added_ns = 41.2e6;
-  p.cpu_ns = 2168421052;
-  r.processes.push_back(p);
-  ProcessCost gone = p;
-  gone.pid = 9;
-  gone.comm = "a\"b";
-  gone.added_ns = 1e6;
-  gone.cpu_ns.reset();
-  r.processes.push_back(gone);
-  fmt::memory_buffer text;
-  append_cost_text(text, r);
-  EXPECT_EQ(fmt::to_string(text),
-            "cudatrace: added \u2248 41.2 ms of CPU time to python3 (PID 812), 1.9 % of its CPU time while traced "
-            "(90,024 probe hits)\n"
-            "cudatrace: added \u2248 1.0 ms of CPU time to a\"b (PID 9) (90,024 probe hits)\n");
-  fmt::memory_buffer json;
-  append_cost_json(json, r);
-  const std::string s = fmt::to_string(json);
-  cudatrace_test::JsonValue v;
-  std::string err;
-  ASSERT_TRUE(cudatrace_test::JsonParser::parse(s, v, err)) << err << "\n" << s;
-  EXPECT_EQ(s,
-            R"({"entry_ns":500.0,"return_ns":300.0,"stepped_ns":9000.0,"entry_wall_ns":500.0,"return_wall_ns":300.0,)"
-            R"("stepped_wall_ns":9000.0,"workload_factor":1.5,"processes":[)"
-            R"({"pid":812,"comm":"python3","entry_hits":45012,"stepped_hits":0,"return_hits":45012,"added_ns":41200000,)"
-            R"("cpu_ns":2168421052,"added_pct":1.900},)"
-            R"({"pid":9,"comm":"a\"b","entry_hits":45012,"stepped_hits":0,"return_hits":45012,"added_ns":1000000,"cpu_ns":null,)"
-            R"("added_pct":null}]})");
 }
 
 TEST(ProbeCost, CpuTimeOfALiveProcessAndNoneOfAMissingOne) {

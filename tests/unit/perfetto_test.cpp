@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "cudatrace/render/writer.h"
 #include "json_checker.h"
 #include "stream_feed.h"
 
@@ -35,7 +36,7 @@ class Perfetto : public ::testing::Test {
   void SetUp() override {
     path_ = "/tmp/cudatrace-perfetto-test-" + std::to_string(getpid()) + ".json";
     std::string error;
-    writer_ = PerfettoWriter::open(path_, {}, kStart, error);
+    writer_ = make_perfetto_writer(path_, {}, kStart, error);
     ASSERT_NE(writer_, nullptr) << error;
   }
   void TearDown() override { std::remove(path_.c_str()); }
@@ -50,7 +51,7 @@ class Perfetto : public ::testing::Test {
   }
   void put(const CallSpec& s) {
     feed_.feed(s);
-    writer_->on_call(feed_.call(), feed_.analysis());
+    writer_->call(feed_.call(), feed_.analysis());
   }
 
   // Finishes the file and returns its events.
@@ -78,7 +79,7 @@ class Perfetto : public ::testing::Test {
   }
 
   std::string path_;
-  std::unique_ptr<PerfettoWriter> writer_;
+  std::unique_ptr<Writer> writer_;
   StreamFeed feed_;
 };
 
@@ -269,7 +270,7 @@ TEST_F(Perfetto, HostileCommAndStringsStayValid) {
   feed_.record().rec.pid = 301;  // a new process, named from this comm
   std::memcpy(feed_.record().rec.comm, "a\"b\\\n\x01", 7);
   ASSERT_TRUE(decode_call(feed_.record().rec, nullptr, feed_.call()));  // the call is a copy of the record
-  writer_->on_call(feed_.call(), CallAnalysis{});
+  writer_->call(feed_.call(), CallAnalysis{});
   const auto names = with(events(), "M", "process_name");
   ASSERT_EQ(names.size(), 2u);
   EXPECT_EQ(str(*names[1].get("args"), "name"), "a\"b\\\n\x01");
@@ -277,7 +278,7 @@ TEST_F(Perfetto, HostileCommAndStringsStayValid) {
 
 TEST(PerfettoOpen, UnwritablePathFails) {
   std::string error;
-  EXPECT_EQ(PerfettoWriter::open("/nonexistent-dir/x.json", {}, 0, error), nullptr);
+  EXPECT_EQ(make_perfetto_writer("/nonexistent-dir/x.json", {}, 0, error), nullptr);
   EXPECT_NE(error.find("/nonexistent-dir/x.json"), std::string::npos) << error;
 }
 
@@ -285,7 +286,7 @@ TEST(PerfettoOpen, UnwritablePathFails) {
 TEST(PerfettoOpen, FullDiskFailsAtOnce) {
   if (access("/dev/full", W_OK) != 0) GTEST_SKIP() << "/dev/full not available";
   std::string error;
-  EXPECT_EQ(PerfettoWriter::open("/dev/full", {}, 0, error), nullptr);
+  EXPECT_EQ(make_perfetto_writer("/dev/full", {}, 0, error), nullptr);
   EXPECT_EQ(error, "writing /dev/full: No space left on device");
 }
 
@@ -299,12 +300,12 @@ TEST(PerfettoOpen, WriteFailingHalfWayLeavesTheFileEmpty) {
     const rlimit limit{200000, 200000};
     setrlimit(RLIMIT_FSIZE, &limit);
     std::string error;
-    auto w = PerfettoWriter::open(path, {}, 0, error);
+    auto w = make_perfetto_writer(path, {}, 0, error);
     if (!w) _exit(2);
     StreamFeed feed;
     for (int i = 0; i < 20000; ++i) {
       feed.feed(CallSpec{"cudaFree", {{"devPtr", 0xd000}}});
-      w->on_call(feed.call(), feed.analysis());
+      w->call(feed.call(), feed.analysis());
     }
     _exit(!w->finish(error) &&
                   error == "writing " + path + ": File too large; the timeline is incomplete, so the file was emptied"

@@ -8,9 +8,9 @@
 #include <regex>
 #include <set>
 
+#include "cudatrace/record/node_stats.h"
 #include "cudatrace/render/metrics.h"
-#include "cudatrace/trace/node_exporter.h"
-#include "cudatrace/trace/node_stats.h"
+#include "cudatrace/render/metrics_server.h"
 
 namespace cudatrace {
 namespace {
@@ -181,22 +181,22 @@ TEST(Prometheus, ServeRejectsABadAddress) {
 }
 
 TEST(ExportTable, CopiesKnowTheirBytesAndDirection) {
-  const ct_export_api memcpy_row = NodeExporter::export_api(*api_by_symbol("cudaMemcpy"));
+  const ct_export_api memcpy_row = export_api(*api_by_symbol("cudaMemcpy"));
   EXPECT_EQ(memcpy_row.kind, CT_EXP_COPY);
   EXPECT_EQ(memcpy_row.bytes_slot, 3);  // (dst, src, count, kind)
   EXPECT_EQ(memcpy_row.copy_kind_slot, 4);
   EXPECT_EQ(memcpy_row.rows_slot, 0);
-  const ct_export_api two_d = NodeExporter::export_api(*api_by_symbol("cudaMemcpy2D"));
+  const ct_export_api two_d = export_api(*api_by_symbol("cudaMemcpy2D"));
   EXPECT_EQ(two_d.bytes_slot, 5);  // (dst, dpitch, src, spitch, width, height, kind): width x height
   EXPECT_EQ(two_d.rows_slot, 6);
-  const ct_export_api htod = NodeExporter::export_api(*api_by_symbol("cuMemcpyHtoD_v2"));
+  const ct_export_api htod = export_api(*api_by_symbol("cuMemcpyHtoD_v2"));
   EXPECT_EQ(htod.copy_kind_slot, 0);
   EXPECT_EQ(htod.copy_kind, 1);
-  EXPECT_EQ(NodeExporter::export_api(*api_by_symbol("cudaMemcpyPeer")).copy_kind, 4);
-  EXPECT_EQ(NodeExporter::export_api(*api_by_symbol("cuMemcpy")).copy_kind, CT_EXPORT_DIR_DEFAULT);
-  EXPECT_EQ(NodeExporter::export_api(*api_by_symbol("cudaLaunchKernel")).kind, CT_EXP_LAUNCH);
-  EXPECT_EQ(NodeExporter::export_api(*api_by_symbol("cudaFree")).kind, CT_EXP_MEMORY);
-  EXPECT_EQ(NodeExporter::export_api(*api_by_symbol("cudaStreamSynchronize")).kind, CT_EXP_NONE);
+  EXPECT_EQ(export_api(*api_by_symbol("cudaMemcpyPeer")).copy_kind, 4);
+  EXPECT_EQ(export_api(*api_by_symbol("cuMemcpy")).copy_kind, CT_EXPORT_DIR_DEFAULT);
+  EXPECT_EQ(export_api(*api_by_symbol("cudaLaunchKernel")).kind, CT_EXP_LAUNCH);
+  EXPECT_EQ(export_api(*api_by_symbol("cudaFree")).kind, CT_EXP_MEMORY);
+  EXPECT_EQ(export_api(*api_by_symbol("cudaStreamSynchronize")).kind, CT_EXP_NONE);
 }
 
 TEST(ExportTable, DeltaNeverGoesNegative) {
@@ -249,6 +249,29 @@ TEST(ListenAddress, PortInUseIsFoundBeforeTheServerStarts) {
   close(fd);
   EXPECT_TRUE(check_listen_address(taken, error)) << error;
   EXPECT_TRUE(check_listen_address("127.0.0.1:0", error)) << error;
+}
+
+// The metrics writer labels each count by the process it came from, sums
+// live memory by that label, and keeps a peak.
+TEST(MetricsWriter, CountsAreLabelledByProcessAndMemoryFollowsTheAnalyses) {
+  std::string error;
+  const auto writer = MetricsWriter::serve("127.0.0.1:0", error);
+  ASSERT_TRUE(writer) << error;
+  NodeCounts counts;
+  ct_export_key key{};
+  key.tgid = 42;
+  key.api = api_by_symbol("cudaLaunchKernel")->id;
+  counts.calls.push_back({key, calls(3, 5000, 2)});
+  counts.labels[42] = {"trainer", "c0ffee", ""};
+  counts.hits.push_back({42, 3, 0.001});
+  MemoryTracker memory;
+  writer->counts(counts, memory);
+  EXPECT_EQ(writer->calls_counted(), 3u);
+  const std::string text = writer->metrics().text();
+  EXPECT_NE(text.find("cuda_api_calls_total{api=\"cudaLaunchKernel\",comm=\"trainer\",container_id=\"c0ffee\""),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("cudatrace_probe_hits_total{comm=\"trainer\""), std::string::npos) << text;
 }
 
 }  // namespace

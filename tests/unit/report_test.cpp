@@ -1,6 +1,10 @@
-#include "cudatrace/render/report.h"
+#include "cudatrace/analysis/summary_report.h"
 
 #include <gtest/gtest.h>
+
+#include "cudatrace/render/format.h"
+#include "cudatrace/render/json_format.h"
+#include "cudatrace/render/text.h"
 
 #include "analysis_calls.h"
 #include "json_checker.h"
@@ -37,14 +41,19 @@ Selection all_groups() {
 
 // A reporter and the pipeline it reports on.
 struct ReportedRun {
-  ReportedRun(const ReportOptions& o) : pipeline(PipelineOptions{o.display, false, false, o.tables}), reporter(o, pipeline, nullptr) {}
+  ReportedRun(const ReportOptions& o) : pipeline(PipelineOptions{o.display, false, false, o.tables}), reporter(o, pipeline, {}) {}
   void on_call(Call& c) { pipeline.on_call(c); }
+  // The report in the format the options ask for, as the trace writer writes it.
   void report(fmt::memory_buffer& out, const std::vector<ct_api_stats>& run, std::uint64_t now_ns, bool final) {
-    reporter.report(out, run, now_ns, final);
+    const SummarySnapshot s = reporter.snapshot(run, now_ns, final, std::nullopt, nullptr);
+    if (reporter.options().json)
+      append_summary_json(out, s);
+    else
+      append_summary_text(out, s, reporter.options().full_names);
   }
   std::uint64_t calls(const std::vector<ct_api_stats>& run) const { return reporter.calls(run); }
   Pipeline pipeline;
-  Reporter reporter;
+  SummaryReport reporter;
 };
 
 // A small run: two mallocs (one leaked), a copy, two launches of one kernel.

@@ -5,7 +5,8 @@
 
 #include "analysis_calls.h"
 #include "cudatrace/target/symbolizer.h"
-#include "cudatrace/render/annotations.h"
+#include "cudatrace/render/json_format.h"
+#include "cudatrace/render/text.h"
 #include "json_checker.h"
 
 namespace cudatrace_stack_test {

@@ -1,5 +1,6 @@
 // Feeds hand-built calls through decode_call and the analysis pipeline (its
-// stream model above all), for the streams, output and perfetto tests.
+// stream model above all), for the streams, output, perfetto and driver
+// tests.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -14,7 +15,8 @@
 
 #include "cudatrace/decode/kernel_names.h"
 #include "cudatrace/analysis/pipeline.h"
-#include "cudatrace/render/annotations.h"
+#include "cudatrace/render/json_format.h"
+#include "cudatrace/render/text.h"
 #include "record_builder.h"
 
 namespace cudatrace_test {
@@ -55,9 +57,9 @@ class StreamFeed {
     });
   }
 
-  // Builds the record, decodes it and runs the model; `call()` and the
-  // returned activity describe it until the next feed.
-  const cudatrace::StreamActivity& feed(const CallSpec& s) {
+  // Builds the record and decodes it, without the model: `call()` until the
+  // next decode or feed.
+  cudatrace::Call& decode(const CallSpec& s) {
     init_rec(buf_, s.symbol, s.pid);
     buf_.rec.tid = s.tid;
     buf_.rec.ret = s.ret;
@@ -76,7 +78,13 @@ class StreamFeed {
     for (const auto& [name, value] : s.args) set_arg(*api, name, value);
     if (!s.payload.empty()) set_payload(buf_, s.payload.data(), s.payload.size());
     EXPECT_TRUE(cudatrace::decode_call(buf_.rec, &names_, call_)) << s.symbol;
-    analysis_ = &pipeline_.on_call(call_);
+    return call_;
+  }
+
+  // decode(), then the model; `call()` and the returned activity describe
+  // it until the next feed.
+  const cudatrace::StreamActivity& feed(const CallSpec& s) {
+    analysis_ = &pipeline_.on_call(decode(s));
     return *analysis_->streams;
   }
 

@@ -1,5 +1,6 @@
 #include "cudatrace/analysis/streams.h"
-#include "cudatrace/render/annotations.h"
+#include "cudatrace/render/json_format.h"
+#include "cudatrace/render/text.h"
 #include "cudatrace/render/format.h"
 
 #include <gtest/gtest.h>
@@ -207,7 +208,7 @@ TEST_F(Streams, LaunchConfigStreamGetsItsId) {
   EXPECT_EQ(f.id_of("stream"), "s1");
   ASSERT_TRUE(a.queued);
   EXPECT_EQ(a.queued->stream, "s1");
-  EXPECT_EQ(a.queued->label, "k1");
+  EXPECT_EQ(a.queued->kernel, "k1");
 }
 
 // ---- Queues and synchronisation ----------------------------------------------
@@ -332,7 +333,9 @@ TEST_F(Streams, SynchronousCopyIsStillShownOnItsLane) {
   const StreamActivity& a = f.feed("cudaMemcpy", {{"dst", 0x7000}, {"src", 0xd000}, {"count", 64}, {"kind", 2}});
   ASSERT_TRUE(a.queued);
   EXPECT_EQ(a.queued->stream, "default");
-  EXPECT_EQ(a.queued->label, "copy DtoH 64 B");
+  EXPECT_EQ(a.queued->effect, Effect::Copy);
+  EXPECT_EQ(a.queued->direction, Direction::DtoH);
+  EXPECT_EQ(a.queued->bytes, 64u);
 }
 
 TEST_F(Streams, SuccessfulQueriesCompleteWorkNotReadyDoesNot) {
@@ -652,7 +655,7 @@ TEST_F(Streams, QueuedWorkNamesItsLane) {
   ASSERT_TRUE(a.queued);
   EXPECT_EQ(a.queued->stream, "s1");
   EXPECT_EQ(a.queued->lane_name, "stream s1");
-  EXPECT_EQ(a.queued->label, "reduce");
+  EXPECT_EQ(a.queued->kernel, "reduce");
   const std::uint32_t s1_lane = a.queued->lane;
   const StreamActivity& b = f.feed("cudaLaunchKernel_ptsz", {{"func", kK1}, {"stream", 0}}, 4242);
   ASSERT_TRUE(b.queued);
@@ -660,7 +663,7 @@ TEST_F(Streams, QueuedWorkNamesItsLane) {
   EXPECT_NE(b.queued->lane, s1_lane);
   const StreamActivity& g = f.feed("cudaGraphLaunch", {{"graphExec", 0x99}, {"stream", kS1}});
   ASSERT_TRUE(g.queued);
-  EXPECT_EQ(g.queued->label, "graph");
+  EXPECT_EQ(g.queued->kernel, "graph");
   EXPECT_EQ(g.queued->lane, s1_lane);
 }
 

@@ -2,7 +2,8 @@
 // as text and as JSON, against tests/data/golden/. After a deliberate
 // change of the output, regenerate them (and review the diff):
 //   CUDATRACE_UPDATE_GOLDEN=1 build/tests/unit_tests --gtest_filter='SummaryGolden.*'
-#include "cudatrace/render/summary_render.h"
+#include "cudatrace/render/json_format.h"
+#include "cudatrace/render/text.h"
 
 #include <gtest/gtest.h>
 
@@ -116,12 +117,12 @@ class SummaryGolden : public ::testing::Test {
 
   std::string text(const SummarySnapshot& s) {
     fmt::memory_buffer out;
-    render_summary_text(out, s, false);
+    append_summary_text(out, s, false);
     return fmt::to_string(out);
   }
   std::string json(const SummarySnapshot& s) {
     fmt::memory_buffer out;
-    render_summary_json(out, s);
+    append_summary_json(out, s);
     return fmt::to_string(out);
   }
 
@@ -132,21 +133,21 @@ class SummaryGolden : public ::testing::Test {
 };
 
 TEST_F(SummaryGolden, FinalReport) {
-  SummaryReport report(options_, pipeline_, nullptr);
+  SummaryReport report(options_, pipeline_, {});
   first_half();
   second_half();
-  const SummarySnapshot s = report.snapshot(run_, kStart + 2000000000, true, nullptr);
+  const SummarySnapshot s = report.snapshot(run_, kStart + 2000000000, true, std::nullopt, nullptr);
   expect_golden("summary_final.txt", text(s));
   expect_golden("summary_final.json", json(s));
 }
 
 TEST_F(SummaryGolden, IntervalReportsCoverTheirWindow) {
-  SummaryReport report(options_, pipeline_, nullptr);
+  SummaryReport report(options_, pipeline_, {});
   first_half();
-  const SummarySnapshot first = report.snapshot(run_, kStart + 500000000, false, nullptr);
+  const SummarySnapshot first = report.snapshot(run_, kStart + 500000000, false, std::nullopt, nullptr);
   EXPECT_EQ(first.kernels.size(), 1u) << "the launches of the first window";
   second_half();
-  const SummarySnapshot second = report.snapshot(run_, kStart + 1000000000, false, nullptr);
+  const SummarySnapshot second = report.snapshot(run_, kStart + 1000000000, false, std::nullopt, nullptr);
   ASSERT_EQ(second.kernels.size(), 1u) << "only the launch since the first report";
   EXPECT_EQ(second.kernels[0].name, "void ns::reduce<float>(float const*, int)");
   expect_golden("summary_interval.txt", text(first) + text(second));

@@ -1,7 +1,7 @@
 // The keeper's bookkeeping, run in a thread with socket pairs for clients
 // and pipes standing in for perf events: EOF on a pipe's read end means the
 // keeper closed the last copy of its write end, as it would destroy an event.
-#include "cudatrace/trace/uprobe_keeper.h"
+#include "cudatrace/record/uprobe_keeper.h"
 
 #include <gtest/gtest.h>
 #include <poll.h>

@@ -24,22 +24,9 @@
 
 namespace cudatrace {
 
-// ncclDataType_t: name and element size in bytes; nullptr / 0 when unknown.
-const char* nccl_datatype_name(std::uint64_t type);
-std::size_t nccl_datatype_size(std::uint64_t type);
-// ncclRedOp_t: ncclSum .. ncclAvg; nullptr for user-defined ops (>= 5).
-const char* nccl_redop_name(std::uint64_t op);
-
-// 64-bit FNV-1a: the communicator id of an ncclUniqueId's bytes, and of a
-// split (parent id, color, split index; each as 8 little-endian bytes).
-std::uint64_t nccl_fnv1a(const void* data, std::size_t len, std::uint64_t seed = 0xcbf29ce484222325ull);
+// The communicator id of a split (parent id, color, split index; each as 8
+// little-endian bytes hashed with nccl_fnv1a, decode.h).
 std::uint64_t nccl_split_id(std::uint64_t parent, std::int64_t color, std::uint64_t index);
-// 16 lower-case hex digits.
-std::string nccl_id_text(std::uint64_t id);
-// The communicator id of an ncclUniqueId payload: the 128 bytes the probe read,
-// or the 8-byte id itself in a record rebuilt from a --json trace (offline.cpp),
-// which keeps the id, not the bytes. nullopt for any other length.
-std::optional<std::uint64_t> nccl_unique_id_hash(const std::uint8_t* payload, std::size_t len);
 
 // What the model knows about one NCCL call; fields are absent when unknown.
 struct NcclInfo {
@@ -121,9 +108,6 @@ class NcclTracker {
   std::size_t pending_order_head_ = 0;
   RankSkew done_;
 };
-
-// Adds one latency to a ct_api_stats (the BPF side's log-linear histogram).
-void add_latency(ct_api_stats& s, std::uint64_t ns);
 
 // The rank-skew insight (rule "rank-skew"), or nothing with no multi-rank keys.
 std::vector<Insight> nccl_insights(const RankSkew& skew);

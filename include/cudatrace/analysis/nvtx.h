@@ -61,28 +61,12 @@ class RangeSummary {
   };
   const std::map<std::string, Stats>& ranges() const { return ranges_; }
   const Stats& outside() const { return outside_; }
+  // The ranges, most total API time first (the tables' order).
+  std::vector<std::pair<const std::string*, const Stats*>> by_total_time() const;
 
  private:
   std::map<std::string, Stats> ranges_;
   Stats outside_;  // calls made outside every range
 };
-
-// The injection library, built into cudatrace and written to a private
-// directory for the traced command; removed again when this goes away.
-class NvtxInjection {
- public:
-  // nullptr with `error` set when the file cannot be written.
-  static std::unique_ptr<NvtxInjection> create(std::string& error);
-  ~NvtxInjection();
-  const std::string& path() const { return path_; }
-
- private:
-  NvtxInjection(std::string dir, std::string path) : dir_(std::move(dir)), path_(std::move(path)) {}
-  std::string dir_, path_;
-};
-
-// Writes the injection library to `path` (for -p: start the program with
-// NVTX_INJECTION64_PATH=path). False with `error` set on failure.
-bool write_nvtx_library(const std::string& path, std::string& error);
 
 }  // namespace cudatrace

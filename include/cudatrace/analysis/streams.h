@@ -78,7 +78,10 @@ struct StreamActivity {
     std::string_view stream;   // short id
     std::uint32_t lane;        // per-process stream number, never reused: 0 is the first stream seen
     std::string_view lane_name;  // "stream s1", "stream per-thread (tid 42)"
-    std::string label;         // short kernel name, "copy HtoD 4.0 MiB", "memset 1.0 KiB"
+    Effect effect;             // Launch, Copy or Memset
+    std::string_view kernel;   // launches: the kernel's short name ("graph" for a graph launch)
+    Direction direction = Direction::Default;  // copies
+    std::uint64_t bytes = 0;   // copies and memsets
   };
   struct Consumed {  // the event record a wait or synchronisation consumed
     std::uint64_t flow_id;  // unique per consumer
@@ -178,7 +181,7 @@ class StreamTracker {
   void finish_wait(Process& p, Gathering& g, WaitInfo::Kind kind, std::string target, std::string recorded_on,
                    bool erase);
   Segment& open_segment(Process& p, Stream& s, bool wait);
-  void queue(Stream& s, std::string label);
+  void queue(Stream& s, const StreamActivity::Queued& what);
 
   std::unordered_map<std::uint32_t, Process> procs_;
   const PageLockedMemory& page_locked_;  // followed by the memory accounting (memory.h)

@@ -6,10 +6,13 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "cudatrace/accounting.h"
 #include "cudatrace/analysis/insights.h"
 #include "cudatrace/analysis/memory.h"
 #include "cudatrace/analysis/pipeline.h"
@@ -17,12 +20,15 @@
 #include "cudatrace/decode/selection.h"
 #include "cudatrace/record.h"
 #include "cudatrace/target/stack_frame.h"
-#include "cudatrace/trace/overhead.h"
 
 namespace cudatrace {
 
-class StackSymbolizer;
-class Sampling;
+// Names call sites and symbolises stacks: the source's to say (live, from
+// the processes' files; a saved trace, from what it recorded). Unset: addresses.
+struct SiteNames {
+  std::function<std::string(std::uint32_t pid, std::uint64_t addr)> call_site;
+  std::function<std::vector<StackFrame>(std::uint32_t pid, const std::vector<std::uint64_t>& addrs)> stack;
+};
 
 struct ReportOptions {
   Selection display;        // APIs shown
@@ -67,10 +73,11 @@ struct SummarySnapshot {
   MemoryTracker::Untracked untracked;
 
   const NcclTracker* collectives = nullptr;  // with collectives
+  const RangeSummary* by_range = nullptr;    // final report with --by-range
   std::vector<Insight> insights;
-  const CostReport* cost = nullptr;  // what tracing has cost so far, if known
-  // --max-overhead: which APIs' counts are estimates from sampled windows
-  // (trace/budget.h); null: every count is exact.
+  std::optional<CostReport> cost;  // interval reports: what tracing has cost so far, if known
+  // --max-overhead: which APIs' counts are estimates from sampled windows;
+  // null: every count is exact.
   const Sampling* sampling = nullptr;
 
   double covered_s() const { return double(covered_ns) / 1e9; }
@@ -82,20 +89,19 @@ struct SummarySnapshot {
 // snapshots.
 class SummaryReport {
  public:
-  // `stacks` names call sites and --stack stacks; may be null (addresses only).
-  SummaryReport(ReportOptions opts, Pipeline& pipeline, StackSymbolizer* stacks)
-      : opts_(std::move(opts)), pipeline_(pipeline), stacks_(stacks) {}
+  SummaryReport(ReportOptions opts, Pipeline& pipeline, SiteNames names)
+      : opts_(std::move(opts)), pipeline_(pipeline), names_(std::move(names)) {}
 
   // `run` is api_stats summed over CPUs, indexed by API id, as read now. An
   // interval snapshot covers the calls since the previous one (memory and
   // insights: the whole run so far) and starts the next interval; the final
   // one covers the whole run and lists the allocations never freed.
+  // `sampling` (--max-overhead) says which counts are estimates; null: all exact.
   SummarySnapshot snapshot(const std::vector<ct_api_stats>& run, std::uint64_t now_ns, bool final,
-                           const CostReport* cost);
+                           std::optional<CostReport> cost, const Sampling* sampling);
   // Completed calls of displayed APIs in `run`.
   std::uint64_t calls(const std::vector<ct_api_stats>& run) const;
   const ReportOptions& options() const { return opts_; }
-  void set_sampling(const Sampling* sampling) { sampling_ = sampling; }
 
  private:
   InsightInput insight_input(const std::vector<ct_api_stats>& run, std::uint64_t now_ns) const;
@@ -103,8 +109,7 @@ class SummaryReport {
 
   ReportOptions opts_;
   Pipeline& pipeline_;
-  StackSymbolizer* stacks_;
-  const Sampling* sampling_ = nullptr;
+  SiteNames names_;
   std::vector<ct_api_stats> previous_;  // api_stats at the last interval report
   std::uint64_t previous_ns_ = 0;
   int intervals_ = 0;

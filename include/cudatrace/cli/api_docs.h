@@ -4,7 +4,7 @@
 #include <string>
 
 #include "cudatrace/decode/selection.h"
-#include "cudatrace/trace/probes.h"
+#include "cudatrace/record/probes.h"
 
 namespace cudatrace {
 

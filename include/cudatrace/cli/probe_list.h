@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "cudatrace/decode/selection.h"
-#include "cudatrace/trace/probes.h"
+#include "cudatrace/record/probes.h"
 
 namespace cudatrace {
 

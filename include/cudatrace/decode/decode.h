@@ -128,6 +128,23 @@ std::optional<std::uint64_t> integer_value(const Value& v);
 
 // Name of a cudaMemcpyKind value, nullptr if unknown.
 const char* memcpy_kind_name(std::uint64_t kind);
+// ncclDataType_t: name and element size in bytes; nullptr / 0 when unknown.
+const char* nccl_datatype_name(std::uint64_t type);
+std::size_t nccl_datatype_size(std::uint64_t type);
+// ncclRedOp_t: ncclSum .. ncclAvg; nullptr for user-defined ops (>= 5).
+const char* nccl_redop_name(std::uint64_t op);
+
+// 64-bit FNV-1a: the communicator id of an ncclUniqueId's bytes.
+std::uint64_t nccl_fnv1a(const void* data, std::size_t len, std::uint64_t seed = 0xcbf29ce484222325ull);
+// The communicator id of an ncclUniqueId payload: the 128 bytes the probe read,
+// or the 8-byte id itself in a record rebuilt from a --json trace
+// (record/trace_line.h), which keeps the id, not the bytes. nullopt for any
+// other length.
+std::optional<std::uint64_t> nccl_unique_id_hash(const std::uint8_t* payload, std::size_t len);
+
+// A communicator id as text: 16 lower-case hex digits.
+std::string nccl_id_text(std::uint64_t id);
+
 // Special stream handles: the legacy default stream, cudaStreamLegacy,
 // cudaStreamPerThread; nullptr for ordinary handles.
 const char* special_stream_name(std::uint64_t handle);

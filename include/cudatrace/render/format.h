@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "cudatrace/target/terminal.h"
+
 namespace cudatrace {
 
 // Integers appended without a format string (these run for every traced
@@ -16,14 +18,8 @@ namespace cudatrace {
 void append_uint(fmt::memory_buffer& out, std::uint64_t v);
 void append_int(fmt::memory_buffer& out, std::int64_t v);
 void append_hex(fmt::memory_buffer& out, std::uint64_t v);
-
-// A name from the traced system (process name, file path, symbol) made safe
-// for a terminal: printable ASCII as it is, every other byte and '\' as
-// \xNN, so that no control sequence, line break or invalid UTF-8 gets out
-// and "\x0a" can only mean a newline byte. The trace's text lines and every
-// message on stderr write such names this way.
-void append_terminal_safe(fmt::memory_buffer& out, std::string_view s);
-std::string terminal_safe(std::string_view s);
+// 16 lower-case hex digits, leading zeros kept (NCCL communicator ids).
+void append_hex16(fmt::memory_buffer& out, std::uint64_t v);
 
 // "1,234,567" and (one decimal) "1,234.5", as nsys prints numbers.
 std::string group_digits(std::uint64_t v);

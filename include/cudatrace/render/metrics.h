@@ -10,13 +10,18 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <tuple>
 
+#include "cudatrace/analysis/memory.h"
 #include "cudatrace/decode/api_table.h"
+#include "cudatrace/node_counts.h"
 #include "cudatrace/record.h"
+#include "cudatrace/render/writer.h"
 
 namespace cudatrace {
 
@@ -74,5 +79,26 @@ const char* direction_label(std::uint8_t direction);
 // becomes U+FFFD. Quotes, backslashes and newlines are the serializer's to
 // escape; a process name may hold any byte but NUL and '/'.
 std::string utf8_label(std::string_view value);
+
+// The metrics as a writer: fed exporter mode's counts each second.
+class MetricsWriter final : public Writer {
+ public:
+  // Serves /metrics on `address` (metrics_server.h); nullptr with `error`
+  // set when it cannot (no exporter in this build, address in use...).
+  static std::unique_ptr<MetricsWriter> serve(const std::string& address, std::string& error);
+
+  void counts(const NodeCounts& s, const MemoryTracker& memory) override;
+  int port() const { return metrics_->port(); }
+  std::uint64_t calls_counted() const { return calls_counted_; }  // by every look so far
+  const PrometheusMetrics& metrics() const { return *metrics_; }
+
+ private:
+  explicit MetricsWriter(std::unique_ptr<PrometheusMetrics> metrics) : metrics_(std::move(metrics)) {}
+
+  std::unique_ptr<PrometheusMetrics> metrics_;
+  std::map<MetricsIdentity, std::uint64_t> peaks_;
+  std::uint64_t calls_counted_ = 0;
+  std::set<std::uint16_t> sampled_apis_;  // APIs the budget ever sampled
+};
 
 }  // namespace cudatrace

@@ -9,11 +9,20 @@
 // and stopping waited up to 2 s for its accept loop to look up.
 #pragma once
 
+#include <netinet/in.h>
+
 #include <functional>
 #include <memory>
 #include <string>
 
 namespace cudatrace {
+
+// --prometheus ADDRESS: HOST:PORT, HOST an IPv4 address or empty (every
+// address), PORT 0 (any free port) to 65535. False with `error` set.
+bool parse_listen_address(const std::string& text, sockaddr_in& addr, std::string& error);
+// Whether the metrics can be served there now (a valid address of this host,
+// the port not in use): said at once, not after the BPF programs are loaded.
+bool check_listen_address(const std::string& text, std::string& error);
 
 class MetricsServer {
  public:

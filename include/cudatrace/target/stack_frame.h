@@ -1,5 +1,5 @@
 // One named frame of a user stack (--stack): what decoded calls carry once
-// the session has symbolised their return addresses (stacks.h).
+// the recorder has symbolised their return addresses (stacks.h).
 #pragma once
 
 #include <cstdint>
@@ -14,5 +14,8 @@ struct StackFrame {
   std::string module;  // the mapped file; empty when the address is not in one
   std::uint64_t module_offset = 0;
 };
+
+// "func+0x1c (libfoo.so)", "libfoo.so+0x1234", or "?" (stacks.cpp).
+std::string frame_text(const StackFrame& f);
 
 }  // namespace cudatrace

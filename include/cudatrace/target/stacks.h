@@ -37,7 +37,5 @@ class StackSymbolizer {
   std::map<std::pair<pid_t, std::uint64_t>, StackFrame> cache_;
 };
 
-// "func+0x1c (libfoo.so)", "libfoo.so+0x1234", or "?".
-std::string frame_text(const StackFrame& f);
 
 }  // namespace cudatrace

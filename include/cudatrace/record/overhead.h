@@ -1,0 +1,72 @@
+// What tracing cost the traced processes: the probe hits counted in BPF (per
+// thread in ct_thread_state, folded per process into "process_cost" when a
+// thread exits) times the cost of one hit, measured on this host at start-up.
+// Nearly all of it is the uprobe trap, which the traced thread pays whatever
+// the BPF program does.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cudatrace/accounting.h"
+
+namespace cudatrace {
+
+class Probes;
+
+// What a hit costs a real program, as a multiple of the start-up
+// measurement, which calls a tiny function in a loop: a framework's traced
+// thread (Python, PyTorch's dispatcher) loses more around each trap. Fitted
+// on the H200 to the two PyTorch workloads whose loss stands above that
+// host's noise (-f all: 1.34x for launch-bound inference, 1.74x for GPT-2
+// decoding; docs/benchmarks.md, "What the exit line says").
+inline constexpr double kWorkloadFactor = 1.5;
+
+// The CPU time these hits added: each kind at its measured price, times
+// kWorkloadFactor. `stepped_hits` are among `entry_hits`.
+double added_ns(const ProbeCost& c, std::uint64_t entry_hits, std::uint64_t stepped_hits, std::uint64_t return_hits);
+
+// Measures ProbeCost: calls functions of cudatrace itself in batches of 100
+// for 6 ms each with no probe, with an entry probe and with both (the
+// tracer's own entry and return programs, attached through `probes` with
+// `cookie`; detached when `probes` is destroyed), and takes the differences
+// of the fastest batches (a lower bound: warm caches, no interruption). The programs take their usual path: user space
+// gives this thread a state in the "threads" map (fd) first, and the records
+// they write name no API, so the reader ignores them; the caller drains the
+// ring and clears the counters afterwards. About 20 ms plus the attaches.
+bool measure_probe_cost(Probes& probes, int threads_fd, std::uint64_t cookie, ProbeCost& out, std::string& error);
+
+// Probe hits of one thread or process as BPF counted them.
+struct HitCount {
+  std::uint32_t pid = 0;
+  std::string comm;
+  std::uint64_t entry_hits = 0, return_hits = 0;
+  std::optional<std::uint64_t> exit_cpu_ns;  // CPU time of the whole process when it exited
+  std::uint32_t tid = 0;  // a live thread's; 0: the threads of the process that exited, summed
+  std::uint64_t stepped_hits = 0;  // of entry_hits, on single-stepped probes
+};
+
+// The threads' counts summed per process (comm: the first thread's; exit
+// CPU time: the last one given).
+std::map<std::uint32_t, HitCount> hits_by_process(const std::vector<HitCount>& counts);
+
+// Sums hits per process and prices them. `cpu_at_start` is each process's CPU
+// time when tracing began (processes started traced are absent: 0);
+// `cpu_now` reads a live process's CPU time (nullopt: it is gone).
+CostReport price_hits(const std::vector<HitCount>& counts, const ProbeCost& per_hit,
+                      const std::map<std::uint32_t, std::uint64_t>& cpu_at_start,
+                      const std::function<std::optional<std::uint64_t>(std::uint32_t pid)>& cpu_now);
+
+// Reads the "process_cost" map and the live thread states of "threads".
+bool read_hit_counts(int process_cost_fd, int threads_fd, std::vector<HitCount>& out);
+
+// CPU time (user + system) of a live process from /proc/PID/stat, in ns.
+std::optional<std::uint64_t> process_cpu_ns(pid_t pid);
+
+}  // namespace cudatrace

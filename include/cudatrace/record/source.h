@@ -1,0 +1,89 @@
+// The record stage's face to the rest of cudatrace: a source of decoded
+// calls, in the order they completed, and of the aggregates counted without
+// a record. Two sources: the live recorder (record/recorder.h) and a trace
+// saved with --json (record/saved_trace.h). The driver (drive/driver.h)
+// runs either in the same way: nothing past a source knows which it is.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "cudatrace/accounting.h"
+#include "cudatrace/analysis/summary_report.h"
+#include "cudatrace/decode/decode.h"
+#include "cudatrace/record.h"
+#include "cudatrace/node_counts.h"
+
+namespace cudatrace {
+
+// What a source hands on.
+class CallConsumer {
+ public:
+  virtual ~CallConsumer() = default;
+  // A decoded call (its views valid until the next one).
+  virtual void on_call(Call& c) = 0;
+  // `counted.calls` calls like `c` that were counted without records
+  // (summary mode's launches and copies, counted in BPF).
+  virtual void on_counted(const Call& c, const ct_activity& counted) = 0;
+  // A process or thread exited: what is kept for it may go.
+  virtual void forget_process(std::uint32_t pid) = 0;
+  virtual void forget_thread(std::uint32_t pid, std::uint32_t tid) = 0;
+};
+
+class Source {
+ public:
+  virtual ~Source() = default;
+
+  // Gets ready to feed: live, loads the BPF object and attaches to the
+  // target (a command is started, held before it runs); saved, opens the
+  // trace and reads up to its first call. An exit status (options.h):
+  // kExitOk, or why not, said on stderr.
+  virtual int start() = 0;
+  // The CLOCK_MONOTONIC time the outputs show as 0.
+  virtual std::uint64_t start_ns() const = 0;
+  // Whether the trace is not everyone's to read: files made of it get mode 0600.
+  virtual bool private_trace() const = 0;
+  // Whether the source loses nothing while its consumer waits: a saved
+  // trace does, and its outputs are then written at the consumer's pace;
+  // the live ring buffer does not, and output that is not read in time is
+  // dropped and counted instead (render/output_writer.h).
+  virtual bool can_wait() const { return false; }
+  // Lets the target run (command mode: releases the command); an exit status.
+  virtual int release() = 0;
+
+  // Hands `to` what has come, waiting up to `wait_ms` for it; false once
+  // the source has ended (the target exited, a stop was asked for, the
+  // trace ended, or it failed: failed()).
+  virtual bool feed(CallConsumer& to, int wait_ms) = 0;
+  // Hands on what was counted without records so far (before a report).
+  virtual void pass_counted(CallConsumer&, bool /*final*/) {}
+  // After the last feed: the last records, and calls still in progress as
+  // unfinished ones.
+  virtual void finish(CallConsumer& to) = 0;
+  // The source could not go on (a trace line that is not one): what it
+  // fed is all there is, and no end is to be written.
+  virtual bool failed() const { return false; }
+
+  // "Now": live the clock, saved the end of the last call read.
+  virtual std::uint64_t now_ns() const = 0;
+  // Per-API statistics so far, by API id (summary mode; estimates scaled
+  // up under --max-overhead).
+  virtual std::vector<ct_api_stats> api_stats() = 0;
+  // --max-overhead: which APIs' counts are estimates; null when all are exact.
+  virtual const Sampling* sampling() const { return nullptr; }
+  virtual LossCounts losses() = 0;
+  // What tracing has cost the traced processes so far, when it is known.
+  virtual std::optional<CostReport> cost() { return std::nullopt; }
+  // Exporter mode: what the in-kernel counts grew by since the last call.
+  virtual std::optional<NodeCounts> node_counts() { return std::nullopt; }
+  // Names for call sites and stacks of the traced processes.
+  virtual SiteNames site_names() = 0;
+  // A program call site as a location in its files ("app+0x1234
+  // (main+0x2a)") for warnings; the address when it cannot be known.
+  virtual std::string location(std::uint32_t pid, std::uint64_t addr) = 0;
+  // After finish(): the source's exit status (command mode: the command's).
+  virtual int exit_status() const = 0;
+};
+
+}  // namespace cudatrace

@@ -1,0 +1,55 @@
+// A line of a --json trace (docs/json.md) parsed back into the record the
+// tracer decoded it from: `cudatrace report` decodes and analyses it exactly
+// as it was live.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cudatrace/accounting.h"
+#include "cudatrace/record.h"
+#include "cudatrace/target/stack_frame.h"
+
+namespace cudatrace {
+
+class TraceLine {
+ public:
+  enum class Type { Call, Warning, End };
+
+  // Parses one line of a --json trace; false with `error` set (one phrase,
+  // no line number) when it is not one.
+  bool parse(std::string_view line, std::string& error);
+
+  Type type() const { return type_; }
+  // Type::Call: the record, payload and stack as the ring buffer held them
+  // (a "call" or "unfinished" line).
+  const ct_call& record() const { return *reinterpret_cast<const ct_call*>(buf_.data()); }
+  // Launches of a known kernel: the function handle and the kernel's mangled name.
+  std::uint64_t kernel_handle() const { return kernel_handle_; }
+  const std::string& kernel_mangled() const { return kernel_mangled_; }
+  // The line's symbolised stack (--stack), innermost first.
+  const std::vector<StackFrame>& stack() const { return stack_; }
+  // Type::Warning: where the call site the warning was about is, as the
+  // tracer named it live (the warning itself is found again from the calls).
+  struct WarningSite {
+    std::uint32_t pid = 0;
+    std::uint64_t caller = 0;
+    std::string location;
+  };
+  const WarningSite& warning() const { return warning_; }
+  // Type::End: the loss counters (calls and unfinished are counted again).
+  const LossCounts& end() const { return end_; }
+
+ private:
+  Type type_ = Type::Call;
+  std::vector<std::uint64_t> buf_;  // ct_call, payload, stack frames: 8-byte aligned
+  std::uint64_t kernel_handle_ = 0;
+  std::string kernel_mangled_;
+  std::vector<StackFrame> stack_;
+  WarningSite warning_;
+  LossCounts end_;
+};
+
+}  // namespace cudatrace

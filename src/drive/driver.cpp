@@ -1,0 +1,296 @@
+#include "cudatrace/drive/driver.h"
+
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+
+#include "cudatrace/render/format.h"
+#include "cudatrace/render/output_file.h"
+
+namespace cudatrace {
+namespace {
+
+void error_line(const std::string& msg) { std::fprintf(stderr, "cudatrace: %s\n", msg.c_str()); }
+void warn_line(const std::string& msg) { std::fprintf(stderr, "cudatrace: warning: %s\n", msg.c_str()); }
+
+// At the end, how long the output may make no progress (its consumer reads
+// nothing) before the driver stops waiting for it; a source that can wait
+// waits as long as its consumer takes.
+constexpr std::chrono::milliseconds kOutputStall{5000};
+constexpr std::chrono::milliseconds kNoStall{std::chrono::hours(24 * 365)};
+// How long a feed may wait for calls: the pace of the reports and flushes.
+constexpr int kFeedWaitMs = 100;
+// Exporter mode: how often the node's counts are looked at.
+constexpr std::uint64_t kCountEveryNs = 1000000000ull;
+
+PipelineOptions pipeline_options(const Options& opts) {
+  return {opts.display, opts.nvtx, opts.by_range, opts.summary};
+}
+
+}  // namespace
+
+Driver::Driver(const Options& opts, Source& source) : opts_(opts), source_(source), pipeline_(pipeline_options(opts)) {}
+
+Driver::~Driver() {
+  writer_.reset();  // stop writing before the output is closed
+  if (out_fd_ > 2) close(out_fd_);
+}
+
+// The -o file and the timeline are created only once the source has
+// started: a start that failed leaves no empty file behind.
+int Driver::open_outputs() {
+  const OutputFileOptions file{opts_.output_follow_symlinks, source_.private_trace()};
+  std::string error;
+  if (!opts_.output_path.empty()) {
+    out_fd_ = open_output_file(opts_.output_path, file, error);
+    if (out_fd_ < 0) {
+      error_line(error);
+      return kExitOutput;
+    }
+  }
+  if (!opts_.perfetto_path.empty()) {
+    timeline_ = make_perfetto_writer(opts_.perfetto_path, file, source_.start_ns(), error);
+    if (!timeline_) {
+      error_line(error);
+      return kExitOutput;
+    }
+    call_writers_.push_back(timeline_.get());
+  }
+  return kExitOk;
+}
+
+int Driver::run() {
+  // Served before the source starts: an address that cannot be served is
+  // said before anything is loaded, and /metrics answers from then on.
+  if (!opts_.prometheus_address.empty()) {
+    std::string error;
+    metrics_ = MetricsWriter::serve(opts_.prometheus_address, error);
+    if (!metrics_) {
+      error_line(error);
+      return kExitOutput;
+    }
+  }
+  if (const int rc = source_.start()) return rc;
+  trace_ = opts_.json ? make_json_writer() : make_text_writer(source_.start_ns(), opts_.full_names);
+  if (opts_.summary) {
+    // NVTX calls are not CUDA work: --by-range has them, the per-API tables do not.
+    Selection reported = opts_.display;
+    reported.layer[static_cast<int>(Layer::Nvtx)] = false;
+    ReportOptions report{reported, opts_.summary_tables, opts_.hist, opts_.insights, opts_.json, source_.start_ns(),
+                         {}, opts_.full_names, true};
+    reporter_ = std::make_unique<SummaryReport>(report, pipeline_, source_.site_names());
+    next_report_ns_ = source_.start_ns() + std::uint64_t(opts_.interval_s) * 1000000000ull;
+  } else if (!metrics_) {
+    call_writers_.push_back(trace_.get());
+    drop_nvtx_ = opts_.min_us || opts_.errors_only;
+  }
+  if (int rc = open_outputs()) return rc;
+  if (metrics_)
+    std::fprintf(stderr, "cudatrace: serving Prometheus metrics on port %d (%s/metrics)\n", metrics_->port(),
+                 opts_.prometheus_address.c_str());
+  writer_ = std::make_unique<OutputWriter>(out_fd_, std::size_t(opts_.buffer_mb) << 20);
+  trace_->buffer()->reserve(OutputWriter::kChunkCapacity);
+  if (!reporter_ && !metrics_) trace_->header();
+  // Written before the command starts: an output that cannot be written
+  // (-o /dev/full) is found before anything runs.
+  hand_over_output();
+  writer_->wait_written(kOutputStall);
+  if (!output_ok()) return output_closed_ ? kExitBrokenPipe : kExitOutput;
+  if (int rc = source_.release()) return rc;
+  while (source_.feed(*this, kFeedWaitMs)) {
+    if (!flush()) break;
+    if (metrics_) count_node(false);
+    if (reporter_ && opts_.interval_s && source_.now_ns() >= next_report_ns_) {
+      summary_report(false);
+      if (!flush() || (opts_.count && ++reports_ >= opts_.count)) break;  // -c: stop, leave the command running
+    }
+  }
+  finish();
+  return exit_status();
+}
+
+void Driver::on_call(Call& c) {
+  const CallAnalysis& analysis = pipeline_.on_call(c);
+  if (analysis.streams && analysis.streams->pageable_host_ptr)
+    warn_pageable_copy(c, *analysis.streams->pageable_host_ptr);
+  if (analysis.closed_range)
+    for (Writer* w : call_writers_) w->nvtx_range(*analysis.closed_range);
+  if (!analysis.displayed) return;
+  for (Writer* w : call_writers_) {
+    if (w == trace_.get()) {
+      if (drop_nvtx_ && c.api->layer() == Layer::Nvtx) continue;
+      ++(c.unfinished ? stats_.unfinished : stats_.calls);
+      w->call(c, analysis);
+      chunk_.record_ends.push_back(Chunk::record_end(trace_->buffer()->size(), c.unfinished));
+    } else {
+      w->call(c, analysis);
+    }
+  }
+  if (reporter_) stats_.unfinished += c.unfinished;
+  if (trace_->buffer()->size() >= OutputWriter::kChunkBytes) hand_over_output();
+}
+
+void Driver::on_counted(const Call& c, const ct_activity& counted) {
+  if (opts_.display.wants(*c.api)) pipeline_.on_activity(c, counted);
+}
+
+void Driver::forget_process(std::uint32_t pid) { pipeline_.forget_process(pid); }
+
+void Driver::forget_thread(std::uint32_t pid, std::uint32_t tid) { pipeline_.forget_thread(pid, tid); }
+
+void Driver::warn_pageable_copy(const Call& c, std::uint64_t host_ptr) {
+  const std::string site = source_.location(c.pid, c.caller);
+  const bool to_device = arg_value(c, ArgType::Ptr, 1) == host_ptr;
+  const Warning w{"pageable_async_copy", host_ptr, site,
+                  fmt::format("{} {} pageable host memory {:#x} at {}: the copy is synchronous", c.api->symbol,
+                              to_device ? "from" : "to", host_ptr, site)};
+  warn_line(terminal_safe(w.message));  // module and function names come from the traced program
+  trace_->warning(c, w);
+}
+
+void Driver::summary_report(bool final) {
+  source_.pass_counted(*this, final);
+  const std::vector<ct_api_stats> run = source_.api_stats();
+  if (final) stats_.calls = reporter_->calls(run);
+  std::optional<CostReport> cost = final ? std::nullopt : source_.cost();
+  trace_->summary(reporter_->snapshot(run, source_.now_ns(), final, std::move(cost), source_.sampling()));
+  next_report_ns_ += std::uint64_t(opts_.interval_s) * 1000000000ull;
+}
+
+// Exporter mode: once a second, and a last time at the end.
+void Driver::count_node(bool last) {
+  const std::uint64_t now = source_.now_ns();
+  if (!last && now < next_count_ns_) return;
+  next_count_ns_ = now + kCountEveryNs;
+  if (const std::optional<NodeCounts> counts = source_.node_counts()) metrics_->counts(*counts, pipeline_.memory());
+}
+
+void Driver::finish() {
+  source_.finish(*this);
+  if (source_.failed()) {  // no end: what was read is all there is, and it was said why
+    hand_over_output();
+    writer_->drain(source_.can_wait() ? kNoStall : kOutputStall);
+    return;
+  }
+  if (metrics_) {
+    count_node(true);
+    stats_.calls = metrics_->calls_counted();
+  }
+  stats_.kernel = source_.losses();
+  stats_.cost = source_.cost();
+  if (timeline_) {
+    std::string error;
+    timeline_failed_ = !timeline_->finish(error);
+    if (timeline_failed_) error_line(error);
+  }
+  if (reporter_) summary_report(true);
+  // Everything formatted is written before the end line, which counts what
+  // was not: the consumer may take its time, as long as it reads.
+  const std::chrono::milliseconds stall = source_.can_wait() ? kNoStall : kOutputStall;
+  hand_over_output();
+  const OutputWriter::Drained drained = writer_->drain(stall);
+  count_unwritten(drained.unwritten);
+  output_ok();
+  if (output_closed_) return;
+  if (!drained.complete && !output_failed_)
+    warn_line(fmt::format("{} was not read for {} s: gave up writing it ({} records not written)",
+                          opts_.output_path.empty() ? std::string("standard output") : opts_.output_path,
+                          std::chrono::duration_cast<std::chrono::seconds>(stall).count(),
+                          drained.unwritten.total()));
+  fmt::memory_buffer messages;  // for stderr
+  trace_->end(stats_, messages);
+  bool end_written = false;
+  if (drained.complete) {
+    hand_over_output();
+    end_written = writer_->drain(stall).complete;
+  }
+  trace_->buffer()->clear();
+  output_ok();
+  if (output_closed_) return;
+  // The JSON end line did not get out: its counts go to stderr instead.
+  if (opts_.json && !end_written && !output_failed_) append_end_text(messages, stats_);
+  if (messages.size()) std::fwrite(messages.data(), 1, messages.size(), stderr);
+  if (opts_.verbose) {
+    rusage self{};
+    getrusage(RUSAGE_SELF, &self);
+    std::fprintf(stderr, "cudatrace: tracer used %.2f s CPU, peak RSS %.1f MiB\n",
+                 double(self.ru_utime.tv_sec + self.ru_stime.tv_sec) +
+                     double(self.ru_utime.tv_usec + self.ru_stime.tv_usec) / 1e6,
+                 double(self.ru_maxrss) / 1024);
+  }
+  const StreamTracker::Forgotten& forgotten = pipeline_.streams().forgotten();
+  if (forgotten.streams || forgotten.events)
+    warn_line(fmt::format("{} streams and {} events never destroyed were forgotten (over {} per process); a later use "
+                          "of one got a new id",
+                          forgotten.streams, forgotten.events, StreamTracker::kMaxHandles));
+  if (forgotten.merged_segments)
+    warn_line(fmt::format("{} times a stream held over {} pieces of queued work; waits on them say \"approximate\"",
+                          forgotten.merged_segments, StreamTracker::kMaxSegments));
+  if (opts_.json && end_written && stats_.lost())
+    warn_line(std::to_string(stats_.lost()) + " call records lost; see the end line's lost_detail");
+}
+
+int Driver::exit_status() const {
+  if (timeline_failed_) return kExitOutput;  // also when the trace's reader went away: the file is an error
+  if (output_closed_) return kExitBrokenPipe;
+  if (output_failed_) return kExitOutput;
+  return source_.exit_status();
+}
+
+// Hands what was formatted to the writer thread; false once the output has
+// failed or its reader has gone.
+bool Driver::flush() {
+  hand_over_output();
+  return output_ok();
+}
+
+// When the writer's queue is full (the output's consumer has fallen behind
+// by more than --buffer-mb), a source that can wait waits for room; for
+// one that cannot, the chunk is dropped and its records are lost.
+void Driver::hand_over_output() {
+  fmt::memory_buffer& formatted = *trace_->buffer();
+  if (formatted.size() == 0) return;
+  chunk_.bytes = std::move(formatted);
+  bool queued = writer_->push(chunk_);
+  while (!queued && source_.can_wait() && !writer_->error()) {
+    writer_->wait_written(kOutputStall);
+    queued = writer_->push(chunk_);
+  }
+  if (!queued) {
+    const RecordCount dropped = records_after(chunk_, 0);
+    count_unwritten(dropped);
+    if (dropped.total() == 0 && !writer_->error() && reporter_)
+      warn_line("a report was dropped: the output is not being read (output buffer full, see --buffer-mb)");
+    chunk_.bytes.clear();
+    chunk_.record_ends.clear();
+  }
+  formatted = std::move(chunk_.bytes);
+}
+
+bool Driver::output_ok() {
+  if (output_failed_ || output_closed_) return false;
+  const int error = writer_->error();
+  if (error == 0) return true;
+  if (error == EPIPE) {
+    output_closed_ = true;  // `| head`: what was wanted has been read; no error
+    return false;
+  }
+  stats_.output_failure = "writing " + (opts_.output_path.empty() ? std::string("standard output") : opts_.output_path) +
+                          ": " + std::strerror(error);
+  error_line(stats_.output_failure);
+  output_failed_ = true;
+  return false;
+}
+
+void Driver::count_unwritten(const RecordCount& n) {
+  stats_.calls -= n.calls;
+  stats_.unfinished -= n.unfinished;
+  stats_.lost_output += n.total();
+}
+
+}  // namespace cudatrace

@@ -1,0 +1,76 @@
+#include "cudatrace/record/watchdog.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstddef>
+#include <string>
+
+#include "cudatrace/record.h"
+#include "cudatrace/record/ring_reader.h"
+
+namespace cudatrace {
+namespace {
+
+bool continue_stopped(void*, const void* data, std::size_t size) {
+  if (size < sizeof(ct_map_change)) return false;
+  const auto* m = static_cast<const ct_map_change*>(data);
+  if (m->type == CT_REC_MAP_CHANGE && m->stopped) kill(static_cast<pid_t>(m->pid), SIGCONT);
+  return false;
+}
+
+[[noreturn]] void watch(pid_t parent, int ring_fd) {
+  // Keep only the ring buffer: the parent's probes must go when it does.
+  const int keep = 3;
+  if (ring_fd != keep && dup2(ring_fd, keep) != keep) _exit(1);
+  syscall(SYS_close_range, keep + 1, ~0u, 0);
+  const int null_fd = open("/dev/null", O_RDWR);
+  for (int fd = 0; fd < 3; ++fd) dup2(null_fd, fd);
+  if (null_fd > 2) close(null_fd);
+  // Ctrl-C reaches the whole process group; the watchdog outlives it.
+  signal(SIGINT, SIG_IGN);
+  signal(SIGTERM, SIG_IGN);
+  signal(SIGHUP, SIG_IGN);
+  // Wait until cudatrace has wholly exited, not only the thread that forked
+  // this one (which is when a parent-death signal comes): its probes stay
+  // until its last thread has closed its last link, seconds after a SIGKILL.
+  // A pidfd becomes readable when the whole thread group has exited, after
+  // every descriptor was closed.
+  const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, parent, 0));
+  if (pidfd >= 0 && getppid() == parent) {
+    pollfd gone{pidfd, POLLIN, 0};
+    while (poll(&gone, 1, -1) < 0 && errno == EINTR) {
+    }
+  } else if (pidfd < 0) {  // no pidfd (seccomp): the parent thread's death, the best left
+    sigset_t death;
+    sigemptyset(&death);
+    sigaddset(&death, SIGUSR1);
+    sigprocmask(SIG_BLOCK, &death, nullptr);
+    prctl(PR_SET_PDEATHSIG, SIGUSR1);
+    if (getppid() == parent) sigwaitinfo(&death, nullptr);
+  }
+  // The parent is gone and its descriptors with it: its links are
+  // detached, and detaching waited for programs in flight, so every loader
+  // record is complete (each one published after its SIGSTOP was queued;
+  // one made while cudatrace was dying undid its own stop, see
+  // ct_map_change) and nothing is stopped any more; continue what was.
+  std::string error;
+  if (auto ring = RingReader::open(keep, continue_stopped, nullptr, error)) ring->drain();
+  _exit(0);
+}
+
+}  // namespace
+
+pid_t start_watchdog(int ring_fd) {
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid == 0) watch(parent, ring_fd);
+  return pid;
+}
+
+}  // namespace cudatrace

@@ -1,0 +1,305 @@
+// The JSON Lines format (docs/json.md): each call a line with its
+// annotations, warnings, the summary line (json_summary.cpp) and the end
+// line. Hand-formatted like the text format (fmt's format-string parsing
+// dominated the reader's time).
+#include <iterator>
+
+#include "cudatrace/render/format.h"
+#include "cudatrace/render/json.h"
+#include "cudatrace/render/json_format.h"
+#include "cudatrace/render/writer.h"
+
+namespace cudatrace {
+namespace {
+
+using Buf = fmt::memory_buffer;
+
+void append_work_json(Buf& out, const StreamWork& w) {
+  auto it = std::back_inserter(out);
+  fmt::format_to(it, "{{\"stream\":\"{}\",\"launches\":{},\"kernels\":[", w.stream, w.launches);
+  for (std::size_t i = 0; i < w.kernels.size(); ++i) {
+    out.append(std::string_view(i ? ",{\"kernel\":" : "{\"kernel\":"));
+    append_json_string(out, w.kernels[i].name);
+    fmt::format_to(it, ",\"count\":{}}}", w.kernels[i].count);
+  }
+  out.push_back(']');
+  if (w.unlisted_launches) fmt::format_to(it, ",\"unlisted_launches\":{}", w.unlisted_launches);
+  out.append(std::string_view(",\"copies\":{"));
+  const char* sep = "";
+  for (int d = 0; d < kCopyDirections; ++d) {
+    const StreamWork::Bytes& b = w.copies[d];
+    if (!b.count) continue;
+    fmt::format_to(it, "{}\"{}\":{{\"count\":{},\"bytes\":{}}}", sep, direction_name(static_cast<Direction>(d)),
+                   b.count, b.bytes);
+    sep = ",";
+  }
+  fmt::format_to(it, "}},\"memsets\":{{\"count\":{},\"bytes\":{}}}}}", w.memsets.count, w.memsets.bytes);
+}
+
+void append_messages(Buf& out, const char* key, const std::vector<NvtxRange>& ranges) {
+  out.append(std::string_view(key));
+  for (std::size_t i = 0; i < ranges.size(); ++i) {
+    out.push_back(i ? ',' : '[');
+    append_json_string(out, ranges[i].message);
+  }
+  out.push_back(']');
+}
+
+
+
+void append_budget_json(Buf& out, const BudgetReport& r) {
+  auto it = std::back_inserter(out);
+  fmt::format_to(it,
+                 "{{\"max_pct\":{:g},\"estimated_cost_pct\":{:.3f},\"safety_factor\":{:g},\"attached_pct\":{:.3f},"
+                 "\"seen_ratio\":{:.6f},\"switches\":{},\"attach_ms_max\":{:.3f},\"detach_ms_max\":{:.3f},\"unreachable\":{},"
+                 "\"estimated_apis\":[",
+                 r.max_pct, r.estimated_cost_pct, r.safety_factor, r.attached_pct, r.seen_ratio, r.switches,
+                 r.attach_ms_max, r.detach_ms_max, r.unreachable);
+  for (std::size_t i = 0; i < r.sampled_apis.size(); ++i) {
+    if (i) out.push_back(',');
+    append_json_string(out, r.sampled_apis[i]);
+  }
+  out.append(std::string_view("]}"));
+}
+
+}  // namespace
+
+void append_wait_json(fmt::memory_buffer& out, const WaitInfo& w) {
+  auto it = std::back_inserter(out);
+  switch (w.kind) {
+    case WaitInfo::Kind::Stream:
+      fmt::format_to(it, ",\"waited_for\":{{\"kind\":\"stream\",\"stream\":\"{}\"", w.target);
+      break;
+    case WaitInfo::Kind::Device:
+      out.append(std::string_view(",\"waited_for\":{\"kind\":\"device\""));
+      break;
+    case WaitInfo::Kind::Event:
+    case WaitInfo::Kind::StreamWaitEvent:
+      fmt::format_to(it, ",\"waited_for\":{{\"kind\":\"{}\",\"event\":\"{}\",\"recorded_on\":",
+                     w.kind == WaitInfo::Kind::Event ? "event" : "stream_wait_event", w.target);
+      if (w.recorded_on.empty())
+        out.append(std::string_view("null"));
+      else
+        fmt::format_to(it, "\"{}\"", w.recorded_on);
+  }
+  if (w.approximate) out.append(std::string_view(",\"approximate\":true"));
+  out.append(std::string_view(",\"work\":["));
+  for (std::size_t i = 0; i < w.work.size(); ++i) {
+    if (i) out.push_back(',');
+    append_work_json(out, w.work[i]);
+  }
+  out.append(std::string_view("]}"));
+}
+
+void append_nccl_json(fmt::memory_buffer& out, const NcclInfo& n) {
+  out.append(std::string_view(",\"nccl\":{\"comm_id\":"));
+  if (n.has_comm) {
+    out.push_back('"');
+    append_hex16(out, n.comm_id);
+    out.push_back('"');
+  } else {
+    out.append(std::string_view("null"));
+  }
+  const auto number = [&](std::string_view key, bool known, auto v) {
+    out.append(key);
+    if (!known)
+      out.append(std::string_view("null"));
+    else if constexpr (std::is_signed_v<decltype(v)>)
+      append_int(out, v);
+    else
+      append_uint(out, v);
+  };
+  number(",\"rank\":", n.rank >= 0, n.rank);
+  number(",\"nranks\":", n.nranks >= 0, n.nranks);
+  number(",\"seq\":", n.has_seq, n.seq);
+  out.append(n.in_group ? std::string_view(",\"in_group\":true") : std::string_view(",\"in_group\":false"));
+  number(",\"bytes\":", n.has_bytes, n.bytes);
+  out.push_back('}');
+}
+
+void append_nvtx_json(fmt::memory_buffer& out, const Call& c) {
+  if (c.nvtx) append_messages(out, ",\"nvtx\":", *c.nvtx);
+  if (c.nvtx_process) append_messages(out, ",\"nvtx_process\":", *c.nvtx_process);
+}
+
+void append_stack_json(fmt::memory_buffer& out, const std::vector<StackFrame>& stack) {
+  auto it = std::back_inserter(out);
+  out.push_back('[');
+  for (std::size_t i = 0; i < stack.size(); ++i) {
+    const StackFrame& f = stack[i];
+    if (i) out.push_back(',');
+    fmt::format_to(it, "{{\"addr\":\"{:#x}\",\"function\":", f.addr);
+    if (f.function.empty()) {
+      out.append(std::string_view("null,\"function_offset\":null"));
+    } else {
+      append_json_string(out, f.function);
+      fmt::format_to(it, ",\"function_offset\":{}", f.function_offset);
+    }
+    out.append(std::string_view(",\"module\":"));
+    if (f.module.empty()) {
+      out.append(std::string_view("null,\"module_offset\":null"));
+    } else {
+      append_json_string(out, f.module);
+      fmt::format_to(it, ",\"module_offset\":{}", f.module_offset);
+    }
+    out.push_back('}');
+  }
+  out.push_back(']');
+}
+
+void append_cost_json(fmt::memory_buffer& out, const CostReport& r) {
+  auto it = std::back_inserter(out);
+  fmt::format_to(it,
+                 "{{\"entry_ns\":{:.1f},\"return_ns\":{:.1f},\"stepped_ns\":{:.1f},\"entry_wall_ns\":{:.1f},"
+                 "\"return_wall_ns\":{:.1f},\"stepped_wall_ns\":{:.1f},\"workload_factor\":{:g},\"processes\":[",
+                 r.per_hit.entry_ns, r.per_hit.return_ns, r.per_hit.stepped_ns, r.per_hit.entry_wall_ns,
+                 r.per_hit.return_wall_ns, r.per_hit.stepped_wall_ns, r.workload_factor);
+  for (std::size_t i = 0; i < r.processes.size(); ++i) {
+    const ProcessCost& p = r.processes[i];
+    fmt::format_to(it, "{}{{\"pid\":{},\"comm\":", i ? "," : "", p.pid);
+    append_json_string(out, p.comm);
+    fmt::format_to(it, ",\"entry_hits\":{},\"stepped_hits\":{},\"return_hits\":{},\"added_ns\":{:.0f}",
+                   p.entry_hits, p.stepped_hits, p.return_hits, p.added_ns);
+    if (p.cpu_ns && *p.cpu_ns)
+      fmt::format_to(it, ",\"cpu_ns\":{},\"added_pct\":{:.3f}}}", *p.cpu_ns, 100.0 * p.added_ns / double(*p.cpu_ns));
+    else
+      out.append(std::string_view(",\"cpu_ns\":null,\"added_pct\":null}"));
+  }
+  out.push_back(']');
+  if (r.budget) {
+    out.append(std::string_view(",\"budget\":"));
+    append_budget_json(out, *r.budget);
+  }
+  out.push_back('}');
+}
+
+namespace {
+
+class JsonWriter final : public Writer {
+ public:
+  fmt::memory_buffer* buffer() override { return &buf_; }
+
+  void call(const Call& c, const CallAnalysis&) override { object(c, c.unfinished ? "unfinished" : "call"); }
+
+  void warning(const Call& c, const Warning& w) override {
+    auto it = std::back_inserter(buf_);
+    fmt::format_to(it, "{{\"type\":\"warning\",\"kind\":\"{}\",\"ts_ns\":{},\"pid\":{},\"tid\":{},\"api\":\"{}\","
+                   "\"host_ptr\":\"{:#x}\",\"caller\":\"{:#x}\",\"location\":",
+                   w.kind, c.ts_ns, c.pid, c.tid, c.api->symbol, w.host_ptr, c.caller);
+    append_json_string(buf_, w.location);
+    buf_.append(std::string_view(",\"message\":"));
+    append_json_string(buf_, w.message);
+    buf_.append(std::string_view("}\n"));
+  }
+
+  void summary(const SummarySnapshot& s) override { append_summary_json(buf_, s); }
+
+  void end(const EndStats& s, Buf&) override {
+    auto it = std::back_inserter(buf_);
+    fmt::format_to(it, "{{\"type\":\"end\",\"calls\":{},\"lost\":{},\"unfinished\":{}", s.calls, s.lost(),
+                   s.unfinished);
+    fmt::format_to(it, ",\"lost_detail\":{{\"ring_buffer\":{},\"thread_table\":{},\"depth_overflow\":{},\"output\":{}",
+                   s.kernel.ring_buffer, s.kernel.thread_table, s.kernel.depth_overflow, s.lost_output);
+    fmt::format_to(it, ",\"control\":{}}}", s.kernel.control);
+    fmt::format_to(it, ",\"unmatched\":{}", s.kernel.unmatched);
+    if (s.cost) {
+      buf_.append(std::string_view(",\"overhead\":"));
+      append_cost_json(buf_, *s.cost);
+    }
+    buf_.append(std::string_view("}\n"));
+  }
+
+ private:
+  void object(const Call& c, std::string_view type) {
+    buf_.append(std::string_view("{\"type\":\""));
+    buf_.append(type);
+    buf_.append(std::string_view("\",\"ts_ns\":"));
+    append_uint(buf_, c.ts_ns);
+    buf_.append(std::string_view(",\"pid\":"));
+    append_uint(buf_, c.pid);
+    buf_.append(std::string_view(",\"tid\":"));
+    append_uint(buf_, c.tid);
+    buf_.append(std::string_view(",\"comm\":"));
+    append_json_string(buf_, c.comm());
+    buf_.append(std::string_view(",\"layer\":\""));
+    buf_.append(std::string_view(layer_name(c.api->layer())));
+    buf_.append(std::string_view("\",\"api\":\""));
+    buf_.append(c.api->symbol);
+    buf_.push_back('"');
+    if (c.entry_only) {
+      buf_.append(std::string_view(",\"entry_only\":true"));
+    } else if (!c.unfinished) {
+      buf_.append(std::string_view(",\"dur_ns\":"));
+      append_uint(buf_, c.dur_ns);
+      if (c.api->spec->returns == Returns::Status) {
+        buf_.append(std::string_view(",\"ret\":"));
+        append_int(buf_, c.status());
+        buf_.append(std::string_view(",\"ret_name\":"));
+        if (const char* name = c.ret_name()) {
+          buf_.push_back('"');
+          buf_.append(std::string_view(name));
+          buf_.push_back('"');
+        } else {
+          buf_.append(std::string_view("null"));
+        }
+      }
+    }
+    buf_.append(std::string_view(",\"depth\":"));
+    append_uint(buf_, c.depth);
+    if (c.parent) {
+      buf_.append(std::string_view(",\"parent_api\":\""));
+      buf_.append(c.parent->symbol);
+      buf_.push_back('"');
+    }
+    buf_.append(std::string_view(",\"args\":{"));
+    bool first = true;
+    for (const NamedValue& a : c.args) {
+      if (!first) buf_.push_back(',');
+      first = false;
+      append_json_string(buf_, a.name);
+      buf_.push_back(':');
+      append_json_value(buf_, a.value);
+    }
+    buf_.push_back('}');
+    bool any_id = false;
+    for (const NamedValue& a : c.args) {
+      if (a.id.empty()) continue;
+      buf_.append(std::string_view(any_id ? "," : ",\"handle_ids\":{"));
+      any_id = true;
+      append_json_string(buf_, a.name);
+      buf_.push_back(':');
+      append_json_string(buf_, a.id);
+    }
+    if (any_id) buf_.push_back('}');
+    if (c.waited) append_wait_json(buf_, *c.waited);
+    if (c.nccl) append_nccl_json(buf_, *c.nccl);
+    if (!c.kernel.empty()) {
+      buf_.append(std::string_view(",\"kernel\":"));
+      append_json_string(buf_, c.kernel);
+      buf_.append(std::string_view(",\"kernel_mangled\":"));
+      append_json_string(buf_, c.kernel_mangled);
+      buf_.append(std::string_view(",\"kernel_short\":"));
+      append_json_string(buf_, c.kernel_short);
+    }
+    // The call site, for `cudatrace report` (allocation sites, warnings).
+    if (c.caller) {
+      buf_.append(std::string_view(",\"caller\":\""));
+      append_hex(buf_, c.caller);
+      buf_.push_back('"');
+    }
+    append_nvtx_json(buf_, c);
+    if (!c.stack.empty()) {
+      buf_.append(std::string_view(",\"stack\":"));
+      append_stack_json(buf_, c.stack);
+    }
+    buf_.append(std::string_view("}\n"));
+  }
+
+  Buf buf_;
+};
+
+}  // namespace
+
+std::unique_ptr<Writer> make_json_writer() { return std::make_unique<JsonWriter>(); }
+
+}  // namespace cudatrace

@@ -1,0 +1,195 @@
+// source -> driver -> pipeline -> writers, as cudatrace runs them, without
+// root or BPF: hand-made calls from a fake source through the real driver,
+// analyses and writers into an -o file.
+#include "cudatrace/drive/driver.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "json_checker.h"
+#include "stream_feed.h"
+
+namespace {
+
+using namespace cudatrace;
+using cudatrace_test::CallSpec;
+using cudatrace_test::JsonParser;
+using cudatrace_test::JsonValue;
+using cudatrace_test::StreamFeed;
+
+constexpr std::uint64_t kStream = 0x5010;
+constexpr std::uint64_t kStart = 1'000'000'000;
+
+// Feeds its calls in one go, decoded as a recorder decodes them.
+class FakeSource final : public Source {
+ public:
+  explicit FakeSource(std::vector<CallSpec> calls) : calls_(std::move(calls)) {}
+
+  int start() override { return kExitOk; }
+  std::uint64_t start_ns() const override { return kStart; }
+  bool private_trace() const override { return false; }
+  int release() override { return kExitOk; }
+  bool feed(CallConsumer& to, int) override {
+    for (CallSpec s : calls_) {
+      s.ts_ns = now_ += 1000;
+      Call& c = decoder_.decode(s);
+      ++stats_[c.api->id].calls;
+      to.on_call(c);
+    }
+    return false;
+  }
+  void finish(CallConsumer&) override {}
+  std::uint64_t now_ns() const override { return now_; }
+  std::vector<ct_api_stats> api_stats() override { return stats_; }
+  LossCounts losses() override {
+    LossCounts lost;
+    lost.ring_buffer = 2;
+    return lost;
+  }
+  SiteNames site_names() override { return {}; }
+  std::string location(std::uint32_t, std::uint64_t addr) override { return fmt::format("app+{:#x}", addr); }
+  int exit_status() const override { return 3; }
+
+ private:
+  std::vector<CallSpec> calls_;
+  StreamFeed decoder_;
+  std::vector<ct_api_stats> stats_ = std::vector<ct_api_stats>(apis().size());
+  std::uint64_t now_ = kStart;
+};
+
+struct Drove {
+  int status;
+  std::string out;
+};
+
+Drove drive(Options opts, const std::vector<CallSpec>& calls) {
+  char path[] = "/tmp/cudatrace-driver-test-XXXXXX";
+  const int fd = mkstemp(path);
+  close(fd);
+  opts.output_path = path;
+  opts.display = StreamFeed::all_apis().display;
+  FakeSource source(calls);
+  Drove r;
+  {
+    Driver driver(opts, source);
+    r.status = driver.run();
+  }
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  r.out = text.str();
+  std::remove(path);
+  return r;
+}
+
+std::vector<JsonValue> lines(const std::string& text) {
+  std::vector<JsonValue> out;
+  for (std::size_t start = 0; start < text.size();) {
+    const std::size_t end = text.find('\n', start);
+    JsonValue v;
+    std::string error;
+    EXPECT_TRUE(JsonParser::parse(text.substr(start, end - start), v, error)) << error;
+    out.push_back(std::move(v));
+    start = end + 1;
+  }
+  return out;
+}
+
+std::vector<CallSpec> stream_calls() {
+  std::vector<CallSpec> calls(7);
+  calls[0].symbol = "cudaStreamCreate";
+  calls[0].args = {{"pStream", kStream}};
+  calls[1].symbol = "cudaMallocHost";
+  calls[1].args = {{"ptr", 0x4000000000}, {"size", 1 << 20}};
+  calls[2].symbol = "cudaMalloc";
+  calls[2].args = {{"devPtr", 0xd000}, {"size", 4096}};
+  calls[3].symbol = "cudaMemcpyAsync";
+  calls[3].args = {{"dst", 0xd000}, {"src", 0x4000000000}, {"count", 4096}, {"kind", 1}, {"stream", kStream}};
+  calls[4] = calls[3];  // from pageable memory
+  calls[4].args[1].second = 0x7f0000;
+  calls[4].caller = 0x401000;
+  calls[5].symbol = "cudaStreamSynchronize";
+  calls[5].args = {{"stream", kStream}};
+  calls[6].symbol = "cudatrace_nvtx_push";
+  return calls;
+}
+
+TEST(Driver, EachCallAnalysedOnceAndWrittenWithItsAnnotations) {
+  Options opts;
+  opts.json = true;
+  const Drove r = drive(opts, stream_calls());
+  EXPECT_EQ(r.status, 3) << "the source's status";
+  const std::vector<JsonValue> v = lines(r.out);
+  ASSERT_EQ(v.size(), 9u) << r.out;  // 7 calls, a warning, the end
+  EXPECT_EQ(v[0].get("handle_ids")->get("pStream")->text, "s1");
+  EXPECT_EQ(v[3].get("handle_ids")->get("stream")->text, "s1");
+  EXPECT_EQ(v[4].get("type")->text, "warning") << "a pageable copy's warning comes before it";
+  EXPECT_EQ(v[4].get("location")->text, "app+0x401000") << "where the source says the call site is";
+  const JsonValue* waited = v[6].get("waited_for");
+  ASSERT_NE(waited, nullptr);
+  EXPECT_EQ(waited->get("work")->items[0].get("copies")->get("HtoD")->get("count")->text, "2");
+  const JsonValue& end = v[8];
+  EXPECT_EQ(end.get("type")->text, "end");
+  EXPECT_EQ(end.get("calls")->text, "7");
+  EXPECT_EQ(end.get("lost")->text, "2") << "the source's losses";
+}
+
+TEST(Driver, MinUsAndErrorsLeaveNvtxCallsOut) {
+  Options opts;
+  opts.json = true;
+  opts.min_us = 1;
+  const Drove r = drive(opts, stream_calls());
+  const std::vector<JsonValue> v = lines(r.out);
+  ASSERT_EQ(v.size(), 8u) << r.out;
+  EXPECT_EQ(v.back().get("calls")->text, "6");
+  EXPECT_EQ(r.out.find("cudatrace_nvtx_push"), std::string::npos);
+}
+
+TEST(Driver, SummaryModeWritesTheReportNotTheCalls) {
+  Options opts;
+  opts.summary = opts.summary_tables = true;
+  const Drove r = drive(opts, stream_calls());
+  EXPECT_EQ(r.out.find("cudaStreamCreate  "), std::string::npos) << "no call lines";
+  EXPECT_NE(r.out.find("cudatrace summary:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("CUDA API summary"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("cudaMemcpyAsync"), std::string::npos) << "the source's per-API counts: " << r.out;
+}
+
+TEST(Driver, TextTraceStartsWithItsHeader) {
+  const Drove r = drive(Options{}, stream_calls());
+  EXPECT_EQ(r.out.rfind("TIME(s)      COMM", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find("cudaStreamSynchronize"), std::string::npos);
+  EXPECT_NE(r.out.find("waited: s1: 2 copies HtoD 8.0 KiB"), std::string::npos) << r.out;
+}
+
+TEST(Pipeline, UndisplayedCallsFeedTheModelsButReachNoWriter) {
+  PipelineOptions only_streams;
+  only_streams.display.group[static_cast<int>(Group::Stream)] = true;
+  Pipeline pipeline(only_streams);
+  StreamFeed decoder;
+  auto analyse = [&](const CallSpec& s) -> const CallAnalysis& { return pipeline.on_call(decoder.decode(s)); };
+  CallSpec create;
+  create.symbol = "cudaStreamCreate";
+  create.args = {{"pStream", kStream}};
+  EXPECT_TRUE(analyse(create).displayed);
+  CallSpec alloc;
+  alloc.symbol = "cudaMalloc";
+  alloc.args = {{"devPtr", 0xd000}, {"size", 4096}};
+  const CallAnalysis& a = analyse(alloc);
+  EXPECT_FALSE(a.displayed);
+  EXPECT_FALSE(a.device_bytes) << "memory accounting is for displayed calls";
+  CallSpec launch;
+  launch.symbol = "cudaLaunchKernel";
+  launch.args = {{"func", 0xa1}, {"stream", kStream}};
+  EXPECT_FALSE(analyse(launch).displayed);
+  EXPECT_EQ(decoder.id_of("stream"), "s1") << "the stream model saw the undisplayed launch";
+  EXPECT_TRUE(pipeline.memory().devices().empty());
+}
+
+}  // namespace
