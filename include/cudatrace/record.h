@@ -25,6 +25,39 @@
  * that is not a failure. */
 #define CT_CUDA_NOT_READY 600
 
+/* What the BPF programs are told before they are loaded (read-only: the
+ * verifier prunes the branches of the modes not asked for). Set by user
+ * space from the options (src/record/recorder_bpf.cpp). */
+struct ct_config {
+	__u64 min_dur_ns;     /* --min-us: calls shorter than this send no record */
+	__u32 filter_tgid;    /* trace only this process (0: see use_tgid_set) */
+	__u32 filter_tid;     /* --tid: only this thread (0: every thread) */
+	__u32 tracer_tgid;    /* cudatrace's own process: once it dies, nobody would continue a
+			       * process stopped at a library load (ct_map_change) */
+	__u32 wakeup_every;   /* records per CPU between reader wake-ups */
+	__u8 use_tgid_set;    /* trace the processes in traced_tgids */
+	__u8 follow_forks;    /* add children of traced processes to the set */
+	__u8 errors_only;     /* --errors: only failed calls send records */
+	__u8 stop_on_map_change; /* --dlopen-stop: stop a process at a library load */
+	__u8 summary_mode;    /* aggregate in api_stats; records only for detail calls */
+	__u8 summary_records_all; /* ... and for every call (--by-range, docs/nvtx.md) */
+	__u8 capture_stack;   /* --stack: append the user stack to each record */
+	/* Session programs only: record nested calls without out-params at entry
+	 * and skip their return probe (CT_FLAG_ENTRY_ONLY). */
+	__u8 skip_nested_returns;
+	__u8 export_mode;     /* exporter mode: count calls in export_stats, records only for
+			       * allocations and frees */
+	/* Whole-node mode (--all-processes): every exec sends a map-change
+	 * record, so that user space looks at the new program's files (a static
+	 * runtime, a container's own dynamic loader) without stopping it. */
+	__u8 report_execs;
+	/* --empty-probes (benchmarks): the probes as placed, programs that do
+	 * nothing, so that the trap's cost can be told from the programs'. */
+	__u8 empty_programs;
+	__u8 activity_in_bpf; /* summary mode: count launches and copies in "activity" */
+	__u8 pad[4];
+};
+
 enum ct_record_type {
 	CT_REC_CALL = 1,       /* one completed call */
 	CT_REC_UNFINISHED = 2, /* a call whose thread exited before it returned */

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <string_view>
 
-#include "cudatrace/analysis/summary.h"
+#include "cudatrace/decode/api_stats.h"
 
 namespace cudatrace {
 
@@ -49,6 +49,61 @@ bool ActivityReader::read(int map_fd, std::uint64_t below_gen, const Sink& sink)
     sink(key, added);
   }
   return errno == ENOENT;
+}
+
+ct_activity_api activity_api(const Api& api) {
+  ct_activity_api a{};
+  const Effect effect = api.effect();
+  if (effect == Effect::AllocHost || effect == Effect::AllocManaged || effect == Effect::RegisterHost ||
+      effect == Effect::UnregisterHost || effect == Effect::FreeHost || effect == Effect::Free) {
+    a.kind = CT_ACT_PAGE_LOCK;  // cudaFree may free managed memory
+    return a;
+  }
+  if (effect != Effect::Launch && effect != Effect::Copy && effect != Effect::Memset) return a;
+  a.kind = effect == Effect::Copy ? CT_ACT_COPY : CT_ACT_COUNT;
+  int ptrs = 0;
+  for (std::size_t i = 0; i < api.spec->args.size(); ++i) {
+    const ArgType t = api.spec->args[i].type;
+    const int slot = api.slots[i];
+    auto key = [&](int slots) {
+      for (int s = 0; s < slots; ++s) a.key_args |= 1u << (slot + s);
+    };
+    if (effect == Effect::Launch) {
+      if (t == ArgType::Func || t == ArgType::Handle) key(1);
+      if (t == ArgType::Dim3 || t == ArgType::Dim3Split) key(slot_count(t));
+      if (t == ArgType::LaunchConfig) a.config_slot = static_cast<std::uint8_t>(slot + 1);
+      continue;
+    }
+    if (t == ArgType::Size || t == ArgType::MemcpyKind) key(1);
+    if (t == ArgType::MemcpyKind) a.copy_kind_slot = static_cast<std::uint8_t>(slot + 1);
+    // The first two pointers are the destination and the source (summary.cpp: Activity).
+    if (t == ArgType::Ptr && effect == Effect::Copy && ptrs < 2)
+      (ptrs++ == 0 ? a.dst_slot : a.src_slot) = static_cast<std::uint8_t>(slot + 1);
+  }
+  // Without a cudaMemcpyKind argument the name gives the direction.
+  const std::string_view name = api.spec->name;
+  if (name.find("HtoD") != std::string_view::npos) a.copy_kind = CT_COPY_HTOD;
+  if (name.find("DtoH") != std::string_view::npos) a.copy_kind = CT_COPY_DTOH;
+  return a;
+}
+
+void activity_record(const ct_activity_key& key, const ct_activity& counted, ActivityRecord& out) {
+  std::memset(out.bytes, 0, sizeof out.bytes);
+  auto& rec = *reinterpret_cast<ct_call*>(out.bytes);
+  rec.type = CT_REC_CALL;
+  rec.api = key.api;
+  rec.parent_api = kNoApi;
+  rec.pid = key.tgid;
+  rec.tid = key.tgid;
+  rec.ts_ns = counted.first_ts_ns;
+  rec.dur_ns = counted.total_ns;
+  std::memcpy(rec.args, key.args, sizeof rec.args);
+  const Api* api = api_by_id(key.api);
+  if (api && api->payload_index >= 0 && api->spec->args[api->payload_index].type == ArgType::LaunchConfig) {
+    // CUlaunchConfig / cudaLaunchConfig_t: grid x, y, z and block x, y, z first; no attributes.
+    std::memcpy(out.bytes + sizeof(ct_call), key.dims, sizeof key.dims);
+    rec.payload_len = CT_LAUNCH_CONFIG_SIZE;
+  }
 }
 
 }  // namespace cudatrace

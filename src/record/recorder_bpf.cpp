@@ -13,6 +13,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "cudatrace/record.h"  // before the skeleton: its struct ct_config
 #include "cudatrace.skel.h"
 #include "cudatrace/record/bpf_load.h"
 #include "cudatrace/record/kernel_features.h"
@@ -116,7 +117,7 @@ int Recorder::load() {
     error_line(std::string("cannot open the BPF object: ") + std::strerror(errno));
     return kExitKernel;
   }
-  auto* ro = skel_->rodata;
+  ct_config* ro = const_cast<ct_config*>(&skel_->rodata->settings);
   ro->filter_tgid = opts_.pid > 0 ? static_cast<__u32>(opts_.pid) : 0;
   ro->use_tgid_set = opts_.pid <= 0 && !opts_.all_processes;
   ro->follow_forks = ro->use_tgid_set;

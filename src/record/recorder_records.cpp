@@ -6,6 +6,7 @@
 
 #include <cstring>
 
+#include "cudatrace/record.h"  // before the skeleton: its struct ct_config
 #include "cudatrace.skel.h"
 #include "cudatrace/record/recorder.h"
 

@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "cudatrace/analysis/summary.h"
+#include "cudatrace/decode/api_stats.h"
 #include "cudatrace/options.h"
 #include "cudatrace/target/terminal.h"
 

@@ -37,21 +37,4 @@ void StackSymbolizer::forget(pid_t pid) {
   cache_.erase(cache_.lower_bound({pid, 0}), cache_.upper_bound({pid, ~std::uint64_t(0)}));
 }
 
-namespace {
-std::string_view base_name(const std::string& path) {
-  const auto slash = path.rfind('/');
-  return slash == std::string::npos ? std::string_view(path) : std::string_view(path).substr(slash + 1);
-}
-}  // namespace
-
-std::string frame_text(const StackFrame& f) {
-  if (!f.function.empty())
-    return f.module.empty() ? fmt::format("{}+{:#x}", f.function, f.function_offset)
-                            : fmt::format("{}+{:#x} ({})", f.function, f.function_offset, base_name(f.module));
-  if (!f.module.empty()) return fmt::format("{}+{:#x}", base_name(f.module), f.module_offset);
-  return "?";
-}
-
-
-
 }  // namespace cudatrace

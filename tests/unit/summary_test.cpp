@@ -12,6 +12,7 @@
 #include "analysis_calls.h"
 #include "cudatrace/decode/kernel_names.h"
 #include "cudatrace/analysis/memory.h"
+#include "cudatrace/record/bpf_maps.h"
 
 namespace {
 

@@ -1,6 +1,6 @@
-// Summary statistics: per-API latency statistics from the BPF "api_stats"
-// map (record.h: ct_api_stats, a log-linear histogram), and the kernel and
-// transfer tables built from decoded calls. docs/summary.md explains the
+// Summary statistics: the per-API table of the per-API statistics
+// (decode/api_stats.h), and the kernel and transfer tables built from
+// decoded calls. docs/summary.md explains the
 // columns and their precision.
 #pragma once
 
@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "cudatrace/decode/api_stats.h"
 #include "cudatrace/decode/api_table.h"
 #include "cudatrace/decode/decode.h"
 #include "cudatrace/decode/transfer.h"
@@ -19,36 +20,6 @@
 namespace cudatrace {
 
 class MemoryTracker;
-
-// ---- Histogram and statistics of ct_api_stats ----------------------------
-
-// Lowest latency (ns) bucket `b` holds; b == CT_HIST_BUCKETS gives the end of
-// the last regular bucket (which also holds everything longer).
-std::uint64_t ct_hist_bucket_low(unsigned b);
-// The bucket holding a latency of `ns` (what the BPF side computes).
-unsigned ct_hist_bucket(std::uint64_t ns);
-// Counts one call into `s`, as the BPF side does in summary mode: for
-// reports made from a saved trace (cudatrace report).
-void add_call(ct_api_stats& s, std::uint64_t dur_ns, bool failed);
-// Adds `part` (one CPU's or one API's statistics) into `total`.
-void add_stats(ct_api_stats& total, const ct_api_stats& part);
-// The calls counted in `now` but not in `before`, an earlier reading of the
-// same counters. Min and max of those calls are exact when they are new
-// extremes of the run, otherwise the bounds of their histogram buckets.
-ct_api_stats stats_since(const ct_api_stats& now, const ct_api_stats& before);
-// The q-quantile (0..1) of the latencies, interpolated linearly inside its
-// histogram bucket and clamped to [min, max]; 0 without calls.
-double percentile_ns(const ct_api_stats& s, double q);
-// Sample standard deviation (n - 1); 0 for fewer than two calls.
-double stddev_ns(const ct_api_stats& s);
-// How many calls took less than `ns` (interpolated inside the bucket holding `ns`).
-double count_below(const ct_api_stats& s, std::uint64_t ns);
-
-// The histogram in bcc's log2 rows: row i >= 1 holds [2^(i-1), 2^i - 1] ns,
-// row 1 also 0 (row 0 stays empty).
-std::vector<std::uint64_t> log2_rows(const ct_api_stats& s);
-inline std::uint64_t log2_row_low(unsigned i) { return i <= 1 ? 0 : std::uint64_t(1) << (i - 1); }
-inline std::uint64_t log2_row_high(unsigned i) { return (std::uint64_t(1) << i) - 1; }
 
 struct ApiRow {
   const Api* api;
@@ -94,22 +65,5 @@ class Activity {
  private:
   void count(const Call& c, const MemoryTracker& memory, const ct_activity& counted);
 };
-
-// ---- Launches and copies counted in BPF (record.h: ct_activity_key) --------
-
-// How BPF counts calls of `api` in summary mode: by the arguments Activity
-// reads (the kernel, grid and block of launches; sizes and direction of
-// copies and memsets, and the host side of host<->device copies); allocations
-// and frees of page-locked memory bump the page-locked generation.
-ct_activity_api activity_api(const Api& api);
-
-// A call record rebuilt from an activity key: the key's process, API and
-// arguments, a launch config holding the key's grid and block, the counted
-// calls' total duration and first entry time. Decodes like a record.
-struct ActivityRecord {
-  alignas(8) unsigned char bytes[sizeof(ct_call) + CT_LAUNCH_CONFIG_SIZE];
-  const ct_call& call() const { return *reinterpret_cast<const ct_call*>(bytes); }
-};
-void activity_record(const ct_activity_key& key, const ct_activity& counted, ActivityRecord& out);
 
 }  // namespace cudatrace

@@ -19,16 +19,9 @@
 #include "cudatrace/analysis/summary.h"
 #include "cudatrace/decode/selection.h"
 #include "cudatrace/record.h"
-#include "cudatrace/target/stack_frame.h"
+#include "cudatrace/decode/stack_frame.h"
 
 namespace cudatrace {
-
-// Names call sites and symbolises stacks: the source's to say (live, from
-// the processes' files; a saved trace, from what it recorded). Unset: addresses.
-struct SiteNames {
-  std::function<std::string(std::uint32_t pid, std::uint64_t addr)> call_site;
-  std::function<std::vector<StackFrame>(std::uint32_t pid, const std::vector<std::uint64_t>& addrs)> stack;
-};
 
 struct ReportOptions {
   Selection display;        // APIs shown

@@ -12,7 +12,7 @@
 
 #include "cudatrace/decode/api_table.h"
 #include "cudatrace/record.h"
-#include "cudatrace/target/stack_frame.h"
+#include "cudatrace/decode/stack_frame.h"
 
 namespace cudatrace {
 

@@ -1,5 +1,6 @@
-// Reading the BPF maps summary mode fills (record.h): the per-CPU per-API
-// statistics and the activity counted without records.
+// The BPF maps summary mode fills (record.h): the per-CPU per-API
+// statistics, and the activity counted without records, its table of what
+// to count per API and the records rebuilt from its keys.
 #pragma once
 
 #include <cstddef>
@@ -8,6 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cudatrace/decode/api_table.h"
 #include "cudatrace/record.h"
 
 namespace cudatrace {
@@ -36,5 +38,22 @@ class ActivityReader {
   };
   std::unordered_map<ct_activity_key, ct_activity, KeyHash, KeyEq> seen_;
 };
+
+// ---- Launches and copies counted in BPF (record.h: ct_activity_key) --------
+
+// How BPF counts calls of `api` in summary mode: by the arguments Activity
+// reads (the kernel, grid and block of launches; sizes and direction of
+// copies and memsets, and the host side of host<->device copies); allocations
+// and frees of page-locked memory bump the page-locked generation.
+ct_activity_api activity_api(const Api& api);
+
+// A call record rebuilt from an activity key: the key's process, API and
+// arguments, a launch config holding the key's grid and block, the counted
+// calls' total duration and first entry time. Decodes like a record.
+struct ActivityRecord {
+  alignas(8) unsigned char bytes[sizeof(ct_call) + CT_LAUNCH_CONFIG_SIZE];
+  const ct_call& call() const { return *reinterpret_cast<const ct_call*>(bytes); }
+};
+void activity_record(const ct_activity_key& key, const ct_activity& counted, ActivityRecord& out);
 
 }  // namespace cudatrace

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "cudatrace/accounting.h"
-#include "cudatrace/analysis/summary_report.h"
 #include "cudatrace/decode/decode.h"
+#include "cudatrace/decode/stack_frame.h"
 #include "cudatrace/record.h"
 #include "cudatrace/node_counts.h"
 

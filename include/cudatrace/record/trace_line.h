@@ -10,7 +10,7 @@
 
 #include "cudatrace/accounting.h"
 #include "cudatrace/record.h"
-#include "cudatrace/target/stack_frame.h"
+#include "cudatrace/decode/stack_frame.h"
 
 namespace cudatrace {
 

@@ -12,7 +12,7 @@
 #include "cudatrace/analysis/nccl.h"
 #include "cudatrace/analysis/streams.h"
 #include "cudatrace/analysis/summary_report.h"
-#include "cudatrace/target/stack_frame.h"
+#include "cudatrace/decode/stack_frame.h"
 
 namespace cudatrace {
 

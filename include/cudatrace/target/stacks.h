@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "cudatrace/record.h"
-#include "cudatrace/target/stack_frame.h"
+#include "cudatrace/decode/stack_frame.h"
 
 namespace cudatrace {
 

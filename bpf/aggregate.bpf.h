@@ -1,0 +1,202 @@
+/* Aggregation in the kernel, for the modes that need no record per call:
+ * summary mode's per-API statistics and activity, exporter mode's counts.
+ * Included by cudatrace.bpf.c only. */
+#pragma once
+
+/* floor(log2(v)) for v > 0; BPF has no count-leading-zeros instruction. */
+static __always_inline __u32 log2_u64(__u64 v)
+{
+	__u32 r = 0, shift;
+	shift = (v > 0xffffffffull) << 5;
+	v >>= shift;
+	r |= shift;
+	shift = (v > 0xffff) << 4;
+	v >>= shift;
+	r |= shift;
+	shift = (v > 0xff) << 3;
+	v >>= shift;
+	r |= shift;
+	shift = (v > 0xf) << 2;
+	v >>= shift;
+	r |= shift;
+	shift = (v > 0x3) << 1;
+	v >>= shift;
+	r |= shift;
+	return r | (__u32)(v >> 1);
+}
+
+/* The log-linear bucket of record.h. */
+static __always_inline __u32 hist_bucket(__u64 d)
+{
+	if (d < CT_HIST_SUB)
+		return d;
+	__u32 p = log2_u64(d);
+	if (p > CT_HIST_MAX_POW)
+		return CT_HIST_BUCKETS - 1;
+	return (p - 1) * CT_HIST_SUB + ((d >> (p - 2)) & (CT_HIST_SUB - 1));
+}
+
+
+static __always_inline void aggregate(__u32 api, __u64 dur, bool failed)
+{
+	struct ct_api_stats *st = bpf_map_lookup_elem(&api_stats, &api);
+	if (!st)
+		return;
+	if (!st->calls || dur < st->min_ns)
+		st->min_ns = dur;
+	if (dur > st->max_ns)
+		st->max_ns = dur;
+	st->calls++;
+	st->errors += failed;
+	st->total_ns += dur;
+	/* dur^2 = hi^2 * 2^64 + hi*lo * 2^33 + lo^2 with 32-bit halves, added to a 128-bit sum. */
+	__u64 hi = dur >> 32, lo = dur & 0xffffffffull, cross = hi * lo;
+	__u64 sq_lo = lo * lo, mid = cross << 33;
+	__u64 sum = st->sum_sq_lo + sq_lo;
+	__u64 carry = sum < sq_lo;
+	__u64 sum2 = sum + mid;
+	carry += sum2 < mid;
+	st->sum_sq_lo = sum2;
+	st->sum_sq_hi += hi * hi + (cross >> 31) + carry;
+	__u32 b = hist_bucket(dur);
+	barrier_var(b); /* keep the bounds check on the register that indexes */
+	if (b < CT_HIST_BUCKETS)
+		st->hist[b]++;
+}
+
+/* A call recorded at its entry (CT_COOKIE_ENTRY_ONLY): counted, not timed. */
+static __always_inline void aggregate_untimed(__u32 api)
+{
+	struct ct_api_stats *st = bpf_map_lookup_elem(&api_stats, &api);
+	if (!st)
+		return;
+	st->calls++;
+	st->untimed++;
+}
+
+/* Summary mode: counts a successful outermost launch, copy or memset in the
+ * activity map, and bumps the page-locked generation after a call that
+ * changed page-locked memory. Returns true when the call needs no record:
+ * the tables count only successful outermost calls, so the others need none
+ * either. A full map sends the record instead, which user space counts the same. */
+static __always_inline bool count_activity(__u32 api, struct ct_frame *f, __u32 depth, bool failed, __u64 dur,
+					   __u64 pid_tgid)
+{
+	if (!settings.activity_in_bpf)
+		return false;
+	struct ct_activity_api *a = bpf_map_lookup_elem(&activity_apis, &api);
+	if (!a || a->kind == CT_ACT_NONE)
+		return false;
+	__u32 zero = 0;
+	__u64 *gen = bpf_map_lookup_elem(&page_locked_gen, &zero);
+	if (!gen)
+		return false;
+	if (a->kind == CT_ACT_PAGE_LOCK) {
+		if (!failed && depth == 0)
+			__sync_fetch_and_add(gen, 1);
+		return false;
+	}
+	if (failed || depth)
+		return true;
+	struct ct_activity_key *key = bpf_map_lookup_elem(&activity_key_scratch, &zero);
+	if (!key)
+		return false;
+	key->tgid = pid_tgid >> 32;
+	key->api = api;
+	key->pad = 0;
+	key->page_locked_gen = a->kind == CT_ACT_COPY ? *gen : 0;
+	/* Copies: the host side of a host<->device copy (page-locked or not). */
+	__u64 dir = arg_in_slot(f, a->copy_kind_slot, a->copy_kind);
+	__u32 host_slot = dir == CT_COPY_HTOD ? a->src_slot : dir == CT_COPY_DTOH ? a->dst_slot : 0;
+	__u16 mask = a->key_args;
+	for (int i = 0; i < CT_MAX_ARGS; i++)
+		key->args[i] = (mask & (1u << i)) || i + 1 == host_slot ? f->args[i] : 0;
+	__builtin_memset(key->dims, 0, sizeof(key->dims));
+	__u32 slot = a->config_slot - 1; /* wraps to huge when there is none */
+	if (slot < CT_MAX_ARGS && bpf_probe_read_user(key->dims, sizeof(key->dims), (void *)f->args[slot]))
+		return false; /* the record says the config could not be read */
+	struct ct_activity *v = bpf_map_lookup_elem(&activity, key);
+	if (!v) {
+		struct ct_activity first = {1, dur, f->ts_ns, f->ts_ns};
+		if (!bpf_map_update_elem(&activity, key, &first, BPF_NOEXIST))
+			return true;
+		v = bpf_map_lookup_elem(&activity, key); /* another CPU added it meanwhile */
+		if (!v) {
+			count(CT_CNT_ACTIVITY_FULL);
+			return false;
+		}
+	}
+	__sync_fetch_and_add(&v->calls, 1);
+	__sync_fetch_and_add(&v->total_ns, dur);
+	if (f->ts_ns < v->first_ts_ns)
+		v->first_ts_ns = f->ts_ns;
+	if (f->ts_ns > v->last_ts_ns)
+		v->last_ts_ns = f->ts_ns;
+	return true;
+}
+
+static const __u64 export_bounds_ns[CT_EXPORT_BUCKETS - 1] = CT_EXPORT_BOUNDS_NS;
+
+
+static __always_inline __u32 export_bucket(__u64 dur)
+{
+	__u32 b = CT_EXPORT_BUCKETS - 1;
+	for (__u32 i = 0; i < CT_EXPORT_BUCKETS - 1; i++) {
+		if (dur <= export_bounds_ns[i]) {
+			b = i;
+			break;
+		}
+	}
+	return b;
+}
+
+/* Exporter mode: counts a completed call in export_stats. Returns true when
+ * the call also needs its record (an allocation or a free). */
+static __always_inline bool export_call(__u32 api, struct ct_frame *f, __u64 dur, __s64 ret, bool failed,
+					__u64 pid_tgid)
+{
+	struct ct_export_api *a = bpf_map_lookup_elem(&export_apis, &api);
+	if (!a)
+		return false;
+	struct ct_export_key key = {};
+	key.tgid = pid_tgid >> 32;
+	key.api = api;
+	key.status = ret >= 0 && ret < CT_EXPORT_STATUS_OTHER ? (__u16)ret : CT_EXPORT_STATUS_OTHER;
+	bool outer_ok = !failed && f->level == 0;
+	__u64 bytes = 0;
+	if (a->kind == CT_EXP_COPY) {
+		__u64 dir = a->copy_kind;
+		if (a->copy_kind_slot) { /* cudaMemcpyKind 0..3 are HtoH..DtoD */
+			dir = arg_in_slot(f, a->copy_kind_slot, CT_EXPORT_DIR_DEFAULT);
+			if (dir > 3)
+				dir = CT_EXPORT_DIR_DEFAULT;
+		}
+		bytes = arg_in_slot(f, a->bytes_slot, 0);
+		__u64 rows = arg_in_slot(f, a->rows_slot, 1);
+		key.direction = dir <= CT_EXPORT_DIR_DEFAULT ? (__u8)dir : CT_EXPORT_DIR_DEFAULT;
+		bytes = outer_ok ? bytes * rows : 0;
+	}
+	struct ct_export_value *v = bpf_map_lookup_elem(&export_stats, &key);
+	if (!v) {
+		struct ct_export_value zero = {};
+		bpf_map_update_elem(&export_stats, &key, &zero, BPF_NOEXIST);
+		v = bpf_map_lookup_elem(&export_stats, &key); /* ours, or another CPU's */
+		if (!v) {
+			count(CT_CNT_EXPORT_FULL);
+			return a->kind == CT_EXP_MEMORY;
+		}
+	}
+	__sync_fetch_and_add(&v->calls, 1);
+	if (outer_ok)
+		__sync_fetch_and_add(&v->outer_ok, 1);
+	if (bytes)
+		__sync_fetch_and_add(&v->bytes, bytes);
+	if (CT_COOKIE_ENTRY_ONLY & f->cookie)
+		return a->kind == CT_EXP_MEMORY; /* recorded at entry: no latency to count */
+	__sync_fetch_and_add(&v->total_ns, dur);
+	__u32 b = export_bucket(dur);
+	barrier_var(b);
+	if (b < CT_EXPORT_BUCKETS)
+		__sync_fetch_and_add(&v->buckets[b], 1);
+	return a->kind == CT_EXP_MEMORY;
+}

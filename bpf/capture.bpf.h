@@ -1,0 +1,200 @@
+/* Argument capture and the records: what the entry saves of a call, what
+ * the return reads (out-params, payloads), and the record sent through the
+ * ring buffer. Included by cudatrace.bpf.c only. */
+#pragma once
+
+/* Records go without a reader wake-up, except every settings.wakeup_every-th on a
+ * CPU: the reader drains in batches (and on its own timer), and the ring
+ * holds at most (CPUs x settings.wakeup_every) records it has not been told about. */
+static __always_inline __u64 ring_flags(void)
+{
+	__u32 zero = 0;
+	__u32 *n = bpf_map_lookup_elem(&since_wakeup, &zero);
+	if (!n || ++*n < settings.wakeup_every)
+		return BPF_RB_NO_WAKEUP;
+	*n = 0;
+	return BPF_RB_FORCE_WAKEUP;
+}
+
+
+static __always_inline void read_args(struct pt_regs *ctx, struct ct_frame *f, __u64 cookie)
+{
+	f->args[0] = PT_REGS_PARM1(ctx);
+	f->args[1] = PT_REGS_PARM2(ctx);
+	f->args[2] = PT_REGS_PARM3(ctx);
+	f->args[3] = PT_REGS_PARM4(ctx);
+	f->args[4] = PT_REGS_PARM5(ctx);
+	f->args[5] = ctx->r9;
+	__u32 words = CT_COOKIE_STACK_WORDS(cookie);
+	if (words) {
+		if (words > CT_MAX_STACK_ARGS)
+			words = CT_MAX_STACK_ARGS;
+		/* At the first instruction rsp points at the return address.
+		 * On a fault the helper zeroes the words. */
+		bpf_probe_read_user(&f->args[CT_REG_ARGS], words * 8, (void *)(PT_REGS_SP(ctx) + 8));
+	}
+	if (cookie & CT_COOKIE_STACK_ADDR)
+		f->args[CT_REG_ARGS] = PT_REGS_SP(ctx) + 8;
+}
+
+/* The argument in `slot` (1-based, as the tables of record.h give it), or
+ * `fallback` when the slot is 0 or out of range. An indexed read, not a loop
+ * over the slots that assigns on a match: such a loop gives the verifier a
+ * new state for every combination of matches, and exporter mode's return
+ * program ran past its million instructions. */
+static __always_inline __u64 arg_in_slot(struct ct_frame *f, __u32 slot, __u64 fallback)
+{
+	__u32 idx = slot - 1; /* wraps to huge for slot 0 */
+	barrier_var(idx);     /* keep the bound on the register that indexes */
+	if (idx >= CT_MAX_ARGS)
+		return fallback;
+	return f->args[idx];
+}
+
+
+static __always_inline __u32 read_payload(struct exit_scratch *s, __u64 cookie, struct ct_frame *f)
+{
+	__u32 kind = CT_COOKIE_PAYLOAD_KIND(cookie);
+	__u32 idx = CT_COOKIE_PAYLOAD_SLOT(cookie) - 1; /* wraps to huge when there is none */
+	if (kind == CT_PAYLOAD_NONE || idx >= CT_MAX_ARGS)
+		return 0;
+	void *ptr = (void *)f->args[idx];
+	if (kind == CT_PAYLOAD_STRING) {
+		long n = bpf_probe_read_user_str(s->payload, CT_MAX_PAYLOAD, ptr);
+		if (n <= 0) {
+			s->call.flags |= CT_FLAG_PAYLOAD_FAULT;
+			return 0;
+		}
+		if (n == CT_MAX_PAYLOAD)
+			s->call.flags |= CT_FLAG_PAYLOAD_TRUNC;
+		return n;
+	}
+	if (kind == CT_PAYLOAD_BYTES) {
+		__u32 len = CT_COOKIE_PAYLOAD_WORDS(cookie) * 8;
+		if (len > CT_MAX_PAYLOAD)
+			len = CT_MAX_PAYLOAD;
+		if (bpf_probe_read_user(s->payload, len, ptr)) {
+			s->call.flags |= CT_FLAG_PAYLOAD_FAULT;
+			return 0;
+		}
+		return len;
+	}
+	/* CT_PAYLOAD_LAUNCH_CONFIG: the config, then up to CT_LAUNCH_MAX_ATTRS attributes. */
+	if (bpf_probe_read_user(s->payload, CT_LAUNCH_CONFIG_SIZE, ptr)) {
+		s->call.flags |= CT_FLAG_PAYLOAD_FAULT;
+		return 0;
+	}
+	__u64 attrs = *(__u64 *)&s->payload[40];
+	__u32 nattrs = *(__u32 *)&s->payload[48];
+	if (nattrs > CT_LAUNCH_MAX_ATTRS) {
+		nattrs = CT_LAUNCH_MAX_ATTRS;
+		s->call.flags |= CT_FLAG_PAYLOAD_TRUNC;
+	}
+	if (!attrs || !nattrs)
+		return CT_LAUNCH_CONFIG_SIZE;
+	if (bpf_probe_read_user(&s->payload[CT_LAUNCH_CONFIG_SIZE], nattrs * CT_LAUNCH_ATTR_SIZE,
+				(void *)attrs)) {
+		s->call.flags |= CT_FLAG_PAYLOAD_FAULT;
+		return CT_LAUNCH_CONFIG_SIZE;
+	}
+	return CT_LAUNCH_CONFIG_SIZE + nattrs * CT_LAUNCH_ATTR_SIZE;
+}
+
+/* Reads out-param i of the call whose arguments are `args` into *dst; returns
+ * its fault flag (0 when read or when there is none). */
+static __always_inline __u8 read_out(__u64 *dst, __u64 cookie, __u64 *args, int i)
+{
+	__u32 idx = CT_COOKIE_OUT_SLOT(cookie, i) - 1;
+	__u32 size = CT_COOKIE_OUT_SIZE(cookie, i);
+	*dst = 0;
+	if (idx >= CT_MAX_ARGS || !size || size > 8)
+		return 0;
+	void *ptr = (void *)args[idx];
+	if (!ptr || bpf_probe_read_user(dst, size, ptr))
+		return i ? CT_FLAG_OUT1_FAULT : CT_FLAG_OUT0_FAULT;
+	return 0;
+}
+
+/* Fills every field but payload_len and stack_len (ring memory is not zeroed).
+ * Out-params come from the innermost forward when one returned. */
+static __always_inline void fill_call(struct ct_call *c, __u32 type, __u64 pid_tgid, struct ct_thread_state *st,
+				      struct ct_frame *f, __u8 flags)
+{
+	c->type = type;
+	c->api = type == CT_REC_CALL && f->fwd_depth ? f->fwd_api : CT_COOKIE_API(f->cookie);
+	c->parent_api = f->parent_api;
+	c->pid = pid_tgid >> 32;
+	c->tid = (__u32)pid_tgid;
+	c->ts_ns = f->ts_ns;
+	__builtin_memcpy(c->args, f->args, sizeof(c->args));
+	c->depth = f->level;
+	c->reserved = 0;
+	__builtin_memcpy(c->comm, st->comm, sizeof(c->comm));
+	if (type != CT_REC_CALL) {
+		c->outs[0] = 0;
+		c->outs[1] = 0;
+	} else if (f->fwd_depth && !(f->fwd_flags & CT_FWD_NO_RET)) {
+		c->outs[0] = f->fwd_outs[0];
+		c->outs[1] = f->fwd_outs[1];
+		flags |= f->fwd_flags;
+	} else {
+		flags |= read_out(&c->outs[0], f->cookie, f->args, 0);
+		flags |= read_out(&c->outs[1], f->cookie, f->args, 1);
+	}
+	c->flags = flags;
+}
+
+/* Sends the record of a completed (or entry-only) call. */
+static __always_inline void emit_call(void *ctx, __u64 pid_tgid, struct ct_thread_state *st, struct ct_frame *f,
+				      __u64 dur, __s64 ret, __u64 caller, __u8 flags)
+{
+	__u64 cookie = f->cookie;
+	if (CT_COOKIE_PAYLOAD_KIND(cookie) == CT_PAYLOAD_NONE && !settings.capture_stack) {
+		/* The common case: a fixed-size record built in place. */
+		struct ct_call *c = bpf_ringbuf_reserve(&events, sizeof(*c), 0);
+		if (!c) {
+			count(CT_CNT_LOST_RINGBUF);
+			return;
+		}
+		fill_call(c, CT_REC_CALL, pid_tgid, st, f, flags);
+		c->dur_ns = dur;
+		c->ret = ret;
+		c->caller = caller;
+		c->payload_len = 0;
+		c->stack_len = 0;
+		bpf_ringbuf_submit(c, ring_flags());
+		return;
+	}
+
+	__u32 zero = 0;
+	struct exit_scratch *s = bpf_map_lookup_elem(&scratch, &zero);
+	if (!s)
+		return;
+	struct ct_call *c = &s->call;
+	fill_call(c, CT_REC_CALL, pid_tgid, st, f, flags);
+	c->dur_ns = dur;
+	c->ret = ret;
+	c->caller = caller;
+	c->stack_len = 0;
+	__u32 len = read_payload(s, cookie, f);
+	if (len > CT_MAX_PAYLOAD)
+		len = CT_MAX_PAYLOAD;
+	c->payload_len = len;
+	__u64 size = sizeof(struct ct_call) + len;
+	if (settings.capture_stack) {
+		__u32 off = CT_ALIGN8(len);
+		if (off > CT_MAX_PAYLOAD)
+			off = CT_MAX_PAYLOAD;
+		/* At a return probe the registers are the caller's: the first
+		 * frame is the call site, the rest follow its frame pointers. */
+		long n = bpf_get_stack(ctx, &s->payload[off], CT_MAX_STACK_FRAMES * 8, BPF_F_USER_STACK);
+		if (n > 0 && n <= CT_MAX_STACK_FRAMES * 8) {
+			c->stack_len = n / 8;
+			size = sizeof(struct ct_call) + off + n;
+		}
+	}
+	if (size > sizeof(*s))
+		size = sizeof(*s);
+	if (bpf_ringbuf_output(&events, s, size, ring_flags()))
+		count(CT_CNT_LOST_RINGBUF);
+}

@@ -1,0 +1,31 @@
+// One named frame of a user stack (--stack): what decoded calls carry once
+// the recorder has symbolised their return addresses (target/stacks.h).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace cudatrace {
+
+struct StackFrame {
+  std::uint64_t addr = 0;
+  std::string function;  // demangled; empty when no symbol holds the address
+  std::uint64_t function_offset = 0;
+  std::string module;  // the mapped file; empty when the address is not in one
+  std::uint64_t module_offset = 0;
+};
+
+// "func+0x1c (libfoo.so)", "libfoo.so+0x1234", or "?".
+std::string frame_text(const StackFrame& f);
+
+// Names call sites and symbolises stacks of the traced processes: the
+// source's to say (live, from the processes' files; a saved trace, from
+// what it recorded). Unset: addresses alone.
+struct SiteNames {
+  std::function<std::string(std::uint32_t pid, std::uint64_t addr)> call_site;
+  std::function<std::vector<StackFrame>(std::uint32_t pid, const std::vector<std::uint64_t>& addrs)> stack;
+};
+
+}  // namespace cudatrace
