@@ -8,18 +8,6 @@
 
 namespace cudatrace {
 
-bool is_hot_api(const Api& a) {
-  if (a.group() == Group::Launch || a.group() == Group::Query) return true;
-  const std::string_view name = a.spec->name;
-  // Looked up before launches (cuBLAS, per launch): launch-rate in the
-  // H200's launch-bound inference, the busiest probe the budget left exact.
-  if (name == "cuKernelGetFunction") return true;
-  // Asynchronous memsets are enqueued like launches (PyTorch's zero fills:
-  // 12 per step of the H200's launch-bound inference, next to ~66 launches).
-  return a.group() == Group::Xfer && name.find("Memset") != std::string_view::npos &&
-         name.size() >= 5 && name.substr(name.size() - 5) == "Async";
-}
-
 DutyCycle::DutyCycle(BudgetConfig config, std::uint64_t start_ns)
     : config_(config), window_start_ns_(start_ns), deadline_ns_(start_ns + config.first_window_ns) {}
 

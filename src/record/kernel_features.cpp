@@ -10,16 +10,10 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "cudatrace/record/uprobe_multi.h"
+
 namespace cudatrace {
 namespace {
-
-// Spelt out: Debian 12's headers predate uprobe_multi (see probes.cpp).
-constexpr unsigned kTraceUprobeMulti = 48;  // BPF_TRACE_UPROBE_MULTI
-struct UprobeMultiAttr {
-  __u32 prog_fd, target_fd, attach_type, flags;
-  __aligned_u64 path, offsets, ref_ctr_offsets, cookies;
-  __u32 cnt, multi_flags, pid;
-};
 
 constexpr bpf_insn kReturnZero[] = {
     {BPF_ALU64 | BPF_MOV | BPF_K, BPF_REG_0, 0, 0, 0},

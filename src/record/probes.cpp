@@ -26,6 +26,7 @@
 #include "cudatrace/clock.h"
 #include "cudatrace/target/elf_file.h"
 #include "cudatrace/record/budget.h"
+#include "cudatrace/record/uprobe_multi.h"
 #include "cudatrace/target/static_runtime.h"
 #include "cudatrace/record/kernel_features.h"
 
@@ -62,17 +63,6 @@ bool is_own_library(const std::string& path, Layer layer) {
 bool is_runtime_launch(const Api& a) { return a.layer() == Layer::Runtime && a.effect() == Effect::Launch; }
 
 }  // namespace
-
-// uprobe_multi links (Linux 6.6), spelt out: Debian 12's headers predate them.
-constexpr int kBpfLinkCreate = 28;
-constexpr unsigned kTraceUprobeMulti = 48;  // BPF_TRACE_UPROBE_MULTI
-constexpr unsigned kTraceUprobeSession = 57;  // BPF_TRACE_UPROBE_SESSION (Linux 6.13)
-constexpr unsigned kUprobeMultiReturn = 1;  // BPF_F_UPROBE_MULTI_RETURN
-struct UprobeMultiAttr {
-  __u32 prog_fd, target_fd, attach_type, flags;
-  __aligned_u64 path, offsets, ref_ctr_offsets, cookies;
-  __u32 cnt, multi_flags, pid;
-};
 
 void Probes::prepare(bpf_program* prog, AttachMode mode) {
   // A perf-event uprobe takes a program of the default attach type.
@@ -166,26 +156,6 @@ void Probes::detach(Links& links) {
   if (keeper_)
     for (const UprobeKey& key : links.events) keeper_->release(key);
   links = {};
-}
-
-bool Probes::detach_file(const std::string& path, pid_t pid) {
-  struct stat st {};
-  if (stat(path.c_str(), &st) != 0) return false;
-  const auto key = std::make_tuple(st.st_dev, st.st_ino, pid);
-  const auto hot = std::find_if(hot_.begin(), hot_.end(), [&key](const HotGroup& g) { return g.key == key; });
-  const auto links = file_links_.find(key);
-  if (links == file_links_.end() && hot == hot_.end()) return false;
-  if (links != file_links_.end()) {
-    detach(links->second);
-    file_links_.erase(links);
-  }
-  if (hot != hot_.end()) {
-    detach_hot(*hot);
-    close(hot->file_fd);
-    hot_.erase(hot);
-  }
-  attached_.erase(key);
-  return true;
 }
 
 const Probes::FileSymbols* Probes::symbols_of(const std::string& path, std::string& error,

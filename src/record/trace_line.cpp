@@ -353,9 +353,24 @@ bool TraceLine::parse(std::string_view line, std::string& error) {
           else
             put_u64_payload(payload, hex_of(v, what));
           break;
-        default:  // Flags, Ptr, Event, Handle, Func
+        case ArgType::Flags:
+        case ArgType::Ptr:
+        case ArgType::Event:
+        case ArgType::Handle:
+        case ArgType::Func:
           raw = hex_of(v, what);
           if (spec.type == ArgType::Func) kernel_handle_ = raw;
+          break;
+        case ArgType::LaunchConfig:  // the payload, read above
+        case ArgType::OutPtr:        // out-parameters, read above
+        case ArgType::OutSize:
+        case ArgType::OutInt:
+        case ArgType::OutFloat:
+        case ArgType::OutStream:
+        case ArgType::OutEvent:
+        case ArgType::OutHandle:
+        case ArgType::OutFunc:
+          break;
       }
     }
     kernel_mangled_ = optional_string(j, "kernel_mangled", "\"kernel_mangled\"");

@@ -37,6 +37,7 @@ struct CallSpec {
   std::string parent;  // enclosing traced call; empty: top level
   std::uint64_t ts_ns = 0, dur_ns = 1000, caller = 0;
   bool unfinished = false;
+  std::uint8_t flags = 0;  // CT_FLAG_* of the record
   std::vector<std::uint8_t> payload;  // a String or LaunchConfig argument's bytes
 };
 
@@ -66,6 +67,7 @@ class StreamFeed {
     buf_.rec.ts_ns = s.ts_ns ? s.ts_ns : (next_ts_ += 10'000);
     buf_.rec.dur_ns = s.dur_ns;
     buf_.rec.caller = s.caller;
+    buf_.rec.flags = s.flags;
     if (s.unfinished) {
       buf_.rec.type = CT_REC_UNFINISHED;
       buf_.rec.dur_ns = 0;

@@ -156,6 +156,12 @@ bool is_async_operation(const Api& a);
 // operations pass, so that it traps once.
 bool recorded_at_driver(const Api& a);
 
+// Whether an API's probes are duty-cycled under a budget (--max-overhead,
+// record/budget.h): what is called at launch rate: launches, asynchronous
+// memsets, the kernel lookups made per launch, and the query group (when -f
+// selects it).
+bool is_hot_api(const Api& a);
+
 const std::vector<ApiSpec>& api_rows();
 const std::vector<Api>& apis();
 const Api* api_by_id(std::uint16_t id);

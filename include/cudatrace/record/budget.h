@@ -37,11 +37,6 @@ inline constexpr double kCostSafetyFactor = 2.0;
 // H200 host's (docs/benchmarks.md), in ns.
 inline constexpr double kFallbackEntryNs = 500, kFallbackReturnNs = 500;
 
-// Whether an API's probes are duty-cycled under a budget: what is called at
-// launch rate: launches, asynchronous memsets, and the query group (when -f
-// selects it).
-bool is_hot_api(const Api& a);
-
 struct BudgetConfig {
   double max_fraction = 0.01;        // --max-overhead / 100
   std::uint64_t first_window_ns = 20000000;   // the first look at the cost, probes attached

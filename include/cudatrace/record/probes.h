@@ -99,12 +99,6 @@ class Probes {
   // what a probe hit costs (overhead.h).
   bool attach_function(const std::string& path, pid_t pid, std::uint64_t offset, std::uint64_t cookie,
                        bool with_return, std::string& error);
-  // Detaches what attach_file attached to `path` for `pid` (false if
-  // nothing); attach_file attaches it again. Cheap in every mode: a
-  // perf-event uprobe's event goes back to the keeper, idle, and comes back
-  // from it on re-attach (until then its function still traps, running no
-  // program).
-  bool detach_file(const std::string& path, pid_t pid);
 
   std::size_t probe_count() const { return probes_.load(); }
 
