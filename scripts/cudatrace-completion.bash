@@ -1,6 +1,6 @@
 # bash completion for cudatrace (installed as
 # share/bash-completion/completions/cudatrace). tests/scripts/options_sync_test.py
-# keeps the option lists equal to --help's.
+# keeps the option and group lists equal to --help's.
 _cudatrace() {
   local cur prev
   cur="${COMP_WORDS[COMP_CWORD]}"
@@ -9,7 +9,7 @@ _cudatrace() {
     --output-follow-symlinks --full-names --stack --prometheus --nvtx --by-range --write-nvtx-library --summary --hist --insights --interval --count --ring-mb --buffer-mb
     --dlopen-stop --no-dlopen-stop --max-overhead --attach --nested-returns --every-layer --empty-probes --help --list-apis --verbose --version"
   local report_opts="--filter --layer --json --perfetto --output-follow-symlinks --full-names --summary --hist --insights --help"
-  local groups="mem xfer launch stream event device module query coll all"
+  local groups="mem xfer launch stream event device coll module query nvtx info error graph occupancy texture interop other all"
 
   # After "--" the words belong to the traced command.
   local i

@@ -1,16 +1,32 @@
 #!/usr/bin/env bash
-# Regenerates docs/apis.md from the API table (the binary's --list-apis).
+# Regenerates docs/apis.md and the README's table of API groups from the API
+# table (the binary's --list-apis). Trace.ListApisMatchesTheDocs checks both.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${1:-build/cudatrace}
+listing=$("$bin" -f all --nvtx --list-apis)
 {
   echo "# Traced APIs"
   echo
-  echo "Generated from the API table in \`src/decode/api_table.cpp\` by \`scripts/gen-docs.sh\`"
-  echo "(\`cudatrace --list-apis\`); a test fails when this file is out of date."
+  echo "Generated from the API table by \`scripts/gen-docs.sh\` (\`cudatrace --list-apis\`); a test fails when this"
+  echo "file is out of date. The table has a row for every function the CUDA toolkit's \`cuda.h\` and"
+  echo "\`cuda_runtime_api.h\` declare, generated at build time from the headers (\`scripts/gen-api-rows.py\`),"
+  echo "with the groups, effects and hand-written rows of \`src/decode/api_overrides.cpp\` on top."
   echo "Select groups with \`-f\` and layers with \`--layer\`; without \`-f\`, the groups marked"
   echo "\"traced by default\" in the table at the end are traced."
   echo "The nvtx rows are the probe targets of cudatrace's NVTX injection library, traced with \`--nvtx\` (docs/nvtx.md)."
+  echo "An argument \"not read\" is shown as \`?\` (\`null\` in JSON): a float or double (passed in an xmm register),"
+  echo "a struct passed by value, or an argument beyond the 11 saved argument slots."
   echo
-  "$bin" -f all --nvtx --list-apis
+  printf '%s\n' "$listing"
 } > docs/apis.md
+# The README's copy of the group table, between its markers.
+python3 - "$listing" <<'PY'
+import re, sys
+groups = re.search(r"^\| group \|.*?(?=\n\n)", sys.argv[1], re.S | re.M).group(0)
+readme = open("README.md", encoding="utf-8").read()
+start, end = "<!-- api-groups: scripts/gen-docs.sh writes this table from the API table -->\n", "<!-- /api-groups -->"
+before, rest = readme.split(start)
+_, after = rest.split(end)
+open("README.md", "w", encoding="utf-8").write(before + start + groups + "\n" + end + after)
+PY

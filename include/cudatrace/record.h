@@ -18,7 +18,9 @@
 #define CT_MAX_OUTS 2
 /* Largest string or struct payload read from user memory at return. */
 #define CT_MAX_PAYLOAD 2048
-#define CT_MAX_APIS 512
+/* Rows of the API table with their _ptsz/_ptds forms (the API id has 14 bits;
+ * a power of two: BPF indexes its per-API arrays with a mask). */
+#define CT_MAX_APIS 2048
 /* The API id of "no API": parent_api of an outermost call. */
 #define CT_NO_API 0xffff
 /* cudaErrorNotReady == CUDA_ERROR_NOT_READY (a query's "not yet"): a status
@@ -103,11 +105,11 @@ enum ct_record_type {
  *   bits 32..35  out-param 1: size in bytes
  *   bits 36..39  payload: argument slot + 1 holding a pointer to read at return
  *   bits 40..41  payload kind (enum ct_payload_kind)
- *   bits 42..49  payload size in 8-byte words for CT_PAYLOAD_BYTES
- *   bit  50      the function returns void (its return register is not a status)
- *   bit  51      summary mode still sends this call's record: the kernel,
+ *   bits 42..46  payload size in 8-byte words for CT_PAYLOAD_BYTES (up to 31)
+ *   bit  47      the function returns no status (void, or another value)
+ *   bit  48      summary mode still sends this call's record: the kernel,
  *                transfer and memory tables need its arguments
- *   bits 52..60  operation id: the API id of the first table row of the same
+ *   bits 49..60  operation id: the API id of the first table row of the same
  *                operation (the API without _ptsz/_ptds/_vN suffix). A call
  *                entered directly inside a call of the same operation is a
  *                forward (see ct_frame) and gets no record of its own.
@@ -132,13 +134,14 @@ enum ct_payload_kind {
 #define CT_COOKIE_OUT_SIZE(c, i) ((__u32)(((c) >> (24 + 8 * (i))) & 0xf))
 #define CT_COOKIE_PAYLOAD_SLOT(c) ((__u32)(((c) >> 36) & 0xf))
 #define CT_COOKIE_PAYLOAD_KIND(c) ((__u32)(((c) >> 40) & 0x3))
-#define CT_COOKIE_PAYLOAD_WORDS(c) ((__u32)(((c) >> 42) & 0xff))
+#define CT_COOKIE_PAYLOAD_WORDS_SHIFT 42
+#define CT_COOKIE_PAYLOAD_WORDS(c) ((__u32)(((c) >> CT_COOKIE_PAYLOAD_WORDS_SHIFT) & 0x1f))
 #define CT_COOKIE_ENTRY_ONLY (1ull << 14)
 #define CT_COOKIE_STEPPED (1ull << 15)
-#define CT_COOKIE_VOID (1ull << 50)
-#define CT_COOKIE_DETAIL (1ull << 51)
-#define CT_COOKIE_OP_SHIFT 52
-#define CT_COOKIE_OP(c) ((__u32)(((c) >> CT_COOKIE_OP_SHIFT) & 0x1ff))
+#define CT_COOKIE_VOID (1ull << 47)
+#define CT_COOKIE_DETAIL (1ull << 48)
+#define CT_COOKIE_OP_SHIFT 49
+#define CT_COOKIE_OP(c) ((__u32)(((c) >> CT_COOKIE_OP_SHIFT) & 0xfff))
 #define CT_COOKIE_HAS_OUTS(c) (((c) & ((0xfull << 20) | (0xfull << 28))) != 0)
 #define CT_COOKIE_STACK_ADDR (1ull << 61)
 #define CT_COOKIE_NCCL_STATUS (1ull << 62)

@@ -52,10 +52,23 @@ void MemoryTracker::on_call(const Call& c) {
     case Effect::Free:
       free(c);
       break;
+    case Effect::MemInfo:
+      memory_info(c);
+      break;
     default:
       break;
   }
   page_locked_.on_call(c);
+}
+
+// cudaMemGetInfo(free, total) / cuMemGetInfo: of the thread's current device.
+void MemoryTracker::memory_info(const Call& c) {
+  const auto free_bytes = arg_value(c, ArgType::OutSize, 0), total_bytes = arg_value(c, ArgType::OutSize, 1);
+  if (!free_bytes || !total_bytes) return;
+  DeviceMemory& d = devices_[{c.pid, current_device(c.tid)}];
+  d.reported_free_bytes = *free_bytes;
+  d.reported_total_bytes = *total_bytes;
+  d.reported_ts_ns = c.ts_ns;
 }
 
 void MemoryTracker::allocate(const Call& c, bool managed) {

@@ -42,10 +42,11 @@ void StreamWork::add(const StreamWork& other) {
   }
   memsets.count += other.memsets.count;
   memsets.bytes += other.memsets.bytes;
+  host_functions += other.host_functions;
 }
 
 bool StreamWork::empty() const {
-  if (launches || memsets.count) return false;
+  if (launches || memsets.count || host_functions) return false;
   for (const Bytes& b : copies)
     if (b.count) return false;
   return true;
@@ -281,6 +282,14 @@ void StreamTracker::apply(Process& p, Call& c) {
       seg.work.add_launch(kernel, short_name);
       seg.last_seq = ++p.seq;
       queue(s, {{}, 0, {}, Effect::Launch, short_name});
+      break;
+    }
+    case Effect::HostFunc: {
+      Stream& s = call_stream();
+      Segment& seg = open_segment(p, s, false);
+      ++seg.work.host_functions;
+      seg.last_seq = ++p.seq;
+      queue(s, {{}, 0, {}, Effect::HostFunc});
       break;
     }
     case Effect::Copy:

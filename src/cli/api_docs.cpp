@@ -28,6 +28,9 @@ const char* type_name(ArgType t) {
     case ArgType::NcclUniqueId: return "ncclUniqueId (by value)";
     case ArgType::NcclUniqueIdPtr: return "ncclUniqueId* (read at return)";
     case ArgType::NcclCommArray: return "out comm array";
+    case ArgType::Enum: return "enum";
+    case ArgType::Float: return "float";
+    case ArgType::Struct: return "struct";
     case ArgType::OutPtr: return "out ptr";
     case ArgType::OutSize: return "out size";
     case ArgType::OutInt: return "out int";
@@ -36,8 +39,29 @@ const char* type_name(ArgType t) {
     case ArgType::OutEvent: return "out event";
     case ArgType::OutHandle: return "out handle";
     case ArgType::OutFunc: return "out kernel";
+    case ArgType::OutUInt: return "out uint";
+    case ArgType::OutEnum: return "out enum";
   }
   return "?";
+}
+
+// How argument i of `a` is decoded: its type, the enum it is named by, or
+// why it is not read.
+std::string arg_type(const Api& a, std::size_t i) {
+  const ArgSpec& arg = a.spec->args[i];
+  if (arg.type == ArgType::Float) return "float: in an xmm register, not read";
+  if (arg.type == ArgType::Struct) return fmt::format("{} by value, not read", arg.ctype ? arg.ctype : "struct");
+  if (a.slots[i] == kNotCaptured) return fmt::format("{}: beyond the saved argument slots, not read", type_name(arg.type));
+  if (arg.enum_type) return fmt::format("{}{}", arg.type == ArgType::OutEnum ? "out " : "", arg.enum_type->name);
+  return type_name(arg.type);
+}
+
+// " (+ `_ptsz`)": the per-thread-default-stream forms also probed.
+std::string per_thread_forms(const ApiSpec& row) {
+  std::string forms;
+  for (const auto& [flag, suffix] : {std::pair{kPerThreadPtsz, "_ptsz"}, std::pair{kPerThreadPtds, "_ptds"}})
+    if (row.per_thread & flag) forms += fmt::format("{}`{}`", forms.empty() ? " (+ " : ", ", suffix);
+  return forms.empty() ? forms : forms + ")";
 }
 
 }  // namespace
@@ -58,22 +82,17 @@ std::string api_list_markdown(const Selection& selection, ProbePlan plan) {
   for (const Api& a : apis()) {
     if (a.variant || !selection.wants(a)) continue;
     std::string args;
-    for (const ArgSpec& arg : a.spec->args)
-      args += fmt::format("{}{} ({})", args.empty() ? "" : ", ", arg.name, type_name(arg.type));
-    fmt::format_to(it, "| `{}` | {} | {} | {} | {} |\n", a.symbol, layer_name(a.layer()), group_name(a.group()),
-                   recording(a, plan), args.empty() ? "none" : args);
+    for (std::size_t i = 0; i < a.spec->args.size(); ++i)
+      args += fmt::format("{}{} ({})", args.empty() ? "" : ", ", a.spec->args[i].name, arg_type(a, i));
+    fmt::format_to(it, "| `{}`{} | {} | {} | {} | {} |\n", a.symbol, per_thread_forms(*a.spec), layer_name(a.layer()),
+                   group_name(a.group()), recording(a, plan), args.empty() ? "none" : args);
   }
   fmt::format_to(it,
-                 "\nEvery API is also probed in its `_ptsz` and `_ptds` (per-thread default stream) forms where a "
-                 "library exports them, except the module and nvtx groups and NCCL.\n");
+                 "\nAn API marked (+ `_ptsz`) or (+ `_ptds`) is also probed in that per-thread-default-stream form, "
+                 "which its header declares.\n");
   fmt::format_to(it,
-                 "\n| group | traced by default | what, and why |\n"
-                 "| --- | --- | --- |\n");
-  for (int g = 0; g < kGroupCount; ++g) {  // every group, listed or not: the table says how to get the others
-    const auto group = static_cast<Group>(g);
-    fmt::format_to(it, "| {} | {} | {} |\n", group_name(group), group_on_by_default(group) ? "yes" : "no",
-                   group_description(group));
-  }
+                 "\n");
+  fmt::format_to(it, "{}", api_groups_markdown());
   fmt::format_to(it,
                  "\n`-f all` selects every group. \"recorded\": how a call is recorded by default. An asynchronous "
                  "operation (launch, async copy or memset, event record, stream wait) is recorded once, at its entry "
@@ -91,14 +110,47 @@ std::string api_list_json(const Selection& selection, ProbePlan plan) {
     fmt::format_to(it, "{{\"api\":\"{}\",\"layer\":\"{}\",\"group\":\"{}\",\"variant\":{},\"probed\":{},\"recorded\":\"{}\",\"args\":[",
                    a.symbol, layer_name(a.layer()), group_name(a.group()), a.variant,
                    !(plan.ops_at_driver_only && recorded_at_driver(a)), recording(a, plan));
-    bool first = true;
-    for (const ArgSpec& arg : a.spec->args) {
-      fmt::format_to(it, "{}{{\"name\":\"{}\",\"type\":\"{}\"}}", first ? "" : ",", arg.name, type_name(arg.type));
-      first = false;
+    for (std::size_t i = 0; i < a.spec->args.size(); ++i) {
+      const ArgSpec& arg = a.spec->args[i];
+      fmt::format_to(it, "{}{{\"name\":\"{}\",\"type\":\"{}\"", i ? "," : "", arg.name, type_name(arg.type));
+      if (arg.ctype) fmt::format_to(it, ",\"ctype\":\"{}\"", arg.ctype);
+      if (arg.enum_type) fmt::format_to(it, ",\"enum\":\"{}\"", arg.enum_type->name);
+      if (a.slots[i] == kNotCaptured) fmt::format_to(it, ",\"read\":false");
+      fmt::format_to(it, "}}");
     }
-    fmt::format_to(it, "]}}\n");
+    fmt::format_to(it, "]");
+    if (a.spec->prototype) fmt::format_to(it, ",\"prototype\":\"{}\"", a.spec->prototype);
+    fmt::format_to(it, "}}\n");
   }
   return fmt::to_string(out);
+}
+
+std::string api_groups_markdown() {
+  std::size_t rows[kGroupCount][kLayerCount] = {};
+  for (const ApiSpec& r : api_rows()) ++rows[static_cast<int>(r.group)][static_cast<int>(r.layer)];
+  fmt::memory_buffer out;
+  auto it = std::back_inserter(out);
+  fmt::format_to(it, "| group | traced by default | APIs by layer | what, and why |\n"
+                     "| --- | --- | --- | --- |\n");
+  for (int g = 0; g < kGroupCount; ++g) {  // every group, listed or not: the table says how to get the others
+    const auto group = static_cast<Group>(g);
+    const auto* n = rows[g];
+    std::string counts;
+    for (const Layer l : {Layer::Runtime, Layer::Driver, Layer::Nccl, Layer::Nvtx})
+      if (const std::size_t k = n[static_cast<int>(l)])
+        counts += fmt::format("{}{} {}", counts.empty() ? "" : ", ", k, layer_name(l));
+    fmt::format_to(it, "| {} | {} | {} | {} |\n", group_name(group), group_on_by_default(group) ? "yes" : "no", counts,
+                   group_description(group));
+  }
+  return fmt::to_string(out);
+}
+
+std::string group_names(bool traced_by_default) {
+  std::string names;
+  for (int g = 0; g < kGroupCount; ++g)
+    if (group_on_by_default(static_cast<Group>(g)) == traced_by_default)
+      names += fmt::format("{}{}", names.empty() ? "" : ", ", group_name(static_cast<Group>(g)));
+  return names;
 }
 
 }  // namespace cudatrace

@@ -56,14 +56,10 @@ EXAMPLES:
   cudatrace --all-processes --prometheus 127.0.0.1:9400  # every CUDA process of the host, as metrics
   cudatrace --summary -i 60 --max-overhead 1 -p 1234  # always on: launches sampled to cost ~1 %
 
-GROUPS: mem, xfer, launch, stream, event, device, coll (NCCL collectives,
-  point-to-point and communicator calls) (default: these seven), module (kernel registration and lookup calls; always traced for kernel names,
-  printed only when asked for), query (cudaGetDevice, cudaGetLastError,
-  cuCtxGetCurrent, attribute getters...: off by default, frameworks call them
-  dozens of times per launch and each probed call costs about 1 us), and all
-  (every group). --list-apis says which API is in which group. nvtx: NVTX
-  range calls, traced with --nvtx.
+)";
 
+// The groups from the API table, then the rest of the footer.
+constexpr const char* kAfterGroups = R"(
 OUTPUT: the trace goes to standard output (or -o FILE). In command mode without
   -o, the command's own standard output goes to cudatrace's standard error, so
   that standard output carries the trace alone (`| jq` sees only JSON). With -p
@@ -198,6 +194,30 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return out;
 }
 
+// Words wrapped at 80 columns, each line after the first indented by two spaces.
+std::string wrapped(const std::string& text) {
+  std::string out, line;
+  std::istringstream words(text);
+  for (std::string w; words >> w;) {
+    if (!line.empty() && line.size() + 1 + w.size() > 78) {
+      out += line + "\n";
+      line = " ";
+    }
+    line += (line.empty() ? "" : " ") + w;
+  }
+  return out + line + "\n";
+}
+
+std::string groups_help() {
+  using namespace cudatrace;
+  return wrapped("GROUPS: traced without -f: " + group_names(true) +
+                        ". Off by default, traced with -f (comma-separated): " + group_names(false) +
+                        "; all: every group. Kernel registration and lookups (module) are traced with launches "
+                        "for kernel names and printed only when asked for; nvtx calls are traced with --nvtx. "
+                        "--list-apis says which API is in which group, and why a group is off (getters that "
+                        "frameworks call dozens of times per launch: each probed call costs about 1 us).");
+}
+
 // -f and --layer: which APIs are traced (opts.selection) and printed (opts.display).
 void apply_selection(cudatrace::Options& opts, const std::string& groups, const std::string& layer) {
   using namespace cudatrace;
@@ -217,8 +237,8 @@ void apply_selection(cudatrace::Options& opts, const std::string& groups, const 
       else if (g)
         opts.display.group[static_cast<int>(*g)] = true;
       else
-        usage_error("unknown group '" + name +
-                    "' (groups: mem, xfer, launch, stream, event, device, module, query, coll, all)");
+        usage_error("unknown group '" + name + "' (groups: " + group_names(true) + ", " + group_names(false) +
+                    ", all)");
     }
   }
   opts.selection = opts.display;
@@ -286,7 +306,7 @@ int main(int argc, char** argv) {
 
   CLI::App app{kDescription, "cudatrace"};
   app.formatter(std::make_shared<HelpFormatter>(kUsage));
-  app.footer(kExamples);
+  app.footer(std::string(kExamples) + groups_help() + kAfterGroups);
   // One option per line, in blocks by --help group; a new option goes at the end of its block.
   // Targets
   app.add_option("-p,--pid", pid, "Trace the running process PID")->group(kTargets)->type_name("PID");

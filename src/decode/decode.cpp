@@ -53,6 +53,12 @@ void decode_launch_config(Layer layer, const std::uint8_t* p, std::size_t len,
   }
 }
 
+// An enum argument (its 32 bits) by the name the toolkit's header gives its value.
+Value enum_value(const ArgSpec& spec, std::uint64_t raw) {
+  const auto v = static_cast<std::int32_t>(raw);
+  return Named{spec.enum_type ? enum_value_name(*spec.enum_type, v) : nullptr, v};
+}
+
 // The host stub (Func argument) of a runtime launch whose first two
 // arguments a nested entry-only record carries (CT_FLAG_PARENT_ARGS).
 std::uint64_t parent_func(const Api& parent, const ct_call& rec) {
@@ -102,17 +108,17 @@ const char* special_stream_name(std::uint64_t handle) {
 }
 
 bool Call::failed() const {
-  if (unfinished || entry_only || api->spec->returns == Returns::Void) return false;
+  if (unfinished || entry_only || api->spec->returns != Returns::Status) return false;
   // Not ready: a query's "not yet"; ncclInProgress: a nonblocking communicator is still working.
   return status() != 0 && status() != (api->layer() == Layer::Nccl ? CT_NCCL_IN_PROGRESS : CT_CUDA_NOT_READY);
 }
 
 bool Call::succeeded() const {
-  return !unfinished && (api->spec->returns == Returns::Void || status() == 0);
+  return !unfinished && (api->spec->returns != Returns::Status || status() == 0);
 }
 
 const char* Call::ret_name() const {
-  if (unfinished || entry_only || api->spec->returns == Returns::Void) return nullptr;
+  if (unfinished || entry_only || api->spec->returns != Returns::Status) return nullptr;
   return cuda_error_name(api->layer(), status());
 }
 
@@ -159,6 +165,10 @@ bool decode_call(const ct_call& rec, KernelNames* names, Call& call, const Strin
   for (std::size_t i = 0; i < api->spec->args.size(); ++i) {
     const ArgSpec& spec = api->spec->args[i];
     const int slot = api->slots[i];
+    if (slot == kNotCaptured) {  // in an xmm register, a struct by value, beyond the saved slots
+      call.args.push_back({spec.name, std::monostate{}, spec.type});
+      continue;
+    }
     const std::uint64_t raw = rec.args[slot];
     const std::size_t first_value = call.args.size();
     if (is_out(spec.type)) {
@@ -179,6 +189,12 @@ bool decode_call(const ct_call& rec, KernelNames* names, Call& call, const Strin
           break;
         case ArgType::OutInt:
           call.args.push_back({spec.name, std::int64_t(static_cast<std::int32_t>(v))});
+          break;
+        case ArgType::OutUInt:
+          call.args.push_back({spec.name, std::uint64_t(static_cast<std::uint32_t>(v))});
+          break;
+        case ArgType::OutEnum:
+          call.args.push_back({spec.name, enum_value(spec, v)});
           break;
         case ArgType::OutFloat: {
           float f;
@@ -209,6 +225,9 @@ bool decode_call(const ct_call& rec, KernelNames* names, Call& call, const Strin
       case ArgType::MemcpyKind:
         call.args.push_back(
             {spec.name, Named{memcpy_kind_name(static_cast<std::uint32_t>(raw)), static_cast<std::int32_t>(raw)}});
+        break;
+      case ArgType::Enum:
+        call.args.push_back({spec.name, enum_value(spec, raw)});
         break;
       case ArgType::Stream:
         call.args.push_back({spec.name, stream_value(raw)});

@@ -192,17 +192,55 @@ void KernelNames::learn(const Call& call) {
   const std::uint64_t func = arg_value(call, ArgType::Func).value_or(0);
   const NamedValue* str = arg_of_type(call, ArgType::String);
   const auto* name = str ? std::get_if<std::string_view>(&str->value) : nullptr;
+  switch (call.api->effect()) {
+    case Effect::ModuleLoad:
+      // A handle an unload freed while it was not traced (-p, or not probed).
+      forget_module(pid, arg_value(call, ArgType::OutHandle).value_or(0));
+      return;
+    case Effect::ModuleUnload:
+      forget_module(pid, arg_value(call, ArgType::Handle).value_or(0));
+      return;
+    default:
+      break;
+  }
+  std::uint64_t module = 0;
   if (registration) {
     // __cudaRegisterFunction(handle, hostFun, deviceFun): the host stub's kernel.
     if (name) remember(pid, func, *name);
-  } else if (name) {
-    // cuModuleGetFunction / cuLibraryGetKernel / cudaLibraryGetKernel: looked up by name.
+    return;
+  }
+  if (name) {
+    // cuModuleGetFunction / cuLibraryGetKernel / cudaLibraryGetKernel: looked up by name in a module.
     remember(pid, out, *name);
+    module = arg_value(call, ArgType::Handle).value_or(0);
   } else if (const Name* known = find(pid, func)) {
     // __cudaGetKernel / cudaGetKernel / cuKernelGetFunction: a new handle for a known one.
     // (The view points into the pool, which keeps the name while `func` uses it.)
     remember(pid, out, known->mangled);
+    if (const auto it = module_of_.find({pid, func}); it != module_of_.end()) module = it->second;
   }
+  if (!module || !out) return;
+  if (std::uint64_t& of = module_of_[{pid, out}]; of != module) {
+    of = module;
+    module_handles_[{pid, module}].push_back(out);
+  }
+}
+
+void KernelNames::forget_handle(const Key& key) {
+  if (const auto it = names_.find(key); it != names_.end()) {
+    release(it->second);
+    names_.erase(it);
+  }
+  module_of_.erase(key);
+}
+
+void KernelNames::forget_module(std::uint32_t pid, std::uint64_t module) {
+  const auto it = module_handles_.find({pid, module});
+  if (!module || it == module_handles_.end()) return;
+  for (const std::uint64_t handle : it->second)
+    if (const auto of = module_of_.find({pid, handle}); of != module_of_.end() && of->second == module)
+      forget_handle({pid, handle});
+  module_handles_.erase(it);
 }
 
 template <typename Map>
@@ -220,6 +258,8 @@ void KernelNames::forget(std::uint32_t pid) {
     it = names_.erase(it);
   }
   erase_pid(unknown_, pid);
+  erase_pid(module_handles_, pid);
+  erase_pid(module_of_, pid);
 }
 
 }  // namespace cudatrace

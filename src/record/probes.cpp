@@ -24,6 +24,7 @@
 #include <unordered_set>
 
 #include "cudatrace/clock.h"
+#include "cudatrace/decode/api_overrides.h"
 #include "cudatrace/target/elf_file.h"
 #include "cudatrace/record/budget.h"
 #include "cudatrace/record/uprobe_multi.h"
@@ -477,7 +478,7 @@ bool Probes::attach_file(const std::string& path, pid_t pid, FileResult& result,
     std::string missing;
     int n = 0;
     for (const Api& a : apis()) {
-      if (a.variant || a.layer() != layer || !selection_.wants(a) || found.count(&a)) continue;
+      if (a.variant || a.layer() != layer || !is_core_api(a) || !selection_.wants(a) || found.count(&a)) continue;
       if (n++ < 5) missing += (missing.empty() ? "" : ", ") + a.symbol;
     }
     if (n) warn_(basename_of(path) + " does not export " + std::to_string(n) + " traced API(s) (" + missing +

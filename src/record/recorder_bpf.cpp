@@ -136,7 +136,12 @@ int Recorder::load() {
   // A timeline needs every call's record.
   activity_in_bpf_ = opts_.summary && opts_.perfetto_path.empty() && !opts_.by_range;
   ro->activity_in_bpf = activity_in_bpf_;
-  bpf_map__set_max_entries(skel_->maps.api_stats, static_cast<__u32>(apis().size()));
+  // Per-CPU statistics for the APIs probed (ids of the default groups come
+  // first, api_table.cpp), only where they are kept: --summary.
+  std::size_t stats_entries = 1;
+  for (const Api& a : apis())
+    if (opts_.summary && opts_.selection.wants(a)) stats_entries = a.id + std::size_t(1);
+  bpf_map__set_max_entries(skel_->maps.api_stats, static_cast<__u32>(stats_entries));
   bpf_map__set_max_entries(skel_->maps.activity_apis, static_cast<__u32>(apis().size()));
   bpf_map__set_max_entries(skel_->maps.export_apis, static_cast<__u32>(apis().size()));
   if (!opts_.all_processes)  // unused: the smallest ring

@@ -97,6 +97,14 @@ std::uint64_t nccl_enum_of(const Json& v, const char* (*name_of)(std::uint64_t),
   bad(what + ": unknown name \"" + v.get_ref<const std::string&>() + "\"");
 }
 
+// An enum of the toolkit's headers, written by name or, when unnamed, as its number.
+std::uint64_t header_enum_of(const Json& v, const EnumType* e, const std::string& what) {
+  if (!v.is_string()) return static_cast<std::uint32_t>(signed_of(v, what));
+  for (std::size_t k = 0; e && k < e->count; ++k)
+    if (v.get_ref<const std::string&>() == e->values[k].name) return static_cast<std::uint32_t>(e->values[k].value);
+  bad(what + ": unknown name \"" + v.get_ref<const std::string&>() + "\"");
+}
+
 // The decimal integer `text`, all of it.
 std::int64_t integer_text_of(std::string_view text, const std::string& what) {
   std::int64_t n = 0;
@@ -248,6 +256,7 @@ bool TraceLine::parse(std::string_view line, std::string& error) {
     for (std::size_t i = 0; i < api->spec->args.size(); ++i) {
       const ArgSpec& spec = api->spec->args[i];
       const int slot = api->slots[i];
+      if (slot == kNotCaptured) continue;  // written as null: nothing to read back
       const std::string what = api_name + " argument " + spec.name;
       if (spec.type == ArgType::LaunchConfig) {
         payload = launch_config_payload(api->layer(), args, api_name);
@@ -267,6 +276,12 @@ bool TraceLine::parse(std::string_view line, std::string& error) {
             break;
           case ArgType::OutInt:
             rec.outs[o] = static_cast<std::uint32_t>(signed_of(v, what));
+            break;
+          case ArgType::OutUInt:
+            rec.outs[o] = unsigned_of(v, what);
+            break;
+          case ArgType::OutEnum:
+            rec.outs[o] = header_enum_of(v, spec.enum_type, what);
             break;
           case ArgType::OutFloat: {
             if (!v.is_number()) bad(what + " is not a number");
@@ -324,6 +339,9 @@ bool TraceLine::parse(std::string_view line, std::string& error) {
             payload.push_back(0);
           }
           break;
+        case ArgType::Enum:
+          raw = header_enum_of(v, spec.enum_type, what);
+          break;
         case ArgType::NcclDataType:
           raw = nccl_enum_of(v, nccl_datatype_name, what);
           break;
@@ -370,6 +388,10 @@ bool TraceLine::parse(std::string_view line, std::string& error) {
         case ArgType::OutEvent:
         case ArgType::OutHandle:
         case ArgType::OutFunc:
+        case ArgType::OutUInt:
+        case ArgType::OutEnum:
+        case ArgType::Float:   // never captured: skipped above
+        case ArgType::Struct:
           break;
       }
     }

@@ -86,9 +86,13 @@ void append_memory(Buf& out, const SummarySnapshot& s) {
   for (const auto& [key, m] : s.memory) {
     fmt::format_to(it,
                    "{}{{\"pid\":{},\"device\":{},\"live_bytes\":{},\"peak_bytes\":{},\"peak_ts_ns\":{},"
-                   "\"managed_live_bytes\":{},\"managed_peak_bytes\":{},\"allocs\":{},\"frees\":{}}}",
+                   "\"managed_live_bytes\":{},\"managed_peak_bytes\":{},\"allocs\":{},\"frees\":{}",
                    first ? "" : ",", key.first, key.second, m.live_bytes, m.peak_bytes, m.peak_ts_ns,
                    m.managed_live_bytes, m.managed_peak_bytes, m.allocs, m.frees);
+    if (m.reported_ts_ns)
+      fmt::format_to(it, ",\"reported_free_bytes\":{},\"reported_total_bytes\":{},\"reported_ts_ns\":{}",
+                     m.reported_free_bytes, m.reported_total_bytes, m.reported_ts_ns);
+    out.push_back('}');
     first = false;
   }
   out.push_back(']');

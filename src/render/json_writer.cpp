@@ -33,7 +33,9 @@ void append_work_json(Buf& out, const StreamWork& w) {
                    b.count, b.bytes);
     sep = ",";
   }
-  fmt::format_to(it, "}},\"memsets\":{{\"count\":{},\"bytes\":{}}}}}", w.memsets.count, w.memsets.bytes);
+  fmt::format_to(it, "}},\"memsets\":{{\"count\":{},\"bytes\":{}}}", w.memsets.count, w.memsets.bytes);
+  if (w.host_functions) fmt::format_to(it, ",\"host_functions\":{}", w.host_functions);
+  out.push_back('}');
 }
 
 void append_messages(Buf& out, const char* key, const std::vector<NvtxRange>& ranges) {

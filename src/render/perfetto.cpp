@@ -157,7 +157,7 @@ void PerfettoWriter::api_slice(const Call& c) {
   }
   if (c.unfinished) {
     buf_.append(std::string_view("\"ret\":\"unfinished\"}"));
-  } else if (c.api->spec->returns == Returns::Void || c.entry_only) {  // entry-only: a zero-length slice
+  } else if (c.api->spec->returns != Returns::Status || c.entry_only) {  // entry-only: a zero-length slice
     buf_.append(std::string_view("\"ret\":null}"));
   } else if (const char* name = c.ret_name()) {
     fmt::format_to(it, "\"ret\":\"{}\"}}", name);
@@ -204,6 +204,8 @@ void PerfettoWriter::queued_slice(const Call& c, const StreamActivity::Queued& q
   fmt::memory_buffer label;
   if (q.effect == Effect::Launch)
     label.append(q.kernel);
+  else if (q.effect == Effect::HostFunc)
+    label.append(std::string_view("host function"));
   else if (q.effect == Effect::Copy)
     fmt::format_to(std::back_inserter(label), "copy {} {}", direction_name(q.direction), format_bytes(q.bytes));
   else

@@ -79,6 +79,14 @@ void append_memory(Buf& out, const SummarySnapshot& s) {
                            group_digits(m.allocs), group_digits(m.frees), group_digits(m.managed_live_bytes),
                            group_digits(m.managed_peak_bytes)});
   append_section(out, "Device memory", memory);
+  // Only for programs that asked: the table above stays as it was for the others.
+  Table reported{{"PID", "Device", "Free (B)", "Total (B)", "At (s)"}, {false, false, false, false, false}, {}};
+  for (const auto& [key, m] : s.memory)
+    if (m.reported_ts_ns)
+      reported.rows.push_back({std::to_string(key.first), std::to_string(key.second),
+                               group_digits(m.reported_free_bytes), group_digits(m.reported_total_bytes),
+                               fmt::format("{:.6f}", s.since_start_s(m.reported_ts_ns))});
+  if (!reported.rows.empty()) append_section(out, "Free device memory, as the program last asked (cudaMemGetInfo)", reported);
 }
 
 void append_leaks(Buf& out, const SummarySnapshot& s) {

@@ -112,9 +112,13 @@ void append_work_text(Buf& out, const StreamWork& w) {
                    direction_name(static_cast<Direction>(d)), format_bytes(b.bytes));
     sep = ", ";
   }
-  if (w.memsets.count)
+  if (w.memsets.count) {
     fmt::format_to(it, "{}{} memset{} {}", sep, w.memsets.count, w.memsets.count == 1 ? "" : "s",
                    format_bytes(w.memsets.bytes));
+    sep = ", ";
+  }
+  if (w.host_functions)
+    fmt::format_to(it, "{}{} host function{}", sep, w.host_functions, w.host_functions == 1 ? "" : "s");
 }
 
 void append_work_list_text(Buf& out, const std::vector<StreamWork>& work) {
@@ -284,7 +288,7 @@ class TextWriter final : public Writer {
     buf_.push_back(' ');
     append_fixed(buf_, c.dur_ns, 3, 10, Align::Right);  // microseconds
     buf_.push_back(' ');
-    if (c.api->spec->returns == Returns::Void)
+    if (c.api->spec->returns != Returns::Status)
       buf_.push_back('-');
     else if (c.ret == 0)
       buf_.push_back('0');

@@ -58,7 +58,7 @@ const T& at(const std::string& data, std::uint64_t offset, const std::string& wh
 
 bool is_traced_runtime_api(const std::string& name) {
   const Api* api = api_by_symbol(name);
-  return api && api->layer() == Layer::Runtime;
+  return api && fingerprinted_runtime_api(*api);
 }
 
 // The start of the kKeyRun compared bytes of `f` whose first 8 occur least

@@ -193,6 +193,30 @@ TEST_F(ProbePlan, DirectDriverCallsAreSeenWithTheirKernelNames) {
   EXPECT_EQ(end_of(r.lines)["lost"], 0);
 }
 
+// A program of the driver API that loads a module, unloads it and loads another in its
+// place, whose kernel gets the first one's handle (issue 28): a launch names the kernel
+// of the module its handle belongs to now, and none between the unload and the lookup.
+TEST_F(ProbePlan, KernelNamesFollowModulesThatComeAndGo) {
+  const Result r = run(tracer() + " --json -f all -- " DRIVER_APP " modules");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto c = by_api(r);
+  const auto& launches = c.at("cuLaunchKernel");
+  ASSERT_EQ(launches.size(), 3u) << r.out;
+  EXPECT_EQ(launches[0]["kernel_mangled"], "_Z8kernel_av");
+  EXPECT_EQ(launches[1]["kernel_mangled"], "?");
+  EXPECT_EQ(launches[2]["kernel_mangled"], "_Z8kernel_bv");
+  for (const json& l : launches) EXPECT_EQ(l["args"]["f"], "0xa01000");
+  EXPECT_EQ(c.at("cuModuleLoadData")[0]["args"]["module"], "0xa010");
+  EXPECT_EQ(c.at("cuModuleUnload").size(), 2u);
+  const json& info = c.at("cuMemGetInfo_v2")[0];
+  EXPECT_EQ(info["args"]["free"], 3ull << 30);
+  EXPECT_EQ(info["args"]["total"], 8ull << 30);
+  EXPECT_EQ(c.at("cuLaunchHostFunc")[0].value("entry_only", false), true);
+  const Result text = run(tracer() + " -- " DRIVER_APP " modules");
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_NE(text.out.find("waited: default: 1 launch (kernel_a), 1 host function"), std::string::npos) << text.out;
+}
+
 // ---- --every-layer: both layers, nested, each with its return --------------------------
 
 TEST_F(ProbePlan, EveryLayerRecordsBothLayersNestedWithTheirReturns) {

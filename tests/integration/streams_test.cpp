@@ -53,6 +53,24 @@ std::vector<std::string> edges_annotations(const std::string& stream_wait) {
 
 class Streams : public NeedsRoot {};
 
+// A host function queued on a stream is work a synchronisation waits for (issue 28),
+// recorded once: at the driver by default, at the runtime with --every-layer.
+TEST_F(Streams, AHostFunctionIsQueuedWork) {
+  for (const char* options : {"", " --every-layer"}) {
+    const Result r = run(tracer() + options + " -- " STREAMS_APP " hostfunc");
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(annotations(r.out),
+              (std::vector<std::string>{"cudaStreamSynchronize | waited: s1: 1 launch (kernel_a), 1 host function"}))
+        << options << "\n" << r.out;
+  }
+  const Result j = run(tracer() + " --json -- " STREAMS_APP " hostfunc");
+  ASSERT_EQ(j.status, 0) << j.err;
+  const auto syncs = calls(j, "cudaStreamSynchronize");
+  ASSERT_EQ(syncs.size(), 1u);
+  EXPECT_EQ(syncs[0]["waited_for"]["work"][0]["host_functions"], 1) << syncs[0];
+  EXPECT_EQ(calls(j, "cuLaunchHostFunc").size(), 1u);
+}
+
 TEST_F(Streams, TextShowsTheProgramsEdgesAndWhatEachSyncWaitedFor) {
   const Result r = run(tracer() + " -- " STREAMS_APP " edges");
   ASSERT_EQ(r.status, 0) << r.err;

@@ -307,6 +307,26 @@ TEST_F(Summary, HistogramsAndTextTables) {
   EXPECT_EQ(r.out.find("TIME(s)"), std::string::npos) << "no trace header in summary mode";
 }
 
+// cudaMemGetInfo's free and total (issue 28): the memory report shows what the program last asked.
+TEST_F(Summary, FreeAndTotalMemoryTheProgramAskedForReachTheMemoryReport) {
+  const Result text = run(tracer() + " --summary -- " STREAMS_APP " meminfo");
+  ASSERT_EQ(text.status, 0) << text.err;
+  const auto at = text.out.find("Free device memory, as the program last asked (cudaMemGetInfo):");
+  ASSERT_NE(at, std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("3,221,225,472", at), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("8,589,934,592", at), std::string::npos) << text.out;
+  const Result r = run(tracer() + " --summary --json -- " STREAMS_APP " meminfo");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json summary = final_summary(r);
+  ASSERT_EQ(summary["memory"].size(), 1u) << summary;
+  EXPECT_EQ(summary["memory"][0]["reported_free_bytes"], 3ull << 30);
+  EXPECT_EQ(summary["memory"][0]["reported_total_bytes"], 8ull << 30);
+  EXPECT_EQ(summary["memory"][0]["allocs"], 1);
+  // A program that never asks gets no such table.
+  const Result basic = run(tracer() + " --summary -- " FAKE_APP " basic");
+  EXPECT_EQ(basic.out.find("Free device memory"), std::string::npos) << basic.out;
+}
+
 TEST_F(Summary, OptionErrors) {
   for (const std::string& args : {"-i 1 -- true", "--summary -c 2 -- true", "--summary --errors -- true"}) {
     const Result r = run(tracer() + " " + args);

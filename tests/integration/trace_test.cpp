@@ -486,6 +486,32 @@ TEST_F(Trace, RealLibcudartShared) {
   check_real_basic(run(tracer() + kWithQuery + " --json --every-layer -- " REAL_APP_SHARED " basic"), true);
 }
 
+// Calls that only the rows generated from the toolkit's headers trace (issue 28), into
+// the real libcudart, with their enum arguments by name.
+TEST_F(Trace, RealLibcudartCallsOfTheWholeHeader) {
+  const Result r = run(tracer() + " --json -f all --layer runtime -- " REAL_APP_SHARED " headers");
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::vector<std::string> apis;
+  for (const json& c : calls(r))
+    if (c["depth"] == 0) apis.push_back(c["api"]);
+  for (const char* api : {"cudaRuntimeGetVersion", "cudaFuncSetAttribute", "cudaDeviceGetLimit", "cudaMemGetInfo",
+                          "cudaLaunchHostFunc", "cudaGetErrorString"})
+    EXPECT_NE(std::find(apis.begin(), apis.end(), api), apis.end()) << api << "\n" << r.out;
+  EXPECT_EQ(calls(r, "cudaFuncSetAttribute")[0]["args"]["attr"], "cudaFuncAttributeMaxDynamicSharedMemorySize");
+  EXPECT_EQ(calls(r, "cudaFuncSetAttribute")[0]["args"]["value"], 1024);
+  EXPECT_EQ(calls(r, "cudaDeviceGetLimit")[0]["args"]["limit"], "cudaLimitStackSize");
+  EXPECT_EQ(calls(r, "cudaGetErrorString")[0]["args"]["error"], "cudaErrorInsufficientDriver");
+  EXPECT_EQ(calls(r, "cudaGetErrorString")[0].count("ret"), 0u) << "a string, not a status";
+  EXPECT_EQ(calls(r, "cudaMemGetInfo")[0]["ret_name"], "cudaErrorInsufficientDriver");
+  // The default traces the memory and launch rows, not the getters.
+  const Result d = run(tracer() + " --json --layer runtime -- " REAL_APP_SHARED " headers");
+  ASSERT_EQ(d.status, 0) << d.err;
+  EXPECT_EQ(calls(d, "cudaMemGetInfo").size(), 1u) << d.out;
+  EXPECT_EQ(calls(d, "cudaLaunchHostFunc").size(), 1u) << d.out;
+  for (const char* off : {"cudaRuntimeGetVersion", "cudaFuncSetAttribute", "cudaDeviceGetLimit", "cudaGetErrorString"})
+    EXPECT_TRUE(calls(d, off).empty()) << off;
+}
+
 TEST_F(Trace, RealLibcudartStaticallyLinked) {
   check_real_basic(run(tracer() + kWithQuery + " --json -- " REAL_APP_STATIC " basic"), false);
   check_real_basic(run(tracer() + kWithQuery + " --json --every-layer -- " REAL_APP_STATIC " basic"), true);
@@ -666,6 +692,15 @@ TEST_F(Trace, ListApisMatchesTheDocs) {
   ASSERT_EQ(r.status, 0);
   EXPECT_EQ(r.out, read_file(SOURCE_DIR "/docs/apis.md").substr(read_file(SOURCE_DIR "/docs/apis.md").find("| API |")))
       << "regenerate docs/apis.md with scripts/gen-docs.sh";
+  // The README's table of groups, between its markers.
+  const auto table = r.out.find("\n| group |") + 1;
+  const std::string groups = r.out.substr(table, r.out.find("\n\n", table) + 1 - table);
+  const std::string readme = read_file(SOURCE_DIR "/README.md");
+  const std::string start = "<!-- api-groups: scripts/gen-docs.sh writes this table from the API table -->\n";
+  const auto at = readme.find(start);
+  ASSERT_NE(at, std::string::npos);
+  EXPECT_EQ(readme.substr(at + start.size(), groups.size()), groups) << "regenerate README.md with scripts/gen-docs.sh";
+  EXPECT_EQ(readme.substr(at + start.size() + groups.size(), 21), "<!-- /api-groups -->\n");
 }
 
 }  // namespace

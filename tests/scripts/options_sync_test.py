@@ -43,9 +43,23 @@ def main():
     if not report_words or set(re.findall(r"--[a-z][a-z0-9-]*", report_words.group(1))) != report:
         print(f"the completion's report_opts are not {sorted(report)}")
         failed = True
+    # The groups of -f: --help writes them from the API table.
+    help_text = " ".join(subprocess.run([binary, "--help"], check=True, capture_output=True, text=True).stdout.split())
+    m = re.search(r"GROUPS: traced without -f: (.*?)\. Off by default, traced with -f \(comma-separated\): (.*?); all:",
+                  help_text)
+    groups = set(re.findall(r"[a-z]+", m.group(1) + " " + m.group(2))) | {"all"} if m else set()
+    completion_groups = re.search(r"groups=\"([^\"]*)\"", text)
+    if not groups or not completion_groups or set(completion_groups.group(1).split()) != groups:
+        print(f"the completion's groups are not --help's {sorted(groups)}")
+        failed = True
+    filter_paragraph = man[man.find("\\-\\-filter"):man.find(".TP", man.find("\\-\\-filter"))]
+    man_groups = set(re.findall(r"\\fB([a-z]+)\\fR", filter_paragraph))
+    if groups and not groups <= man_groups:
+        print(f"the man page's -f paragraph lacks the groups {sorted(groups - man_groups)}")
+        failed = True
     if failed:
         sys.exit(1)
-    print(f"{len(wanted)} long options in --help, the man page and the completion")
+    print(f"{len(wanted)} long options in --help, the man page and the completion; {len(groups)} groups")
 
 
 if __name__ == "__main__":

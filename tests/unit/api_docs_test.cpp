@@ -43,11 +43,12 @@ TEST(ApiListJson, OneValidLinePerSelectedApi) {
   }
   EXPECT_EQ(lines[0],
             R"({"api":"cudaMalloc","layer":"runtime","group":"mem","variant":false,"probed":true,)"
-            R"("recorded":"entry and return","args":[{"name":"devPtr","type":"out ptr"},{"name":"size","type":"size"}]})");
+            R"("recorded":"entry and return","args":[{"name":"devPtr","type":"out ptr","ctype":"void **"},)"
+            R"x({"name":"size","type":"size","ctype":"size_t"}],"prototype":"cudaError_t cudaMalloc(void **devPtr, size_t size)"})x");
   EXPECT_NE(text.find(R"({"api":"cudaMemcpyAsync_ptsz","layer":"runtime","group":"xfer","variant":true,)"),
             std::string::npos);
   EXPECT_NE(text.find(R"({"api":"cudaDeviceSynchronize","layer":"runtime","group":"device","variant":false,)"
-                      R"("probed":true,"recorded":"entry and return","args":[]})"),
+                      R"x("probed":true,"recorded":"entry and return","args":[],"prototype":"cudaError_t cudaDeviceSynchronize(void)"})x"),
             std::string::npos);
   // The default plan: a runtime launch is recorded by its driver call, which is recorded at entry.
   EXPECT_NE(text.find(R"({"api":"cudaLaunchKernel","layer":"runtime","group":"launch","variant":false,"probed":false,)"
@@ -84,9 +85,10 @@ TEST(ApiListMarkdown, SaysWhichGroupsAreTracedByDefaultAndWhy) {
   Selection s;
   s.group[static_cast<int>(Group::Mem)] = true;
   const std::string md = api_list_markdown(s);
-  EXPECT_NE(md.find("\n| group | traced by default | what, and why |\n"), std::string::npos);
-  EXPECT_NE(md.find("\n| mem | yes | allocations"), std::string::npos);
-  EXPECT_NE(md.find("\n| query | no | cheap getters"), std::string::npos) << "every group, listed or not";
+  EXPECT_NE(md.find("\n| group | traced by default | APIs by layer | what, and why |\n"), std::string::npos);
+  EXPECT_NE(md.find("\n| mem | yes | "), std::string::npos);
+  EXPECT_NE(md.find("\n| query | no | "), std::string::npos) << "every group, listed or not";
+  EXPECT_NE(md.find("\n| info | no | "), std::string::npos);
   EXPECT_NE(md.find("\n`-f all` selects every group. "), std::string::npos);
 }
 
@@ -98,8 +100,8 @@ TEST(ApiListMarkdown, RowsForBaseSymbolsOnly) {
   EXPECT_EQ(lines[1], "| --- | --- | --- | --- | --- |");
   EXPECT_EQ(lines[2], "| `cudaMalloc` | runtime | mem | entry and return | devPtr (out ptr), size (size) |");
   EXPECT_NE(md.find("| `cudaDeviceSynchronize` | runtime | device | entry and return | none |\n"), std::string::npos);
-  EXPECT_NE(md.find("| `cudaLaunchKernel` | runtime | launch | by its driver call | "), std::string::npos);
-  EXPECT_NE(md.find("| `cuLaunchKernel` | driver | launch | at entry | f (kernel), grid (dim3), block (dim3), sharedMemBytes (uint), "
+  EXPECT_NE(md.find("| `cudaLaunchKernel` (+ `_ptsz`) | runtime | launch | by its driver call | "), std::string::npos);
+  EXPECT_NE(md.find("| `cuLaunchKernel` (+ `_ptsz`) | driver | launch | at entry | f (kernel), grid (dim3), block (dim3), sharedMemBytes (uint), "
                     "hStream (stream), kernelParams (ptr), extra (ptr) |\n"),
             std::string::npos);
   EXPECT_EQ(md.find("_ptsz` |"), std::string::npos);  // no variant rows

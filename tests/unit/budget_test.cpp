@@ -223,6 +223,8 @@ TEST(Sampling, RatiosAndEstimates) {
   EXPECT_TRUE(is_hot_api(*api_by_symbol("cudaMemsetAsync")));
   EXPECT_TRUE(is_hot_api(*api_by_symbol("cuKernelGetFunction")));  // at the launches' rate
   EXPECT_TRUE(is_hot_api(*api_by_symbol("cuMemsetD32Async_ptsz")));
+  EXPECT_TRUE(is_hot_api(*api_by_symbol("cuDevicePrimaryCtxGetState")));  // info
+  EXPECT_TRUE(is_hot_api(*api_by_symbol("cuGetErrorString")));            // error
   EXPECT_FALSE(is_hot_api(*api_by_symbol("cudaMemset"))) << "synchronous: not launch-rate";
   EXPECT_FALSE(is_hot_api(*api_by_symbol("cudaMemcpyAsync")));
   EXPECT_FALSE(is_hot_api(*malloc_api));

@@ -422,3 +422,63 @@ TEST(KernelNamesBounds, ManyKernelsStayNamedAndProcessesShareNames) {
 }
 
 }  // namespace
+
+// ---- Modules and libraries that come and go (issue 28) ---------------------
+
+class ModuleLifetimeTest : public KernelNamesTest {
+ protected:
+  static constexpr std::uint64_t kModule = 0x5555000f0000;  // what get_by_name looks kernels up in
+
+  // cuModuleLoadData / cuLibraryLoadData / cudaLibraryLoadData: out-param 0 is the handle.
+  void load(const char* api, std::uint64_t module) {
+    RecBuf& b = next();
+    init_rec(b, api, kPid);
+    b.rec.args[0] = 0x7ffd00000300;
+    b.rec.args[1] = 0x7f0000400000;  // the image
+    b.rec.outs[0] = module;
+    learn(b);
+  }
+  // cuModuleUnload / cuLibraryUnload / cudaLibraryUnload.
+  void unload(const char* api, std::uint64_t module) {
+    RecBuf& b = next();
+    init_rec(b, api, kPid);
+    b.rec.args[0] = module;
+    learn(b);
+  }
+};
+
+TEST_F(ModuleLifetimeTest, UnloadingAModuleForgetsItsKernels) {
+  get_by_name("cuModuleGetFunction", kPid, 0x5555cc000000, "_Z4axpyfPKfPf");
+  register_function(kPid, kHostFun, "_Z6addOnePfi");
+  unload("cuModuleUnload", kModule);
+  EXPECT_EQ(names.find(kPid, 0x5555cc000000), nullptr);
+  // Registered host stubs and other modules' kernels stay.
+  EXPECT_EQ(mangled(kPid, kHostFun), "_Z6addOnePfi");
+  // CUDA gives the handle to a kernel of the next module: it gets that kernel's name.
+  load("cuModuleLoadData", kModule);
+  get_by_name("cuModuleGetFunction", kPid, 0x5555cc000000, "_Z3subv");
+  EXPECT_EQ(mangled(kPid, 0x5555cc000000), "_Z3subv");
+}
+
+TEST_F(ModuleLifetimeTest, UnloadingALibraryForgetsItsKernelsAndTheirFunctions) {
+  const std::uint64_t cu_kernel = 0x5555dd000000, cu_function = 0x5555ee000000;
+  get_by_name("cuLibraryGetKernel", kPid, cu_kernel, "_Z6reducePfS_i");
+  get_from_handle("cuKernelGetFunction", kPid, cu_function, cu_kernel);
+  unload("cuLibraryUnload", kModule);
+  EXPECT_EQ(names.find(kPid, cu_kernel), nullptr);
+  EXPECT_EQ(names.find(kPid, cu_function), nullptr);
+}
+
+TEST_F(ModuleLifetimeTest, ALoadThatReturnsAnUnseenUnloadsHandleForgetsItsOldKernels) {
+  // -p: the unload happened before tracing began; the load says the handle is new.
+  get_by_name("cudaLibraryGetKernel", kPid, 0x5555cc000200, "_Z4axpyfPKfPf");
+  load("cudaLibraryLoadData", kModule);
+  EXPECT_EQ(names.find(kPid, 0x5555cc000200), nullptr);
+}
+
+TEST_F(ModuleLifetimeTest, UnloadingAnotherModuleOrProcessChangesNothing) {
+  get_by_name("cuModuleGetFunction", kPid, 0x5555cc000000, "_Z4axpyfPKfPf");
+  unload("cuModuleUnload", kModule + 0x100);
+  unload("cuModuleUnload", 0);
+  EXPECT_EQ(mangled(kPid, 0x5555cc000000), "_Z4axpyfPKfPf");
+}

@@ -66,6 +66,9 @@ struct DeviceMemory {
   std::uint64_t peak_ts_ns = 0;  // the call that reached the peak (0: nothing allocated)
   std::uint64_t managed_live_bytes = 0, managed_peak_bytes = 0;  // cudaMallocManaged, kept apart
   std::uint64_t allocs = 0, frees = 0;
+  // What the program last asked the device (cudaMemGetInfo, cuMemGetInfo):
+  // free and total bytes, and when (0: never asked).
+  std::uint64_t reported_free_bytes = 0, reported_total_bytes = 0, reported_ts_ns = 0;
 };
 
 // Allocations of one size from one call site that were freed again.
@@ -110,6 +113,7 @@ class MemoryTracker {
   int current_device(std::uint32_t tid) const;
   void allocate(const Call& c, bool managed);
   void free(const Call& c);
+  void memory_info(const Call& c);
 
   std::unordered_map<std::uint32_t, int> thread_device_;  // by tid; CUDA's default is 0
   std::map<std::pair<std::uint32_t, std::uint64_t>, Allocation> live_;  // by pid, pointer

@@ -51,6 +51,7 @@ struct StreamWork {
   std::uint32_t unlisted_launches = 0;
   Bytes copies[kCopyDirections];  // by Direction
   Bytes memsets;
+  std::uint32_t host_functions = 0;  // cudaLaunchHostFunc, cuLaunchHostFunc, *StreamAddCallback
   bool empty() const;
   void add_launch(std::string_view kernel, std::string_view short_name, std::uint32_t count = 1);
   void add(const StreamWork& other);
@@ -78,7 +79,7 @@ struct StreamActivity {
     std::string_view stream;   // short id
     std::uint32_t lane;        // per-process stream number, never reused: 0 is the first stream seen
     std::string_view lane_name;  // "stream s1", "stream per-thread (tid 42)"
-    Effect effect;             // Launch, Copy or Memset
+    Effect effect;             // Launch, HostFunc, Copy or Memset
     std::string_view kernel;   // launches: the kernel's short name ("graph" for a graph launch)
     Direction direction = Direction::Default;  // copies
     std::uint64_t bytes = 0;   // copies and memsets

@@ -16,5 +16,10 @@ const char* recording(const Api& a, ProbePlan plan);
 std::string api_list_markdown(const Selection& selection, ProbePlan plan = {});
 // One JSON line per API; "probed":false for those recorded by their driver call.
 std::string api_list_json(const Selection& selection, ProbePlan plan = {});
+// The groups: traced by default or not, how many APIs of each layer, what
+// they hold (the end of --list-apis, docs/apis.md and the README).
+std::string api_groups_markdown();
+// The groups traced by default, or the others: "mem, xfer, ...".
+std::string group_names(bool traced_by_default);
 
 }  // namespace cudatrace

@@ -1,6 +1,9 @@
 // The table of traced CUDA APIs. Each row is a C signature in data form; the
-// probe cookies, decoders, group filters and docs/apis.md are derived from it,
-// so adding an API is adding one row in src/decode/api_table.cpp.
+// probe cookies, decoders, group filters and docs/apis.md are derived from it.
+// The rows of every function the toolkit's cuda.h and cuda_runtime_api.h
+// declare are generated at build time (scripts/gen-api-rows.py); what the
+// headers cannot say (groups, effects, how an argument is decoded beyond its
+// C type, the functions no header declares) is in src/decode/api_overrides.cpp.
 #pragma once
 
 #include <cstdint>
@@ -14,14 +17,18 @@
 
 namespace cudatrace {
 
-enum class Group : std::uint8_t { Mem, Xfer, Launch, Stream, Event, Device, Module, Query, Nvtx, Coll };
-inline constexpr int kGroupCount = 10;
+enum class Group : std::uint8_t {
+  Mem, Xfer, Launch, Stream, Event, Device, Module, Query, Nvtx, Coll,
+  Info, Error, Graph, Occupancy, Texture, Interop, Other
+};
+inline constexpr int kGroupCount = 17;
 
 const char* group_name(Group g);
 // Whether -f without a list (the default) prints the group's calls, and why
 // (for --list-apis and docs/apis.md). Off: module (registration, traced for
-// kernel names anyway) and query (cheap getters that PyTorch calls dozens of
-// times per launch: probing them would cost more than all the rest).
+// kernel names anyway), query, info and error (getters that frameworks call
+// dozens of times per launch: probing them would cost more than all the
+// rest), and the groups of calls no analysis reads yet.
 bool group_on_by_default(Group g);
 const char* group_description(Group g);
 std::optional<Group> parse_group(std::string_view name);
@@ -50,6 +57,9 @@ enum class ArgType : std::uint8_t {
   NcclUniqueIdPtr,  // ncclUniqueId*, read at return (ncclGetUniqueId's out-param; the first of
                     // ncclCommInitRankScalable's ids)
   NcclCommArray,    // ncclComm_t* array filled by ncclCommInitAll: its first kNcclMaxInitAllComms read at return
+  Enum,          // an enum of the toolkit's headers, by name (ArgSpec::enum_type)
+  Float,         // float or double: passed in an xmm register, not captured
+  Struct,        // a struct passed by value (ArgSpec::words): its fields are not decoded
   OutPtr,        // void** / CUdeviceptr*
   OutSize,       // size_t*
   OutInt,        // int*
@@ -58,6 +68,8 @@ enum class ArgType : std::uint8_t {
   OutEvent,      // cudaEvent_t* / CUevent*
   OutHandle,     // other handle*
   OutFunc,       // CUfunction* / CUkernel* / cudaKernel_t*
+  OutUInt,       // unsigned int*
+  OutEnum,       // enum*, by name (ArgSpec::enum_type)
 };
 
 // sizeof(ncclUniqueId) (NCCL_UNIQUE_ID_BYTES).
@@ -68,12 +80,33 @@ inline constexpr int kNcclMaxInitAllComms = 8;
 bool is_out(ArgType t);
 int slot_count(ArgType t);
 
+// The names of an enum's values (generated from the toolkit's headers).
+struct EnumValue {
+  std::int64_t value;
+  const char* name;
+};
+struct EnumType {
+  const char* name;  // as the header spells it: CUdevice_attribute, cudaMemcpyKind
+  const EnumValue* values;
+  std::size_t count;
+};
+// The name of `value` (an int argument's 32 bits), nullptr when it has none.
+const char* enum_value_name(const EnumType& e, std::int64_t value);
+
 struct ArgSpec {
   const char* name;  // CUDA's parameter name
   ArgType type;
+  const char* ctype = nullptr;            // the declared C type, where a header declares the function
+  const EnumType* enum_type = nullptr;    // Enum and OutEnum
+  std::uint8_t words = 0;                 // Struct: its size in 8-byte words
+  std::uint8_t int_words = 0;             // Struct of up to 16 bytes: eightbytes passed in integer registers
 };
 
-enum class Returns : std::uint8_t { Status, Void };
+// What the return register holds: a status (cudaError_t, CUresult, ncclResult_t);
+// nothing; another value (cudaGetErrorString's string); or, for a struct
+// returned in memory, the address the caller passed in the first integer
+// register (which shifts every argument by one).
+enum class Returns : std::uint8_t { Status, Void, Value, Memory };
 
 // What a call does, for the analyses (summary, memory, streams, insights).
 // The arguments an effect needs are found by type: the first Stream, Event,
@@ -113,6 +146,10 @@ enum class Effect : std::uint8_t {
   Collective,   // NCCL collective or send/recv: first Handle is the communicator
   GroupStart,
   GroupEnd,
+  HostFunc,      // cudaLaunchHostFunc / cuLaunchHostFunc / *StreamAddCallback: a host function queued on the first Stream
+  MemInfo,       // cudaMemGetInfo / cuMemGetInfo: out-params 0 and 1 are free and total bytes
+  ModuleLoad,    // out-param 0: a module or library handle, new or reused
+  ModuleUnload,  // first Handle: the module or library whose kernels' handles die with it
 };
 
 // One row of the table.
@@ -123,14 +160,23 @@ struct ApiSpec {
   Effect effect;
   std::vector<ArgSpec> args;
   Returns returns = Returns::Status;
+  const char* prototype = nullptr;  // the header's declaration; nullptr for a function no header declares
+  std::uint8_t per_thread = 0;      // kPerThreadPtsz | kPerThreadPtds: the forms the header declares
 };
+
+// Per-thread-default-stream forms of a row: the symbol with _ptsz or _ptds.
+inline constexpr std::uint8_t kPerThreadPtsz = 1;
+inline constexpr std::uint8_t kPerThreadPtds = 2;
 
 // A probed symbol: a row, or one of its _ptsz / _ptds variants.
 struct Api {
   std::uint16_t id;
   std::string symbol;       // e.g. cudaMemcpyAsync_ptsz
   const ApiSpec* spec;
-  std::vector<std::uint8_t> slots;  // first argument slot of each spec->args[i]
+  // First argument slot of each spec->args[i] (record.h: registers, then
+  // stack words), or kNotCaptured: an argument the BPF side does not save
+  // (in an xmm register, a struct passed by value, beyond CT_MAX_ARGS).
+  std::vector<std::uint8_t> slots;
   int out_index[2] = {-1, -1};      // spec->args index of out-params 0 and 1
   int payload_index = -1;           // spec->args index of the String/LaunchConfig/NcclUniqueId* argument
   std::uint64_t cookie;             // what the BPF programs are told (record.h)
@@ -142,6 +188,7 @@ struct Api {
 };
 
 inline constexpr std::uint16_t kNoApi = CT_NO_API;
+inline constexpr std::uint8_t kNotCaptured = 0xff;
 
 // An operation queued on a stream by a call that returns at once with a
 // status alone: launches, graph launches, asynchronous copies and memsets,

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 namespace cudatrace {
 
@@ -44,7 +45,10 @@ class KernelNames {
 
   void set_symbolizer(Symbolizer s) { symbolize_ = std::move(s); }
 
-  // Learns from a completed module-group call (registration or lookup).
+  // Learns from a completed module-group call: a registration or lookup
+  // names a handle; unloading a module or library (or a load that returns
+  // a handle an unload freed unseen) forgets the names of the handles looked
+  // up in it, which CUDA may give to other kernels afterwards.
   void learn(const Call& call);
   // The name of a launched function handle, or nullptr when unknown.
   const Name* find(std::uint32_t pid, std::uint64_t handle);
@@ -71,11 +75,17 @@ class KernelNames {
   };
   using Pooled = std::pair<const std::string, std::uint32_t>;  // mangled name, handles using it
   const Pooled* remember(std::uint32_t pid, std::uint64_t handle, std::string_view mangled);
+  void forget_handle(const Key& key);
+  void forget_module(std::uint32_t pid, std::uint64_t module);
   const Name* named(const Pooled& mangled);
   void release(Pooled* mangled);
 
   std::unordered_map<std::string, std::uint32_t> pool_;
   std::unordered_map<Key, Pooled*, KeyHash> names_;
+  // The handles looked up in each module or library (cuModuleGetFunction,
+  // cuLibraryGetKernel, and the functions cuKernelGetFunction gave for them).
+  std::unordered_map<Key, std::vector<std::uint64_t>, KeyHash> module_handles_;
+  std::unordered_map<Key, std::uint64_t, KeyHash> module_of_;  // handle -> its module
   // Negative cache of symbolization misses, so a hot unknown handle costs one lookup.
   std::unordered_map<Key, bool, KeyHash> unknown_;
   std::list<std::pair<const Pooled*, std::string>> demangled_;  // most recently used first

@@ -59,6 +59,11 @@ struct FingerprintTable {
 
 // The table compiled in (generated at build time).
 const FingerprintTable& static_runtime_fingerprints();
+// Whether the build fingerprints runtime API `a`: a core one (is_core_api),
+// what the libraries that embed a runtime (cuBLAS, cuDNN, NCCL) call through
+// it. Not every row of the headers: each fingerprint costs every such library
+// a probe, and most would find nothing.
+bool fingerprinted_runtime_api(const Api& a);
 
 // How many APIs `table` has fingerprints of (some may have several).
 std::size_t fingerprinted_api_count(const FingerprintTable& table);
