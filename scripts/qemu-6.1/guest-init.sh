@@ -6,6 +6,9 @@
 # Every step is bounded: the host also kills QEMU after its timeout.
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export HOME=/tmp LANG=C.UTF-8
+# Emulation runs 20-50x slower than the VM: the tests' waits get 4x their limits
+# (tests/integration/harness.h time_scale; no assertion about time changes).
+export CUDATRACE_TEST_TIME_SCALE=4
 
 poweroff_now() {
   sync

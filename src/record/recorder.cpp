@@ -117,6 +117,12 @@ int Recorder::start() {
                  : probes_->mode() == AttachMode::PerfPair   ? "perf-event uprobe + uretprobe pairs"
                                                              : "uprobe + uretprobe pairs");
   signal(SIGPIPE, SIG_IGN);  // after the command's fork: it keeps its own
+  return kExitOk;
+}
+
+// Said once the outputs exist (the driver opens them between start and
+// release): whoever waits for this line finds the -o file there.
+void Recorder::announce() const {
   if (opts_.all_processes)
     std::fprintf(stderr, "cudatrace: tracing every process of this host (%zu files probed); Ctrl-C to stop\n",
                  probed_files_.size());
@@ -127,11 +133,11 @@ int Recorder::start() {
   else if (opts_.pid > 0)
     std::fprintf(stderr, "cudatrace: tracing process %d (%zu probes); Ctrl-C to stop\n", opts_.pid,
                  probes_->probe_count());
-  return kExitOk;
 }
 
 int Recorder::release() {
   if (command_mode() && stop_requested()) return stopped_at_start();  // not started after all
+  announce();
   std::string error;
   if (!release_command(command_, error)) {
     error_line(error);

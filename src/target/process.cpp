@@ -35,6 +35,7 @@ bool read_maps(pid_t pid, std::vector<Mapping>& out) {
     m.exec = perms[2] == 'x';
     if (path_pos > 0 && static_cast<std::size_t>(path_pos) < line.size() && line[path_pos] == '/')
       m.path = line.substr(path_pos);
+    m.uprobes_area = path_pos > 0 && line.compare(path_pos, std::string::npos, "[uprobes]") == 0;
     out.push_back(std::move(m));
   }
   return true;

@@ -8,29 +8,29 @@
 
 namespace cudatrace {
 
+const ElfFile* Symbolizer::hold_file(pid_t pid, const Mapping& m, std::vector<FileKey>& keys) {
+  if (m.path.empty()) return nullptr;
+  FileKey key{m.inode, m.path};
+  auto it = files_.find(key);
+  if (it == files_.end()) {
+    std::string error;
+    File f;
+    f.elf = ElfFile::open(host_path(pid, m), error);
+    it = files_.emplace(key, std::move(f)).first;
+  }
+  if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
+    ++it->second.users;
+    keys.push_back(std::move(key));
+  }
+  return it->second.elf.get();
+}
+
 void Symbolizer::capture(pid_t pid, std::vector<Mapping> maps) {
   std::vector<const ElfFile*> files;
   std::vector<FileKey> keys;
-  for (const Mapping& m : maps) {
-    if (m.path.empty()) {
-      files.push_back(nullptr);
-      continue;
-    }
-    FileKey key{m.inode, m.path};
-    auto it = files_.find(key);
-    if (it == files_.end()) {
-      std::string error;
-      File f;
-      f.elf = ElfFile::open(host_path(pid, m), error);
-      it = files_.emplace(key, std::move(f)).first;
-    }
-    if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
-      ++it->second.users;
-      keys.push_back(std::move(key));
-    }
-    files.push_back(it->second.elf.get());
-  }
+  for (const Mapping& m : maps) files.push_back(hold_file(pid, m, keys));
   release(pid);  // after the new references: files still mapped stay open
+  read_for_a_miss_.erase(pid);
   maps_[pid] = std::move(maps);
   files_of_[pid] = std::move(files);
   keys_of_[pid] = std::move(keys);
@@ -50,6 +50,7 @@ void Symbolizer::forget(pid_t pid) {
   release(pid);
   maps_.erase(pid);
   files_of_.erase(pid);
+  read_for_a_miss_.erase(pid);
 }
 
 std::vector<pid_t> Symbolizer::processes() const {
@@ -64,8 +65,22 @@ const Mapping* Symbolizer::mapping_at(pid_t pid, std::uint64_t addr) {
     if (!read_maps(pid, maps)) return nullptr;
     capture(pid, std::move(maps));
   }
-  for (const Mapping& m : maps_[pid])
+  std::vector<Mapping>& maps = maps_[pid];
+  for (const Mapping& m : maps)
     if (addr >= m.start && addr < m.end) return &m;
+  // A mapping no loader notification announced (the kernel makes the
+  // [uprobes] page at a process's first probe hit): the one holding `addr`
+  // is added, and only it, as a process that is exiting shows a part of
+  // its mappings.
+  if (!read_for_a_miss_.insert(pid).second) return nullptr;
+  std::vector<Mapping> now;
+  if (!read_maps(pid, now)) return nullptr;
+  for (Mapping& m : now) {
+    if (addr < m.start || addr >= m.end) continue;
+    files_of_[pid].push_back(hold_file(pid, m, keys_of_[pid]));
+    maps.push_back(std::move(m));
+    return &maps.back();
+  }
   return nullptr;
 }
 
@@ -97,6 +112,11 @@ bool follows_call(std::string_view file, std::uint64_t at) {
 Symbolizer::Location Symbolizer::locate(pid_t pid, std::uint64_t addr) {
   Location loc;
   const Mapping* m = mapping_at(pid, addr);
+  if (m && m->uprobes_area) {
+    loc.module = kUprobesArea;
+    loc.module_offset = addr - m->start;
+    return loc;
+  }
   if (!m || m->path.empty()) return loc;
   loc.module = m->path;
   loc.module_offset = addr - m->start + m->offset;

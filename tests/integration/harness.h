@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <sys/types.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -118,8 +119,24 @@ inline const json& end_of(const std::vector<json>& lines) {
   return !lines.empty() && lines.back()["type"] == "end" ? lines.back() : kNone;
 }
 
+// Whether the running kernel's version is below major.minor.
+inline bool kernel_older_than(int major, int minor) {
+  utsname u{};
+  int have_major = 0, have_minor = 0;
+  if (uname(&u) != 0 || std::sscanf(u.release, "%d.%d", &have_major, &have_minor) != 2) return false;
+  return have_major < major || (have_major == major && have_minor < minor);
+}
+
+// How much slower than this VM the machine runs: CUDATRACE_TEST_TIME_SCALE
+// (the 6.1 guest under emulation sets it, scripts/qemu-6.1/guest-init.sh).
+// It stretches the limits of waits, never what a test asserts about time.
+inline int time_scale() {
+  const char* scale = std::getenv("CUDATRACE_TEST_TIME_SCALE");
+  return scale && std::atoi(scale) > 1 ? std::atoi(scale) : 1;
+}
+
 inline bool wait_until(const std::function<bool()>& done, std::chrono::milliseconds limit = 10s) {
-  const auto end = std::chrono::steady_clock::now() + limit;
+  const auto end = std::chrono::steady_clock::now() + limit * time_scale();
   while (!done()) {
     if (std::chrono::steady_clock::now() > end) return false;
     std::this_thread::sleep_for(20ms);

@@ -238,6 +238,10 @@ TEST_F(Trace, ForwardedCallsKeepTheCallersCallSite) {
     }
     std::vector<std::string> functions;
     for (const json& f : c["stack"]) functions.push_back(f["function"].is_string() ? f["function"] : "?");
+    // Kernels before the stack-trace fix (6.11) show the uretprobe trampoline
+    // where a pending call's return address was: the stub's frame is not on
+    // the stack to find (docs/kernels.md).
+    if (kernel_older_than(6, 11)) continue;
     EXPECT_NE(std::find(functions.begin(), functions.end(), "forward_launch_runtime"), functions.end()) << c;
   }
 }

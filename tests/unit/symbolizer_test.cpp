@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -152,6 +153,34 @@ TEST(Symbolizer, CapturedMappingsOutliveTheProcess) {
   EXPECT_EQ(out, "_Z17rodataKernelNamev");
   // Anonymous memory died with the process.
   EXPECT_FALSE(sym.string_at(child, addr_of(heap.c_str()), 256, out));
+}
+
+// A mapping made after the capture with no loader notification (as the
+// kernel's [uprobes] page is) is found by reading the mappings again, once.
+TEST(Symbolizer, MappingMadeAfterTheCaptureIsFound) {
+  Symbolizer sym;
+  ASSERT_TRUE(sym.locate(getpid(), stub_addr()).function == "cudatrace_unit_symbolizer_stub");  // captured
+  const int fd = open("/bin/true", O_RDONLY);
+  ASSERT_GE(fd, 0);
+  void* late = mmap(nullptr, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, 0);
+  close(fd);
+  ASSERT_NE(late, MAP_FAILED);
+  const Symbolizer::Location loc = sym.locate(getpid(), addr_of(late) + 16);
+  EXPECT_NE(loc.module.find("true"), std::string::npos) << loc.module;
+  EXPECT_EQ(loc.module_offset, 16u);
+  // One read again per capture: a second late mapping waits for the next capture.
+  const int fd2 = open("/bin/true", O_RDONLY);
+  ASSERT_GE(fd2, 0);
+  void* later = mmap(nullptr, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd2, 0);
+  close(fd2);
+  ASSERT_NE(later, MAP_FAILED);
+  EXPECT_EQ(sym.locate(getpid(), addr_of(later)).module, "");
+  std::vector<Mapping> maps;
+  ASSERT_TRUE(read_maps(getpid(), maps));
+  sym.capture(getpid(), maps);
+  EXPECT_NE(sym.locate(getpid(), addr_of(later)).module.find("true"), std::string::npos);
+  munmap(late, 4096);
+  munmap(later, 4096);
 }
 
 TEST(Symbolizer, UnknownGoneProcessGivesNothing) {

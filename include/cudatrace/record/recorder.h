@@ -116,6 +116,7 @@ class Recorder final : public Source {
   static bool stop_requested();  // SIGINT or SIGTERM came
   static std::vector<std::pair<int, struct sigaction>> inherited_stop_signals();
   int stopped_at_start() const;
+  void announce() const;
 
   const Options& opts_;
   cudatrace_bpf* skel_ = nullptr;

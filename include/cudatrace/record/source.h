@@ -49,7 +49,8 @@ class Source {
   // the live ring buffer does not, and output that is not read in time is
   // dropped and counted instead (render/output_writer.h).
   virtual bool can_wait() const { return false; }
-  // Lets the target run (command mode: releases the command); an exit status.
+  // Lets the target run (command mode: releases the command; -p and the
+  // whole node: says that tracing has begun); an exit status.
   virtual int release() = 0;
 
   // Hands `to` what has come, waiting up to `wait_ms` for it; false once

@@ -15,6 +15,10 @@ struct Mapping {
   std::uint64_t inode;
   bool exec;
   std::string path;  // as the process sees it; empty for anonymous mappings
+  // The kernel's uprobes page ("[uprobes]"): a return address there is the
+  // uretprobe trampoline that replaced a pending call's own (kernels before
+  // the stack-trace fix show these frames; docs/kernels.md).
+  bool uprobes_area = false;
 };
 
 // Parses /proc/PID/maps. Returns false if the process is gone or unreadable.

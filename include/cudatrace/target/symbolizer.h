@@ -14,6 +14,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "cudatrace/target/elf_file.h"
@@ -28,8 +29,10 @@ class Symbolizer {
   std::string function_at(pid_t pid, std::uint64_t addr);
   // Where a code address lies: the file mapped there and the offset in it,
   // and the function symbol whose [start, start + size) holds it.
+  // The module of a frame in the kernel's uprobes page (Mapping::uprobes_area).
+  static constexpr const char* kUprobesArea = "[uprobes]";
   struct Location {
-    std::string module;                // path as the process sees it; empty if unmapped
+    std::string module;                // path as the process sees it, or kUprobesArea; empty if unmapped
     std::uint64_t module_offset = 0;   // file offset
     std::string function;              // symbol name as in the ELF file; empty if none holds it
     std::uint64_t function_offset = 0;
@@ -52,12 +55,19 @@ class Symbolizer {
     std::uint32_t users = 0;       // processes whose captured mappings hold it
   };
   const Mapping* mapping_at(pid_t pid, std::uint64_t addr);
+  // The ELF file behind `m` (nullptr: anonymous or not ELF), opened once for
+  // every process that maps it; its key is added to `keys`, the process's.
+  const ElfFile* hold_file(pid_t pid, const Mapping& m, std::vector<FileKey>& keys);
   void release(pid_t pid);
 
   std::unordered_map<pid_t, std::vector<Mapping>> maps_;
   std::unordered_map<pid_t, std::vector<const ElfFile*>> files_of_;  // parallel to maps_[pid]
   std::unordered_map<pid_t, std::vector<FileKey>> keys_of_;          // the files each process holds
   std::map<FileKey, File> files_;
+  // Processes whose mappings were read again for an address outside them,
+  // since their last capture: once per capture, as a stack of code without
+  // frame pointers can hold many such addresses.
+  std::unordered_set<pid_t> read_for_a_miss_;
 };
 
 // Whether the bytes of `file` before offset `at` end with a call instruction.
