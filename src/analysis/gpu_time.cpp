@@ -93,6 +93,9 @@ std::vector<double> nonnegative_least_squares(const std::vector<double>& g, cons
 
 }  // namespace
 
+GpuTimeTracker::GpuTimeTracker(GpuTimeOptions opts)
+    : opts_(opts), column_names_{"per-window overhead"}, column_kernels_(1), column_counts_{0} {}
+
 GpuTimeTracker::Stream* GpuTimeTracker::stream_of(Process& p, const Call& c) {
   const NamedValue* arg = arg_of_type(c, ArgType::Stream);
   // No stream argument (cudaMemcpy, cudaMemset): the default stream.
@@ -428,7 +431,12 @@ const std::vector<GpuWindow>& GpuTimeTracker::on_call(const Call& c, const Strea
     return closed_;
   }
   if (!c.counted() || !c.succeeded()) return closed_;
-  if (activity.queued) enqueue(p, c, *activity.queued);
+  if (activity.queued) {
+    // A synchronous copy starts a piece of its own: it may close the work before it and not itself.
+    if (effect == Effect::Copy && !arg_of_type(c, ArgType::Stream))
+      if (auto s = p.streams.find(activity.queued->lane); s != p.streams.end()) s->second.sealed = true;
+    enqueue(p, c, *activity.queued);
+  }
   const bool blocked = c.dur_ns >= opts_.immediate_ns;
   switch (effect) {
     case Effect::Copy: {
@@ -438,9 +446,12 @@ const std::vector<GpuWindow>& GpuTimeTracker::on_call(const Call& c, const Strea
       // (a pageable source is staged, not yet copied); others need not wait.
       Stream* s = activity.queued ? &p.streams[activity.queued->lane] : nullptr;
       const Direction d = activity.queued ? activity.queued->direction : Direction::Default;
-      if (s && d == Direction::DtoH) close(p, *s, kAllWork, c, blocked);
-      else if (s && d == Direction::HtoD && s->seq) close(p, *s, s->seq - 1, c, blocked);
-      account_wait(c, blocked, std::any_of(closed_.begin(), closed_.end(), [](const GpuWindow& w) { return w.kernels > 0; }), true);
+      if (!s || (d != Direction::DtoH && d != Direction::HtoD)) break;
+      if (d == Direction::DtoH)
+        close(p, *s, kAllWork, c, blocked);
+      else if (s->seq > 1)
+        close(p, *s, s->seq - 1, c, blocked);
+      account_wait(c, blocked, false, true);  // a blocking copy is transfer time, whatever it waited for first
       break;
     }
     case Effect::StreamSync:

@@ -74,7 +74,7 @@ struct GpuTimeEstimate {
   std::string name;    // kernels: the demangled name; else the column
   std::array<std::uint32_t, 6> dims{};
   bool kernel = false;
-  std::uint64_t launches = 0;  // kernels: in the fitted windows; transfers: copies
+  std::uint64_t launches = 0;  // kernels: launches in the fitted windows; transfers: MiB, rounded up per window
   bool separable = false;      // the windows tell it apart from the other columns
   double estimate_ns = 0;      // per launch (per MiB for transfers); meaningful when separable
   double stderr_ns = 0;        // one standard error
@@ -97,7 +97,7 @@ struct GpuTimeReport {
 
 class GpuTimeTracker {
  public:
-  explicit GpuTimeTracker(GpuTimeOptions opts = {}) : opts_(opts) {}
+  explicit GpuTimeTracker(GpuTimeOptions opts = {});
 
   // Every call, after the stream model (whose activity says what it queued
   // and on which lane). Returns the windows the call closed: valid until the
