@@ -67,6 +67,7 @@ struct Options {
   bool verbose = false;
   bool nvtx = false;      // --nvtx: NVTX range stacks on every call (docs/nvtx.md)
   bool by_range = false;  // --by-range: with --summary, CUDA work per NVTX range
+  bool gpu_time = false;  // --gpu-time: GPU time bounds and estimates from host events (docs/gpu-time.md)
   bool all_processes = false;      // --all-processes: every process of the host (docs/prometheus.md)
   std::string prometheus_address;  // --prometheus ADDR:PORT: serve metrics, print no calls; empty: off
   double max_overhead_pct = 0;  // --max-overhead: budget for the tracing cost (budget.h); 0: none

@@ -7,6 +7,7 @@ namespace cudatrace {
 Pipeline::Pipeline(PipelineOptions opts) : opts_(std::move(opts)) {
   if (opts_.nvtx) nvtx_ = std::make_unique<NvtxTracker>();
   if (opts_.by_range) by_range_ = std::make_unique<RangeSummary>();
+  if (opts_.gpu_time) gpu_time_ = std::make_unique<GpuTimeTracker>();
 }
 
 std::uint64_t Pipeline::live_device_bytes(std::uint32_t pid) const {
@@ -21,6 +22,7 @@ const CallAnalysis& Pipeline::on_call(Call& c) {
   analysis_.closed_range.reset();
   analysis_.device_bytes.reset();
   analysis_.streams = &streams_.on_call(c);
+  if (gpu_time_) analysis_.gpu_windows = &gpu_time_->on_call(c, *analysis_.streams);
   if (nvtx_) {
     nvtx_->annotate(c);
     if (c.api->layer() == Layer::Nvtx) analysis_.closed_range = nvtx_->on_call(c);
@@ -54,6 +56,7 @@ void Pipeline::on_activity(const Call& c, const ct_activity& counted) {
 
 void Pipeline::forget_process(std::uint32_t pid) {
   streams_.forget_process(pid);
+  if (gpu_time_) gpu_time_->forget_process(pid);
   memory_.forget_page_locked(pid);
 }
 

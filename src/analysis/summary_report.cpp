@@ -98,6 +98,11 @@ SummarySnapshot SummaryReport::snapshot(const std::vector<ct_api_stats>& run, st
     if (opts_.collectives)
       for (Insight& i : nccl_insights(pipeline_.nccl().skew())) s.insights.push_back(std::move(i));
   }
+  if (const GpuTimeTracker* gpu_time = pipeline_.gpu_time()) {
+    s.gpu_time = gpu_time->report();
+    if (s.with_insights)
+      for (Insight& i : gpu_time_insights(*s.gpu_time)) s.insights.push_back(std::move(i));
+  }
   if (!final) {
     s.interval = ++intervals_;
     previous_ = run;

@@ -280,13 +280,15 @@ int report_main(int argc, char** argv) {
   app.add_flag("--summary", opts.summary_tables, "Print per-API, kernel, transfer and memory tables and insights instead of calls")->group(kAnalysis);
   app.add_flag("--hist", opts.hist, "Print a log2 latency histogram per API instead of calls")->group(kAnalysis);
   app.add_flag("--insights", opts.insights, "Print inferences about the host side")->group(kAnalysis);
+  app.add_flag("--gpu-time", opts.gpu_time, "Bounds and estimates of GPU time from host events alone, in the summary and the timeline (docs/gpu-time.md)")->group(kAnalysis);
   // Other
   app.set_help_flag("-h,--help", "Print this help and exit")->group(kOther);
   // New report options go in the block of their group above.
 
   parse_or_exit(app, argc, argv);
   apply_selection(opts, groups, layer);
-  opts.summary = opts.summary_tables || opts.hist || opts.insights;
+  // --gpu-time alone reports as a summary; with --perfetto, its tracks are there too.
+  opts.summary = opts.summary_tables || opts.hist || opts.insights || opts.gpu_time;
   refuse_shared_file(opts.perfetto_path, "", trace);
   return run_report(opts, trace);
 }
@@ -332,6 +334,7 @@ int main(int argc, char** argv) {
   app.add_flag("--summary", opts.summary_tables, "Print per-API, kernel, transfer, memory tables and insights, not calls (docs/summary.md)")->group(kAnalysis);
   app.add_flag("--hist", opts.hist, "Print a log2 latency histogram per API instead of calls")->group(kAnalysis);
   app.add_flag("--insights", opts.insights, "Print inferences about the host side (launch-bound, sync storms, ...)")->group(kAnalysis);
+  app.add_flag("--gpu-time", opts.gpu_time, "Bounds and estimates of GPU time from host events alone, in the summary and the timeline (docs/gpu-time.md)")->group(kAnalysis);
   app.add_option("-i,--interval", opts.interval_s, "With --summary/--hist/--insights: also report every N seconds")->group(kAnalysis)->type_name("N");
   app.add_option("-c,--count", opts.count, "With -i: stop after this many interval reports")->group(kAnalysis)->type_name("N");
   app.add_flag("--by-range", opts.by_range, "With --summary: CUDA time, launches and bytes per NVTX range (implies --nvtx)")->group(kAnalysis);
@@ -411,11 +414,11 @@ int main(int argc, char** argv) {
     std::string error;
     if (!parse_listen_address(opts.prometheus_address, addr, error)) usage_error(error);
     if (opts.json || !opts.output_path.empty() || !opts.perfetto_path.empty() || opts.summary_tables || opts.hist ||
-        opts.insights || opts.stack || opts.nvtx || opts.min_us || opts.errors_only || opts.tid)
+        opts.insights || opts.gpu_time || opts.stack || opts.nvtx || opts.min_us || opts.errors_only || opts.tid)
       usage_error("--prometheus serves metrics instead of a trace: it does not combine with --json, -o, --perfetto, "
-                  "--summary, --hist, --insights, --stack, --nvtx, --min-us, --errors or --tid");
+                  "--summary, --hist, --insights, --gpu-time, --stack, --nvtx, --min-us, --errors or --tid");
   }
-  opts.summary = opts.summary_tables || opts.hist || opts.insights;
+  opts.summary = opts.summary_tables || opts.hist || opts.insights || opts.gpu_time;
   if (app.count("--interval") && opts.interval_s == 0) usage_error("-i takes a number of seconds from 1");
   if (app.count("--count") && opts.count == 0) usage_error("-c takes a number of reports from 1");
   if (opts.interval_s && !opts.summary) usage_error("-i needs --summary, --hist or --insights");

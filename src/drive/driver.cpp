@@ -29,7 +29,7 @@ constexpr int kFeedWaitMs = 100;
 constexpr std::uint64_t kCountEveryNs = 1000000000ull;
 
 PipelineOptions pipeline_options(const Options& opts) {
-  return {opts.display, opts.nvtx, opts.by_range, opts.summary};
+  return {opts.display, opts.nvtx, opts.by_range, opts.summary, opts.gpu_time};
 }
 
 }  // namespace

@@ -130,11 +130,12 @@ int Recorder::load() {
   ro->errors_only = opts_.errors_only;
   ro->stop_on_map_change = stop_at_loads_;
   ro->summary_mode = opts_.summary;
-  ro->summary_records_all = opts_.by_range;
+  // --gpu-time needs every launch's time and every synchronisation, as --by-range does.
+  ro->summary_records_all = opts_.by_range || opts_.gpu_time;
   ro->capture_stack = opts_.stack;
   ro->skip_nested_returns = mode == AttachMode::MultiSession && !opts_.nested_returns;
   // A timeline needs every call's record.
-  activity_in_bpf_ = opts_.summary && opts_.perfetto_path.empty() && !opts_.by_range;
+  activity_in_bpf_ = opts_.summary && opts_.perfetto_path.empty() && !opts_.by_range && !opts_.gpu_time;
   ro->activity_in_bpf = activity_in_bpf_;
   // Per-CPU statistics for the APIs probed (ids of the default groups come
   // first, api_table.cpp), only where they are kept: --summary.

@@ -4,6 +4,7 @@
 #include <iterator>
 
 #include "cudatrace/render/format.h"
+#include "cudatrace/render/gpu_time.h"
 #include "cudatrace/render/json.h"
 #include "cudatrace/render/json_format.h"
 
@@ -219,6 +220,7 @@ void append_summary_json(Buf& out, const SummarySnapshot& s) {
     if (s.final) append_leaks(out, s);
     if (s.collectives) append_collectives_json(out, *s.collectives);
   }
+  if (s.gpu_time) append_gpu_time_json(out, *s.gpu_time);
   if (s.with_insights) append_insights(out, s);
   if (s.hist) append_histograms(out, s);
   if (s.cost) {

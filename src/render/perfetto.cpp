@@ -49,6 +49,8 @@ class PerfettoWriter final : public Writer {
   void queued_slice(const Call& c, const StreamActivity::Queued& q);
   void flow(const Call& c, const StreamActivity::Consumed& from);
   void memory_counter(const Call& c, std::uint64_t device_bytes);
+  // --gpu-time: a closed window on its stream's "estimated GPU" track.
+  void gpu_window(const GpuWindow& w);
   void end_event();
   void flush_if_large();
   void write_buffer();
@@ -240,6 +242,39 @@ void PerfettoWriter::memory_counter(const Call& c, std::uint64_t device_bytes) {
   end_event();
 }
 
+void PerfettoWriter::gpu_window(const GpuWindow& w) {
+  const std::uint32_t tid = kGpuEstimateTidBase + w.lane;
+  auto it = std::back_inserter(buf_);
+  if (named_threads_.emplace(w.pid, tid).second) {
+    begin_event("M", w.pid, tid, start_ns_);
+    fmt::format_to(it, ",\"name\":\"thread_name\",\"args\":{{\"name\":\"stream {} GPU (ESTIMATED from host events)\"}}",
+                   w.stream);
+    end_event();
+    begin_event("M", w.pid, tid, start_ns_);
+    fmt::format_to(it, ",\"name\":\"thread_sort_index\",\"args\":{{\"sort_index\":{}}}", tid);
+    end_event();
+  }
+  // With an estimate: a GPU-bound window's work ended when the host stopped
+  // waiting; a host-bound window's work started as it was queued. Without
+  // one: the whole span the work lies in.
+  std::uint64_t start = w.first_launch_ns, dur = w.close_end_ns - std::min(w.close_end_ns, w.first_launch_ns);
+  if (w.estimate_ns) {
+    dur = *w.estimate_ns;
+    if (w.bound == GpuWindow::Bound::Gpu) start = w.close_end_ns - std::min(w.close_end_ns, dur);
+  }
+  begin_event("X", w.pid, tid, start);
+  fmt::format_to(it, ",\"dur\":{:.3f},\"cat\":\"gpu_estimate\",\"name\":\"{}\"", dur / 1e3,
+                 w.estimate_ns ? "GPU work (estimate)" : "GPU work somewhere in here (bounds only)");
+  fmt::format_to(it,
+                 ",\"args\":{{\"estimated\":true,\"stream\":\"{}\",\"bound\":\"{}\",\"lower_bound_us\":{:.3f},"
+                 "\"upper_bound_us\":{:.3f},\"kernels\":{},\"transfers\":{},\"host_functions\":{}",
+                 w.stream, w.bound == GpuWindow::Bound::Gpu ? "gpu" : "host", w.lower_ns / 1e3, w.upper_ns / 1e3,
+                 w.kernels, w.transfers, w.host_functions);
+  if (*w.lower_bound_note) fmt::format_to(it, ",\"lower_bound_zero_because\":\"{}\"", w.lower_bound_note);
+  buf_.append(std::string_view(",\"timing\":\"estimated from host events (docs/gpu-time.md), not measured\"}"));
+  end_event();
+}
+
 void PerfettoWriter::call(const Call& c, const CallAnalysis& a) {
   if (!file_) return;
   name_threads(c);
@@ -247,6 +282,8 @@ void PerfettoWriter::call(const Call& c, const CallAnalysis& a) {
   if (a.streams && a.streams->queued) queued_slice(c, *a.streams->queued);
   if (a.streams && a.streams->consumed) flow(c, *a.streams->consumed);
   if (a.device_bytes) memory_counter(c, *a.device_bytes);
+  if (a.gpu_windows)
+    for (const GpuWindow& w : *a.gpu_windows) gpu_window(w);
 }
 
 void PerfettoWriter::flush_if_large() {

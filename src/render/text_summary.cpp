@@ -5,6 +5,7 @@
 #include <iterator>
 
 #include "cudatrace/render/format.h"
+#include "cudatrace/render/gpu_time.h"
 #include "cudatrace/render/text.h"
 
 namespace cudatrace {
@@ -230,6 +231,7 @@ void append_summary_text(Buf& out, const SummarySnapshot& s, bool full_names) {
     if (s.collectives) append_collectives_text(out, *s.collectives);
     if (s.final) append_leaks(out, s);
   }
+  if (s.gpu_time) append_gpu_time_text(out, *s.gpu_time);
   if (s.with_insights) {
     out.append(std::string_view("\nInsights:\n\n"));
     if (s.insights.empty()) out.append(std::string_view(" none\n"));

@@ -17,6 +17,7 @@
 #include <optional>
 #include <vector>
 
+#include "cudatrace/analysis/gpu_time.h"
 #include "cudatrace/analysis/memory.h"
 #include "cudatrace/analysis/nccl.h"
 #include "cudatrace/analysis/nvtx.h"
@@ -32,6 +33,7 @@ struct PipelineOptions {
   bool nvtx = false;      // --nvtx: keep range stacks, annotate calls with them
   bool by_range = false;  // --by-range: CUDA work per NVTX range
   bool tables = false;    // summary mode: kernels and transfers, for the run and for the -i window
+  bool gpu_time = false;  // --gpu-time: GPU time bounds and estimates from host events (gpu_time.h)
 };
 
 // What one call did, beyond the annotations the analyses put on it (handle
@@ -43,6 +45,8 @@ struct CallAnalysis {
   // The process's live device memory (managed included) after a counted
   // allocation, or a free of an allocation that was seen.
   std::optional<std::uint64_t> device_bytes;
+  // --gpu-time: the synchronisation windows this call closed; nullptr without it.
+  const std::vector<GpuWindow>* gpu_windows = nullptr;
 };
 
 class Pipeline {
@@ -67,6 +71,7 @@ class Pipeline {
   const MemoryTracker& memory() const { return memory_; }
   const NcclTracker& nccl() const { return nccl_; }
   const RangeSummary* by_range() const { return by_range_.get(); }
+  const GpuTimeTracker* gpu_time() const { return gpu_time_.get(); }
   // Kernel and transfer tables (with `tables`): the whole run, and the
   // window since start_window().
   const Activity& run_activity() const { return run_; }
@@ -82,6 +87,7 @@ class Pipeline {
   NcclTracker nccl_;
   std::unique_ptr<NvtxTracker> nvtx_;
   std::unique_ptr<RangeSummary> by_range_;
+  std::unique_ptr<GpuTimeTracker> gpu_time_;
   Activity run_, window_;
   CallAnalysis analysis_;
 };

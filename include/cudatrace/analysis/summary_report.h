@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cudatrace/accounting.h"
+#include "cudatrace/analysis/gpu_time.h"
 #include "cudatrace/analysis/insights.h"
 #include "cudatrace/analysis/memory.h"
 #include "cudatrace/analysis/pipeline.h"
@@ -68,6 +69,7 @@ struct SummarySnapshot {
   const NcclTracker* collectives = nullptr;  // with collectives
   const RangeSummary* by_range = nullptr;    // final report with --by-range
   std::vector<Insight> insights;
+  std::optional<GpuTimeReport> gpu_time;  // --gpu-time: the whole run so far
   std::optional<CostReport> cost;  // interval reports: what tracing has cost so far, if known
   // --max-overhead: which APIs' counts are estimates from sampled windows;
   // null: every count is exact.

@@ -9,5 +9,7 @@ namespace cudatrace {
 // Stream lanes are pseudo-threads of their process with this tid + lane
 // number: above any Linux tid (pid_max is at most 2^22).
 inline constexpr std::uint32_t kStreamLaneTidBase = 1u << 30;
+// --gpu-time: a stream's estimated GPU track, after the lanes.
+inline constexpr std::uint32_t kGpuEstimateTidBase = kStreamLaneTidBase + (1u << 29);
 
 }  // namespace cudatrace
