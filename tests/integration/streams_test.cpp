@@ -389,3 +389,39 @@ TEST_F(Timeline, FileIsCompleteJsonAfterCtrlC) {
 }
 
 }  // namespace
+
+namespace {
+
+// --gpu-time end to end, against the fake driver's simulated GPU: kernel_a
+// runs 200 us and kernel_b 800 us a launch, in a loop whose mix of launches
+// changes from one synchronisation to the next. The bounds must hold the
+// true total, and the estimates must find each kernel's time within their
+// stated uncertainty.
+TEST_F(Streams, GpuTimeBoundsHoldAndEstimatesFindTheSimulatedKernelTimes) {
+  constexpr int kIterations = 60;
+  constexpr double kNsA = 10 * 20000.0, kNsB = 40 * 20000.0;
+  double truth_ns = 0;
+  for (int i = 0; i < kIterations; ++i) truth_ns += (i % 3 + 1) * kNsA + (i % 2 + 1) * kNsB;
+  const Result r = run("FAKE_GPU_NS_PER_BLOCK=20000 " + tracer() + " --gpu-time --json -- " STREAMS_APP " gpuloop " +
+                       std::to_string(kIterations));
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto summaries = records(parse_lines(r.out), "summary");
+  ASSERT_EQ(summaries.size(), 1u) << r.out;
+  const json& g = summaries[0]["gpu_time"];
+  EXPECT_EQ(g["estimated"], true);
+  EXPECT_EQ(g["windows"], kIterations) << g;
+  EXPECT_GE(g["gpu_bound_windows"].get<int>(), kIterations * 9 / 10) << g;  // each sync waits for 1-3 ms of work
+  EXPECT_LE(g["lower_ns"].get<double>(), truth_ns) << g;
+  EXPECT_GE(g["upper_ns"].get<double>(), truth_ns) << g;
+  std::map<std::string, double> expected = {{"kernel_a", kNsA}, {"kernel_b", kNsB}};
+  ASSERT_EQ(g["estimates"].size(), 2u) << g;
+  for (const json& e : g["estimates"]) {
+    const double want = expected.at(e["kernel"].get<std::string>());
+    ASSERT_TRUE(e["separable"].get<bool>()) << e;
+    const double estimate = e["estimate_ns"], stderr_ns = e["stderr_ns"];
+    EXPECT_LT(stderr_ns, want) << e;  // an estimate, not noise
+    EXPECT_NEAR(estimate, want, 4 * stderr_ns) << e;
+  }
+}
+
+}  // namespace
