@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "golden.h"
 #include "cudatrace/analysis/pipeline.h"
 #include "cudatrace/render/writer.h"
 #include "json_checker.h"
@@ -21,24 +22,13 @@
 namespace {
 
 using namespace cudatrace;
+using cudatrace_test::expect_golden;
 using cudatrace_test::CallSpec;
 using cudatrace_test::StreamFeed;
 
 constexpr std::uint64_t kStart = 1'000'000;
 constexpr std::uint64_t kStream = 0x5010, kEvent = 0xe010, kComm = 0xc0c0;
 
-void expect_golden(const std::string& name, const std::string& actual) {
-  const std::string path = std::string(GOLDEN_DIR) + "/" + name;
-  if (const char* update = std::getenv("CUDATRACE_UPDATE_GOLDEN"); update && *update && *update != '0') {
-    std::ofstream(path, std::ios::binary) << actual;
-    return;
-  }
-  std::ifstream in(path, std::ios::binary);
-  ASSERT_TRUE(in) << path << " is missing; see the top of " << __FILE__;
-  std::stringstream expected;
-  expected << in.rdbuf();
-  EXPECT_EQ(actual, expected.str()) << "differs from " << path << "; see the top of " << __FILE__;
-}
 
 CallSpec spec(std::string symbol, std::vector<std::pair<std::string, std::uint64_t>> args) {
   CallSpec s;

@@ -6,18 +6,13 @@
 #include <string>
 
 #include "json_checker.h"
+#include "probe_costs.h"
 
 namespace {
 
 using namespace cudatrace;
 
-ProbeCost cost(double entry, double ret, double stepped) {
-  ProbeCost c;
-  c.entry_ns = c.entry_wall_ns = entry;
-  c.return_ns = c.return_wall_ns = ret;
-  c.stepped_ns = c.stepped_wall_ns = stepped;
-  return c;
-}
+const auto cost = cudatrace_test::probe_cost;
 
 TEST(ProbeCost, HitsOfThreadsAndExitedProcessesArePricedPerProcess) {
   const ProbeCost per_hit = cost(500, 300, 500);

@@ -2,6 +2,7 @@
 // as text and as JSON, against tests/data/golden/. After a deliberate
 // change of the output, regenerate them (and review the diff):
 //   CUDATRACE_UPDATE_GOLDEN=1 build/tests/unit_tests --gtest_filter='SummaryGolden.*'
+#include "golden.h"
 #include "cudatrace/render/json_format.h"
 #include "cudatrace/render/text.h"
 
@@ -18,6 +19,7 @@
 namespace {
 
 using namespace cudatrace;
+using cudatrace_test::expect_golden;
 using cudatrace_test::Arg;
 using cudatrace_test::CallSpec;
 using cudatrace_test::dim3_arg;
@@ -25,20 +27,6 @@ using cudatrace_test::with_call;
 
 constexpr std::uint64_t kStart = 1000000000;
 
-// Compares `actual` with the golden file `name`, or rewrites the file when
-// CUDATRACE_UPDATE_GOLDEN is set.
-void expect_golden(const std::string& name, const std::string& actual) {
-  const std::string path = std::string(GOLDEN_DIR) + "/" + name;
-  if (const char* update = std::getenv("CUDATRACE_UPDATE_GOLDEN"); update && *update && *update != '0') {
-    std::ofstream(path, std::ios::binary) << actual;
-    return;
-  }
-  std::ifstream in(path, std::ios::binary);
-  ASSERT_TRUE(in) << path << " is missing; see the top of " << __FILE__;
-  std::stringstream expected;
-  expected << in.rdbuf();
-  EXPECT_EQ(actual, expected.str()) << "differs from " << path << "; see the top of " << __FILE__;
-}
 
 void add_calls(std::vector<ct_api_stats>& run, std::string_view api, std::uint64_t n, std::uint64_t ns,
                std::uint64_t errors = 0) {
