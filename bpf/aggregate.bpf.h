@@ -80,7 +80,7 @@ static __always_inline void aggregate_untimed(__u32 api)
  * the tables count only successful outermost calls, so the others need none
  * either. A full map sends the record instead, which user space counts the same. */
 static __always_inline bool count_activity(__u32 api, struct ct_frame *f, __u32 depth, bool failed, __u64 dur,
-					   __u64 pid_tgid)
+					   __u64 pid_tgid, __s64 ret)
 {
 	if (!settings.activity_in_bpf)
 		return false;
@@ -96,8 +96,28 @@ static __always_inline bool count_activity(__u32 api, struct ct_frame *f, __u32 
 			__sync_fetch_and_add(gen, 1);
 		return false;
 	}
+	__u32 tgid = pid_tgid >> 32;
+	if (a->kind == CT_ACT_CAPTURE_BEGIN || a->kind == CT_ACT_CAPTURE_END) {
+		/* An end that failed as invalidated has ended the capture too. */
+		if (depth || (failed && (a->kind == CT_ACT_CAPTURE_BEGIN || ret != CT_CUDA_CAPTURE_INVALIDATED)))
+			return false;
+		__u32 *open = bpf_map_lookup_elem(&capturing, &tgid);
+		if (a->kind == CT_ACT_CAPTURE_BEGIN) {
+			__u32 one = 1;
+			if (open)
+				__sync_fetch_and_add(open, 1);
+			else
+				bpf_map_update_elem(&capturing, &tgid, &one, BPF_NOEXIST);
+		} else if (open && *open) {
+			__sync_fetch_and_add(open, -1);
+		}
+		return false;
+	}
 	if (failed || depth)
 		return true;
+	__u32 *open = bpf_map_lookup_elem(&capturing, &tgid);
+	if (open && *open)
+		return false; /* perhaps captured: the record tells the stream model */
 	struct ct_activity_key *key = bpf_map_lookup_elem(&activity_key_scratch, &zero);
 	if (!key)
 		return false;

@@ -122,7 +122,7 @@ static __always_inline int enter_only(struct pt_regs *ctx, __u64 pid_tgid, struc
 			return 1;
 	} else if (settings.summary_mode) {
 		aggregate_untimed(api);
-		if (count_activity(api, f, f->level, false, 0, pid_tgid))
+		if (count_activity(api, f, f->level, false, 0, pid_tgid, 0))
 			return 1;
 		if (!settings.summary_records_all && !(cookie & CT_COOKIE_DETAIL))
 			return 1;
@@ -297,7 +297,7 @@ static __always_inline void exit_call(struct pt_regs *ctx)
 	} else if (settings.summary_mode) {
 		bool failed = ret != 0 && ret != not_failure;
 		aggregate(api, dur, failed);
-		if (count_activity(api, f, f->level, failed, dur, pid_tgid))
+		if (count_activity(api, f, f->level, failed, dur, pid_tgid, ret))
 			return;
 		if (!settings.summary_records_all && !(cookie & CT_COOKIE_DETAIL))
 			return;

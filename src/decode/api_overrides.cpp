@@ -226,7 +226,13 @@ const Rule kRules[] = {
   {"cuStreamGet*", QUERY}, {"cudaStreamGet*", QUERY}, {"cuCtxPushCurrent", QUERY}, {"cuCtxPopCurrent", QUERY},
   // ---- Graphics interoperability, external memory and semaphores (before graphs: cuGraphics* is not cuGraph*).
   {"cuGraphics*", INTEROP}, {"cudaGraphics*", INTEROP}, {"*External*", INTEROP},
-  // ---- Graphs and stream capture (their launch is in launch).
+  // ---- Graphs and stream capture (their launch is in launch). The calls the stream model reads to
+  // know what a graph launch runs are traced with launches (Selection::graph_model).
+  {"cudaStreamBeginCapture*", GRAPH, E::CaptureBegin}, {"cuStreamBeginCapture*", GRAPH, E::CaptureBegin},
+  {"cudaStreamEndCapture", GRAPH, E::CaptureEnd}, {"cuStreamEndCapture", GRAPH, E::CaptureEnd},
+  {"cudaGraphInstantiate*", GRAPH, E::GraphInstantiate}, {"cuGraphInstantiate*", GRAPH, E::GraphInstantiate},
+  {"cudaGraphExecDestroy", GRAPH, E::GraphExecDestroy}, {"cuGraphExecDestroy", GRAPH, E::GraphExecDestroy},
+  {"cudaGraphDestroy", GRAPH, E::GraphDestroy}, {"cuGraphDestroy", GRAPH, E::GraphDestroy},
   {"cuGraph*", GRAPH}, {"cudaGraph*", GRAPH}, {"*Capture*", GRAPH}, {"cuUserObject*", GRAPH},
   {"cudaUserObject*", GRAPH},
   // ---- CUDA arrays, textures and surfaces.
@@ -278,7 +284,8 @@ bool is_core_api(const Api& a) {
     for (const ApiSpec& r : kHandRows) names.insert(r.name);
     return names;
   }();
-  return a.effect() != E::None || kByHand.count(a.spec->name);
+  // Graph calls come and go between toolkit versions (cudaGraphInstantiateWithParams is 12.0's): not core.
+  return (a.effect() != E::None && a.group() != GRAPH) || kByHand.count(a.spec->name);
 }
 
 Placement placement(std::string_view operation) {

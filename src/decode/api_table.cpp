@@ -46,6 +46,12 @@ bool needs_detail_record(const ApiSpec& row) {
     case E::SetDevice:
     case E::MemInfo:
       return true;
+    case E::CaptureBegin:  // what a graph launch runs: the kernel table's "In graphs"
+    case E::CaptureEnd:
+    case E::GraphInstantiate:
+    case E::GraphExecDestroy:
+    case E::GraphDestroy:
+      return true;
     default:
       // Kernel names; the range stacks; the NCCL model (communicator ids, sequence numbers, groups).
       return row.group == Group::Module || row.group == Group::Nvtx || row.group == Group::Coll;

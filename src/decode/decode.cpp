@@ -151,6 +151,8 @@ bool decode_call(const ct_call& rec, KernelNames* names, Call& call, const Strin
   call.kernel_handle = 0;
   call.waited = nullptr;
   call.nccl = nullptr;
+  call.graph = nullptr;
+  call.captured = false;
   call.named_by_parent = false;
 
   const auto* payload = reinterpret_cast<const std::uint8_t*>(&rec + 1);

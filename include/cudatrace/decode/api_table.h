@@ -150,7 +150,20 @@ enum class Effect : std::uint8_t {
   MemInfo,       // cudaMemGetInfo / cuMemGetInfo: out-params 0 and 1 are free and total bytes
   ModuleLoad,    // out-param 0: a module or library handle, new or reused
   ModuleUnload,  // first Handle: the module or library whose kernels' handles die with it
+  // Stream capture and graphs (streams.h): work issued to a capturing stream goes into a graph.
+  CaptureBegin,      // first Stream starts capturing (into the first Handle, cudaStreamBeginCaptureToGraph)
+  CaptureEnd,        // first Stream stops capturing; out-param 0: the graph
+  GraphInstantiate,  // out-param 0: the executable graph; first Handle: the graph
+  GraphExecDestroy,  // first Handle: the executable graph
+  GraphDestroy,      // first Handle: the graph
 };
+
+// The graph calls the stream model reads (capture, instantiation,
+// destruction): traced with launches whatever -f says (Selection).
+inline bool is_graph_model_effect(Effect e) {
+  return e == Effect::CaptureBegin || e == Effect::CaptureEnd || e == Effect::GraphInstantiate ||
+         e == Effect::GraphExecDestroy || e == Effect::GraphDestroy;
+}
 
 // One row of the table.
 struct ApiSpec {
