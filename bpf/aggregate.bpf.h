@@ -74,6 +74,24 @@ static __always_inline void aggregate_untimed(__u32 api)
 	st->untimed++;
 }
 
+/* Summary mode: whether a stream capture is open in the process. While one
+ * is, every call sends its record: the stream model needs the event records
+ * and stream waits that make streams join the capture, and the work issued
+ * to them, to tell captured work from work that runs. Captures are rare and
+ * short. */
+static __always_inline bool capturing_now(__u64 pid_tgid)
+{
+	__u32 tgid = pid_tgid >> 32;
+	__u32 *open = bpf_map_lookup_elem(&capturing, &tgid);
+	return open && *open;
+}
+
+/* Summary mode: a call whose record user space reads (its arguments are saved). */
+static __always_inline bool summary_record(__u64 cookie, __u64 pid_tgid)
+{
+	return settings.summary_records_all || (cookie & CT_COOKIE_DETAIL) || capturing_now(pid_tgid);
+}
+
 /* Summary mode: counts a successful outermost launch, copy or memset in the
  * activity map, and bumps the page-locked generation after a call that
  * changed page-locked memory. Returns true when the call needs no record:
@@ -115,8 +133,7 @@ static __always_inline bool count_activity(__u32 api, struct ct_frame *f, __u32 
 	}
 	if (failed || depth)
 		return true;
-	__u32 *open = bpf_map_lookup_elem(&capturing, &tgid);
-	if (open && *open)
+	if (capturing_now(pid_tgid))
 		return false; /* perhaps captured: the record tells the stream model */
 	struct ct_activity_key *key = bpf_map_lookup_elem(&activity_key_scratch, &zero);
 	if (!key)

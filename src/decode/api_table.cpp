@@ -359,7 +359,9 @@ const char* group_description(Group g) {
       return "versions, device properties, attributes, limits, entry points, configuration: off by default, "
              "frameworks call some at launch rate (a GPT-2 run: 26,851 cuDevicePrimaryCtxGetState)";
     case Group::Error: return "error names and strings: off by default, called after failed calls and at launch rate";
-    case Group::Graph: return "graph construction, instantiation and update, stream capture";
+    case Group::Graph:
+      return "graph construction, instantiation and update, stream capture: capture, instantiation and destruction "
+             "are traced and printed with launches, for what a graph launch runs (docs/graphs.md)";
     case Group::Occupancy: return "occupancy calculators";
     case Group::Texture: return "CUDA arrays, textures and surfaces";
     case Group::Interop: return "graphics interoperability, external memory and semaphores";

@@ -188,13 +188,13 @@ void PerfettoWriter::nvtx_range(const NvtxClosed& r) {
   }
 }
 
-// "graph":"g1: 3 kernels (k x2, add)", for a slice's args.
+// "graph_runs":"g1: 3 kernels (k x2, add)", for a slice's args (where "graph" may be an argument's name).
 void PerfettoWriter::graph_arg(const GraphInfo& g) {
   fmt::memory_buffer text;
   append_graph_text(text, g);  // " graph g1: ..."
   std::string_view description(text.data(), text.size());
   description.remove_prefix(description.find_first_of(' ', 1) + 1);
-  buf_.append(std::string_view("\"graph\":"));
+  buf_.append(std::string_view("\"graph_runs\":"));
   append_json_string(buf_, description);
   buf_.push_back(',');
 }
