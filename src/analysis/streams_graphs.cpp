@@ -1,7 +1,8 @@
 // Stream capture and graphs in the stream model (streams.h): work issued to
-// a capturing stream goes into its capture, a capture ends as a graph, an
-// instantiation ties an executable graph to the graph's work, and a launch
-// of it queues that work on its stream (streams.cpp).
+// a capturing stream goes into its capture, a capture ends as a graph (or a
+// graph is built from kernel nodes), an instantiation ties an executable
+// graph to the graph's work, and a launch of it queues that work on its
+// stream (streams.cpp).
 #include <fmt/format.h>
 
 #include <memory>
@@ -118,6 +119,23 @@ bool StreamTracker::apply_graph(Process& p, Call& c) {
     case Effect::GraphDestroy:
       if (const auto handle = arg_value(c, ArgType::Handle)) p.graphs.erase(*handle);
       return true;
+    case Effect::GraphCreate:
+      if (const auto graph = arg_value(c, ArgType::OutHandle); graph && *graph) {
+        if (!p.graphs.count(*graph)) limit_graphs(p);
+        p.graphs[*graph] = StreamWork{};  // empty, and known: its nodes are followed
+      }
+      return true;
+    case Effect::GraphAddKernel:
+    case Effect::GraphAddNode: {
+      const auto graph = arg_value(c, ArgType::Handle);
+      const auto it = graph ? p.graphs.find(*graph) : p.graphs.end();
+      if (it == p.graphs.end()) return true;  // made out of sight: unknown already
+      if (c.api->effect() == Effect::GraphAddKernel && !c.kernel.empty())
+        it->second.add_launch(c.kernel, c.kernel_short);
+      else
+        p.graphs.erase(it);  // a node the model does not read: what the graph runs is no longer known
+      return true;
+    }
     case Effect::Launch:
     case Effect::HostFunc:
     case Effect::Copy:

@@ -125,6 +125,13 @@ const std::vector<ApiSpec> kHandRows = {
   {"cuLaunchKernelEx", DRV, LAUNCH, E::Launch, {{"config", A::LaunchConfig}, {"f", A::Func}, {"kernelParams", A::Ptr}, {"extra", A::Ptr}}},
   {"cuLaunchCooperativeKernel", DRV, LAUNCH, E::Launch, {{"f", A::Func}, {"grid", A::Dim3Split}, {"block", A::Dim3Split}, {"sharedMemBytes", A::UInt}, {"hStream", A::Stream}, {"kernelParams", A::Ptr}}},
   {"cuGraphLaunch", DRV, LAUNCH, E::Launch, {{"hGraphExec", A::Handle}, {"hStream", A::Stream}}},
+  // ---- Graph kernel nodes: the kernel is read from the params struct at return (docs/graphs.md).
+  {"cudaGraphAddKernelNode", RT, GRAPH, E::GraphAddKernel, {{"pGraphNode", A::OutHandle}, {"graph", A::Handle},
+      {"pDependencies", A::Ptr}, {"numDependencies", A::Size}, {"pNodeParams", A::KernelNodeParams}}},
+  {"cuGraphAddKernelNode", DRV, GRAPH, E::GraphAddKernel, {{"phGraphNode", A::OutHandle}, {"hGraph", A::Handle},
+      {"dependencies", A::Ptr}, {"numDependencies", A::Size}, {"nodeParams", A::KernelNodeParams}}},
+  {"cuGraphAddKernelNode_v2", DRV, GRAPH, E::GraphAddKernel, {{"phGraphNode", A::OutHandle}, {"hGraph", A::Handle},
+      {"dependencies", A::Ptr}, {"numDependencies", A::Size}, {"nodeParams", A::KernelNodeParams}}},
   // ---- Driver: streams
   {"cuStreamCreate", DRV, STREAM, E::StreamCreate, {{"phStream", A::OutStream}, {"Flags", A::Flags}}},
   {"cuStreamCreateWithPriority", DRV, STREAM, E::StreamCreate, {{"phStream", A::OutStream}, {"flags", A::Flags}, {"priority", A::Int}}},
@@ -233,6 +240,9 @@ const Rule kRules[] = {
   {"cudaGraphInstantiate*", GRAPH, E::GraphInstantiate}, {"cuGraphInstantiate*", GRAPH, E::GraphInstantiate},
   {"cudaGraphExecDestroy", GRAPH, E::GraphExecDestroy}, {"cuGraphExecDestroy", GRAPH, E::GraphExecDestroy},
   {"cudaGraphDestroy", GRAPH, E::GraphDestroy}, {"cuGraphDestroy", GRAPH, E::GraphDestroy},
+  {"cudaGraphCreate", GRAPH, E::GraphCreate}, {"cuGraphCreate", GRAPH, E::GraphCreate},
+  {"cudaGraphAddDependencies", GRAPH}, {"cuGraphAddDependencies", GRAPH},
+  {"cudaGraphAdd*", GRAPH, E::GraphAddNode}, {"cuGraphAdd*", GRAPH, E::GraphAddNode},
   {"cuGraph*", GRAPH}, {"cudaGraph*", GRAPH}, {"*Capture*", GRAPH}, {"cuUserObject*", GRAPH},
   {"cudaUserObject*", GRAPH},
   // ---- CUDA arrays, textures and surfaces.
@@ -285,7 +295,7 @@ bool is_core_api(const Api& a) {
     return names;
   }();
   // Graph calls come and go between toolkit versions (cudaGraphInstantiateWithParams is 12.0's): not core.
-  return (a.effect() != E::None && a.group() != GRAPH) || kByHand.count(a.spec->name);
+  return a.group() != GRAPH && (a.effect() != E::None || kByHand.count(a.spec->name));
 }
 
 Placement placement(std::string_view operation) {

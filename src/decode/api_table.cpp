@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -51,6 +52,9 @@ bool needs_detail_record(const ApiSpec& row) {
     case E::GraphInstantiate:
     case E::GraphExecDestroy:
     case E::GraphDestroy:
+    case E::GraphCreate:
+    case E::GraphAddKernel:
+    case E::GraphAddNode:
       return true;
     default:
       // Kernel names; the range stacks; the NCCL model (communicator ids, sequence numbers, groups).
@@ -62,6 +66,21 @@ bool has_stack_struct(const Api& api) {
   for (const ArgSpec& a : api.spec->args)
     if (a.type == A::NcclUniqueId) return true;
   return false;
+}
+
+// How many 8-byte words a fixed-size payload reads.
+unsigned payload_words(const Api& api, ArgType t) {
+  switch (t) {
+    case A::NcclCommArray:
+      return kNcclMaxInitAllComms;
+    case A::KernelNodeParams:
+      // cudaKernelNodeParams and CUDA_KERNEL_NODE_PARAMS_v1 are 56 bytes; the
+      // driver's v2 struct adds kern and ctx (72): reading past a struct could fault.
+      return std::string_view(api.spec->name) == "cuGraphAddKernelNode_v2" ? kKernelNodeParamsV2Bytes / 8
+                                                                            : kKernelNodeParamsBytes / 8;
+    default:
+      return kNcclUniqueIdBytes / 8;
+  }
 }
 
 std::uint64_t make_cookie(const Api& api) {
@@ -87,10 +106,10 @@ std::uint64_t make_cookie(const Api& api) {
   if (api.payload_index >= 0) {
     const ArgSpec& a = api.spec->args[api.payload_index];
     c |= std::uint64_t(api.slots[api.payload_index] + 1) << 36;
-    if (a.type == A::NcclUniqueId || a.type == A::NcclUniqueIdPtr || a.type == A::NcclCommArray) {
+    if (a.type == A::NcclUniqueId || a.type == A::NcclUniqueIdPtr || a.type == A::NcclCommArray ||
+        a.type == A::KernelNodeParams) {
       c |= std::uint64_t(CT_PAYLOAD_BYTES) << 40;
-      c |= std::uint64_t(a.type == A::NcclCommArray ? kNcclMaxInitAllComms : kNcclUniqueIdBytes / 8)
-           << CT_COOKIE_PAYLOAD_WORDS_SHIFT;
+      c |= std::uint64_t(payload_words(api, a.type)) << CT_COOKIE_PAYLOAD_WORDS_SHIFT;
     } else {
       const auto kind = a.type == A::String ? CT_PAYLOAD_STRING : CT_PAYLOAD_LAUNCH_CONFIG;
       c |= std::uint64_t(kind) << 40;
@@ -184,7 +203,8 @@ Api make_api(std::uint16_t id, const ApiSpec& spec, std::string symbol, bool var
       if (outs == 2) throw std::logic_error(std::string("more than two out-params: ") + spec.name);
       api.out_index[outs++] = static_cast<int>(i);
     }
-    if (t == A::String || t == A::LaunchConfig || t == A::NcclUniqueIdPtr || t == A::NcclCommArray) {
+    if (t == A::String || t == A::LaunchConfig || t == A::NcclUniqueIdPtr || t == A::NcclCommArray ||
+        t == A::KernelNodeParams) {
       if (api.payload_index >= 0) throw std::logic_error(std::string("two payloads: ") + spec.name);
       api.payload_index = static_cast<int>(i);
     }

@@ -350,7 +350,7 @@ class TextWriter final : public Writer {
     // A launch of a known kernel shows its short name instead of its handle (--full-names: both).
     const bool kernel_named = !full_names_ && !c.kernel.empty() && c.kernel != "?";
     for (const NamedValue& a : c.args) {
-      if (kernel_named && a.type == ArgType::Func) continue;
+      if (kernel_named && (a.type == ArgType::Func || a.type == ArgType::KernelNodeParams)) continue;
       buf_.push_back(' ');
       buf_.append(a.name);
       buf_.push_back('=');

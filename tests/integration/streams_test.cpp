@@ -464,4 +464,25 @@ TEST_F(Streams, AGraphLaunchRunsWhatWasCaptured) {
   EXPECT_NE(t.out.find("In graphs"), std::string::npos) << t.out;
 }
 
+// A graph built from kernel nodes: the return probe reads each node's kernel from its params.
+TEST_F(Streams, AGraphOfKernelNodesRunsItsKernels) {
+  const Result r = run("timeout 60 " + tracer() + " -- " STREAMS_APP " nodes");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(annotations(r.out),
+            (std::vector<std::string>{"cudaStreamSynchronize | waited: s1: 6 launches (kernel_a x4, kernel_b x2)"}))
+      << r.out;
+  std::vector<std::string> node_kernels;
+  std::size_t annotated = 0;
+  for (const std::string& line : lines_of(r.out)) {
+    if (line.find(" cudaGraphAddKernelNode ") != std::string::npos) {
+      const auto at = line.find(" kernel=\"");
+      ASSERT_NE(at, std::string::npos) << line;
+      node_kernels.push_back(line.substr(at + 9, line.find('"', at + 9) - at - 9));
+    }
+    annotated += line.find(" graph g1: 3 kernels (kernel_a x2, kernel_b)") != std::string::npos;
+  }
+  EXPECT_EQ(node_kernels, (std::vector<std::string>{"kernel_a", "kernel_b", "kernel_a"})) << r.out;
+  EXPECT_EQ(annotated, 3u) << r.out;  // the instantiation and two launches
+}
+
 }  // namespace

@@ -3,6 +3,9 @@
 // in graphs, and the annotations.
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <vector>
+
 #include "cudatrace/analysis/memory.h"
 #include "cudatrace/analysis/streams.h"
 #include "cudatrace/analysis/summary.h"
@@ -164,6 +167,61 @@ TEST_F(Graphs, AGraphLaunchedInACaptureBecomesPartOfIt) {
   end_capture(kS2, 0x6020);
   instantiate(0x7020, 0x6020);
   EXPECT_EQ(graph_text(), "graph g2: 4 kernels (k1 x2, k2, k3)");
+}
+
+// A graph kernel node's params, as the return probe reads them: func first,
+// the driver v2 struct's kern at byte 56.
+std::vector<std::uint8_t> node_params(std::uint64_t func, std::uint64_t kern = 0, std::size_t bytes = 56) {
+  std::vector<std::uint8_t> p(bytes);
+  std::memcpy(p.data(), &func, 8);
+  if (bytes >= 64) std::memcpy(p.data() + 56, &kern, 8);
+  return p;
+}
+
+TEST_F(Graphs, KernelNodesSayWhatAGraphBuiltByHandRuns) {
+  f.feed("cudaGraphCreate", {{"pGraph", kGraph}, {"flags", 0}});
+  for (std::uint64_t kernel : {kK1, kK2, kK1}) {
+    CallSpec node;
+    node.symbol = "cudaGraphAddKernelNode";
+    node.args = {{"pGraphNode", 0x8010 + kernel}, {"graph", kGraph}};
+    node.payload = node_params(kernel);
+    f.feed(node);
+    EXPECT_EQ(f.call().kernel_short, kernel == kK1 ? "k1" : "k2");
+  }
+  CallSpec driver_node;  // CUDA_KERNEL_NODE_PARAMS_v2 naming a CUkernel: func null, kern set
+  driver_node.symbol = "cuGraphAddKernelNode_v2";
+  driver_node.args = {{"phGraphNode", 0x8100}, {"hGraph", kGraph}};
+  driver_node.payload = node_params(0, kK3, 72);
+  f.feed(driver_node);
+  EXPECT_EQ(f.call().kernel_short, "k3");
+  instantiate(kExec, kGraph);
+  EXPECT_EQ(graph_text(), "graph g1: 4 kernels (k1 x2, k2, k3)");
+  graph_launch(kExec, kS1);
+  EXPECT_EQ(sync_stream(kS1), "waited: s1: 4 launches (k1 x2, k2, k3)");
+}
+
+TEST_F(Graphs, ANodeTheModelCannotReadMakesTheGraphUnknown) {
+  f.feed("cudaGraphCreate", {{"pGraph", kGraph}, {"flags", 0}});
+  CallSpec node;
+  node.symbol = "cudaGraphAddKernelNode";
+  node.args = {{"pGraphNode", 0x8010}, {"graph", kGraph}};
+  node.payload = node_params(kK1);
+  f.feed(node);
+  f.feed("cudaGraphAddMemsetNode", {{"pGraphNode", 0x8020}, {"graph", kGraph}});
+  instantiate(kExec, kGraph);
+  EXPECT_EQ(graph_text(), "graph g1: contents unknown");
+
+  f.feed("cudaGraphCreate", {{"pGraph", 0x6020}, {"flags", 0}});
+  node.args = {{"pGraphNode", 0x8030}, {"graph", 0x6020}};
+  node.flags = CT_FLAG_PAYLOAD_FAULT;  // the params could not be read
+  f.feed(node);
+  EXPECT_TRUE(f.call().kernel.empty());
+  instantiate(0x7020, 0x6020);
+  EXPECT_EQ(graph_text(), "graph g2: contents unknown");
+
+  f.feed("cudaGraphCreate", {{"pGraph", 0x6030}, {"flags", 0}});
+  instantiate(0x7030, 0x6030);
+  EXPECT_EQ(graph_text(), "graph g3: nothing");
 }
 
 TEST_F(Graphs, TheSummaryCountsKernelsRunInGraphs) {

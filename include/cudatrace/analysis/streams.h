@@ -15,8 +15,9 @@
 // Stream capture (docs/graphs.md): work issued to a capturing stream (or to a
 // stream that joined the capture by waiting for an event recorded in it)
 // does not run: it goes into the graph that the capture ends with, not into
-// the stream's queued work. An instantiation ties the executable graph to
-// that work, and each launch of it queues the work on its stream.
+// the stream's queued work. A graph created while traced gets the kernels of
+// its kernel nodes. An instantiation ties the executable graph to that work,
+// and each launch of it queues the work on its stream.
 #pragma once
 
 #include <fmt/format.h>
@@ -69,9 +70,9 @@ struct GraphInfo {
   // Per process, in the order graphs were instantiated or first launched:
   // "g1". Empty for the graph a capture ended with (not yet executable).
   std::string id;
-  // Built by captures the trace saw: `work` is what one launch runs. Else
-  // (instantiated before the trace, or from a graph built with node APIs)
-  // nothing is known of it.
+  // Built by captures and kernel nodes the trace saw: `work` is what one
+  // launch runs. Else (instantiated before the trace, from a graph made out of
+  // sight or given a node the model does not read) nothing is known of it.
   bool known = false;
   StreamWork work;  // work.stream is `id`
 };
