@@ -483,6 +483,16 @@ TEST_F(Streams, AGraphOfKernelNodesRunsItsKernels) {
   }
   EXPECT_EQ(node_kernels, (std::vector<std::string>{"kernel_a", "kernel_b", "kernel_a"})) << r.out;
   EXPECT_EQ(annotated, 3u) << r.out;  // the instantiation and two launches
+
+  // cudatrace report reads the nodes' kernels back from a --json trace.
+  const std::string trace = temp_path("nodes.jsonl");
+  const Result j = run("timeout 60 " + tracer() + " --json -o " + trace + " -- " STREAMS_APP " nodes");
+  ASSERT_EQ(j.status, 0) << j.err;
+  const Result offline = run("timeout 60 " + tracer() + " report " + trace);
+  std::remove(trace.c_str());
+  ASSERT_EQ(offline.status, 0) << offline.err;
+  EXPECT_EQ(annotations(offline.out), annotations(r.out)) << offline.out;
+  EXPECT_NE(offline.out.find(" graph g1: 3 kernels (kernel_a x2, kernel_b)"), std::string::npos) << offline.out;
 }
 
 }  // namespace
