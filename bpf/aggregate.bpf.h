@@ -74,13 +74,31 @@ static __always_inline void aggregate_untimed(__u32 api)
 	st->untimed++;
 }
 
+/* Summary mode: whether a stream capture is open in the process. While one
+ * is, every call sends its record: the stream model needs the event records
+ * and stream waits that make streams join the capture, and the work issued
+ * to them, to tell captured work from work that runs. Captures are rare and
+ * short. */
+static __always_inline bool capturing_now(__u64 pid_tgid)
+{
+	__u32 tgid = pid_tgid >> 32;
+	__u32 *open = bpf_map_lookup_elem(&capturing, &tgid);
+	return open && *open;
+}
+
+/* Summary mode: a call whose record user space reads (its arguments are saved). */
+static __always_inline bool summary_record(__u64 cookie, __u64 pid_tgid)
+{
+	return settings.summary_records_all || (cookie & CT_COOKIE_DETAIL) || capturing_now(pid_tgid);
+}
+
 /* Summary mode: counts a successful outermost launch, copy or memset in the
  * activity map, and bumps the page-locked generation after a call that
  * changed page-locked memory. Returns true when the call needs no record:
  * the tables count only successful outermost calls, so the others need none
  * either. A full map sends the record instead, which user space counts the same. */
 static __always_inline bool count_activity(__u32 api, struct ct_frame *f, __u32 depth, bool failed, __u64 dur,
-					   __u64 pid_tgid)
+					   __u64 pid_tgid, __s64 ret)
 {
 	if (!settings.activity_in_bpf)
 		return false;
@@ -96,8 +114,27 @@ static __always_inline bool count_activity(__u32 api, struct ct_frame *f, __u32 
 			__sync_fetch_and_add(gen, 1);
 		return false;
 	}
+	__u32 tgid = pid_tgid >> 32;
+	if (a->kind == CT_ACT_CAPTURE_BEGIN || a->kind == CT_ACT_CAPTURE_END) {
+		/* An end that failed as invalidated has ended the capture too. */
+		if (depth || (failed && (a->kind == CT_ACT_CAPTURE_BEGIN || ret != CT_CUDA_CAPTURE_INVALIDATED)))
+			return false;
+		__u32 *open = bpf_map_lookup_elem(&capturing, &tgid);
+		if (a->kind == CT_ACT_CAPTURE_BEGIN) {
+			__u32 one = 1;
+			if (open)
+				__sync_fetch_and_add(open, 1);
+			else
+				bpf_map_update_elem(&capturing, &tgid, &one, BPF_NOEXIST);
+		} else if (open && *open) {
+			__sync_fetch_and_add(open, -1);
+		}
+		return false;
+	}
 	if (failed || depth)
 		return true;
+	if (capturing_now(pid_tgid))
+		return false; /* perhaps captured: the record tells the stream model */
 	struct ct_activity_key *key = bpf_map_lookup_elem(&activity_key_scratch, &zero);
 	if (!key)
 		return false;

@@ -122,9 +122,9 @@ static __always_inline int enter_only(struct pt_regs *ctx, __u64 pid_tgid, struc
 			return 1;
 	} else if (settings.summary_mode) {
 		aggregate_untimed(api);
-		if (count_activity(api, f, f->level, false, 0, pid_tgid))
+		if (count_activity(api, f, f->level, false, 0, pid_tgid, 0))
 			return 1;
-		if (!settings.summary_records_all && !(cookie & CT_COOKIE_DETAIL))
+		if (!summary_record(cookie, pid_tgid))
 			return 1;
 	}
 	__u64 caller = 0;
@@ -215,7 +215,8 @@ static __always_inline int enter_call(struct pt_regs *ctx, bool session)
 	if (session && (cookie & CT_COOKIE_ALWAYS) && !settings.capture_stack && !settings.export_mode)
 		return emit_at_entry(ctx, pid_tgid, st, f, cookie);
 	st->depth = depth + 1;
-	if (((settings.summary_mode && !settings.summary_records_all) || settings.export_mode) && !(cookie & CT_COOKIE_DETAIL)) {
+	if ((settings.summary_mode && !summary_record(cookie, pid_tgid)) ||
+	    (settings.export_mode && !(cookie & CT_COOKIE_DETAIL))) {
 		/* Only its latency is kept: the arguments are not needed. */
 		f->ts_ns = bpf_ktime_get_ns();
 		return 0;
@@ -235,7 +236,7 @@ static __always_inline void pass_to_owner(struct ct_thread_state *st, struct ct_
 	owner->fwd_depth = depth + 1;
 	owner->fwd_api = CT_COOKIE_API(f->cookie);
 	owner->fwd_ret = ret;
-	if (settings.summary_mode && !settings.summary_records_all && !(f->cookie & CT_COOKIE_DETAIL))
+	if (settings.summary_mode && !summary_record(f->cookie, bpf_get_current_pid_tgid()))
 		return; /* no arguments were saved, and no record will read them */
 	owner->fwd_flags = read_out(&owner->fwd_outs[0], f->cookie, f->args, 0) |
 			   read_out(&owner->fwd_outs[1], f->cookie, f->args, 1);
@@ -297,9 +298,9 @@ static __always_inline void exit_call(struct pt_regs *ctx)
 	} else if (settings.summary_mode) {
 		bool failed = ret != 0 && ret != not_failure;
 		aggregate(api, dur, failed);
-		if (count_activity(api, f, f->level, failed, dur, pid_tgid))
+		if (count_activity(api, f, f->level, failed, dur, pid_tgid, ret))
 			return;
-		if (!settings.summary_records_all && !(cookie & CT_COOKIE_DETAIL))
+		if (!summary_record(cookie, pid_tgid))
 			return;
 	} else if (!(cookie & CT_COOKIE_ALWAYS)) {
 		if (dur < settings.min_dur_ns)

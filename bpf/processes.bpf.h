@@ -108,9 +108,12 @@ int BPF_PROG(ct_thread_exit, struct task_struct *task)
 		}
 		bpf_map_delete_elem(&threads, &tid);
 	}
-	if (settings.use_tgid_set && BPF_CORE_READ(task, signal, live.counter) == 0) {
+	if (BPF_CORE_READ(task, signal, live.counter) == 0) {
 		__u32 tgid = pid_tgid >> 32;
-		bpf_map_delete_elem(&traced_tgids, &tgid);
+		if (settings.use_tgid_set)
+			bpf_map_delete_elem(&traced_tgids, &tgid);
+		if (settings.summary_mode)
+			bpf_map_delete_elem(&capturing, &tgid); /* a capture it never ended */
 	}
 	return 0;
 }

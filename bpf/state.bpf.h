@@ -91,6 +91,14 @@ struct {
 	__type(value, struct ct_activity_api);
 } activity_apis SEC(".maps");
 
+/* Summary mode: stream captures open per process (tgid), CT_ACT_CAPTURE_BEGIN/END. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u32);
+} capturing SEC(".maps");
+
 /* The page-locked generation (record.h). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);

@@ -26,6 +26,9 @@
 /* cudaErrorNotReady == CUDA_ERROR_NOT_READY (a query's "not yet"): a status
  * that is not a failure. */
 #define CT_CUDA_NOT_READY 600
+/* cudaErrorStreamCaptureInvalidated == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED:
+ * a failed cudaStreamEndCapture that ended the capture all the same. */
+#define CT_CUDA_CAPTURE_INVALIDATED 901
 
 /* What the BPF programs are told before they are loaded (read-only: the
  * verifier prunes the branches of the modes not asked for). Set by user
@@ -273,6 +276,11 @@ enum ct_activity_kind {
 	CT_ACT_COUNT = 1,     /* a launch or memset: counted in "activity" */
 	CT_ACT_COPY = 2,      /* a copy: counted, keyed by the page-locked generation too */
 	CT_ACT_PAGE_LOCK = 3, /* changes page-locked memory: bumps the generation, sends its record */
+	/* Stream capture begins or ends in the process (counted in "capturing"):
+	 * while one is open, launches, copies and memsets send their records, for
+	 * the stream model to put captured work into its graph. */
+	CT_ACT_CAPTURE_BEGIN = 4,
+	CT_ACT_CAPTURE_END = 5,
 };
 
 struct ct_activity_api {

@@ -1,6 +1,7 @@
 // The stream model (streams.h). Over 400 lines because it is one state
 // machine: queueing, event records, waits and their settling share the
-// per-process state and are read together.
+// per-process state and are read together. Capture and graphs are in
+// streams_graphs.cpp.
 #include "cudatrace/analysis/streams.h"
 
 #include <algorithm>
@@ -279,7 +280,10 @@ void StreamTracker::apply(Process& p, Call& c) {
       const std::string_view short_name = c.kernel.empty() ? std::string_view("graph") : c.kernel_short;
       Stream& s = call_stream();
       Segment& seg = open_segment(p, s, false);
-      seg.work.add_launch(kernel, short_name);
+      if (c.graph && c.graph->known)  // its kernels run when the graph runs
+        seg.work.add(c.graph->work);
+      else
+        seg.work.add_launch(kernel, short_name);
       seg.last_seq = ++p.seq;
       queue(s, {{}, 0, {}, Effect::Launch, short_name});
       break;
@@ -399,9 +403,13 @@ const StreamActivity& StreamTracker::on_call(Call& c) {
   Process& p = procs_[c.pid];
   const bool outermost = c.outermost();
   annotate(p, c, outermost);
+  annotate_graph(p, c);
   // A counted call changes the model only when it succeeded: a query that
   // says "not ready" (not a failure) has not seen the work complete.
-  if (c.counted() && c.succeeded()) {
+  // A capture that ends invalidated has ended all the same.
+  const bool capture_invalidated = c.api->effect() == Effect::CaptureEnd && c.outermost() && !c.unfinished &&
+                                   c.status() == CT_CUDA_CAPTURE_INVALIDATED;
+  if ((c.counted() && c.succeeded()) || capture_invalidated) {
     // apply() may drop a destroyed stream or event (or an old one over the
     // limit) whose id this call's arguments show: the output reads copies.
     std::size_t n = 0;
@@ -410,7 +418,7 @@ const StreamActivity& StreamTracker::on_call(Call& c) {
     n = 0;
     for (NamedValue& a : c.args)
       if (!a.id.empty()) a.id = call_ids_[n++].assign(a.id.data(), a.id.size());
-    apply(p, c);
+    if (!apply_graph(p, c)) apply(p, c);
   }
   return activity_;
 }

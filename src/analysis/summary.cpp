@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "cudatrace/analysis/memory.h"
+#include "cudatrace/analysis/streams.h"
 
 namespace cudatrace {
 
@@ -29,7 +30,7 @@ std::vector<ApiRow> api_rows(const std::vector<ct_api_stats>& by_id, const Selec
 }
 
 void Activity::on_call(const Call& c, const MemoryTracker& memory) {
-  if (!c.counted()) return;
+  if (!c.counted() || c.captured) return;
   count(c, memory, {1, c.dur_ns, c.ts_ns, c.ts_ns});
 }
 
@@ -45,6 +46,15 @@ void Activity::count(const Call& c, const MemoryTracker& memory, const ct_activi
     first_launch_ns =
         first_launch_ns ? std::min<std::uint64_t>(first_launch_ns, counted.first_ts_ns) : counted.first_ts_ns;
     last_launch_ns = std::max<std::uint64_t>(last_launch_ns, counted.last_ts_ns);
+    if (c.graph && c.graph->known) {
+      for (const StreamWork::Kernel& run : c.graph->work.kernels) {
+        KernelStats& k = kernels[run.name];
+        if (k.short_name.empty()) k.short_name = run.short_name;
+        k.in_graphs += n * run.count;
+      }
+      if (c.graph->work.unlisted_launches) kernels["(other kernels in graphs)"].in_graphs += n * c.graph->work.unlisted_launches;
+      return;
+    }
     std::string name;
     if (c.kernel.empty())
       name = fmt::format("graph {:#x}", arg_value(c, ArgType::Handle).value_or(0));

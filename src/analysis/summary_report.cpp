@@ -11,11 +11,12 @@ namespace {
 std::vector<SummarySnapshot::Kernel> kernel_rows(const Activity& a) {
   std::vector<SummarySnapshot::Kernel> rows;
   for (const auto& [name, k] : a.kernels) {
-    SummarySnapshot::Kernel row{name, k.short_name, k.launches, {k.shapes.begin(), k.shapes.end()}};
+    SummarySnapshot::Kernel row{name, k.short_name, k.launches, k.in_graphs, {k.shapes.begin(), k.shapes.end()}};
     std::stable_sort(row.shapes.begin(), row.shapes.end(), [](const auto& x, const auto& y) { return x.second > y.second; });
     rows.push_back(std::move(row));
   }
-  std::stable_sort(rows.begin(), rows.end(), [](const auto& x, const auto& y) { return x.launches > y.launches; });
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const auto& x, const auto& y) { return x.launches + x.in_graphs > y.launches + y.in_graphs; });
   return rows;
 }
 

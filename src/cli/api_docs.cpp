@@ -28,6 +28,7 @@ const char* type_name(ArgType t) {
     case ArgType::NcclUniqueId: return "ncclUniqueId (by value)";
     case ArgType::NcclUniqueIdPtr: return "ncclUniqueId* (read at return)";
     case ArgType::NcclCommArray: return "out comm array";
+    case ArgType::KernelNodeParams: return "kernel node params (their kernel, read at return)";
     case ArgType::Enum: return "enum";
     case ArgType::Float: return "float";
     case ArgType::Struct: return "struct";

@@ -213,7 +213,9 @@ std::string groups_help() {
   return wrapped("GROUPS: traced without -f: " + group_names(true) +
                         ". Off by default, traced with -f (comma-separated): " + group_names(false) +
                         "; all: every group. Kernel registration and lookups (module) are traced with launches "
-                        "for kernel names and printed only when asked for; nvtx calls are traced with --nvtx. "
+                        "for kernel names and printed only when asked for; the graph calls that say what a graph "
+                        "launch runs (capture, instantiation, destruction) are traced and printed with launches; "
+                        "nvtx calls are traced with --nvtx. "
                         "--list-apis says which API is in which group, and why a group is off (getters that "
                         "frameworks call dozens of times per launch: each probed call costs about 1 us).");
 }
@@ -241,6 +243,8 @@ void apply_selection(cudatrace::Options& opts, const std::string& groups, const 
                     ", all)");
     }
   }
+  // What a graph launch runs comes from its capture and instantiation: known whenever launches are.
+  opts.display.graph_model = opts.display.group[static_cast<int>(Group::Launch)];
   opts.selection = opts.display;
   // Kernel names come from registration and lookup calls: trace them whenever launches are.
   if (opts.display.group[static_cast<int>(Group::Launch)]) opts.selection.group[static_cast<int>(Group::Module)] = true;

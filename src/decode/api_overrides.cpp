@@ -125,6 +125,13 @@ const std::vector<ApiSpec> kHandRows = {
   {"cuLaunchKernelEx", DRV, LAUNCH, E::Launch, {{"config", A::LaunchConfig}, {"f", A::Func}, {"kernelParams", A::Ptr}, {"extra", A::Ptr}}},
   {"cuLaunchCooperativeKernel", DRV, LAUNCH, E::Launch, {{"f", A::Func}, {"grid", A::Dim3Split}, {"block", A::Dim3Split}, {"sharedMemBytes", A::UInt}, {"hStream", A::Stream}, {"kernelParams", A::Ptr}}},
   {"cuGraphLaunch", DRV, LAUNCH, E::Launch, {{"hGraphExec", A::Handle}, {"hStream", A::Stream}}},
+  // ---- Graph kernel nodes: the kernel is read from the params struct at return (docs/graphs.md).
+  {"cudaGraphAddKernelNode", RT, GRAPH, E::GraphAddKernel, {{"pGraphNode", A::OutHandle}, {"graph", A::Handle},
+      {"pDependencies", A::Ptr}, {"numDependencies", A::Size}, {"pNodeParams", A::KernelNodeParams}}},
+  {"cuGraphAddKernelNode", DRV, GRAPH, E::GraphAddKernel, {{"phGraphNode", A::OutHandle}, {"hGraph", A::Handle},
+      {"dependencies", A::Ptr}, {"numDependencies", A::Size}, {"nodeParams", A::KernelNodeParams}}},
+  {"cuGraphAddKernelNode_v2", DRV, GRAPH, E::GraphAddKernel, {{"phGraphNode", A::OutHandle}, {"hGraph", A::Handle},
+      {"dependencies", A::Ptr}, {"numDependencies", A::Size}, {"nodeParams", A::KernelNodeParams}}},
   // ---- Driver: streams
   {"cuStreamCreate", DRV, STREAM, E::StreamCreate, {{"phStream", A::OutStream}, {"Flags", A::Flags}}},
   {"cuStreamCreateWithPriority", DRV, STREAM, E::StreamCreate, {{"phStream", A::OutStream}, {"flags", A::Flags}, {"priority", A::Int}}},
@@ -226,7 +233,16 @@ const Rule kRules[] = {
   {"cuStreamGet*", QUERY}, {"cudaStreamGet*", QUERY}, {"cuCtxPushCurrent", QUERY}, {"cuCtxPopCurrent", QUERY},
   // ---- Graphics interoperability, external memory and semaphores (before graphs: cuGraphics* is not cuGraph*).
   {"cuGraphics*", INTEROP}, {"cudaGraphics*", INTEROP}, {"*External*", INTEROP},
-  // ---- Graphs and stream capture (their launch is in launch).
+  // ---- Graphs and stream capture (their launch is in launch). The calls the stream model reads to
+  // know what a graph launch runs are traced with launches (Selection::graph_model).
+  {"cudaStreamBeginCapture*", GRAPH, E::CaptureBegin}, {"cuStreamBeginCapture*", GRAPH, E::CaptureBegin},
+  {"cudaStreamEndCapture", GRAPH, E::CaptureEnd}, {"cuStreamEndCapture", GRAPH, E::CaptureEnd},
+  {"cudaGraphInstantiate*", GRAPH, E::GraphInstantiate}, {"cuGraphInstantiate*", GRAPH, E::GraphInstantiate},
+  {"cudaGraphExecDestroy", GRAPH, E::GraphExecDestroy}, {"cuGraphExecDestroy", GRAPH, E::GraphExecDestroy},
+  {"cudaGraphDestroy", GRAPH, E::GraphDestroy}, {"cuGraphDestroy", GRAPH, E::GraphDestroy},
+  {"cudaGraphCreate", GRAPH, E::GraphCreate}, {"cuGraphCreate", GRAPH, E::GraphCreate},
+  {"cudaGraphAddDependencies", GRAPH}, {"cuGraphAddDependencies", GRAPH},
+  {"cudaGraphAdd*", GRAPH, E::GraphAddNode}, {"cuGraphAdd*", GRAPH, E::GraphAddNode},
   {"cuGraph*", GRAPH}, {"cudaGraph*", GRAPH}, {"*Capture*", GRAPH}, {"cuUserObject*", GRAPH},
   {"cudaUserObject*", GRAPH},
   // ---- CUDA arrays, textures and surfaces.
@@ -278,7 +294,8 @@ bool is_core_api(const Api& a) {
     for (const ApiSpec& r : kHandRows) names.insert(r.name);
     return names;
   }();
-  return a.effect() != E::None || kByHand.count(a.spec->name);
+  // Graph calls come and go between toolkit versions (cudaGraphInstantiateWithParams is 12.0's): not core.
+  return a.group() != GRAPH && (a.effect() != E::None || kByHand.count(a.spec->name));
 }
 
 Placement placement(std::string_view operation) {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -46,6 +47,15 @@ bool needs_detail_record(const ApiSpec& row) {
     case E::SetDevice:
     case E::MemInfo:
       return true;
+    case E::CaptureBegin:  // what a graph launch runs: the kernel table's "In graphs"
+    case E::CaptureEnd:
+    case E::GraphInstantiate:
+    case E::GraphExecDestroy:
+    case E::GraphDestroy:
+    case E::GraphCreate:
+    case E::GraphAddKernel:
+    case E::GraphAddNode:
+      return true;
     default:
       // Kernel names; the range stacks; the NCCL model (communicator ids, sequence numbers, groups).
       return row.group == Group::Module || row.group == Group::Nvtx || row.group == Group::Coll;
@@ -56,6 +66,21 @@ bool has_stack_struct(const Api& api) {
   for (const ArgSpec& a : api.spec->args)
     if (a.type == A::NcclUniqueId) return true;
   return false;
+}
+
+// How many 8-byte words a fixed-size payload reads.
+unsigned payload_words(const Api& api, ArgType t) {
+  switch (t) {
+    case A::NcclCommArray:
+      return kNcclMaxInitAllComms;
+    case A::KernelNodeParams:
+      // cudaKernelNodeParams and CUDA_KERNEL_NODE_PARAMS_v1 are 56 bytes; the
+      // driver's v2 struct adds kern and ctx (72): reading past a struct could fault.
+      return std::string_view(api.spec->name) == "cuGraphAddKernelNode_v2" ? kKernelNodeParamsV2Bytes / 8
+                                                                            : kKernelNodeParamsBytes / 8;
+    default:
+      return kNcclUniqueIdBytes / 8;
+  }
 }
 
 std::uint64_t make_cookie(const Api& api) {
@@ -81,10 +106,10 @@ std::uint64_t make_cookie(const Api& api) {
   if (api.payload_index >= 0) {
     const ArgSpec& a = api.spec->args[api.payload_index];
     c |= std::uint64_t(api.slots[api.payload_index] + 1) << 36;
-    if (a.type == A::NcclUniqueId || a.type == A::NcclUniqueIdPtr || a.type == A::NcclCommArray) {
+    if (a.type == A::NcclUniqueId || a.type == A::NcclUniqueIdPtr || a.type == A::NcclCommArray ||
+        a.type == A::KernelNodeParams) {
       c |= std::uint64_t(CT_PAYLOAD_BYTES) << 40;
-      c |= std::uint64_t(a.type == A::NcclCommArray ? kNcclMaxInitAllComms : kNcclUniqueIdBytes / 8)
-           << CT_COOKIE_PAYLOAD_WORDS_SHIFT;
+      c |= std::uint64_t(payload_words(api, a.type)) << CT_COOKIE_PAYLOAD_WORDS_SHIFT;
     } else {
       const auto kind = a.type == A::String ? CT_PAYLOAD_STRING : CT_PAYLOAD_LAUNCH_CONFIG;
       c |= std::uint64_t(kind) << 40;
@@ -178,7 +203,8 @@ Api make_api(std::uint16_t id, const ApiSpec& spec, std::string symbol, bool var
       if (outs == 2) throw std::logic_error(std::string("more than two out-params: ") + spec.name);
       api.out_index[outs++] = static_cast<int>(i);
     }
-    if (t == A::String || t == A::LaunchConfig || t == A::NcclUniqueIdPtr || t == A::NcclCommArray) {
+    if (t == A::String || t == A::LaunchConfig || t == A::NcclUniqueIdPtr || t == A::NcclCommArray ||
+        t == A::KernelNodeParams) {
       if (api.payload_index >= 0) throw std::logic_error(std::string("two payloads: ") + spec.name);
       api.payload_index = static_cast<int>(i);
     }
@@ -353,7 +379,9 @@ const char* group_description(Group g) {
       return "versions, device properties, attributes, limits, entry points, configuration: off by default, "
              "frameworks call some at launch rate (a GPT-2 run: 26,851 cuDevicePrimaryCtxGetState)";
     case Group::Error: return "error names and strings: off by default, called after failed calls and at launch rate";
-    case Group::Graph: return "graph construction, instantiation and update, stream capture";
+    case Group::Graph:
+      return "graph construction, instantiation and update, stream capture: capture, instantiation and destruction "
+             "are traced and printed with launches, for what a graph launch runs (docs/graphs.md)";
     case Group::Occupancy: return "occupancy calculators";
     case Group::Texture: return "CUDA arrays, textures and surfaces";
     case Group::Interop: return "graphics interoperability, external memory and semaphores";

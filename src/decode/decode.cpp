@@ -151,6 +151,8 @@ bool decode_call(const ct_call& rec, KernelNames* names, Call& call, const Strin
   call.kernel_handle = 0;
   call.waited = nullptr;
   call.nccl = nullptr;
+  call.graph = nullptr;
+  call.captured = false;
   call.named_by_parent = false;
 
   const auto* payload = reinterpret_cast<const std::uint8_t*>(&rec + 1);
@@ -162,6 +164,7 @@ bool decode_call(const ct_call& rec, KernelNames* names, Call& call, const Strin
   if (rec.flags & CT_FLAG_CALLER_CHAIN) std::swap(call.caller_chain, call.stack_addresses);
   int out_no = 0;
   bool is_launch = false;
+  bool kernel_node = false;  // names the kernel of a graph kernel node
   for (std::size_t i = 0; i < api->spec->args.size(); ++i) {
     const ArgSpec& spec = api->spec->args[i];
     const int slot = api->slots[i];
@@ -295,6 +298,20 @@ bool decode_call(const ct_call& rec, KernelNames* names, Call& call, const Strin
           call.args.push_back({spec.name, std::monostate{}});
         break;
       }
+      case ArgType::KernelNodeParams: {
+        // The kernel the node runs: func, or the driver v2 struct's kern when func is null.
+        const bool read = !(rec.flags & CT_FLAG_PAYLOAD_FAULT) && payload_len >= 8;
+        std::uint64_t kernel = read ? read_u64(payload) : 0;
+        if (read && !kernel && payload_len >= kKernelNodeKernOffset + 8) kernel = read_u64(payload + kKernelNodeKernOffset);
+        if (kernel) {
+          kernel_node = true;
+          call.kernel_handle = kernel;
+          call.args.push_back({spec.name, Hex{kernel}});
+        } else {
+          call.args.push_back({spec.name, std::monostate{}});
+        }
+        break;
+      }
       default:  // Ptr, Event, Handle
         call.args.push_back({spec.name, Hex{raw}});
     }
@@ -302,7 +319,7 @@ bool decode_call(const ct_call& rec, KernelNames* names, Call& call, const Strin
     if (spec.type != ArgType::LaunchConfig)
       for (std::size_t k = first_value; k < call.args.size(); ++k) call.args[k].type = spec.type;
   }
-  if (is_launch) {
+  if (is_launch || kernel_node) {
     const KernelNames::Name* n = names ? names->find(rec.pid, call.kernel_handle) : nullptr;
     if (!n && names && (rec.flags & CT_FLAG_PARENT_ARGS) && call.parent && call.parent->group() == Group::Launch) {
       // A driver launch made by a runtime launch whose kernel handle was

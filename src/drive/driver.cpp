@@ -228,6 +228,10 @@ void Driver::finish() {
     warn_line(fmt::format("{} streams and {} events never destroyed were forgotten (over {} per process); a later use "
                           "of one got a new id",
                           forgotten.streams, forgotten.events, StreamTracker::kMaxHandles));
+  if (forgotten.graphs)
+    warn_line(fmt::format("{} graphs never destroyed were forgotten (over {} per process); a launch of one is "
+                          "reported with unknown contents",
+                          forgotten.graphs, StreamTracker::kMaxHandles));
   if (forgotten.merged_segments)
     warn_line(fmt::format("{} times a stream held over {} pieces of queued work; waits on them say \"approximate\"",
                           forgotten.merged_segments, StreamTracker::kMaxSegments));

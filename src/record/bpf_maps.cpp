@@ -3,6 +3,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <string_view>
@@ -60,7 +61,14 @@ ct_activity_api activity_api(const Api& api) {
     a.kind = CT_ACT_PAGE_LOCK;  // cudaFree may free managed memory
     return a;
   }
-  if (effect != Effect::Launch && effect != Effect::Copy && effect != Effect::Memset) return a;
+  if (effect == Effect::CaptureBegin || effect == Effect::CaptureEnd) {
+    a.kind = effect == Effect::CaptureBegin ? CT_ACT_CAPTURE_BEGIN : CT_ACT_CAPTURE_END;
+    return a;
+  }
+  // A graph launch sends its record: the stream model knows what the graph runs (summary.h).
+  const bool graph_launch = effect == Effect::Launch && std::none_of(api.spec->args.begin(), api.spec->args.end(),
+                                                                      [](const ArgSpec& arg) { return arg.type == ArgType::Func; });
+  if (graph_launch || (effect != Effect::Launch && effect != Effect::Copy && effect != Effect::Memset)) return a;
   a.kind = effect == Effect::Copy ? CT_ACT_COPY : CT_ACT_COUNT;
   int ptrs = 0;
   for (std::size_t i = 0; i < api.spec->args.size(); ++i) {

@@ -371,6 +371,14 @@ bool TraceLine::parse(std::string_view line, std::string& error) {
           else
             put_u64_payload(payload, hex_of(v, what));
           break;
+        case ArgType::KernelNodeParams:  // the kernel, as the params' first word
+          if (v.is_null()) {
+            rec.flags |= CT_FLAG_PAYLOAD_FAULT;
+          } else {
+            kernel_handle_ = hex_of(v, what);
+            put_u64_payload(payload, kernel_handle_);
+          }
+          break;
         case ArgType::Flags:
         case ArgType::Ptr:
         case ArgType::Event:

@@ -46,7 +46,7 @@ void append_kernels(Buf& out, const SummarySnapshot& s) {
     append_json_string(out, k.name);
     out.append(std::string_view(",\"short_name\":"));
     append_json_string(out, k.short_name);
-    fmt::format_to(it, ",\"launches\":{},\"shapes\":[", k.launches);
+    fmt::format_to(it, ",\"launches\":{},\"in_graphs\":{},\"shapes\":[", k.launches, k.in_graphs);
     for (std::size_t j = 0; j < k.shapes.size(); ++j) {
       const auto& [d, n] = k.shapes[j];
       fmt::format_to(it, "{}{{\"grid\":[{},{},{}],\"block\":[{},{},{}],\"launches\":{}}}", j ? "," : "", d[0], d[1],

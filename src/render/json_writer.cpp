@@ -14,9 +14,11 @@ namespace {
 
 using Buf = fmt::memory_buffer;
 
-void append_work_json(Buf& out, const StreamWork& w) {
+// {"stream":ID,"launches":...}; without the stream for a graph's work.
+void append_work_json(Buf& out, const StreamWork& w, bool with_stream = true) {
   auto it = std::back_inserter(out);
-  fmt::format_to(it, "{{\"stream\":\"{}\",\"launches\":{},\"kernels\":[", w.stream, w.launches);
+  if (with_stream) fmt::format_to(it, "{{\"stream\":\"{}\",", w.stream);
+  fmt::format_to(it, "{}\"launches\":{},\"kernels\":[", with_stream ? "" : "{", w.launches);
   for (std::size_t i = 0; i < w.kernels.size(); ++i) {
     out.append(std::string_view(i ? ",{\"kernel\":" : "{\"kernel\":"));
     append_json_string(out, w.kernels[i].name);
@@ -91,6 +93,18 @@ void append_wait_json(fmt::memory_buffer& out, const WaitInfo& w) {
     append_work_json(out, w.work[i]);
   }
   out.append(std::string_view("]}"));
+}
+
+void append_graph_json(fmt::memory_buffer& out, const GraphInfo& g) {
+  out.append(std::string_view(",\"graph\":{\"id\":"));
+  if (g.id.empty())
+    out.append(std::string_view("null"));
+  else
+    append_json_string(out, g.id);
+  out.append(std::string_view(g.known ? ",\"known\":true,\"runs\":" : ",\"known\":false,\"runs\":null}"));
+  if (!g.known) return;
+  append_work_json(out, g.work, false);
+  out.push_back('}');
 }
 
 void append_nccl_json(fmt::memory_buffer& out, const NcclInfo& n) {
@@ -274,6 +288,8 @@ class JsonWriter final : public Writer {
     }
     if (any_id) buf_.push_back('}');
     if (c.waited) append_wait_json(buf_, *c.waited);
+    if (c.graph) append_graph_json(buf_, *c.graph);
+    if (c.captured) buf_.append(std::string_view(",\"captured\":true"));
     if (c.nccl) append_nccl_json(buf_, *c.nccl);
     if (!c.kernel.empty()) {
       buf_.append(std::string_view(",\"kernel\":"));

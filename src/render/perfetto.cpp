@@ -47,6 +47,7 @@ class PerfettoWriter final : public Writer {
   void name_threads(const Call& c);
   void api_slice(const Call& c);
   void queued_slice(const Call& c, const StreamActivity::Queued& q);
+  void graph_arg(const GraphInfo& g);
   void flow(const Call& c, const StreamActivity::Consumed& from);
   void memory_counter(const Call& c, std::uint64_t device_bytes);
   // --gpu-time: a closed window on its stream's "estimated GPU" track.
@@ -157,6 +158,8 @@ void PerfettoWriter::api_slice(const Call& c) {
     append_json_string(buf_, std::string_view(text.data(), text.size()));
     buf_.push_back(',');
   }
+  if (c.graph) graph_arg(*c.graph);
+  if (c.captured) buf_.append(std::string_view("\"captured\":true,"));
   if (c.unfinished) {
     buf_.append(std::string_view("\"ret\":\"unfinished\"}"));
   } else if (c.api->spec->returns != Returns::Status || c.entry_only) {  // entry-only: a zero-length slice
@@ -187,6 +190,17 @@ void PerfettoWriter::nvtx_range(const NvtxClosed& r) {
   }
 }
 
+// "graph_runs":"g1: 3 kernels (k x2, add)", for a slice's args (where "graph" may be an argument's name).
+void PerfettoWriter::graph_arg(const GraphInfo& g) {
+  fmt::memory_buffer text;
+  append_graph_text(text, g);  // " graph g1: ..."
+  std::string_view description(text.data(), text.size());
+  description.remove_prefix(description.find_first_of(' ', 1) + 1);
+  buf_.append(std::string_view("\"graph_runs\":"));
+  append_json_string(buf_, description);
+  buf_.push_back(',');
+}
+
 void PerfettoWriter::queued_slice(const Call& c, const StreamActivity::Queued& q) {
   const std::uint32_t lane_tid = kStreamLaneTidBase + q.lane;
   auto it = std::back_inserter(buf_);
@@ -204,7 +218,12 @@ void PerfettoWriter::queued_slice(const Call& c, const StreamActivity::Queued& q
   begin_event("X", c.pid, lane_tid, c.ts_ns);
   fmt::format_to(it, ",\"dur\":{:.3f},\"name\":", c.dur_ns / 1e3);
   fmt::memory_buffer label;
-  if (q.effect == Effect::Launch)
+  if (c.graph && c.graph->known)  // a replay: the graph and how much it runs
+    fmt::format_to(std::back_inserter(label), "graph {} ({} kernel{})", c.graph->id, c.graph->work.launches,
+                   c.graph->work.launches == 1 ? "" : "s");
+  else if (c.graph)
+    fmt::format_to(std::back_inserter(label), "graph {}", c.graph->id);
+  else if (q.effect == Effect::Launch)
     label.append(q.kernel);
   else if (q.effect == Effect::HostFunc)
     label.append(std::string_view("host function"));
@@ -220,6 +239,7 @@ void PerfettoWriter::queued_slice(const Call& c, const StreamActivity::Queued& q
     append_json_string(buf_, c.kernel);
     buf_.push_back(',');
   }
+  if (c.graph) graph_arg(*c.graph);
   buf_.append(std::string_view("\"timing\":\"host enqueue call, not GPU execution\"}"));
   end_event();
 }

@@ -38,7 +38,13 @@ void append_apis(Buf& out, const SummarySnapshot& s) {
 }
 
 void append_kernels(Buf& out, const SummarySnapshot& s, bool full_names) {
+  // The "In graphs" column only for a program that launched graphs: the others' table stays as it was.
+  const bool graphs = std::any_of(s.kernels.begin(), s.kernels.end(), [](const auto& k) { return k.in_graphs > 0; });
   Table kernels{{"Launches", "Shapes", "Grid x Block (launches)", "Name"}, {false, false, true, true}, {}};
+  if (graphs) {
+    kernels.headers.insert(kernels.headers.begin() + 1, "In graphs");
+    kernels.left.insert(kernels.left.begin() + 1, false);
+  }
   for (const SummarySnapshot::Kernel& k : s.kernels) {
     std::string shapes;
     for (std::size_t i = 0; i < k.shapes.size() && i < 3; ++i)
@@ -46,6 +52,7 @@ void append_kernels(Buf& out, const SummarySnapshot& s, bool full_names) {
     if (k.shapes.size() > 3) shapes += fmt::format(", +{} more", k.shapes.size() - 3);
     kernels.rows.push_back({group_digits(k.launches), group_digits(std::uint64_t(k.shapes.size())),
                             shapes.empty() ? "-" : shapes, terminal_safe(full_names ? k.name : k.short_name)});
+    if (graphs) kernels.rows.back().insert(kernels.rows.back().begin() + 1, group_digits(k.in_graphs));
   }
   append_section(out, "CUDA kernel launches", kernels);
 }

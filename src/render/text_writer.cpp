@@ -89,12 +89,15 @@ void append_text_value(Buf& out, const Value& v) {
 
 constexpr std::size_t kKernelsShown = 4;  // per stream in a text line; JSON has all
 
-void append_work_text(Buf& out, const StreamWork& w) {
+// "2 launches (k x2), 1 copy HtoD 4.0 MiB" ("2 kernels (k x2)" in a graph); nothing when empty.
+void append_work_items(Buf& out, const StreamWork& w, bool in_graph) {
   auto it = std::back_inserter(out);
-  fmt::format_to(it, "{}:", w.stream);
   const char* sep = " ";
   if (w.launches) {
-    fmt::format_to(it, "{}{} launch{} (", sep, w.launches, w.launches == 1 ? "" : "es");
+    if (in_graph)
+      fmt::format_to(it, "{}{} kernel{} (", sep, w.launches, w.launches == 1 ? "" : "s");
+    else
+      fmt::format_to(it, "{}{} launch{} (", sep, w.launches, w.launches == 1 ? "" : "es");
     for (std::size_t i = 0; i < w.kernels.size() && i < kKernelsShown; ++i) {
       fmt::format_to(it, "{}{}", i ? ", " : "", w.kernels[i].short_name);
       if (w.kernels[i].count > 1) fmt::format_to(it, " x{}", w.kernels[i].count);
@@ -119,6 +122,11 @@ void append_work_text(Buf& out, const StreamWork& w) {
   }
   if (w.host_functions)
     fmt::format_to(it, "{}{} host function{}", sep, w.host_functions, w.host_functions == 1 ? "" : "s");
+}
+
+void append_work_text(Buf& out, const StreamWork& w) {
+  fmt::format_to(std::back_inserter(out), "{}:", w.stream);
+  append_work_items(out, w, false);
 }
 
 void append_work_list_text(Buf& out, const std::vector<StreamWork>& work) {
@@ -191,6 +199,22 @@ void append_nccl_text(fmt::memory_buffer& out, const NcclInfo& n) {
     append_uint(out, n.bytes);
   }
   if (n.in_group) out.append(std::string_view(" [group]"));
+}
+
+void append_graph_text(fmt::memory_buffer& out, const GraphInfo& g) {
+  if (g.id.empty()) {
+    out.append(std::string_view(" captured:"));
+  } else {
+    out.append(std::string_view(" graph "));
+    out.append(g.id);
+    out.push_back(':');
+  }
+  if (!g.known)
+    out.append(std::string_view(" contents unknown"));
+  else if (g.work.empty())
+    out.append(std::string_view(" nothing"));
+  else
+    append_work_items(out, g.work, true);
 }
 
 void append_wait_text(fmt::memory_buffer& out, const WaitInfo& w) {
@@ -326,7 +350,7 @@ class TextWriter final : public Writer {
     // A launch of a known kernel shows its short name instead of its handle (--full-names: both).
     const bool kernel_named = !full_names_ && !c.kernel.empty() && c.kernel != "?";
     for (const NamedValue& a : c.args) {
-      if (kernel_named && a.type == ArgType::Func) continue;
+      if (kernel_named && (a.type == ArgType::Func || a.type == ArgType::KernelNodeParams)) continue;
       buf_.push_back(' ');
       buf_.append(a.name);
       buf_.push_back('=');
@@ -343,6 +367,8 @@ class TextWriter final : public Writer {
         append_json_string(buf_, full_names_ ? c.kernel : c.kernel_short);
     }
     if (c.waited) append_wait_text(buf_, *c.waited);
+    if (c.graph) append_graph_text(buf_, *c.graph);
+    if (c.captured) buf_.append(std::string_view(" [captured]"));
     append_nvtx_text(buf_, c);
     if (c.nccl) append_nccl_text(buf_, *c.nccl);
     buf_.push_back('\n');

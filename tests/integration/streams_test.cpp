@@ -53,6 +53,18 @@ std::vector<std::string> edges_annotations(const std::string& stream_wait) {
 
 class Streams : public NeedsRoot {};
 
+// streams_app graph: what the capture holds, what each launch of the graph runs.
+constexpr const char* kGraphRuns = "4 kernels (kernel_a x2, kernel_b, kernel_c), 1 memset 4.0 KiB";
+
+// The kernel rows of a --summary --json run's final summary: short name -> {launches, in graphs}.
+std::map<std::string, std::pair<long, long>> kernel_counts(const Result& r) {
+  std::map<std::string, std::pair<long, long>> out;
+  for (const json& summary : records(r.lines, "summary"))
+    if (summary.value("final", false))
+      for (const json& k : summary["kernels"]) out[k["short_name"]] = {k["launches"], k["in_graphs"]};
+  return out;
+}
+
 // A host function queued on a stream is work a synchronisation waits for (issue 28),
 // recorded once: at the driver by default, at the runtime with --every-layer.
 TEST_F(Streams, AHostFunctionIsQueuedWork) {
@@ -386,6 +398,101 @@ TEST_F(Timeline, FileIsCompleteJsonAfterCtrlC) {
   const auto open_calls = events_where(doc, "B", "cudaStreamSynchronize");
   ASSERT_EQ(open_calls.size(), 1u) << doc.dump();
   EXPECT_EQ(open_calls[0]["args"]["ret"], "unfinished");
+}
+
+// Stream capture (issue 28): the captured work is not run (a synchronisation
+// right after the capture waits for nothing), each graph launch says what the
+// graph runs and queues it, and the summary counts kernels run in graphs.
+TEST_F(Streams, AGraphLaunchRunsWhatWasCaptured) {
+  const Result r = run("timeout 60 " + tracer() + " -- " STREAMS_APP " graph");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(annotations(r.out),
+            (std::vector<std::string>{
+                "cudaStreamSynchronize | waited: nothing",
+                "cudaStreamSynchronize | waited: s1: 13 launches (kernel_a x6, kernel_b x3, kernel_c x4), "
+                "3 memsets 12.0 KiB"}))
+      << r.out;
+  std::size_t graph_launches = 0, captured = 0, capture_ends = 0, instantiations = 0;
+  for (const std::string& line : lines_of(r.out)) {
+    const bool annotated = line.find(std::string(" graph g1: ") + kGraphRuns) != std::string::npos;
+    if (line.find(" cuGraphLaunch ") != std::string::npos) {
+      ++graph_launches;
+      EXPECT_TRUE(annotated) << line;
+      EXPECT_NE(line.find(" hGraphExec=g1 "), std::string::npos) << line;
+    }
+    if (line.find(" cudaGraphInstantiate ") != std::string::npos) {
+      ++instantiations;
+      EXPECT_TRUE(annotated) << line;
+    }
+    if (line.find(" cudaStreamEndCapture ") != std::string::npos) {
+      ++capture_ends;
+      EXPECT_NE(line.find(std::string(" captured: ") + kGraphRuns), std::string::npos) << line;
+    }
+    if (line.find(" cudaStreamBeginCapture ") != std::string::npos)
+      EXPECT_NE(line.find(" mode=cudaStreamCaptureModeGlobal"), std::string::npos) << line;
+    captured += line.find(" [captured]") != std::string::npos;
+  }
+  EXPECT_EQ(graph_launches, 3u) << r.out;
+  EXPECT_EQ(instantiations, 1u) << r.out;
+  EXPECT_EQ(capture_ends, 1u) << r.out;
+  EXPECT_EQ(captured, 5u) << r.out;  // four launches and the memset
+
+  const Result j = run("timeout 60 " + tracer() + " --json -- " STREAMS_APP " graph");
+  ASSERT_EQ(j.status, 0) << j.err;
+  const auto launches = calls(j, "cuGraphLaunch");
+  ASSERT_EQ(launches.size(), 3u);
+  for (const json& l : launches) {
+    EXPECT_EQ(l["graph"]["id"], "g1") << l;
+    EXPECT_EQ(l["graph"]["known"], true) << l;
+    EXPECT_EQ(l["graph"]["runs"]["launches"], 4) << l;
+    EXPECT_EQ(l["graph"]["runs"]["memsets"]["count"], 1) << l;
+  }
+  const auto ends = calls(j, "cudaStreamEndCapture");
+  ASSERT_EQ(ends.size(), 1u);
+  EXPECT_TRUE(ends[0]["graph"]["id"].is_null()) << ends[0];
+  EXPECT_EQ(ends[0]["graph"]["runs"]["launches"], 4) << ends[0];
+
+  // In summary mode the launches are counted in BPF, except while a capture is open.
+  const Result s = run("timeout 60 " + tracer() + " --summary --json -- " STREAMS_APP " graph");
+  ASSERT_EQ(s.status, 0) << s.err;
+  const auto kernels = kernel_counts(s);
+  EXPECT_EQ(kernels.at("kernel_a"), std::make_pair(0L, 6L)) << s.out;
+  EXPECT_EQ(kernels.at("kernel_b"), std::make_pair(0L, 3L)) << s.out;
+  EXPECT_EQ(kernels.at("kernel_c"), std::make_pair(1L, 3L)) << s.out;
+  const Result t = run("timeout 60 " + tracer() + " --summary -- " STREAMS_APP " graph");
+  ASSERT_EQ(t.status, 0) << t.err;
+  EXPECT_NE(t.out.find("In graphs"), std::string::npos) << t.out;
+}
+
+// A graph built from kernel nodes: the return probe reads each node's kernel from its params.
+TEST_F(Streams, AGraphOfKernelNodesRunsItsKernels) {
+  const Result r = run("timeout 60 " + tracer() + " -- " STREAMS_APP " nodes");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(annotations(r.out),
+            (std::vector<std::string>{"cudaStreamSynchronize | waited: s1: 6 launches (kernel_a x4, kernel_b x2)"}))
+      << r.out;
+  std::vector<std::string> node_kernels;
+  std::size_t annotated = 0;
+  for (const std::string& line : lines_of(r.out)) {
+    if (line.find(" cudaGraphAddKernelNode ") != std::string::npos) {
+      const auto at = line.find(" kernel=\"");
+      ASSERT_NE(at, std::string::npos) << line;
+      node_kernels.push_back(line.substr(at + 9, line.find('"', at + 9) - at - 9));
+    }
+    annotated += line.find(" graph g1: 3 kernels (kernel_a x2, kernel_b)") != std::string::npos;
+  }
+  EXPECT_EQ(node_kernels, (std::vector<std::string>{"kernel_a", "kernel_b", "kernel_a"})) << r.out;
+  EXPECT_EQ(annotated, 3u) << r.out;  // the instantiation and two launches
+
+  // cudatrace report reads the nodes' kernels back from a --json trace.
+  const std::string trace = temp_path("nodes.jsonl");
+  const Result j = run("timeout 60 " + tracer() + " --json -o " + trace + " -- " STREAMS_APP " nodes");
+  ASSERT_EQ(j.status, 0) << j.err;
+  const Result offline = run("timeout 60 " + tracer() + " report " + trace);
+  std::remove(trace.c_str());
+  ASSERT_EQ(offline.status, 0) << offline.err;
+  EXPECT_EQ(annotations(offline.out), annotations(r.out)) << offline.out;
+  EXPECT_NE(offline.out.find(" graph g1: 3 kernels (kernel_a x2, kernel_b)"), std::string::npos) << offline.out;
 }
 
 }  // namespace

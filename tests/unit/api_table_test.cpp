@@ -271,10 +271,15 @@ TEST(ApiCookie, FieldsAgreeWithSlotsForEveryApi) {
         ++outs;
       }
       if (t == ArgType::String || t == ArgType::LaunchConfig || t == ArgType::NcclUniqueIdPtr ||
-          t == ArgType::NcclCommArray) {
+          t == ArgType::NcclCommArray || t == ArgType::KernelNodeParams) {
         ++payloads;
         EXPECT_EQ(a.payload_index, int(i));
         EXPECT_EQ(CT_COOKIE_PAYLOAD_SLOT(a.cookie), a.slots[i] + 1u);
+      }
+      if (t == ArgType::KernelNodeParams) {  // no more than the struct: reading past it could fault
+        EXPECT_EQ(CT_COOKIE_PAYLOAD_KIND(a.cookie), unsigned(CT_PAYLOAD_BYTES));
+        const bool v2 = a.spec->name == std::string_view("cuGraphAddKernelNode_v2");
+        EXPECT_EQ(CT_COOKIE_PAYLOAD_WORDS(a.cookie), unsigned((v2 ? kKernelNodeParamsV2Bytes : kKernelNodeParamsBytes) / 8));
       }
     }
     EXPECT_LE(used, CT_MAX_ARGS);

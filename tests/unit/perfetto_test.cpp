@@ -184,6 +184,31 @@ TEST_F(Perfetto, StreamLanesAreNamedPseudoThreads) {
   EXPECT_NE(str(*k1[0].get("args"), "timing").find("not GPU execution"), std::string::npos);
 }
 
+TEST_F(Perfetto, AGraphReplayIsASliceListingWhatTheGraphRuns) {
+  feed("cudaStreamCreate", {{"pStream", 0x5010}});
+  feed("cudaStreamBeginCapture", {{"stream", 0x5010}, {"mode", 0}});
+  feed("cudaLaunchKernel", {{"func", 0xa1}, {"stream", 0x5010}});
+  feed("cudaLaunchKernel", {{"func", 0xa2}, {"stream", 0x5010}});
+  feed("cudaStreamEndCapture", {{"stream", 0x5010}, {"pGraph", 0x6010}});
+  feed("cudaGraphInstantiate", {{"pGraphExec", 0x7010}, {"graph", 0x6010}, {"flags", 0}});
+  feed("cudaGraphLaunch", {{"graphExec", 0x7010}, {"stream", 0x5010}});
+  const auto evs = events();
+  EXPECT_TRUE(with(evs, "X", "k1").empty()) << "captured, not queued";
+  const auto replay = with(evs, "X", "graph g1 (2 kernels)");
+  ASSERT_EQ(replay.size(), 1u);
+  EXPECT_EQ(str(replay[0], "cat"), "queued");
+  EXPECT_EQ(str(*replay[0].get("args"), "graph_runs"), "g1: 2 kernels (k1, k2)");
+  const auto instantiate = with(evs, "X", "cudaGraphInstantiate");
+  ASSERT_EQ(instantiate.size(), 1u);
+  EXPECT_EQ(str(*instantiate[0].get("args"), "graph"), "0x6010") << "the argument keeps its name";
+  EXPECT_EQ(str(*instantiate[0].get("args"), "graph_runs"), "g1: 2 kernels (k1, k2)");
+  const auto launch = with(evs, "X", "cudaLaunchKernel");
+  ASSERT_EQ(launch.size(), 2u);
+  const JsonValue* captured = launch[0].get("args")->get("captured");
+  ASSERT_NE(captured, nullptr);
+  EXPECT_TRUE(captured->boolean);
+}
+
 TEST_F(Perfetto, FlowFromEventRecordToItsConsumers) {
   feed("cudaStreamCreate", {{"pStream", 0x5010}});
   feed("cudaStreamCreate", {{"pStream", 0x5020}});

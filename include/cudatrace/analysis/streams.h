@@ -9,7 +9,15 @@
 // summaries (launches per kernel name, bytes per direction) between the points
 // an event record can refer to, at most kMaxSegments per stream; each process
 // keeps at most kMaxHandles streams and as many events that it never
-// destroyed, forgetting the oldest (counted: forgotten()).
+// destroyed, forgetting the oldest (counted: forgotten()), and as many graphs
+// and executable graphs.
+//
+// Stream capture (docs/graphs.md): work issued to a capturing stream (or to a
+// stream that joined the capture by waiting for an event recorded in it)
+// does not run: it goes into the graph that the capture ends with, not into
+// the stream's queued work. A graph created while traced gets the kernels of
+// its kernel nodes. An instantiation ties the executable graph to that work,
+// and each launch of it queues the work on its stream.
 #pragma once
 
 #include <fmt/format.h>
@@ -55,6 +63,18 @@ struct StreamWork {
   bool empty() const;
   void add_launch(std::string_view kernel, std::string_view short_name, std::uint32_t count = 1);
   void add(const StreamWork& other);
+};
+
+// What an executable graph runs, as far as the trace saw it built.
+struct GraphInfo {
+  // Per process, in the order graphs were instantiated or first launched:
+  // "g1". Empty for the graph a capture ended with (not yet executable).
+  std::string id;
+  // Built by captures and kernel nodes the trace saw: `work` is what one
+  // launch runs. Else (instantiated before the trace, from a graph made out of
+  // sight or given a node the model does not read) nothing is known of it.
+  bool known = false;
+  StreamWork work;  // work.stream is `id`
 };
 
 struct WaitInfo {
@@ -115,6 +135,7 @@ class StreamTracker {
   struct Forgotten {
     std::uint64_t streams = 0, events = 0;  // over kMaxHandles: a later use gets a new id
     std::uint64_t merged_segments = 0;      // over kMaxSegments
+    std::uint64_t graphs = 0;               // graphs and executable graphs over kMaxHandles
   };
   const Forgotten& forgotten() const { return forgotten_; }
   // Forgets what is kept for a process that exited, or for one of its
@@ -136,6 +157,12 @@ class StreamTracker {
     std::uint32_t waits_on = 0;  // lane
     std::uint64_t waits_until = 0;
   };
+  // The work of one capture sequence: every stream in it shares it.
+  struct Capture {
+    StreamWork work;
+    bool ended = false;  // an event recorded in it no longer makes a waiting stream join it
+    std::uint64_t into_graph = 0;  // cudaStreamBeginCaptureToGraph: the graph it adds to
+  };
   struct Stream {
     std::string id;
     std::uint32_t lane = 0;
@@ -144,6 +171,7 @@ class StreamTracker {
     bool destroyed = false;
     bool sealed = true;  // the next work starts a new segment
     std::vector<Segment> pending;  // in seq order, at most kMaxSegments
+    std::shared_ptr<Capture> capture;  // while the stream captures
   };
   struct Event {
     std::string id;
@@ -154,6 +182,7 @@ class StreamTracker {
     std::uint64_t seq = 0;      // work on that stream up to this seq is what the record captured
     std::uint32_t tid = 0;
     std::uint64_t ts_ns = 0, dur_ns = 0;
+    std::shared_ptr<Capture> capture;  // the last record was captured: a wait for it joins the capture
   };
   struct Process {
     std::map<std::uint32_t, std::unique_ptr<Stream>> lanes;  // every stream, first seen first
@@ -165,6 +194,9 @@ class StreamTracker {
     std::uint32_t next_stream = 1, next_event = 1, next_lane = 0;
     std::uint64_t seq = 0;
     std::set<std::pair<std::uint16_t, std::uint64_t>> warned_sites;  // API id, caller
+    std::unordered_map<std::uint64_t, StreamWork> graphs;  // cudaGraph_t -> the work captured into it
+    std::unordered_map<std::uint64_t, GraphInfo> execs;    // cudaGraphExec_t -> what it runs
+    std::uint32_t next_graph = 1;
   };
   struct Gathering;
 
@@ -183,12 +215,19 @@ class StreamTracker {
                    bool erase);
   Segment& open_segment(Process& p, Stream& s, bool wait);
   void queue(Stream& s, const StreamActivity::Queued& what);
+  // Capture and graphs (streams_graphs.cpp).
+  void annotate_graph(Process& p, Call& c);
+  bool apply_graph(Process& p, Call& c);  // false: not a capture or graph call
+  void end_capture(Process& p, Stream& s, Call& c);
+  GraphInfo& exec_graph(Process& p, std::uint64_t handle);
+  void limit_graphs(Process& p);
 
   std::unordered_map<std::uint32_t, Process> procs_;
   const PageLockedMemory& page_locked_;  // followed by the memory accounting (memory.h)
   StreamActivity activity_;
   std::string lane_name_;  // activity_.queued->lane_name
   WaitInfo wait_;
+  GraphInfo capture_end_;  // Call::graph of a cudaStreamEndCapture
   std::vector<std::string> call_ids_;  // the handle ids of the last applied call (Call::args[].id)
   Forgotten forgotten_;
   std::uint64_t next_flow_ = 1;

@@ -45,11 +45,13 @@ struct TransferStats {
 struct KernelStats {
   std::string short_name;  // KernelNames::short_name, or the key when it is not a name
   std::uint64_t launches = 0;
+  std::uint64_t in_graphs = 0;  // runs inside graph launches (their captured kernels), not in `launches`
   std::map<std::array<std::uint32_t, 6>, std::uint64_t> shapes;  // grid xyz, block xyz -> launches
 };
 
 // Kernel launches and transfers, counted at the outermost probed call and
-// only when it succeeded.
+// only when it succeeded. Work captured into a graph does not run then: a
+// launch of the graph counts its kernels (KernelStats::in_graphs).
 class Activity {
  public:
   void on_call(const Call& c, const MemoryTracker& memory);

@@ -51,9 +51,10 @@ struct SummarySnapshot {
   struct Kernel {
     std::string name, short_name;
     std::uint64_t launches = 0;
+    std::uint64_t in_graphs = 0;  // run by graph launches (KernelStats::in_graphs)
     std::vector<std::pair<std::array<std::uint32_t, 6>, std::uint64_t>> shapes;  // most launched first
   };
-  std::vector<Kernel> kernels;  // most launched first
+  std::vector<Kernel> kernels;  // most run first (launches and in graphs)
   std::array<TransferStats, kDirections> transfers{};
   std::vector<std::pair<MemoryTracker::DeviceKey, DeviceMemory>> memory;
 

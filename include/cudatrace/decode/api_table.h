@@ -57,6 +57,8 @@ enum class ArgType : std::uint8_t {
   NcclUniqueIdPtr,  // ncclUniqueId*, read at return (ncclGetUniqueId's out-param; the first of
                     // ncclCommInitRankScalable's ids)
   NcclCommArray,    // ncclComm_t* array filled by ncclCommInitAll: its first kNcclMaxInitAllComms read at return
+  KernelNodeParams,  // const cudaKernelNodeParams* / const CUDA_KERNEL_NODE_PARAMS*, read at return: decoded
+                     // as the kernel it names (its func; the driver v2 struct's kern when func is null)
   Enum,          // an enum of the toolkit's headers, by name (ArgSpec::enum_type)
   Float,         // float or double: passed in an xmm register, not captured
   Struct,        // a struct passed by value (ArgSpec::words): its fields are not decoded
@@ -76,6 +78,11 @@ enum class ArgType : std::uint8_t {
 inline constexpr int kNcclUniqueIdBytes = 128;
 // Communicators of one ncclCommInitAll call that the model learns.
 inline constexpr int kNcclMaxInitAllComms = 8;
+// sizeof(cudaKernelNodeParams) == sizeof(CUDA_KERNEL_NODE_PARAMS_v1), and of
+// CUDA_KERNEL_NODE_PARAMS_v2, whose CUkernel kern is at kKernelNodeKernOffset.
+inline constexpr int kKernelNodeParamsBytes = 56;
+inline constexpr int kKernelNodeParamsV2Bytes = 72;
+inline constexpr int kKernelNodeKernOffset = 56;
 
 bool is_out(ArgType t);
 int slot_count(ArgType t);
@@ -150,7 +157,25 @@ enum class Effect : std::uint8_t {
   MemInfo,       // cudaMemGetInfo / cuMemGetInfo: out-params 0 and 1 are free and total bytes
   ModuleLoad,    // out-param 0: a module or library handle, new or reused
   ModuleUnload,  // first Handle: the module or library whose kernels' handles die with it
+  // Stream capture and graphs (streams.h): work issued to a capturing stream goes into a graph.
+  CaptureBegin,      // first Stream starts capturing (into the first Handle, cudaStreamBeginCaptureToGraph)
+  CaptureEnd,        // first Stream stops capturing; out-param 0: the graph
+  GraphInstantiate,  // out-param 0: the executable graph; first Handle: the graph
+  GraphExecDestroy,  // first Handle: the executable graph
+  GraphDestroy,      // first Handle: the graph
+  GraphCreate,       // out-param 0: a new, empty graph
+  GraphAddKernel,    // first Handle: the graph; the KernelNodeParams argument: the kernel (Call::kernel)
+  GraphAddNode,      // first Handle: the graph gets a node the model does not read (copy, memset, child graph, ...)
 };
+
+// The graph calls the stream model reads (capture, instantiation,
+// destruction, construction by node): traced with launches whatever -f says
+// (Selection).
+inline bool is_graph_model_effect(Effect e) {
+  return e == Effect::CaptureBegin || e == Effect::CaptureEnd || e == Effect::GraphInstantiate ||
+         e == Effect::GraphExecDestroy || e == Effect::GraphDestroy || e == Effect::GraphCreate ||
+         e == Effect::GraphAddKernel || e == Effect::GraphAddNode;
+}
 
 // One row of the table.
 struct ApiSpec {

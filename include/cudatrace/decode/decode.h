@@ -45,6 +45,7 @@ struct NamedValue {
 
 struct WaitInfo;
 struct NcclInfo;
+struct GraphInfo;
 
 // Reads a string from the traced process when the BPF side could not.
 using StringReader = std::function<bool(std::uint32_t pid, std::uint64_t addr, std::string& out)>;
@@ -89,6 +90,12 @@ struct Call {
   // Synchronisations and stream waits: what the call waited for, set by the
   // stream model (streams.h) and valid until its next call; else nullptr.
   const WaitInfo* waited = nullptr;
+  // Graph instantiations and launches: what the executable graph runs, set
+  // by the stream model and valid until its next call; else nullptr.
+  const GraphInfo* graph = nullptr;
+  // Work issued to a capturing stream: it went into a graph and did not run
+  // (set by the stream model).
+  bool captured = false;
   // NCCL calls: communicator id, rank, sequence number, group, bytes; set by
   // the NCCL model (nccl.h) and valid until its next call; else nullptr.
   const NcclInfo* nccl = nullptr;

@@ -9,8 +9,13 @@ namespace cudatrace {
 struct Selection {
   bool group[kGroupCount] = {};
   bool layer[kLayerCount] = {true, true, false, true};  // indexed by Layer; nvtx with --nvtx
+  // The graph group's calls that the stream model needs to know what a graph
+  // launch runs (is_graph_model_effect), without the rest of the group: set
+  // with launches, so that they are traced and shown by default (they are rare).
+  bool graph_model = false;
   bool wants(const Api& a) const {
-    return group[static_cast<int>(a.group())] && layer[static_cast<int>(a.layer())];
+    return (group[static_cast<int>(a.group())] || (graph_model && is_graph_model_effect(a.effect()))) &&
+           layer[static_cast<int>(a.layer())];
   }
 };
 

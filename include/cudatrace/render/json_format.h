@@ -20,6 +20,8 @@ namespace cudatrace {
 void append_wait_json(fmt::memory_buffer& out, const WaitInfo& w);
 // `,"nvtx":[...]` and `,"nvtx_process":[...]`; nothing when no range is open.
 void append_nvtx_json(fmt::memory_buffer& out, const Call& c);
+// ,"graph":{"id":..,"known":..,"runs":{...}} (docs/json.md)
+void append_graph_json(fmt::memory_buffer& out, const GraphInfo& g);
 // ,"nccl":{...}
 void append_nccl_json(fmt::memory_buffer& out, const NcclInfo& n);
 

@@ -20,6 +20,10 @@ namespace cudatrace {
 // "e1 (recorded on s1) for s1: ...": what was waited for, without a label.
 void append_wait_description(fmt::memory_buffer& out, const WaitInfo& w);
 
+// " graph g1: 3 kernels (k x2, add), 1 memset 4.0 KiB" on a graph launch or
+// instantiation, " graph g1: contents unknown" when it was built out of
+// sight, " captured: ..." on the end of a capture.
+void append_graph_text(fmt::memory_buffer& out, const GraphInfo& g);
 // " waited: DESCRIPTION" (" waits: " for a stream wait) for a trace line.
 void append_wait_text(fmt::memory_buffer& out, const WaitInfo& w);
 // ` nvtx[DEPTH]=INNERMOST`; nothing when no range is open.
