@@ -276,7 +276,8 @@ void GpuTimeTracker::close(Process& p, Stream& s, std::uint64_t seq, const Call&
     double sum = 0;
     bool known = true;
     for (const auto& [column, amount] : columns) {
-      auto e = std::find_if(fit_.begin(), fit_.end(), [&](const GpuTimeEstimate& x) { return x.column == column_names_[column]; });
+      const std::string& name = column_names_[column];  // a structured binding cannot be captured (C++17)
+      auto e = std::find_if(fit_.begin(), fit_.end(), [&](const GpuTimeEstimate& x) { return x.column == name; });
       if (e == fit_.end() || !e->separable) known = false;
       else sum += amount * e->estimate_ns;
     }

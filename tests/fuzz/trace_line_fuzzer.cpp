@@ -7,9 +7,11 @@
 #include <string>
 #include <string_view>
 
+#include "cudatrace/analysis/pipeline.h"
 #include "cudatrace/decode/decode.h"
 #include "cudatrace/decode/kernel_names.h"
-#include "cudatrace/cli/offline.h"
+#include "cudatrace/record/trace_line.h"
+#include "cudatrace/render/writer.h"
 
 namespace {
 
@@ -18,12 +20,10 @@ std::string json_of(const cudatrace::TraceLine& line) {
   if (!line.kernel_mangled().empty()) names.add(line.record().pid, line.kernel_handle(), line.kernel_mangled());
   cudatrace::Call c;
   if (!cudatrace::decode_call(line.record(), &names, c)) std::abort();
-  auto out = cudatrace::make_json_output();
-  if (c.unfinished)
-    out->unfinished(c);
-  else
-    out->call(c);
-  return std::string(out->buffer().data(), out->buffer().size() - 1);  // without the newline
+  auto out = cudatrace::make_json_writer();
+  out->call(c, cudatrace::CallAnalysis{});  // an unfinished call too (Call::unfinished)
+  const fmt::memory_buffer& written = *out->buffer();
+  return std::string(written.data(), written.size() - 1);  // without the newline
 }
 
 }  // namespace
