@@ -262,15 +262,22 @@ void StreamTracker::queue(Stream& s, const StreamActivity::Queued& what) {
   activity_.queued->lane_name = lane_name_;
 }
 
-void StreamTracker::apply(Process& p, Call& c) {
+// The stream a call names (its Stream argument; none: the default stream).
+StreamTracker::Stream& StreamTracker::stream_of_call(Process& p, const Call& c) {
   const NamedValue* stream_arg = arg_of_type(c, ArgType::Stream);
-  auto call_stream = [&]() -> Stream& {
-    return *stream_for(p, c, stream_arg ? integer_value(stream_arg->value).value_or(0) : 0, true);
-  };
-  auto call_event = [&]() -> Event* {
-    const auto handle = arg_value(c, ArgType::Event);
-    return handle && *handle ? event_for(p, *handle, true, false) : nullptr;
-  };
+  return *stream_for(p, c, stream_arg ? integer_value(stream_arg->value).value_or(0) : 0, true);
+}
+
+// The event a call names, or nullptr.
+StreamTracker::Event* StreamTracker::event_of_call(Process& p, const Call& c) {
+  const auto handle = arg_value(c, ArgType::Event);
+  return handle && *handle ? event_for(p, *handle, true, false) : nullptr;
+}
+
+void StreamTracker::apply(Process& p, Call& c) {
+  const bool has_stream = arg_of_type(c, ArgType::Stream);  // an asynchronous copy, not a synchronous one
+  auto call_stream = [&]() -> Stream& { return stream_of_call(p, c); };
+  auto call_event = [&] { return event_of_call(p, c); };
   auto consumed = [&](const Event& e) {
     activity_.consumed = StreamActivity::Consumed{next_flow_++, e.id, e.tid, e.ts_ns, e.dur_ns};
   };
@@ -308,7 +315,7 @@ void StreamTracker::apply(Process& p, Call& c) {
       b.bytes += bytes;
       seg.last_seq = ++p.seq;
       queue(s, {{}, 0, {}, c.api->effect(), {}, dir, bytes});
-      if (copy && stream_arg && (dir == Direction::HtoD || dir == Direction::DtoH)) {
+      if (copy && has_stream && (dir == Direction::HtoD || dir == Direction::DtoH)) {
         // cudaMemcpyAsync(dst, src, ...): the host side is src for HtoD, dst for DtoH.
         const auto host = arg_value(c, ArgType::Ptr, dir == Direction::HtoD ? 1 : 0);
         if (host && *host && !page_locked_.contains(c.pid, *host, 1)) {
@@ -316,7 +323,7 @@ void StreamTracker::apply(Process& p, Call& c) {
           if (p.warned_sites.emplace(c.api->id, c.caller).second) activity_.pageable_host_ptr = *host;
         }
       }
-      if (copy && !stream_arg) {
+      if (copy && !has_stream) {
         // A synchronous copy returns once it (and all earlier work on its stream) is done.
         Gathering g;
         gather(p, s, kAll, g);

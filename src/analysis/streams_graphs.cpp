@@ -77,14 +77,8 @@ void StreamTracker::end_capture(Process& p, Stream& s, Call& c) {
 }
 
 bool StreamTracker::apply_graph(Process& p, Call& c) {
-  const NamedValue* stream_arg = arg_of_type(c, ArgType::Stream);
-  auto call_stream = [&]() -> Stream& {
-    return *stream_for(p, c, stream_arg ? integer_value(stream_arg->value).value_or(0) : 0, true);
-  };
-  auto call_event = [&]() -> Event* {
-    const auto handle = arg_value(c, ArgType::Event);
-    return handle && *handle ? event_for(p, *handle, true, false) : nullptr;
-  };
+  auto call_stream = [&]() -> Stream& { return stream_of_call(p, c); };
+  auto call_event = [&] { return event_of_call(p, c); };
   switch (c.api->effect()) {
     case Effect::CaptureBegin: {
       Stream& s = call_stream();
@@ -145,7 +139,7 @@ bool StreamTracker::apply_graph(Process& p, Call& c) {
           c.graph = &exec_graph(p, *handle);
           exec->id = c.graph->id;  // first seen here: annotate_graph did not know it
         }
-      if (!stream_arg) return false;  // a synchronous copy: on the legacy stream, which cannot capture
+      if (!arg_of_type(c, ArgType::Stream)) return false;  // a synchronous copy: on the legacy stream, which cannot capture
       Stream& s = call_stream();
       if (!s.capture) return false;
       c.captured = true;

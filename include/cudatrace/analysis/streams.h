@@ -205,6 +205,8 @@ class StreamTracker {
   Stream* stream_for(Process& p, const Call& c, std::uint64_t handle, bool assign);
   Stream* created_stream(Process& p, std::uint64_t handle);
   Event* event_for(Process& p, std::uint64_t handle, bool assign, bool created);
+  Stream& stream_of_call(Process& p, const Call& c);
+  Event* event_of_call(Process& p, const Call& c);
   void drop_stream_if_done(Process& p, Stream& s);
   void limit_handles(Process& p);
   void annotate(Process& p, Call& c, bool outermost);
