@@ -88,7 +88,7 @@ enum ct_record_type {
  * inside the runtime that made the driver call (CUDA's libraries keep no
  * frame pointers to follow). */
 #define CT_FLAG_CALLER_CHAIN (1u << 6)
-#define CT_CALLER_SCAN_WORDS 24
+#define CT_CALLER_SCAN_WORDS 128
 
 /*
  * The attach cookie tells the generic entry/exit programs everything they need

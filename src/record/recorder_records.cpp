@@ -97,11 +97,7 @@ static bool inside_cuda(const Symbolizer::Location& loc) {
          loc.function.rfind("libcudart_static", 0) == 0 || api_by_symbol(loc.function) != nullptr;
 }
 
-// A driver copy that a runtime made: its call site becomes the program's,
-// the first word above the return address on the stack that is a return
-// address (code right after a call) outside CUDA and the C and C++ runtime
-// libraries (the runtime's own frames lie between, and may hold stale
-// return addresses of the calls it made into those).
+// The C and C++ runtime libraries, whose frames lie between a program and CUDA.
 static bool system_library(const Symbolizer::Location& loc) {
   const std::string base = loc.module.substr(loc.module.rfind('/') + 1);
   for (const char* lib : {"libc.so", "libc-", "ld-linux", "libstdc++.so", "libgcc_s.so", "libm.so", "libpthread"})
@@ -109,17 +105,33 @@ static bool system_library(const Symbolizer::Location& loc) {
   return false;
 }
 
+// A driver copy that a runtime made: its call site becomes the program's,
+// found among the stack words above the return address (the runtime keeps
+// no frame pointers). A word is the program's call site when it is a return
+// address outside CUDA and the C runtime whose call went to a runtime copy
+// function (cudaMemcpyAsync, ...), as the file says. Stale return addresses
+// lie between: the program's error check after its previous CUDA call
+// (PyTorch's c10_cuda_check_implementation calling cudaGetLastError) left
+// its own there. A call whose callee cannot be told (through a register) is
+// taken when no word is confirmed.
 void Recorder::find_program_caller() {
   if (call_.caller_chain.empty() || !call_.caller) return;
   const auto pid = static_cast<pid_t>(call_.pid);
   if (!inside_cuda(symbolizer_.locate(pid, call_.caller))) return;
+  std::uint64_t unconfirmed = 0;
   for (std::uint64_t word : call_.caller_chain) {
     if (!word) continue;
     const Symbolizer::Location loc = symbolizer_.locate(pid, word);
     if (!loc.after_call || inside_cuda(loc) || system_library(loc)) continue;
-    call_.caller = word;
-    return;
+    const std::string callee = symbolizer_.callee_name(pid, word);
+    const Api* api = api_by_symbol(callee);
+    if (api && api->effect() == Effect::Copy) {
+      call_.caller = word;
+      return;
+    }
+    if (callee.empty() && !unconfirmed) unconfirmed = word;  // a known call to anything else is stale
   }
+  if (unconfirmed) call_.caller = unconfirmed;
 }
 
 std::string Recorder::location(std::uint32_t pid, std::uint64_t addr) {

@@ -199,6 +199,57 @@ bool ElfFile::function_containing(std::uint64_t vaddr, FunctionSymbol& out) cons
   return true;
 }
 
+template <typename Fn>
+void ElfFile::for_each_got_slot(Fn&& fn) const {
+  if (!dynsym_) return;
+  const auto* eh = reinterpret_cast<const Elf64_Ehdr*>(data_);
+  const auto* sh = reinterpret_cast<const Elf64_Shdr*>(data_ + eh->e_shoff);
+  const auto* syms = static_cast<const Elf64_Sym*>(dynsym_->syms);
+  for (int i = 0; i < eh->e_shnum; ++i) {
+    if (sh[i].sh_type != SHT_RELA || sh[i].sh_entsize != sizeof(Elf64_Rela) || sh[i].sh_offset > size_ ||
+        sh[i].sh_size > size_ - sh[i].sh_offset || sh[i].sh_link >= eh->e_shnum || sh[sh[i].sh_link].sh_type != SHT_DYNSYM)
+      continue;
+    const auto* rela = reinterpret_cast<const Elf64_Rela*>(data_ + sh[i].sh_offset);
+    for (std::size_t k = 0; k < sh[i].sh_size / sizeof(Elf64_Rela); ++k) {
+      const std::uint32_t type = ELF64_R_TYPE(rela[k].r_info), sym = ELF64_R_SYM(rela[k].r_info);
+      if ((type != R_X86_64_JUMP_SLOT && type != R_X86_64_GLOB_DAT) || sym == 0 || sym >= dynsym_->count) continue;
+      const std::uint32_t at = syms[sym].st_name;
+      if (at < dynsym_->strings_size)
+        fn(rela[k].r_offset, std::string_view(dynsym_->strings + at, strnlen(dynsym_->strings + at, dynsym_->strings_size - at)));
+    }
+  }
+}
+
+std::vector<std::uint64_t> ElfFile::got_slots(std::string_view name) const {
+  std::vector<std::uint64_t> slots;
+  for_each_got_slot([&](std::uint64_t slot, std::string_view symbol) {
+    if (symbol == name) slots.push_back(slot);
+  });
+  return slots;
+}
+
+std::string_view ElfFile::got_symbol(std::uint64_t slot) const {
+  if (!got_symbols_) {
+    got_symbols_ = std::make_unique<std::unordered_map<std::uint64_t, std::string_view>>();
+    for_each_got_slot([&](std::uint64_t at, std::string_view symbol) { got_symbols_->emplace(at, symbol); });
+  }
+  const auto it = got_symbols_->find(slot);
+  return it != got_symbols_->end() ? it->second : std::string_view();
+}
+
+std::string_view ElfFile::bytes_at(std::uint64_t vaddr) const {
+  const auto* eh = reinterpret_cast<const Elf64_Ehdr*>(data_);
+  const auto* ph = reinterpret_cast<const Elf64_Phdr*>(data_ + eh->e_phoff);
+  for (int i = 0; i < eh->e_phnum; ++i) {
+    if (ph[i].p_type != PT_LOAD || vaddr < ph[i].p_vaddr || vaddr - ph[i].p_vaddr >= ph[i].p_filesz) continue;
+    const std::uint64_t offset = vaddr - ph[i].p_vaddr + ph[i].p_offset;
+    const std::uint64_t end = std::min<std::uint64_t>(ph[i].p_offset + ph[i].p_filesz, size_);
+    if (offset >= end) return {};
+    return {reinterpret_cast<const char*>(data_) + offset, static_cast<std::size_t>(end - offset)};
+  }
+  return {};
+}
+
 bool ElfFile::vaddr_to_offset(std::uint64_t vaddr, std::uint64_t& offset) const {
   const auto* eh = reinterpret_cast<const Elf64_Ehdr*>(data_);
   const auto* ph = reinterpret_cast<const Elf64_Phdr*>(data_ + eh->e_phoff);

@@ -1,5 +1,7 @@
 #include "cudatrace/target/symbolizer.h"
 
+#include "cudatrace/clock.h"
+
 #include <sys/uio.h>
 
 #include <algorithm>
@@ -48,6 +50,7 @@ void Symbolizer::release(pid_t pid) {
 
 void Symbolizer::forget(pid_t pid) {
   release(pid);
+  kernel_handles_.erase(pid);
   maps_.erase(pid);
   files_of_.erase(pid);
   read_for_a_miss_.erase(pid);
@@ -86,12 +89,15 @@ const Mapping* Symbolizer::mapping_at(pid_t pid, std::uint64_t addr) {
 
 std::string Symbolizer::function_at(pid_t pid, std::uint64_t addr) {
   const Mapping* m = mapping_at(pid, addr);
-  if (!m || !m->exec) return {};
+  if (!m || !m->exec) return kernel_handle_name(pid, addr);
   const ElfFile* f = files_of_[pid][m - maps_[pid].data()];
   std::uint64_t vaddr = 0;
   FunctionSymbol sym;
-  if (!f || !f->offset_to_vaddr(addr - m->start + m->offset, vaddr) || !f->function_at(vaddr, sym)) return {};
-  return std::string(sym.name);
+  if (!f || !f->offset_to_vaddr(addr - m->start + m->offset, vaddr)) return {};
+  if (f->function_at(vaddr, sym)) return std::string(sym.name);
+  // A kernel's host stub without a symbol: the name it was registered by.
+  std::string_view registered;
+  return f->registered_kernel(vaddr, registered) ? std::string(registered) : std::string();
 }
 
 // Whether the bytes before file offset `at` end with a call instruction:
@@ -107,6 +113,70 @@ bool follows_call(std::string_view file, std::uint64_t at) {
     if (byte(len) == 0xff && modrm >= 0 && ((modrm >> 3) & 7) == 2) return true;
   }
   return false;
+}
+
+namespace {
+
+std::int32_t rel32_at(std::string_view file, std::uint64_t at) {
+  std::int32_t v = 0;
+  std::memcpy(&v, file.data() + at, sizeof v);
+  return v;
+}
+
+bool read_process_word(pid_t pid, std::uint64_t addr, std::uint64_t& out) {
+  iovec local{&out, sizeof out};
+  iovec remote{reinterpret_cast<void*>(addr), sizeof out};
+  return process_vm_readv(pid, &local, 1, &remote, 1, 0) == static_cast<ssize_t>(sizeof out);
+}
+
+}  // namespace
+
+std::string Symbolizer::callee_name(pid_t pid, std::uint64_t ret) {
+  const Mapping* m = mapping_at(pid, ret);
+  if (!m || !m->exec || m->uprobes_area) return {};
+  const ElfFile* f = files_of_[pid][m - maps_[pid].data()];
+  std::uint64_t at = 0;  // link-time address of `ret`
+  if (!f || !f->offset_to_vaddr(ret - m->start + m->offset, at)) return {};
+  const std::string_view before = f->bytes_at(at >= 6 ? at - 6 : at);
+  if (at < 6 || before.size() < 6) return {};
+  const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(before[i]); };
+  if (byte(0) == 0xff && byte(1) == 0x15)  // call *disp(%rip)
+    return std::string(f->got_symbol(at + static_cast<std::uint64_t>(rel32_at(before, 2))));
+  if (byte(1) != 0xe8) return {};
+  const std::uint64_t target = at + static_cast<std::uint64_t>(rel32_at(before, 2));
+  // A PLT stub: [endbr64] [bnd] jmp *disp(%rip).
+  const std::string_view stub = f->bytes_at(target).substr(0, 16);
+  std::size_t skip = 0;
+  if (stub.substr(0, 4) == std::string_view("\xf3\x0f\x1e\xfa", 4)) skip += 4;
+  if (skip < stub.size() && static_cast<unsigned char>(stub[skip]) == 0xf2) ++skip;
+  if (skip + 6 <= stub.size() && static_cast<unsigned char>(stub[skip]) == 0xff &&
+      static_cast<unsigned char>(stub[skip + 1]) == 0x25)
+    return std::string(f->got_symbol(target + skip + 6 + static_cast<std::uint64_t>(rel32_at(stub, skip + 2))));
+  FunctionSymbol sym;
+  return f->function_at(target, sym) ? std::string(sym.name) : std::string();
+}
+
+std::string Symbolizer::kernel_handle_name(pid_t pid, std::uint64_t handle) {
+  KernelHandles& known = kernel_handles_[pid];
+  if (const auto it = known.names.find(handle); it != known.names.end()) return it->second;
+  constexpr std::uint64_t kRereadNs = 1000000000;
+  const std::uint64_t now = monotonic_ns();
+  if (known.read_ns && now - known.read_ns < kRereadNs) return {};
+  known.read_ns = now;
+  const std::vector<Mapping>& maps = maps_[pid];
+  std::unordered_set<const ElfFile*> read;
+  for (std::size_t i = 0; i < maps.size(); ++i) {
+    const ElfFile* f = files_of_[pid][i];
+    std::uint64_t vaddr = 0;
+    if (!maps[i].exec || !f || !read.insert(f).second || !f->offset_to_vaddr(maps[i].offset, vaddr)) continue;
+    const std::uint64_t bias = maps[i].start - vaddr;  // one load bias for all of a file's segments
+    for (const ElfFile::KernelHandleSlot& slot : f->kernel_handle_slots()) {
+      std::uint64_t value = 0;
+      if (read_process_word(pid, bias + slot.variable, value) && value) known.names[value] = std::string(slot.name);
+    }
+  }
+  const auto it = known.names.find(handle);
+  return it != known.names.end() ? it->second : std::string();
 }
 
 Symbolizer::Location Symbolizer::locate(pid_t pid, std::uint64_t addr) {

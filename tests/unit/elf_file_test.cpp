@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -558,5 +559,64 @@ TEST(HostPath, SameInodeGoesThroughProcRoot) {
                 static_cast<unsigned long long>(m->end));
   EXPECT_EQ(host_path(getpid(), replaced), "/proc/" + pid + "/map_files/" + range);
 }
+
+#ifdef REAL_APP_SHARED
+// nvcc's registration code names each kernel's host stub, with or without
+// symbols: the stubs of the unstripped program (its symbols say which they
+// are) are named alike in the stripped copy, which has no symbol for them.
+TEST(RegisteredKernel, StubsOfAStrippedProgramAreNamedByItsRegistrationCode) {
+  std::string error;
+  const auto full = ElfFile::open(REAL_APP_SHARED, error);
+  ASSERT_NE(full, nullptr) << error;
+  const auto stripped = ElfFile::open(REAL_APP_SHARED_STRIPPED, error);
+  ASSERT_NE(stripped, nullptr) << error;
+  ASSERT_FALSE(stripped->has_symtab());
+  const auto stubs = full->find_functions({"_Z6addOnePfi", "_ZN2nsL5scaleIfEEvPT_S1_"});
+  ASSERT_EQ(stubs.size(), 2u);
+  // Registered by the device function's name, as CUDA names the kernel: the
+  // host stub of a function of internal linkage has an "L" the device's lacks.
+  const std::map<std::string_view, std::string_view> device_name = {
+      {"_Z6addOnePfi", "_Z6addOnePfi"}, {"_ZN2nsL5scaleIfEEvPT_S1_", "_ZN2ns5scaleIfEEvPT_S1_"}};
+  for (const auto& [symbol, address] : stubs) {
+    FunctionSymbol none;
+    EXPECT_FALSE(stripped->function_at(address, none)) << symbol;
+    std::string_view name;
+    ASSERT_TRUE(stripped->registered_kernel(address, name)) << symbol;
+    EXPECT_EQ(name, device_name.at(symbol));
+    ASSERT_TRUE(full->registered_kernel(address, name)) << symbol;
+    EXPECT_EQ(name, device_name.at(symbol));
+  }
+  // Anything else is no stub: main, and an address inside a stub.
+  const auto main_fn = full->find_functions({"main"});
+  ASSERT_EQ(main_fn.size(), 1u);
+  std::string_view name;
+  EXPECT_FALSE(stripped->registered_kernel(main_fn.begin()->second, name));
+  EXPECT_FALSE(stripped->registered_kernel(stubs.begin()->second + 1, name));
+}
+
+// Each stub keeps its kernel's handle in a static variable of its own, which
+// its __cudaGetKernel(&variable, stub) names: data, not code, one per kernel.
+TEST(KernelHandleSlots, EachStubsHandleVariableIsFoundWithoutSymbols) {
+  std::string error;
+  const auto stripped = ElfFile::open(REAL_APP_SHARED_STRIPPED, error);
+  ASSERT_NE(stripped, nullptr) << error;
+  const auto text = stripped->section(".text");
+  ASSERT_TRUE(text.has_value());
+  std::map<std::string_view, std::uint64_t> variable_of;
+  for (const ElfFile::KernelHandleSlot& slot : stripped->kernel_handle_slots()) {
+    EXPECT_TRUE(variable_of.emplace(slot.name, slot.variable).second) << slot.name;
+    EXPECT_TRUE(slot.variable < text->address || slot.variable >= text->address + text->size) << slot.name;
+    EXPECT_NE(slot.variable, 0u) << slot.name;
+  }
+  ASSERT_EQ(variable_of.size(), 2u);
+  EXPECT_TRUE(variable_of.count("_Z6addOnePfi"));
+  EXPECT_TRUE(variable_of.count("_ZN2ns5scaleIfEEvPT_S1_"));
+  EXPECT_NE(variable_of["_Z6addOnePfi"], variable_of["_ZN2ns5scaleIfEEvPT_S1_"]);
+  // In the unstripped program, at the symbols nvcc gives them.
+  const auto full = ElfFile::open(REAL_APP_SHARED, error);
+  ASSERT_NE(full, nullptr) << error;
+  ASSERT_EQ(full->kernel_handle_slots().size(), 2u);
+}
+#endif
 
 }  // namespace

@@ -44,6 +44,32 @@ class ElfFile {
   bool function_at(std::uint64_t vaddr, FunctionSymbol& out) const;
   bool function_containing(std::uint64_t vaddr, FunctionSymbol& out) const;
 
+  // The device function that the host stub at `vaddr` registers, when the
+  // file has no symbol for the stub (stripped, or hidden in .symtab only):
+  // read from the module's registration code, the calls
+  // __cudaRegisterFunction(handle, stub, name, ...) that nvcc writes
+  // (kernel_registrations.cpp). Found once per file, on first use.
+  bool registered_kernel(std::uint64_t vaddr, std::string_view& name) const;
+
+  // The static variables in which nvcc's host stubs keep their kernel's
+  // handle (cudaKernel_t, what they launch with), from the stubs' calls
+  // __cudaGetKernel(&variable, stub), with the kernel's name.
+  struct KernelHandleSlot {
+    std::uint64_t variable;  // link-time address
+    std::string_view name;   // mangled
+  };
+  const std::vector<KernelHandleSlot>& kernel_handle_slots() const;  // found once per file
+
+  // Link-time addresses of the GOT slots that the loader fills with the
+  // dynamic symbol `name` (JUMP_SLOT and GLOB_DAT relocations).
+  std::vector<std::uint64_t> got_slots(std::string_view name) const;
+  // The dynamic symbol whose GOT slot (JUMP_SLOT or GLOB_DAT relocation) is
+  // at link-time address `slot`; empty if none.
+  std::string_view got_symbol(std::uint64_t slot) const;
+  // The file's bytes from virtual address `vaddr` to the end of the file
+  // part of the PT_LOAD segment that holds it; empty if none does.
+  std::string_view bytes_at(std::uint64_t vaddr) const;
+
   // File offset of a virtual address inside a PT_LOAD segment; what uprobes
   // are attached by. Returns false if no segment holds it.
   bool vaddr_to_offset(std::uint64_t vaddr, std::uint64_t& offset) const;
@@ -83,6 +109,12 @@ class ElfFile {
   std::unique_ptr<Table> dynsym_, symtab_;
   mutable std::vector<std::uint32_t> by_address_;  // built on first use
   mutable bool indexed_ = false;
+  // registered_kernel's map, stub address -> device function name.
+  mutable std::unique_ptr<std::unordered_map<std::uint64_t, std::string_view>> registrations_;
+  mutable std::unique_ptr<std::vector<KernelHandleSlot>> handle_slots_;
+  mutable std::unique_ptr<std::unordered_map<std::uint64_t, std::string_view>> got_symbols_;  // slot -> name
+  template <typename Fn>
+  void for_each_got_slot(Fn&& fn) const;  // fn(slot, symbol name)
 };
 
 }  // namespace cudatrace

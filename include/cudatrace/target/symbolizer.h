@@ -26,6 +26,8 @@ class Symbolizer {
  public:
   // The function symbol starting exactly at `addr` (exact: a kernel's host
   // stub is its start address; anything else would be a guess), or "".
+  // An address outside the process's code may be a kernel handle that a
+  // host stub keeps (ElfFile::kernel_handle_slots): its kernel's name then.
   std::string function_at(pid_t pid, std::uint64_t addr);
   // Where a code address lies: the file mapped there and the offset in it,
   // and the function symbol whose [start, start + size) holds it.
@@ -40,6 +42,12 @@ class Symbolizer {
     bool after_call = false;           // code right after a call instruction (a return address)
   };
   Location locate(pid_t pid, std::uint64_t addr);
+  // The name of the function that the call instruction before return
+  // address `ret` called, from the file alone (the process may be gone):
+  // `call rel32` to a PLT stub or `call *disp(%rip)` name the symbol of the
+  // GOT slot they go through; a direct `call rel32`, the function symbol at
+  // its target. Empty when it cannot be told (a call through a register).
+  std::string callee_name(pid_t pid, std::uint64_t ret);
   // A string at `addr` (at most `max` bytes): from the live process, else
   // from the file mapped there (constant data such as kernel names).
   bool string_at(pid_t pid, std::uint64_t addr, std::size_t max, std::string& out);
@@ -68,6 +76,15 @@ class Symbolizer {
   // since their last capture: once per capture, as a stack of code without
   // frame pointers can hold many such addresses.
   std::unordered_set<pid_t> read_for_a_miss_;
+  // Kernel handles read from the host stubs' variables, per process: read
+  // again on a miss at most once a second (a kernel first launched later
+  // gets its handle then).
+  struct KernelHandles {
+    std::uint64_t read_ns = 0;
+    std::unordered_map<std::uint64_t, std::string> names;
+  };
+  std::string kernel_handle_name(pid_t pid, std::uint64_t handle);
+  std::unordered_map<pid_t, KernelHandles> kernel_handles_;
 };
 
 // Whether the bytes of `file` before offset `at` end with a call instruction.

@@ -1,0 +1,140 @@
+// Kernel names from a module's registration code, for host stubs that have no
+// symbol. nvcc writes, for every kernel of a translation unit, a call
+//
+//   __cudaRegisterFunction(handle, (const char*)stub, "mangled", "mangled", -1, 0, 0, 0, 0, 0)
+//
+// which the host compiler turns into `lea stub(%rip),%rsi` and
+// `lea mangled(%rip),%rdx` shortly before the call (through the PLT, or
+// `call *GOT(%rip)`, or directly where the runtime is linked in). A library
+// built with hidden visibility and stripped (PyTorch's libtorch_cuda.so)
+// keeps those calls: they are how the runtime itself learns the names.
+// cudatrace reads them when it attaches to a process whose kernels were
+// registered before it came (-p), and so never saw the registration calls.
+// Since CUDA 12.x a stub launches through a handle that it gets once,
+// `__cudaGetKernel(&__handle, stub)`, and keeps in a static variable: those
+// calls say which variable holds the handle of which kernel.
+#include <algorithm>
+#include <cstring>
+#include <unordered_set>
+
+#include "cudatrace/target/elf_file.h"
+
+namespace cudatrace {
+
+namespace {
+
+constexpr const char* kRegister = "__cudaRegisterFunction";
+constexpr const char* kGetKernel = "__cudaGetKernel";
+// How far before a registration call its argument loads are looked for:
+// the ten arguments' set-up (four pushes, six registers) is under 64 bytes.
+constexpr std::size_t kLookBack = 80;
+constexpr std::size_t kMaxName = 4096;
+
+std::int64_t rel32(const char* p) {
+  std::int32_t v = 0;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+bool identifier(std::string_view s) {
+  if (s.empty()) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '$' ||
+           c == '.';
+  });
+}
+
+// PLT stubs ([endbr64] [bnd] jmp *slot(%rip)) of `section` that jump through one of `slots`.
+void add_plt_stubs(const ElfFile& elf, std::string_view section, const std::unordered_set<std::uint64_t>& slots,
+                   std::unordered_set<std::uint64_t>& stubs) {
+  const auto s = elf.section(section);
+  if (!s) return;
+  const std::string_view code = elf.contents().substr(s->offset, s->size);
+  for (std::size_t i = 0; i + 6 <= code.size(); ++i) {
+    if (static_cast<unsigned char>(code[i]) != 0xff || static_cast<unsigned char>(code[i + 1]) != 0x25) continue;
+    const std::uint64_t slot = s->address + i + 6 + rel32(code.data() + i + 2);
+    if (!slots.count(slot)) continue;
+    std::size_t start = i;
+    if (start >= 1 && static_cast<unsigned char>(code[start - 1]) == 0xf2) --start;  // bnd
+    if (start >= 4 && code.substr(start - 4, 4) == std::string_view("\xf3\x0f\x1e\xfa", 4)) start -= 4;
+    stubs.insert(s->address + start);
+  }
+}
+
+// Calls to the function `callee` (through the PLT, `call *GOT(%rip)` or
+// directly) in .text, each with the targets of the last `lea disp(%rip)` into
+// %rsi and into the second register wanted (%rdx or %rdi) before it, since
+// the previous such call.
+enum : unsigned char { kRdx = 0x15, kRsi = 0x35, kRdi = 0x3d };  // ModRM of lea disp(%rip),reg
+
+template <typename Fn>
+void for_each_call_with_loads(const ElfFile& elf, const char* callee, unsigned char second, Fn&& fn) {
+  const auto text = elf.section(".text");
+  const std::vector<std::uint64_t> got = elf.got_slots(callee);
+  const std::unordered_set<std::uint64_t> slots(got.begin(), got.end());
+  std::unordered_set<std::uint64_t> targets;  // where `call rel32` reaches the function
+  add_plt_stubs(elf, ".plt", slots, targets);
+  add_plt_stubs(elf, ".plt.sec", slots, targets);
+  for (const auto& [name, address] : elf.find_functions({callee})) targets.insert(address);
+  if (!text || (slots.empty() && targets.empty())) return;
+  const std::string_view code = elf.contents().substr(text->offset, text->size);
+  std::size_t previous_call = 0;
+  for (std::size_t i = 0; i + 6 <= code.size(); ++i) {
+    const auto op = static_cast<unsigned char>(code[i]);
+    std::size_t length = 0;
+    if (op == 0xe8 && targets.count(text->address + i + 5 + rel32(code.data() + i + 1)))
+      length = 5;
+    else if (op == 0xff && static_cast<unsigned char>(code[i + 1]) == 0x15 &&
+             slots.count(text->address + i + 6 + rel32(code.data() + i + 2)))
+      length = 6;
+    if (!length) continue;
+    const std::size_t from = std::max(previous_call, i >= kLookBack ? i - kLookBack : 0);
+    std::uint64_t rsi = 0, other = 0;
+    for (std::size_t k = from; k + 7 <= i; ++k) {
+      if (code[k] != '\x48' || code[k + 1] != '\x8d') continue;
+      const auto modrm = static_cast<unsigned char>(code[k + 2]);
+      const std::uint64_t target = text->address + k + 7 + rel32(code.data() + k + 3);
+      if (modrm == kRsi) rsi = target;
+      if (modrm == second) other = target;
+    }
+    previous_call = i + length;
+    if (rsi && other) fn(rsi, other);
+  }
+}
+
+}  // namespace
+
+bool ElfFile::registered_kernel(std::uint64_t vaddr, std::string_view& name) const {
+  if (!registrations_) {
+    registrations_ = std::make_unique<std::unordered_map<std::uint64_t, std::string_view>>();
+    // __cudaRegisterFunction(handle, stub, name, name, -1, ...): %rsi, %rdx.
+    for_each_call_with_loads(*this, kRegister, kRdx, [&](std::uint64_t stub, std::uint64_t name_at) {
+      const std::string_view bytes = bytes_at(name_at).substr(0, kMaxName);
+      const std::string_view mangled = bytes.substr(0, bytes.find('\0'));
+      if (mangled.size() < bytes.size() && identifier(mangled)) registrations_->emplace(stub, mangled);
+    });
+  }
+  const auto it = registrations_->find(vaddr);
+  if (it == registrations_->end()) return false;
+  name = it->second;
+  return true;
+}
+
+const std::vector<ElfFile::KernelHandleSlot>& ElfFile::kernel_handle_slots() const {
+  if (handle_slots_) return *handle_slots_;
+  handle_slots_ = std::make_unique<std::vector<KernelHandleSlot>>();
+  std::vector<KernelHandleSlot>& out = *handle_slots_;
+  // __cudaGetKernel(&__handle, stub): %rdi, %rsi. The variable keeps the
+  // kernel's handle once the stub has run.
+  for_each_call_with_loads(*this, kGetKernel, kRdi, [&](std::uint64_t stub, std::uint64_t slot) {
+    std::string_view name;
+    FunctionSymbol sym;
+    if (registered_kernel(stub, name))
+      out.push_back({slot, name});
+    else if (function_at(stub, sym))
+      out.push_back({slot, sym.name});
+  });
+  return out;
+}
+
+}  // namespace cudatrace
