@@ -1,5 +1,6 @@
 // CUPTI injection library: counts CUDA runtime and driver API calls per name
-// and the kernels that actually ran, then writes one JSON object at exit.
+// and the kernels that actually ran (and, per CUDA graph, the kernels its
+// launches ran), then writes one JSON object at exit.
 //
 // Load with CUDA_INJECTION64_PATH=/path/libcupti_count.so; the driver calls
 // InitializeInjection() from inside the process's first cuInit().
@@ -7,6 +8,8 @@
 // leaves out the kernel activity records (scripts/bench-torch.py's reference).
 
 #include <cupti.h>
+#include <cxxabi.h>
+#include <time.h>
 #include <fcntl.h>
 
 #include <atomic>
@@ -16,6 +19,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <unistd.h>
 
@@ -41,8 +45,30 @@ const char *g_names[kDomains][kMaxCbid];  // resolved once at init
 std::mutex g_kernel_mutex;
 std::map<std::string, uint64_t> *g_kernels = new std::map<std::string, uint64_t>;
 
+// Kernels run by graph launches, per CUPTI graph id: how many of each ran and
+// the launch calls (correlation ids) that ran them, so that one replay's
+// contents can be compared with what cudatrace says a graph launch runs.
+struct GraphKernels {
+  std::map<std::string, uint64_t> kernels;
+  std::set<uint32_t> launches;
+  std::map<uint64_t, uint64_t> runs_per_node;  // replays, should correlation ids not tell them
+};
+std::map<uint32_t, GraphKernels> *g_graphs = new std::map<uint32_t, GraphKernels>;
+
 // API callbacks of this thread currently between ENTER and EXIT (both domains).
 thread_local int t_depth = 0;
+
+// CLOCK_MONOTONIC (cudatrace's clock) when CUPTI's callbacks began (the end
+// of InitializeInjection) and when the counts were first written (at exit,
+// where CUDA's teardown begins): calls outside cannot be in CUPTI's counts.
+uint64_t g_visible_from_ns = 0;
+uint64_t g_exit_ns = 0;
+
+uint64_t monotonic_ns() {
+  timespec t{};
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return uint64_t(t.tv_sec) * 1000000000u + uint64_t(t.tv_nsec);
+}
 
 char g_error[512];
 uint32_t g_cupti_version = 0;
@@ -73,6 +99,15 @@ void CUPTIAPI on_api(void *, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
   }
 }
 
+// As cudatrace names kernels (the C++ ABI's demangler), for the graph check.
+std::string demangled(const char *mangled) {
+  int status = 0;
+  char *out = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
+  std::string name = status == 0 && out ? out : mangled;
+  free(out);
+  return name;
+}
+
 constexpr size_t kActivityBufSize = 4 << 20;
 
 void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records) {
@@ -90,8 +125,15 @@ void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, 
       if (rec->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL &&
           rec->kind != CUPTI_ACTIVITY_KIND_KERNEL)
         continue;
-      const char *name = reinterpret_cast<CUpti_ActivityKernel10 *>(rec)->name;
-      ++(*g_kernels)[name ? name : "?"];
+      const auto *kernel = reinterpret_cast<CUpti_ActivityKernel10 *>(rec);
+      const char *name = kernel->name ? kernel->name : "?";
+      ++(*g_kernels)[name];
+      if (kernel->graphId) {
+        GraphKernels &g = (*g_graphs)[kernel->graphId];
+        ++g.kernels[demangled(name)];
+        g.launches.insert(kernel->correlationId);
+        ++g.runs_per_node[kernel->graphNodeId];
+      }
     }
   }
   size_t dropped = 0;
@@ -162,7 +204,8 @@ void write_json() {
       f = stderr;
     }
   }
-  fprintf(f, "{\"pid\":%d,\"cupti_version\":%u", (int)getpid(), g_cupti_version);
+  fprintf(f, "{\"pid\":%d,\"cupti_version\":%u,\"visible_from_ns\":%" PRIu64 ",\"exit_ns\":%" PRIu64,
+          (int)getpid(), g_cupti_version, g_visible_from_ns, g_exit_ns);
   for (int d = 0; d < kDomains; ++d) {
     std::map<std::string, uint64_t> norm, raw, nested;
     for (uint32_t id = 0; id < kMaxCbid; ++id) {
@@ -185,6 +228,21 @@ void write_json() {
   {
     std::lock_guard<std::mutex> lock(g_kernel_mutex);
     put_object(f, "kernels", *g_kernels);
+    fputs(",\"graphs\":{", f);
+    const char *sep = "";
+    for (const auto &[id, g] : *g_graphs) {
+      uint64_t fewest = UINT64_MAX, most = 0;
+      for (const auto &node : g.runs_per_node) {
+        fewest = node.second < fewest ? node.second : fewest;
+        most = node.second > most ? node.second : most;
+      }
+      fprintf(f, "%s\"%u\":{\"launches\":%zu,\"node_runs_min\":%" PRIu64 ",\"node_runs_max\":%" PRIu64, sep, id,
+              g.launches.size(), fewest, most);
+      put_object(f, "kernels", g.kernels);
+      fputc('}', f);
+      sep = ",";
+    }
+    fputc('}', f);
   }
   fprintf(f, ",\"activity_dropped\":%" PRIu64 ",\"cbid_overflow\":%" PRIu64,
           g_dropped_records.load(), g_cbid_overflow.load());
@@ -202,6 +260,7 @@ bool g_at_exit_done = false;
 bool g_activity = true;  // kernel activity records enabled
 
 void at_exit() {
+  g_exit_ns = monotonic_ns();
   CUptiResult r = g_activity ? cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) : CUPTI_SUCCESS;
   if (r != CUPTI_SUCCESS) set_error("cuptiActivityFlushAll", r);
   write_json();
@@ -245,6 +304,7 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) 
     set_error("cuptiEnableDomain(driver)", r);
   // CUPTI_COUNT_CALLBACKS_ONLY=1: API callbacks alone (an overhead reference), no kernel records.
   const char *callbacks_only = getenv("CUPTI_COUNT_CALLBACKS_ONLY");
+  g_visible_from_ns = monotonic_ns();
   if (callbacks_only && strcmp(callbacks_only, "1") == 0) {
     g_activity = false;
     return g_error[0] ? 0 : 1;
