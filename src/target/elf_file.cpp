@@ -237,6 +237,23 @@ std::string_view ElfFile::got_symbol(std::uint64_t slot) const {
   return it != got_symbols_->end() ? it->second : std::string_view();
 }
 
+std::int64_t rel32_at(std::string_view bytes, std::size_t at) {
+  std::int32_t v = 0;
+  std::memcpy(&v, bytes.data() + at, sizeof v);
+  return v;
+}
+
+std::uint64_t ElfFile::plt_stub_slot(std::uint64_t vaddr) const {
+  const std::string_view stub = bytes_at(vaddr).substr(0, 16);
+  std::size_t skip = 0;
+  if (stub.substr(0, 4) == std::string_view("\xf3\x0f\x1e\xfa", 4)) skip += 4;  // endbr64
+  if (skip < stub.size() && static_cast<unsigned char>(stub[skip]) == 0xf2) ++skip;    // bnd
+  if (skip + 6 > stub.size() || static_cast<unsigned char>(stub[skip]) != 0xff ||
+      static_cast<unsigned char>(stub[skip + 1]) != 0x25)
+    return 0;
+  return vaddr + skip + 6 + static_cast<std::uint64_t>(rel32_at(stub, skip + 2));
+}
+
 std::string_view ElfFile::bytes_at(std::uint64_t vaddr) const {
   const auto* eh = reinterpret_cast<const Elf64_Ehdr*>(data_);
   const auto* ph = reinterpret_cast<const Elf64_Phdr*>(data_ + eh->e_phoff);

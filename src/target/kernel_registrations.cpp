@@ -14,7 +14,6 @@
 // `__cudaGetKernel(&__handle, stub)`, and keeps in a static variable: those
 // calls say which variable holds the handle of which kernel.
 #include <algorithm>
-#include <cstring>
 #include <unordered_set>
 
 #include "cudatrace/target/elf_file.h"
@@ -30,12 +29,6 @@ constexpr const char* kGetKernel = "__cudaGetKernel";
 constexpr std::size_t kLookBack = 80;
 constexpr std::size_t kMaxName = 4096;
 
-std::int64_t rel32(const char* p) {
-  std::int32_t v = 0;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-
 bool identifier(std::string_view s) {
   if (s.empty()) return false;
   return std::all_of(s.begin(), s.end(), [](char c) {
@@ -44,21 +37,13 @@ bool identifier(std::string_view s) {
   });
 }
 
-// PLT stubs ([endbr64] [bnd] jmp *slot(%rip)) of `section` that jump through one of `slots`.
+// The PLT entries (16 bytes each) of `section` that jump through one of `slots`.
 void add_plt_stubs(const ElfFile& elf, std::string_view section, const std::unordered_set<std::uint64_t>& slots,
                    std::unordered_set<std::uint64_t>& stubs) {
   const auto s = elf.section(section);
   if (!s) return;
-  const std::string_view code = elf.contents().substr(s->offset, s->size);
-  for (std::size_t i = 0; i + 6 <= code.size(); ++i) {
-    if (static_cast<unsigned char>(code[i]) != 0xff || static_cast<unsigned char>(code[i + 1]) != 0x25) continue;
-    const std::uint64_t slot = s->address + i + 6 + rel32(code.data() + i + 2);
-    if (!slots.count(slot)) continue;
-    std::size_t start = i;
-    if (start >= 1 && static_cast<unsigned char>(code[start - 1]) == 0xf2) --start;  // bnd
-    if (start >= 4 && code.substr(start - 4, 4) == std::string_view("\xf3\x0f\x1e\xfa", 4)) start -= 4;
-    stubs.insert(s->address + start);
-  }
+  for (std::uint64_t entry = s->address; entry + 16 <= s->address + s->size; entry += 16)
+    if (slots.count(elf.plt_stub_slot(entry))) stubs.insert(entry);
 }
 
 // Calls to the function `callee` (through the PLT, `call *GOT(%rip)` or
@@ -82,10 +67,10 @@ void for_each_call_with_loads(const ElfFile& elf, const char* callee, unsigned c
   for (std::size_t i = 0; i + 6 <= code.size(); ++i) {
     const auto op = static_cast<unsigned char>(code[i]);
     std::size_t length = 0;
-    if (op == 0xe8 && targets.count(text->address + i + 5 + rel32(code.data() + i + 1)))
+    if (op == 0xe8 && targets.count(text->address + i + 5 + rel32_at(code, i + 1)))
       length = 5;
     else if (op == 0xff && static_cast<unsigned char>(code[i + 1]) == 0x15 &&
-             slots.count(text->address + i + 6 + rel32(code.data() + i + 2)))
+             slots.count(text->address + i + 6 + rel32_at(code, i + 2)))
       length = 6;
     if (!length) continue;
     const std::size_t from = std::max(previous_call, i >= kLookBack ? i - kLookBack : 0);
@@ -93,7 +78,7 @@ void for_each_call_with_loads(const ElfFile& elf, const char* callee, unsigned c
     for (std::size_t k = from; k + 7 <= i; ++k) {
       if (code[k] != '\x48' || code[k + 1] != '\x8d') continue;
       const auto modrm = static_cast<unsigned char>(code[k + 2]);
-      const std::uint64_t target = text->address + k + 7 + rel32(code.data() + k + 3);
+      const std::uint64_t target = text->address + k + 7 + rel32_at(code, k + 3);
       if (modrm == kRsi) rsi = target;
       if (modrm == second) other = target;
     }

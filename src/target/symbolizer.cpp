@@ -117,12 +117,6 @@ bool follows_call(std::string_view file, std::uint64_t at) {
 
 namespace {
 
-std::int32_t rel32_at(std::string_view file, std::uint64_t at) {
-  std::int32_t v = 0;
-  std::memcpy(&v, file.data() + at, sizeof v);
-  return v;
-}
-
 bool read_process_word(pid_t pid, std::uint64_t addr, std::uint64_t& out) {
   iovec local{&out, sizeof out};
   iovec remote{reinterpret_cast<void*>(addr), sizeof out};
@@ -144,14 +138,7 @@ std::string Symbolizer::callee_name(pid_t pid, std::uint64_t ret) {
     return std::string(f->got_symbol(at + static_cast<std::uint64_t>(rel32_at(before, 2))));
   if (byte(1) != 0xe8) return {};
   const std::uint64_t target = at + static_cast<std::uint64_t>(rel32_at(before, 2));
-  // A PLT stub: [endbr64] [bnd] jmp *disp(%rip).
-  const std::string_view stub = f->bytes_at(target).substr(0, 16);
-  std::size_t skip = 0;
-  if (stub.substr(0, 4) == std::string_view("\xf3\x0f\x1e\xfa", 4)) skip += 4;
-  if (skip < stub.size() && static_cast<unsigned char>(stub[skip]) == 0xf2) ++skip;
-  if (skip + 6 <= stub.size() && static_cast<unsigned char>(stub[skip]) == 0xff &&
-      static_cast<unsigned char>(stub[skip + 1]) == 0x25)
-    return std::string(f->got_symbol(target + skip + 6 + static_cast<std::uint64_t>(rel32_at(stub, skip + 2))));
+  if (const std::uint64_t slot = f->plt_stub_slot(target)) return std::string(f->got_symbol(slot));
   FunctionSymbol sym;
   return f->function_at(target, sym) ? std::string(sym.name) : std::string();
 }

@@ -66,6 +66,9 @@ class ElfFile {
   // The dynamic symbol whose GOT slot (JUMP_SLOT or GLOB_DAT relocation) is
   // at link-time address `slot`; empty if none.
   std::string_view got_symbol(std::uint64_t slot) const;
+  // The GOT slot (link-time address) through which the PLT stub at `vaddr`
+  // jumps: [endbr64] [bnd] jmp *disp(%rip). 0 when there is no such stub.
+  std::uint64_t plt_stub_slot(std::uint64_t vaddr) const;
   // The file's bytes from virtual address `vaddr` to the end of the file
   // part of the PT_LOAD segment that holds it; empty if none does.
   std::string_view bytes_at(std::uint64_t vaddr) const;
@@ -116,5 +119,9 @@ class ElfFile {
   template <typename Fn>
   void for_each_got_slot(Fn&& fn) const;  // fn(slot, symbol name)
 };
+
+// The little-endian 32-bit displacement at `bytes[at]`, sign-extended (the
+// caller checks that four bytes are there).
+std::int64_t rel32_at(std::string_view bytes, std::size_t at);
 
 }  // namespace cudatrace
