@@ -115,24 +115,15 @@ bool follows_call(std::string_view file, std::uint64_t at) {
   return false;
 }
 
-namespace {
-
-bool read_process_word(pid_t pid, std::uint64_t addr, std::uint64_t& out) {
-  iovec local{&out, sizeof out};
-  iovec remote{reinterpret_cast<void*>(addr), sizeof out};
-  return process_vm_readv(pid, &local, 1, &remote, 1, 0) == static_cast<ssize_t>(sizeof out);
-}
-
-}  // namespace
-
 std::string Symbolizer::callee_name(pid_t pid, std::uint64_t ret) {
   const Mapping* m = mapping_at(pid, ret);
   if (!m || !m->exec || m->uprobes_area) return {};
   const ElfFile* f = files_of_[pid][m - maps_[pid].data()];
   std::uint64_t at = 0;  // link-time address of `ret`
   if (!f || !f->offset_to_vaddr(ret - m->start + m->offset, at)) return {};
-  const std::string_view before = f->bytes_at(at >= 6 ? at - 6 : at);
-  if (at < 6 || before.size() < 6) return {};
+  if (at < 6) return {};
+  const std::string_view before = f->bytes_at(at - 6);
+  if (before.size() < 6) return {};
   const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(before[i]); };
   if (byte(0) == 0xff && byte(1) == 0x15)  // call *disp(%rip)
     return std::string(f->got_symbol(at + static_cast<std::uint64_t>(rel32_at(before, 2))));
@@ -157,10 +148,13 @@ std::string Symbolizer::kernel_handle_name(pid_t pid, std::uint64_t handle) {
     std::uint64_t vaddr = 0;
     if (!maps[i].exec || !f || !read.insert(f).second || !f->offset_to_vaddr(maps[i].offset, vaddr)) continue;
     const std::uint64_t bias = maps[i].start - vaddr;  // one load bias for all of a file's segments
-    for (const ElfFile::KernelHandleSlot& slot : f->kernel_handle_slots()) {
-      std::uint64_t value = 0;
-      if (read_process_word(pid, bias + slot.variable, value) && value) known.names[value] = std::string(slot.name);
-    }
+    const std::vector<ElfFile::KernelHandleSlot>& slots = f->kernel_handle_slots();
+    std::vector<std::uint64_t> variables;
+    variables.reserve(slots.size());
+    for (const ElfFile::KernelHandleSlot& slot : slots) variables.push_back(bias + slot.variable);
+    const std::vector<std::uint64_t> handles = read_process_words(pid, variables);
+    for (std::size_t k = 0; k < slots.size(); ++k)
+      if (handles[k]) known.names[handles[k]] = std::string(slots[k].name);
   }
   const auto it = known.names.find(handle);
   return it != known.names.end() ? it->second : std::string();
@@ -202,6 +196,24 @@ bool Symbolizer::string_at(pid_t pid, std::uint64_t addr, std::size_t max, std::
   if (nul == std::string_view::npos) return false;
   out.assign(rest.substr(0, nul));
   return true;
+}
+
+std::vector<std::uint64_t> read_process_words(pid_t pid, const std::vector<std::uint64_t>& addrs) {
+  constexpr std::size_t kWord = sizeof(std::uint64_t), kBatch = 1024;  // IOV_MAX
+  std::vector<std::uint64_t> values(addrs.size(), 0);
+  std::vector<iovec> local(kBatch), remote(kBatch);
+  for (std::size_t next = 0; next < addrs.size();) {
+    const std::size_t n = std::min(kBatch, addrs.size() - next);
+    for (std::size_t i = 0; i < n; ++i) {
+      local[i] = {&values[next + i], kWord};
+      remote[i] = {reinterpret_cast<void*>(addrs[next + i]), kWord};
+    }
+    // A read stops at the first word it cannot read: that one stays 0, the rest is tried again.
+    const ssize_t got = process_vm_readv(pid, local.data(), n, remote.data(), n, 0);
+    next += got > 0 ? static_cast<std::size_t>(got) / kWord : 0;
+    if (got < static_cast<ssize_t>(n * kWord)) values[next++] = 0;
+  }
+  return values;
 }
 
 bool read_process_string(pid_t pid, std::uint64_t addr, std::size_t max, std::string& out) {

@@ -210,4 +210,18 @@ TEST(FollowsCall, ReturnAddressesFollowACallInstruction) {
   EXPECT_FALSE(follows_call(std::string("\xe8", 1), 0));
 }
 
+// More words than one system call reads, one of them unmapped: each mapped
+// word is read, the unmapped one is 0, and the read goes on past it.
+TEST(ReadProcessWords, ReadsPastAnUnreadableWordInBatches) {
+  std::vector<std::uint64_t> words(3000);
+  for (std::size_t i = 0; i < words.size(); ++i) words[i] = 0x1000 + i;
+  std::vector<std::uint64_t> addrs;
+  for (const std::uint64_t& w : words) addrs.push_back(reinterpret_cast<std::uint64_t>(&w));
+  addrs[1500] = 8;  // the zero page: never mapped
+  const std::vector<std::uint64_t> got = read_process_words(getpid(), addrs);
+  ASSERT_EQ(got.size(), words.size());
+  for (std::size_t i = 0; i < words.size(); ++i) EXPECT_EQ(got[i], i == 1500 ? 0u : words[i]) << i;
+  EXPECT_TRUE(read_process_words(getpid(), {}).empty());
+}
+
 }  // namespace

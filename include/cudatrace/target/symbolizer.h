@@ -90,6 +90,11 @@ class Symbolizer {
 // Whether the bytes of `file` before offset `at` end with a call instruction.
 bool follows_call(std::string_view file, std::uint64_t at);
 
+// The 8-byte words at `addrs` in `pid`, IOV_MAX of them a system call (a
+// module can hold tens of thousands of kernel handles); 0 for a word that
+// cannot be read.
+std::vector<std::uint64_t> read_process_words(pid_t pid, const std::vector<std::uint64_t>& addrs);
+
 // Reads a NUL-terminated string of at most `max` bytes at `addr` in `pid`.
 bool read_process_string(pid_t pid, std::uint64_t addr, std::size_t max, std::string& out);
 
