@@ -7,7 +7,6 @@
 #include <string>
 #include <unordered_map>
 
-#include "cudatrace/decode/api_overrides.h"
 #include "cudatrace/target/elf_file.h"
 
 namespace cudatrace {
@@ -41,7 +40,7 @@ std::size_t filter_slot(std::uint64_t key) { return (key * 0x9e3779b97f4a7c15ull
 
 }  // namespace
 
-bool fingerprinted_runtime_api(const Api& a) { return a.layer() == Layer::Runtime && is_core_api(a); }
+bool fingerprinted_runtime_api(const Api& a) { return a.layer() == Layer::Runtime; }
 
 std::size_t fingerprinted_api_count(const FingerprintTable& table) {
   std::set<std::string_view> names;

@@ -516,6 +516,26 @@ TEST_F(Trace, RealLibcudartCallsOfTheWholeHeader) {
     EXPECT_TRUE(calls(d, off).empty()) << off;
 }
 
+// The same calls made by a runtime linked in statically and stripped, found by
+// its fingerprints (docs/static-runtime.md): every runtime API is
+// fingerprinted, not only those an analysis reads, so each call is traced as
+// often as through libcudart.so.
+TEST_F(Trace, StrippedStaticRuntimeCallsOfTheWholeHeader) {
+  const auto counts = [&](const char* program) {
+    const Result r = run(tracer() + " --json -f all --layer runtime -- " + program + " headers");
+    EXPECT_EQ(r.status, 0) << r.err;
+    std::map<std::string, int> n;
+    for (const json& c : calls(r))
+      if (c["depth"] == 0) ++n[c["api"].get<std::string>()];
+    return n;
+  };
+  const auto shared = counts(REAL_APP_SHARED), stripped = counts(REAL_APP_STRIPPED);
+  for (const char* api : {"cudaRuntimeGetVersion", "cudaFuncSetAttribute", "cudaDeviceGetLimit", "cudaMemGetInfo",
+                          "cudaLaunchHostFunc", "cudaGetErrorString"})
+    EXPECT_EQ(shared.count(api) ? shared.at(api) : 0, 1) << api;
+  EXPECT_EQ(stripped, shared);
+}
+
 TEST_F(Trace, RealLibcudartStaticallyLinked) {
   check_real_basic(run(tracer() + kWithQuery + " --json -- " REAL_APP_STATIC " basic"), false);
   check_real_basic(run(tracer() + kWithQuery + " --json --every-layer -- " REAL_APP_STATIC " basic"), true);

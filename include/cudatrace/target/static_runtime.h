@@ -59,10 +59,10 @@ struct FingerprintTable {
 
 // The table compiled in (generated at build time).
 const FingerprintTable& static_runtime_fingerprints();
-// Whether the build fingerprints runtime API `a`: a core one (is_core_api),
-// what the libraries that embed a runtime (cuBLAS, cuDNN, NCCL) call through
-// it. Not every row of the headers: each fingerprint costs every such library
-// a probe, and most would find nothing.
+// Whether the build fingerprints runtime API `a`: every runtime row, so that
+// a call the libraries that embed a runtime (cuBLAS, cuDNN, NCCL) make through
+// it is traced whenever the same call through libcudart.so would be. A
+// fingerprint costs a probe only where it is found and selected.
 bool fingerprinted_runtime_api(const Api& a);
 
 // How many APIs `table` has fingerprints of (some may have several).
