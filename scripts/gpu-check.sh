@@ -112,8 +112,6 @@ check() {
 	fi
 	local args=("$p.trace.jsonl" "$p.cupti.json" "${traced[@]}")
 	[ "$expected" = yes ] && args+=(--expected "$p.out")
-	# Python frameworks load cuBLAS/cuDNN, whose runtime is linked in without symbols.
-	[ "$1" = "$PYTHON" ] && args+=(--static-runtime)
 	[ -s "$p.cupti-untraced.json" ] && args+=(--baseline "$p.cupti-untraced.json")
 	"$PYTHON" "$KIT/compare.py" "${args[@]}" >"$p.compare.txt" 2>&1
 	rc=$?
@@ -282,6 +280,11 @@ main() {
 		check driver_api yes "$BUILD/driver_api" "$BUILD/driver_kernels.fatbin" 20
 	else
 		fail "driver_api: not built"
+	fi
+	if [ -x "$BUILD/late_runtime" ] && [ -f "$BUILD/late_runtime_lib.so" ]; then
+		check late_runtime yes "$BUILD/late_runtime" "$BUILD/late_runtime_lib.so"
+	else
+		fail "late_runtime: not built"
 	fi
 	if [ -x "$BUILD/stream_events" ]; then
 		check_streams

@@ -68,6 +68,12 @@ step driver_kernels.fatbin "$NVCC" -fatbin -arch=$ARCH "$SRC/driver_kernels.cu" 
 step driver_api "$CXX" -x c++ -O2 -Wall -I"$CUDA_HOME/include" "$SRC/driver_api.cu" -x none \
 	-o "$OUT/driver_api" ${CUDA_STUBS:+-L"$CUDA_STUBS"} -lcuda
 
+# A library with its own runtime, stripped as cuBLAS is, loaded by a program
+# that started CUDA through libcudart.so.
+step late_runtime_lib.so bash -c '"$1" -arch=$2 -O2 -shared -Xcompiler -fPIC -cudart static "$3" -o "$4" && strip "$4"' \
+	- "$NVCC" "$ARCH" "$SRC/late_runtime_lib.cu" "$OUT/late_runtime_lib.so"
+step late_runtime "$NVCC" -arch=$ARCH -O2 -cudart shared "$SRC/late_runtime.cu" -o "$OUT/late_runtime" -ldl
+
 if [ ${#failed[@]} -gt 0 ]; then
 	echo "build: FAILED: ${failed[*]}" >&2
 	exit 1
