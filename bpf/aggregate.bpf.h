@@ -64,16 +64,6 @@ static __always_inline void aggregate(__u32 api, __u64 dur, bool failed)
 		st->hist[b]++;
 }
 
-/* A call recorded at its entry (CT_COOKIE_ENTRY_ONLY): counted, not timed. */
-static __always_inline void aggregate_untimed(__u32 api)
-{
-	struct ct_api_stats *st = bpf_map_lookup_elem(&api_stats, &api);
-	if (!st)
-		return;
-	st->calls++;
-	st->untimed++;
-}
-
 /* Summary mode: whether a stream capture is open in the process. While one
  * is, every call sends its record: the stream model needs the event records
  * and stream waits that make streams join the capture, and the work issued
@@ -95,8 +85,9 @@ static __always_inline bool summary_record(__u64 cookie, __u64 pid_tgid)
 /* Summary mode: counts a successful outermost launch, copy or memset in the
  * activity map, and bumps the page-locked generation after a call that
  * changed page-locked memory. Returns true when the call needs no record:
- * the tables count only successful outermost calls, so the others need none
- * either. A full map sends the record instead, which user space counts the same. */
+ * the tables count only successful outermost calls, and nested ones need
+ * none; a failed one sends its record (a failed launch is told once). A
+ * full map sends the record instead, which user space counts the same. */
 static __always_inline bool count_activity(__u32 api, struct ct_frame *f, __u32 depth, bool failed, __u64 dur,
 					   __u64 pid_tgid, __s64 ret)
 {
@@ -131,8 +122,10 @@ static __always_inline bool count_activity(__u32 api, struct ct_frame *f, __u32 
 		}
 		return false;
 	}
-	if (failed || depth)
+	if (depth)
 		return true;
+	if (failed)
+		return false; /* the tables skip it, but its record tells why it failed (a warning) */
 	if (capturing_now(pid_tgid))
 		return false; /* perhaps captured: the record tells the stream model */
 	struct ct_activity_key *key = bpf_map_lookup_elem(&activity_key_scratch, &zero);
@@ -228,8 +221,6 @@ static __always_inline bool export_call(__u32 api, struct ct_frame *f, __u64 dur
 		__sync_fetch_and_add(&v->outer_ok, 1);
 	if (bytes)
 		__sync_fetch_and_add(&v->bytes, bytes);
-	if (CT_COOKIE_ENTRY_ONLY & f->cookie)
-		return a->kind == CT_EXP_MEMORY; /* recorded at entry: no latency to count */
 	__sync_fetch_and_add(&v->total_ns, dur);
 	__u32 b = export_bucket(dur);
 	barrier_var(b);

@@ -133,7 +133,7 @@ static __always_inline void fill_call(struct ct_call *c, __u32 type, __u64 pid_t
 	if (type != CT_REC_CALL) {
 		c->outs[0] = 0;
 		c->outs[1] = 0;
-	} else if (f->fwd_depth && !(f->fwd_flags & CT_FWD_NO_RET)) {
+	} else if (f->fwd_depth) {
 		c->outs[0] = f->fwd_outs[0];
 		c->outs[1] = f->fwd_outs[1];
 		flags |= f->fwd_flags;
@@ -144,7 +144,7 @@ static __always_inline void fill_call(struct ct_call *c, __u32 type, __u64 pid_t
 	c->flags = flags;
 }
 
-/* Sends the record of a completed (or entry-only) call. */
+/* Sends the record of a completed call. */
 static __always_inline void emit_call(void *ctx, __u64 pid_tgid, struct ct_thread_state *st, struct ct_frame *f,
 				      __u64 dur, __s64 ret, __u64 caller, __u8 flags)
 {

@@ -5,9 +5,10 @@
  * id and the argument layout (see record.h). The entry program pushes a frame
  * on a per-thread stack; the return program pops it and emits ONE record per
  * completed call, with out-parameters read from user memory at return.
- * Forwards (record.h, ct_frame) are folded into their owner's record. Where
- * the kernel has uprobe sessions, ct_session does both halves and records
- * nested calls with nothing to read at return at entry instead.
+ * Forwards (record.h, ct_frame) are folded into their owner's record, and
+ * the driver calls a runtime call makes into the runtime call's. Where the
+ * kernel has uprobe sessions, ct_session does both halves and leaves the
+ * returns of those driver calls unprobed.
  *
  * A BPF object is one compilation unit (one skeleton): its concerns are
  * headers included here, in the order they build on each other.
@@ -48,14 +49,40 @@ int ct_exit(struct pt_regs *ctx)
 	return 0;
 }
 
+/* --empty-probes with session links: the floor traps as the plan does, so it
+ * keeps only what decides which returns go unprobed (pairing.bpf.h,
+ * inner_driver_call), in empty_runtime_bits. */
+static __always_inline int empty_session(struct pt_regs *ctx)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	__u64 *bits = bpf_map_lookup_elem(&empty_runtime_bits, &tid);
+	if (bpf_session_is_return()) {
+		if (bits)
+			*bits >>= 1;
+		return 0;
+	}
+	if (!bits) {
+		__u64 none = 0;
+		bpf_map_update_elem(&empty_runtime_bits, &tid, &none, BPF_NOEXIST);
+		bits = bpf_map_lookup_elem(&empty_runtime_bits, &tid);
+		if (!bits)
+			return 0;
+	}
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+	if (!settings.every_layer && (cookie & CT_COOKIE_DRIVER) && (*bits & 1) && !CT_COOKIE_HAS_OUTS(cookie))
+		return 1;
+	*bits = (*bits << 1) | ((cookie & CT_COOKIE_RUNTIME) != 0);
+	return 0;
+}
+
 /* Entry and return in one program (uprobe_multi session link, Linux 6.13):
  * an entry that returns 1 has its return left unprobed, which saves the
  * return trap. Attached instead of ct_enter/ct_exit where the kernel has it. */
 SEC("uprobe")
 int ct_session(struct pt_regs *ctx)
 {
-	if (settings.empty_programs) /* as planned: entry-only probes leave their return unprobed */
-		return bpf_session_is_return() ? 0 : (bpf_get_attach_cookie(ctx) & CT_COOKIE_ENTRY_ONLY) != 0;
+	if (settings.empty_programs)
+		return empty_session(ctx);
 	if (bpf_session_is_return()) {
 		exit_call(ctx);
 		return 0;

@@ -1,6 +1,7 @@
 /* Pairing entries and returns: the per-thread stack of calls in progress
- * (record.h: ct_thread_state), forwards folded into their owner, calls
- * recorded at entry, and the stack kept right when probes come and go.
+ * (record.h: ct_thread_state), forwards folded into their owner, the driver
+ * calls that are part of a runtime call's record, and the stack kept right
+ * when probes come and go.
  * Included by cudatrace.bpf.c only. */
 #pragma once
 
@@ -70,94 +71,12 @@ static __always_inline void drop_stale_frames(struct ct_thread_state *st)
 	}
 }
 
-/* Records a call at its entry, its return left unprobed: dur_ns, ret are 0.
- * The frame slot is scratch. Returns 1 for enter_call. */
-static __always_inline int emit_at_entry(struct pt_regs *ctx, __u64 pid_tgid, struct ct_thread_state *st,
-					 struct ct_frame *f, __u64 cookie)
+/* A driver call made directly inside a runtime call, with no out-param to
+ * read at its return: part of the runtime call's record (record.h, bit 60). */
+static __always_inline bool inner_driver_call(__u64 cookie, struct ct_frame *top)
 {
-	read_args(ctx, f, cookie);
-	f->ts_ns = bpf_ktime_get_ns();
-	__u64 caller = 0;
-	bpf_probe_read_user(&caller, sizeof(caller), (void *)PT_REGS_SP(ctx));
-	emit_call(ctx, pid_tgid, st, f, 0, 0, caller, CT_FLAG_ENTRY_ONLY);
-	return 1;
-}
-
-/* An entry-only probe (CT_COOKIE_ENTRY_ONLY): the call is recorded now and
- * pushes no frame, since no return will pop it; the frame slot above the
- * stack is scratch. Inside a forward of the same operation (a framework's
- * local function named like the API, probed with its return) it is the
- * library's end of that call: the forward's record takes its API name.
- * Returns 1 (a session program then leaves the return unprobed). */
-static __always_inline int enter_only(struct pt_regs *ctx, __u64 pid_tgid, struct ct_thread_state *st, __u32 depth,
-				      __u64 cookie)
-{
-	struct ct_frame *f = &st->frames[depth & (CT_MAX_DEPTH - 1)];
-	f->cookie = cookie;
-	f->fwd_depth = 0;
-	f->owner = CT_FRAME_RECORDED;
-	f->level = 0;
-	f->parent_api = CT_NO_API;
-	struct ct_frame *top = f;
-	if (depth) {
-		top = top_frame(st, depth);
-		__u32 rec = top->owner == CT_FRAME_RECORDED ? depth - 1 : top->owner;
-		struct ct_frame *recorded = &st->frames[rec & (CT_MAX_DEPTH - 1)];
-		if (CT_COOKIE_OP(top->cookie) == CT_COOKIE_OP(cookie)) {
-			if (depth + 1 >= recorded->fwd_depth) {
-				recorded->fwd_depth = depth + 1;
-				recorded->fwd_api = CT_COOKIE_API(cookie);
-				recorded->fwd_flags = CT_FWD_NO_RET;
-			}
-			return 1;
-		}
-		f->level = recorded->level + 1;
-		f->parent_api = CT_COOKIE_API(top->cookie);
-	}
-	read_args(ctx, f, cookie);
-	f->ts_ns = bpf_ktime_get_ns();
-	__u32 api = CT_COOKIE_API(cookie);
-	if (settings.export_mode) {
-		if (!export_call(api, f, 0, 0, false, pid_tgid))
-			return 1;
-	} else if (settings.summary_mode) {
-		aggregate_untimed(api);
-		if (count_activity(api, f, f->level, false, 0, pid_tgid, 0))
-			return 1;
-		if (!summary_record(cookie, pid_tgid))
-			return 1;
-	}
-	__u64 caller = 0;
-	bpf_probe_read_user(&caller, sizeof(caller), (void *)PT_REGS_SP(ctx));
-	__u8 flags = CT_FLAG_ENTRY_ONLY;
-	__u32 zero = 0;
-	struct exit_scratch *s = !depth && chain_apis[api & (CT_MAX_APIS - 1)] && !settings.capture_stack
-					 ? bpf_map_lookup_elem(&scratch, &zero) : NULL;
-	if (s) {
-		struct ct_call *c = &s->call;
-		fill_call(c, CT_REC_CALL, pid_tgid, st, f, flags | CT_FLAG_CALLER_CHAIN);
-		c->dur_ns = 0;
-		c->ret = 0;
-		c->caller = caller;
-		c->payload_len = 0;
-		c->stack_len = CT_CALLER_SCAN_WORDS; /* zeroes where unreadable */
-		bpf_probe_read_user(s->payload, CT_CALLER_SCAN_WORDS * 8, (void *)(PT_REGS_SP(ctx) + 8));
-		if (bpf_ringbuf_output(&events, s, sizeof(struct ct_call) + CT_CALLER_SCAN_WORDS * 8, ring_flags()))
-			count(CT_CNT_LOST_RINGBUF);
-		return 1;
-	}
-	if (depth) {
-		/* fill_call reads no out-params of an entry-only call: these
-		 * slots carry the enclosing call's first arguments. */
-		f->fwd_depth = 1;
-		f->fwd_outs[0] = top->args[0];
-		f->fwd_outs[1] = top->args[1];
-		f->fwd_api = CT_COOKIE_API(cookie);
-		f->fwd_flags = 0;
-		flags |= CT_FLAG_PARENT_ARGS;
-	}
-	emit_call(ctx, pid_tgid, st, f, 0, 0, caller, flags);
-	return 1;
+	return !settings.every_layer && (cookie & CT_COOKIE_DRIVER) && (top->cookie & CT_COOKIE_RUNTIME) &&
+	       !CT_COOKIE_HAS_OUTS(cookie);
 }
 
 /* Returns 1 when the call's return need not be probed (session programs
@@ -180,13 +99,9 @@ static __always_inline int enter_call(struct pt_regs *ctx, bool session)
 	__u32 depth = st->depth;
 	if (depth >= CT_MAX_DEPTH) {
 		count(CT_CNT_DEPTH_OVERFLOW);
-		if (cookie & CT_COOKIE_ENTRY_ONLY)
-			return 1; /* no return comes to pop a depth */
 		st->depth = depth + 1;
 		return 0; /* the return must come to pop the depth */
 	}
-	if (cookie & CT_COOKIE_ENTRY_ONLY)
-		return enter_only(ctx, pid_tgid, st, depth, cookie);
 	struct ct_frame *f = &st->frames[depth & (CT_MAX_DEPTH - 1)];
 	f->cookie = cookie;
 	f->fwd_depth = 0;
@@ -196,28 +111,27 @@ static __always_inline int enter_call(struct pt_regs *ctx, bool session)
 		f->parent_api = CT_NO_API;
 	} else {
 		struct ct_frame *top = top_frame(st, depth);
-		__u32 rec = top->owner == CT_FRAME_RECORDED ? depth - 1 : top->owner;
+		__u32 rec = top->owner >= CT_FRAME_QUIET ? depth - 1 : top->owner;
 		struct ct_frame *recorded = &st->frames[rec & (CT_MAX_DEPTH - 1)];
 		if (CT_COOKIE_OP(top->cookie) == CT_COOKIE_OP(cookie)) {
 			f->owner = rec; /* a forward */
+		} else if (inner_driver_call(cookie, top)) {
+			if (session)
+				return 1; /* nothing to pop: its return stays unprobed */
+			f->owner = CT_FRAME_QUIET;
+			st->depth = depth + 1;
+			return 0;
 		} else {
 			f->level = recorded->level + 1;
 			/* The enclosing function: inside a forward chain, the library's,
 			 * whose API the record will name. */
 			f->parent_api = CT_COOKIE_API(top->cookie);
-			if (session && record_at_entry && !CT_COOKIE_HAS_OUTS(cookie))
-				/* Nothing to read at return: record it now. */
-				return emit_at_entry(ctx, pid_tgid, st, f, cookie);
 		}
 	}
-	/* An NVTX range call (--nvtx) has no result: its message is read now,
-	 * and one trap is spent instead of two. */
-	if (session && (cookie & CT_COOKIE_ALWAYS) && !settings.capture_stack && !settings.export_mode)
-		return emit_at_entry(ctx, pid_tgid, st, f, cookie);
 	st->depth = depth + 1;
 	if ((settings.summary_mode && !summary_record(cookie, pid_tgid)) ||
 	    (settings.export_mode && !(cookie & CT_COOKIE_DETAIL))) {
-		/* Only its latency is kept: the arguments are not needed. */
+		/* Only its latency and status are kept: the arguments are not needed. */
 		f->ts_ns = bpf_ktime_get_ns();
 		return 0;
 	}
@@ -279,6 +193,8 @@ static __always_inline void exit_call(struct pt_regs *ctx)
 	}
 	st->depth = depth;
 	struct ct_frame *f = &st->frames[depth];
+	if (f->owner == CT_FRAME_QUIET)
+		return;
 
 	__s64 ret = cookie & CT_COOKIE_VOID ? 0 : (__s32)PT_REGS_RC(ctx);
 	if (f->owner != CT_FRAME_RECORDED) {
@@ -287,8 +203,7 @@ static __always_inline void exit_call(struct pt_regs *ctx)
 	}
 	if (f->fwd_depth) { /* the library's API variant and status */
 		api = f->fwd_api;
-		if (!(f->fwd_flags & CT_FWD_NO_RET))
-			ret = f->fwd_ret;
+		ret = f->fwd_ret;
 	}
 	__u64 dur = now - f->ts_ns;
 	__s64 not_failure = cookie & CT_COOKIE_NCCL_STATUS ? CT_NCCL_IN_PROGRESS : CT_CUDA_NOT_READY;

@@ -108,6 +108,8 @@ int BPF_PROG(ct_thread_exit, struct task_struct *task)
 		}
 		bpf_map_delete_elem(&threads, &tid);
 	}
+	if (settings.empty_programs)
+		bpf_map_delete_elem(&empty_runtime_bits, &tid);
 	if (BPF_CORE_READ(task, signal, live.counter) == 0) {
 		__u32 tgid = pid_tgid >> 32;
 		if (settings.use_tgid_set)

@@ -11,12 +11,6 @@ const volatile struct ct_config settings = {
 	.wakeup_every = 256,
 };
 
-/* Such a record has no status, latency or return-time stack: only when no
- * filter or summary needs them. */
-#define record_at_entry                                                                                     \
-	(settings.skip_nested_returns && !settings.summary_mode && !settings.export_mode && !settings.errors_only && \
-	 !settings.min_dur_ns && !settings.capture_stack)
-
 struct exit_scratch {
 	struct ct_call call;
 	__u8 payload[CT_MAX_PAYLOAD + CT_MAX_STACK_FRAMES * 8];
@@ -137,6 +131,17 @@ struct {
 	__type(value, struct ct_export_api);
 } export_apis SEC(".maps");
 
+/* --empty-probes with session links (cudatrace.bpf.c, empty_session): per
+ * thread, a bit per probed call in progress, set for a runtime call, the
+ * innermost lowest. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 65536);
+	__type(key, __u32); /* tid */
+	__type(value, __u64);
+} empty_runtime_bits SEC(".maps");
+
 /* Never written: a source of zeroes for new thread_state entries. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -153,9 +158,6 @@ struct {
  * later calls look nested nor pairs with a later return. */
 __u64 hot_stale_before_ns = 0;
 __u8 hot_apis[CT_MAX_APIS] = {};
-/* APIs whose outermost entry-only records carry the caller chain
- * (CT_FLAG_CALLER_CHAIN): the copies. Set by user space. */
-__u8 chain_apis[CT_MAX_APIS] = {};
 
 /* Set when cudatrace's own process starts to exit (ct_thread_exit). */
 __u64 tracer_dying = 0;

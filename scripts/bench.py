@@ -160,7 +160,7 @@ def nested_configs(t, calls):
         "floor-session (keeps returns)": [t.probe_bench, "floor-session"] + libs + ["--"] + app,
         "floor-session-entry (no returns)": [t.probe_bench, "floor-session-entry"] + libs + ["--"] + app,
         "cudatrace (pairs)": ["env", "CUDATRACE_NO_UPROBE_SESSIONS=1", t.cudatrace, "-o", "/dev/null", "--"] + app,
-        "cudatrace --nested-returns": [t.cudatrace, "--nested-returns", "-o", "/dev/null", "--"] + app,
+        "cudatrace --every-layer": [t.cudatrace, "--every-layer", "-o", "/dev/null", "--"] + app,
         "cudatrace": [t.cudatrace, "-o", "/dev/null", "--"] + app,
     }
 

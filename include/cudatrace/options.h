@@ -56,10 +56,9 @@ struct Options {
   unsigned interval_s = 0;      // -i: also report every N seconds
   unsigned count = 0;           // -c: stop after this many interval reports (0: no limit)
   bool stack = false;    // --stack: capture the user stack of each call
-  bool nested_returns = false;  // --nested-returns: probe every return (docs/json.md, entry-only records)
-  // --every-layer: record each asynchronous operation at every layer it
-  // passes through, with its return (ProbePlan; the default records it once,
-  // at entry, at the driver)
+  // --every-layer (and -f all): also record the driver calls without
+  // out-params that a runtime call makes, which are otherwise part of its
+  // record (record.h, bit 60)
   bool every_layer = false;
   // --empty-probes (benchmarks): attach as usual, run programs that do nothing
   bool empty_probes = false;

@@ -29,6 +29,9 @@
 /* cudaErrorStreamCaptureInvalidated == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED:
  * a failed cudaStreamEndCapture that ended the capture all the same. */
 #define CT_CUDA_CAPTURE_INVALIDATED 901
+/* cudaErrorNoKernelImageForDevice == CUDA_ERROR_NO_BINARY_FOR_GPU: a launch
+ * of a program built without code for this GPU. */
+#define CT_CUDA_NO_BINARY_FOR_GPU 209
 
 /* What the BPF programs are told before they are loaded (read-only: the
  * verifier prunes the branches of the modes not asked for). Set by user
@@ -47,9 +50,10 @@ struct ct_config {
 	__u8 summary_mode;    /* aggregate in api_stats; records only for detail calls */
 	__u8 summary_records_all; /* ... and for every call (--by-range, docs/nvtx.md) */
 	__u8 capture_stack;   /* --stack: append the user stack to each record */
-	/* Session programs only: record nested calls without out-params at entry
-	 * and skip their return probe (CT_FLAG_ENTRY_ONLY). */
-	__u8 skip_nested_returns;
+	/* --every-layer: also record the driver calls a runtime call makes
+	 * (CT_COOKIE_DRIVER inside CT_COOKIE_RUNTIME), which are otherwise part
+	 * of the runtime call's record. */
+	__u8 every_layer;
 	__u8 export_mode;     /* exporter mode: count calls in export_stats, records only for
 			       * allocations and frees */
 	/* Whole-node mode (--all-processes): every exec sends a map-change
@@ -74,33 +78,18 @@ enum ct_record_type {
 #define CT_FLAG_OUT1_FAULT (1u << 1)
 #define CT_FLAG_PAYLOAD_FAULT (1u << 2)
 #define CT_FLAG_PAYLOAD_TRUNC (1u << 3)
-/* Recorded at entry, its return not probed (a nested call with nothing to
- * read at return, see skip_nested_returns): dur_ns, ret and caller are 0;
- * its status is part of its parent's. */
-#define CT_FLAG_ENTRY_ONLY (1u << 4)
-/* An entry-only record nested in another call: outs hold the enclosing
- * call's first two arguments (a driver launch made by a runtime launch:
- * the runtime's host stub names the driver's kernel handle). */
-#define CT_FLAG_PARENT_ARGS (1u << 5)
-/* An outermost entry-only copy: the record's stack area holds the
- * CT_CALLER_SCAN_WORDS words of the stack above the return address, raw,
- * among which user space finds the program's call site when `caller` is
- * inside the runtime that made the driver call (CUDA's libraries keep no
- * frame pointers to follow). */
-#define CT_FLAG_CALLER_CHAIN (1u << 6)
-#define CT_CALLER_SCAN_WORDS 128
 
 /*
  * The attach cookie tells the generic entry/exit programs everything they need
  * about the probed function, so the hot path does no map lookup for metadata.
  *   bits  0..13  API id (index into the user-space API table)
- *   bit  14      entry-only: the call is recorded at its entry and its return
- *                is not probed (an asynchronous operation, issue 24: one
- *                trap instead of two; the record has no latency or status)
+ *   bit  14      a runtime function (libcudart, or a runtime linked into a
+ *                program or library): the driver calls it makes are part of
+ *                its record (see bit 60)
  *   bit  15      the kernel single-steps the probed instruction
  *                (target/prologue.h): its entry hits are counted apart,
- *                priced at what a single-stepped hit costs
- *   Bits 14 and 15 are the probe's, set by Probes on top of the API's cookie.
+ *                priced at what a single-stepped hit costs. The probe's bit,
+ *                set by Probes on top of the API's cookie.
  *   bits 16..19  number of stack argument words to save at entry (0..5)
  *   bits 20..23  out-param 0: argument slot + 1 (0: none)
  *   bits 24..27  out-param 0: size in bytes (1..8)
@@ -112,10 +101,18 @@ enum ct_record_type {
  *   bit  47      the function returns no status (void, or another value)
  *   bit  48      summary mode still sends this call's record: the kernel,
  *                transfer and memory tables need its arguments
- *   bits 49..60  operation id: the API id of the first table row of the same
+ *   bits 49..59  operation id: the API id of the first table row of the same
  *                operation (the API without _ptsz/_ptds/_vN suffix). A call
  *                entered directly inside a call of the same operation is a
  *                forward (see ct_frame) and gets no record of its own.
+ *   bit  60      a driver function (libcuda). Entered directly inside a
+ *                runtime function (bit 14) and without out-params, it is that
+ *                runtime call's own work: it gets no record unless
+ *                settings.every_layer, and a session program leaves its
+ *                return unprobed (one trap saved per runtime operation). The
+ *                runtime's record has the program's arguments and the status
+ *                it got; out-params (a kernel lookup) are still recorded for
+ *                the models.
  *   bit  61      store the address of the first stack argument (rsp + 8 at
  *                entry) in args[CT_REG_ARGS]: a struct passed by value in
  *                memory (ncclUniqueId), read at return as the payload
@@ -139,13 +136,14 @@ enum ct_payload_kind {
 #define CT_COOKIE_PAYLOAD_KIND(c) ((__u32)(((c) >> 40) & 0x3))
 #define CT_COOKIE_PAYLOAD_WORDS_SHIFT 42
 #define CT_COOKIE_PAYLOAD_WORDS(c) ((__u32)(((c) >> CT_COOKIE_PAYLOAD_WORDS_SHIFT) & 0x1f))
-#define CT_COOKIE_ENTRY_ONLY (1ull << 14)
+#define CT_COOKIE_RUNTIME (1ull << 14)
 #define CT_COOKIE_STEPPED (1ull << 15)
 #define CT_COOKIE_VOID (1ull << 47)
 #define CT_COOKIE_DETAIL (1ull << 48)
 #define CT_COOKIE_OP_SHIFT 49
-#define CT_COOKIE_OP(c) ((__u32)(((c) >> CT_COOKIE_OP_SHIFT) & 0xfff))
+#define CT_COOKIE_OP(c) ((__u32)(((c) >> CT_COOKIE_OP_SHIFT) & 0x7ff))
 #define CT_COOKIE_HAS_OUTS(c) (((c) & ((0xfull << 20) | (0xfull << 28))) != 0)
+#define CT_COOKIE_DRIVER (1ull << 60)
 #define CT_COOKIE_STACK_ADDR (1ull << 61)
 #define CT_COOKIE_NCCL_STATUS (1ull << 62)
 #define CT_NCCL_IN_PROGRESS 7
@@ -201,19 +199,20 @@ struct ct_map_change {
  * caller's call site, arguments and whole duration). Depth and parent are set
  * at entry and count recorded calls only, as if forwards did not exist. */
 #define CT_FRAME_RECORDED 0xff /* owner of a frame that has its own record */
-/* fwd_flags: the forward was probed at entry only (it has no return):
- * the owner's record keeps its own status and out-params. */
-#define CT_FWD_NO_RET (1u << 7)
+/* owner of a frame that is part of its parent's record (CT_COOKIE_DRIVER
+ * inside CT_COOKIE_RUNTIME, probed with its return): its return pops it and
+ * records nothing. */
+#define CT_FRAME_QUIET 0xfe
 struct ct_frame {
 	__u64 cookie;
 	__u64 ts_ns;
 	__u64 args[CT_MAX_ARGS];
 	__u16 parent_api; /* of the record, CT_NO_API if none */
 	__u8 level;       /* the record's depth */
-	__u8 owner;       /* CT_FRAME_RECORDED, or the index of a forward's owner */
+	__u8 owner;       /* CT_FRAME_RECORDED, CT_FRAME_QUIET, or the index of a forward's owner */
 	__u8 fwd_depth;   /* owners: 1 + stack index of the forward whose results
 			   * fwd_* hold (the deepest, else the latest); 0: none */
-	__u8 fwd_flags;   /* CT_FLAG_OUT*_FAULT of fwd_outs; CT_FWD_NO_RET */
+	__u8 fwd_flags;   /* CT_FLAG_OUT*_FAULT of fwd_outs */
 	__u16 fwd_api;
 	__s64 fwd_ret;
 	__u64 fwd_outs[CT_MAX_OUTS];
@@ -252,7 +251,6 @@ struct ct_api_stats {
 	__u64 max_ns;
 	__u64 sum_sq_lo; /* sum of dur_ns^2 as a 128-bit number, for StdDev */
 	__u64 sum_sq_hi;
-	__u64 untimed;   /* of calls, those recorded at entry: no latency */
 	__u64 hist[CT_HIST_BUCKETS];
 };
 

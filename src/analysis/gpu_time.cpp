@@ -200,7 +200,7 @@ void GpuTimeTracker::enqueue(Process& p, const Call& c, const StreamActivity::Qu
     seg.columns[column] += amount;
   else if (q.effect != Effect::HostFunc)
     seg.unfittable = true;
-  const bool returned = !c.entry_only && !c.unfinished && c.dur_ns;
+  const bool returned = !c.unfinished && c.dur_ns;
   s.last_submit_by_ns = returned ? c.end_ns() : kUnknown;
   if (!returned) p.awaiting_submit.insert(s.lane);
   s.last_enqueue_tid = c.tid;

@@ -65,11 +65,10 @@ void NvtxTracker::annotate(Call& c) const {
 
 void RangeSummary::on_call(const Call& c) {
   // Outermost calls only: a runtime call's nested driver calls are part of
-  // it. (An outermost call recorded at entry, an asynchronous operation by
-  // default, counts with no time of its own.)
+  // it. A failed launch or copy is a call, but no work.
   if (c.unfinished || c.depth != 0 || c.api->layer() == Layer::Nvtx) return;
-  const std::uint64_t launches = c.api->effect() == Effect::Launch;
-  const std::uint64_t bytes = c.api->effect() == Effect::Copy ? transfer_bytes(c) : 0;
+  const std::uint64_t launches = c.counted() && c.api->effect() == Effect::Launch;
+  const std::uint64_t bytes = c.counted() && c.api->effect() == Effect::Copy ? transfer_bytes(c) : 0;
   if (!c.nvtx) {
     outside_.calls++;
     outside_.api_ns += c.dur_ns;

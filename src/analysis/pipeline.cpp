@@ -28,6 +28,7 @@ const CallAnalysis& Pipeline::on_call(Call& c) {
     if (c.api->layer() == Layer::Nvtx) analysis_.closed_range = nvtx_->on_call(c);
   }
   c.nccl = nccl_.on_call(c);
+  analysis_.first_failed_launch = launch_failures_.first_of_its_cause(c);
   analysis_.displayed = opts_.display.wants(*c.api);
   if (!analysis_.displayed) return analysis_;
   // After the stream model: a copy is judged by the page-locked memory
@@ -58,6 +59,7 @@ void Pipeline::forget_process(std::uint32_t pid) {
   streams_.forget_process(pid);
   if (gpu_time_) gpu_time_->forget_process(pid);
   memory_.forget_page_locked(pid);
+  launch_failures_.forget_process(pid);
 }
 
 void Pipeline::forget_thread(std::uint32_t pid, std::uint32_t tid) { streams_.forget_thread(pid, tid); }

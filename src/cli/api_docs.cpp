@@ -67,14 +67,13 @@ std::string per_thread_forms(const ApiSpec& row) {
 
 }  // namespace
 
-const char* recording(const Api& a, ProbePlan plan) {
-  if (plan.ops_at_driver_only && recorded_at_driver(a)) return "by its driver call";
-  // (In a forwarding stub's file the return is probed too: Probes::planned_cookie.)
-  if (plan.ops_at_entry && is_async_operation(a)) return "at entry";
+const char* recording(const Api& a) {
+  // record.h, bit 60: part of the runtime call's record unless --every-layer.
+  if (a.layer() == Layer::Driver && a.out_index[0] < 0) return "entry and return; inside a runtime call, by it";
   return "entry and return";
 }
 
-std::string api_list_markdown(const Selection& selection, ProbePlan plan) {
+std::string api_list_markdown(const Selection& selection) {
   fmt::memory_buffer out;
   auto it = std::back_inserter(out);
   fmt::format_to(it,
@@ -86,7 +85,7 @@ std::string api_list_markdown(const Selection& selection, ProbePlan plan) {
     for (std::size_t i = 0; i < a.spec->args.size(); ++i)
       args += fmt::format("{}{} ({})", args.empty() ? "" : ", ", a.spec->args[i].name, arg_type(a, i));
     fmt::format_to(it, "| `{}`{} | {} | {} | {} | {} |\n", a.symbol, per_thread_forms(*a.spec), layer_name(a.layer()),
-                   group_name(a.group()), recording(a, plan), args.empty() ? "none" : args);
+                   group_name(a.group()), recording(a), args.empty() ? "none" : args);
   }
   fmt::format_to(it,
                  "\nAn API marked (+ `_ptsz`) or (+ `_ptds`) is also probed in that per-thread-default-stream form, "
@@ -95,22 +94,21 @@ std::string api_list_markdown(const Selection& selection, ProbePlan plan) {
                  "\n");
   fmt::format_to(it, "{}", api_groups_markdown());
   fmt::format_to(it,
-                 "\n`-f all` selects every group. \"recorded\": how a call is recorded by default. An asynchronous "
-                 "operation (launch, async copy or memset, event record, stream wait) is recorded once, at its entry "
-                 "(one trap; no latency or status), and a runtime one that calls a driver one in this table is left "
-                 "unprobed: the driver call records it. `--every-layer` records each at every layer with its return; "
-                 "`--errors`, `--min-us` and `--stack` probe the returns too.\n");
+                 "\n`-f all` selects every group. \"recorded\": every call is recorded with its latency and its "
+                 "status. A driver call without out-parameters that a runtime call makes (the `cuLaunchKernel` of a "
+                 "`cudaLaunchKernel`) is part of the runtime call's record, which has the program's arguments and "
+                 "the status the program got; on Linux 6.13 and later its return is not probed (one trap saved). "
+                 "`--every-layer` records it too.\n");
   return fmt::to_string(out);
 }
 
-std::string api_list_json(const Selection& selection, ProbePlan plan) {
+std::string api_list_json(const Selection& selection) {
   fmt::memory_buffer out;
   auto it = std::back_inserter(out);
   for (const Api& a : apis()) {
     if (!selection.wants(a)) continue;
-    fmt::format_to(it, "{{\"api\":\"{}\",\"layer\":\"{}\",\"group\":\"{}\",\"variant\":{},\"probed\":{},\"recorded\":\"{}\",\"args\":[",
-                   a.symbol, layer_name(a.layer()), group_name(a.group()), a.variant,
-                   !(plan.ops_at_driver_only && recorded_at_driver(a)), recording(a, plan));
+    fmt::format_to(it, "{{\"api\":\"{}\",\"layer\":\"{}\",\"group\":\"{}\",\"variant\":{},\"recorded\":\"{}\",\"args\":[",
+                   a.symbol, layer_name(a.layer()), group_name(a.group()), a.variant, recording(a));
     for (std::size_t i = 0; i < a.spec->args.size(); ++i) {
       const ArgSpec& arg = a.spec->args[i];
       fmt::format_to(it, "{}{{\"name\":\"{}\",\"type\":\"{}\"", i ? "," : "", arg.name, type_name(arg.type));

@@ -234,8 +234,10 @@ void apply_selection(cudatrace::Options& opts, const std::string& groups, const 
   } else {
     for (const std::string& name : split(groups, ',')) {
       const auto g = parse_group(name);
-      if (name == "all")
+      if (name == "all") {
         std::fill(std::begin(opts.display.group), std::end(opts.display.group), true);
+        opts.every_layer = true;  // all is every call, at every layer
+      }
       else if (g)
         opts.display.group[static_cast<int>(*g)] = true;
       else
@@ -349,9 +351,8 @@ int main(int argc, char** argv) {
   app.add_flag("--no-dlopen-stop", no_dlopen_stop, "Same as --dlopen-stop=never")->group(kTuning);
   app.add_option("--attach", attach, "How uprobes are attached: auto (default: multi where the kernel has it), multi (uprobe_multi links, Linux 6.6) or perf (one perf-event uprobe per function and direction, Linux 5.15)")->group(kTuning)->type_name("HOW");
   app.add_option("--max-overhead", max_overhead, "Keep the estimated tracing cost to each process under PCT % by sampling the launch, async memset and query probes; their counts are then estimates, marked (docs/fleet.md)")->group(kTuning)->type_name("PCT");
-  app.add_flag("--nested-returns", opts.nested_returns, "Also time nested calls without out-params (a runtime call's driver calls): one more trap each")->group(kTuning);
   app.add_flag("--empty-probes", opts.empty_probes, "For benchmarks: place and attach every probe as usual, with BPF programs that do nothing (the cost of the traps alone); records nothing")->group(kTuning);
-  app.add_flag("--every-layer", opts.every_layer, "Record each launch, async copy/memset, event record and stream wait at every layer it passes (runtime and driver), each with its latency and status: three traps a launch instead of one")->group(kTuning);
+  app.add_flag("--every-layer", opts.every_layer, "Also record the driver calls a runtime call makes (a cudaLaunchKernel's cuLaunchKernel), each with its latency and status, nested in it (implied by -f all)")->group(kTuning);
   // Other
   app.set_help_flag("-h,--help", "Print this help and exit")->group(kOther);
   app.add_flag("--list-apis", list_apis, "List the traced APIs and exit")->group(kOther);
@@ -392,7 +393,7 @@ int main(int argc, char** argv) {
   }
   if (list_apis && !opts.libs.empty()) {
     std::string out, error;
-    if (!probe_list_markdown(opts.libs, opts.selection, probe_plan(opts), out, error)) {
+    if (!probe_list_markdown(opts.libs, opts.selection, out, error)) {
       std::fprintf(stderr, "cudatrace: %s\n", error.c_str());
       return kExitTarget;
     }
@@ -400,8 +401,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (list_apis) {
-    const ProbePlan plan = probe_plan(opts);
-    std::fputs((opts.json ? api_list_json(opts.display, plan) : api_list_markdown(opts.display, plan)).c_str(), stdout);
+    std::fputs((opts.json ? api_list_json(opts.display) : api_list_markdown(opts.display)).c_str(), stdout);
     return 0;
   }
   if (app.count("--pid")) opts.pid = parse_id(pid, "PID", "-p/--pid");

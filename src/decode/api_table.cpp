@@ -100,6 +100,9 @@ std::uint64_t make_cookie(const Api& api) {
   }
   if (api.spec->returns != Returns::Status) c |= CT_COOKIE_VOID;
   if (api.layer() == Layer::Nccl) c |= CT_COOKIE_NCCL_STATUS;
+  // The driver calls a runtime call makes are part of its record (record.h, bits 14 and 60).
+  if (api.layer() == Layer::Runtime) c |= CT_COOKIE_RUNTIME;
+  if (api.layer() == Layer::Driver) c |= CT_COOKIE_DRIVER;
   if (has_stack_struct(api)) c |= CT_COOKIE_STACK_ADDR;
   if (needs_detail_record(*api.spec)) c |= CT_COOKIE_DETAIL;
   if (api.group() == Group::Nvtx) c |= CT_COOKIE_ALWAYS;
@@ -283,30 +286,6 @@ std::vector<Api> build_apis() {
 }
 
 }  // namespace
-
-bool is_async_operation(const Api& a) {
-  if (a.layer() != Layer::Runtime && a.layer() != Layer::Driver) return false;
-  const std::string_view name = a.spec->name;
-  switch (a.effect()) {
-    case E::Launch:
-    case E::EventRecord:
-    case E::StreamWaitEvent:
-    case E::HostFunc:
-      return true;
-    case E::Copy:
-    case E::Memset:
-      return name.find("Async") != std::string_view::npos;
-    default:
-      return false;
-  }
-}
-
-bool recorded_at_driver(const Api& a) {
-  if (a.layer() != Layer::Runtime || !is_async_operation(a)) return false;
-  // The 2D and peer copies make driver calls the table has no row for.
-  const std::string_view name = a.spec->name;
-  return name != "cudaMemcpy2DAsync" && name != "cudaMemcpyPeerAsync";
-}
 
 bool is_hot_api(const Api& a) {
   // The getters of query, info and error are called at launch rate by frameworks (issue 28).

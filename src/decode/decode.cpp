@@ -59,14 +59,6 @@ Value enum_value(const ArgSpec& spec, std::uint64_t raw) {
   return Named{spec.enum_type ? enum_value_name(*spec.enum_type, v) : nullptr, v};
 }
 
-// The host stub (Func argument) of a runtime launch whose first two
-// arguments a nested entry-only record carries (CT_FLAG_PARENT_ARGS).
-std::uint64_t parent_func(const Api& parent, const ct_call& rec) {
-  for (std::size_t i = 0; i < parent.spec->args.size(); ++i)
-    if (parent.spec->args[i].type == ArgType::Func && parent.slots[i] < CT_MAX_OUTS) return rec.outs[parent.slots[i]];
-  return 0;
-}
-
 }  // namespace
 
 const char* memcpy_kind_name(std::uint64_t kind) {
@@ -108,7 +100,7 @@ const char* special_stream_name(std::uint64_t handle) {
 }
 
 bool Call::failed() const {
-  if (unfinished || entry_only || api->spec->returns != Returns::Status) return false;
+  if (unfinished || api->spec->returns != Returns::Status) return false;
   // Not ready: a query's "not yet"; ncclInProgress: a nonblocking communicator is still working.
   return status() != 0 && status() != (api->layer() == Layer::Nccl ? CT_NCCL_IN_PROGRESS : CT_CUDA_NOT_READY);
 }
@@ -118,7 +110,7 @@ bool Call::succeeded() const {
 }
 
 const char* Call::ret_name() const {
-  if (unfinished || entry_only || api->spec->returns != Returns::Status) return nullptr;
+  if (unfinished || api->spec->returns != Returns::Status) return nullptr;
   return cuda_error_name(api->layer(), status());
 }
 
@@ -143,7 +135,6 @@ bool decode_call(const ct_call& rec, KernelNames* names, Call& call, const Strin
   call.depth = rec.depth;
   call.comm_ = std::string_view(rec.comm, strnlen(rec.comm, sizeof rec.comm));
   call.unfinished = rec.type == CT_REC_UNFINISHED;
-  call.entry_only = rec.flags & CT_FLAG_ENTRY_ONLY;
   call.args.clear();
   call.kernel = {};
   call.kernel_mangled = {};
@@ -153,15 +144,12 @@ bool decode_call(const ct_call& rec, KernelNames* names, Call& call, const Strin
   call.nccl = nullptr;
   call.graph = nullptr;
   call.captured = false;
-  call.named_by_parent = false;
 
   const auto* payload = reinterpret_cast<const std::uint8_t*>(&rec + 1);
   const std::size_t payload_len = rec.payload_len;
   call.payload = std::string_view(reinterpret_cast<const char*>(payload), payload_len);
   call.payload_fault = rec.flags & CT_FLAG_PAYLOAD_FAULT;
   call.stack_addresses = record_stack(rec);
-  call.caller_chain.clear();
-  if (rec.flags & CT_FLAG_CALLER_CHAIN) std::swap(call.caller_chain, call.stack_addresses);
   int out_no = 0;
   bool is_launch = false;
   bool kernel_node = false;  // names the kernel of a graph kernel node
@@ -321,18 +309,6 @@ bool decode_call(const ct_call& rec, KernelNames* names, Call& call, const Strin
   }
   if (is_launch || kernel_node) {
     const KernelNames::Name* n = names ? names->find(rec.pid, call.kernel_handle) : nullptr;
-    if (!n && names && (rec.flags & CT_FLAG_PARENT_ARGS) && call.parent && call.parent->group() == Group::Launch) {
-      // A driver launch made by a runtime launch whose kernel handle was
-      // looked up before tracing began: the runtime's host stub names it,
-      // now and for the rest of the run.
-      const std::uint64_t stub = parent_func(*call.parent, rec);
-      if (const KernelNames::Name* named = stub ? names->find(rec.pid, stub) : nullptr) {
-        std::string mangled(named->mangled);
-        names->add(rec.pid, call.kernel_handle, std::move(mangled));
-        n = names->find(rec.pid, call.kernel_handle);
-        call.named_by_parent = n != nullptr;
-      }
-    }
     call.kernel = n ? std::string_view(n->demangled) : kUnknownKernel;
     call.kernel_mangled = n ? std::string_view(n->mangled) : kUnknownKernel;
     call.kernel_short = n ? std::string_view(n->short_name) : kUnknownKernel;

@@ -118,6 +118,7 @@ void Driver::on_call(Call& c) {
   const CallAnalysis& analysis = pipeline_.on_call(c);
   if (analysis.streams && analysis.streams->pageable_host_ptr)
     warn_pageable_copy(c, *analysis.streams->pageable_host_ptr);
+  if (analysis.first_failed_launch) warn_failed_launch(c);
   if (analysis.closed_range)
     for (Writer* w : call_writers_) w->nvtx_range(*analysis.closed_range);
   if (!analysis.displayed) return;
@@ -150,6 +151,22 @@ void Driver::warn_pageable_copy(const Call& c, std::uint64_t host_ptr) {
                   fmt::format("{} {} pageable host memory {:#x} at {}: the copy is synchronous", c.api->symbol,
                               to_device ? "from" : "to", host_ptr, site)};
   warn_line(terminal_safe(w.message));  // module and function names come from the traced program
+  trace_->warning(c, w);
+}
+
+void Driver::warn_failed_launch(const Call& c) {
+  LaunchFacts facts;
+  facts.site = source_.location(c.pid, c.caller);
+  if (c.kernel_handle) {
+    const std::string at = source_.location(c.pid, c.kernel_handle);
+    if (at.rfind("0x", 0) != 0) facts.func_site = at;  // in a file: a function, not a driver handle
+  }
+  if (c.status() == CT_CUDA_NO_BINARY_FOR_GPU) {
+    // The code that launched lives in the file that holds the kernel's host stub.
+    facts.code = source_.gpu_code(c.pid, c.caller);
+  }
+  const Warning w{"failed_launch", 0, facts.site, launch_failure_message(c, facts), facts.code};
+  warn_line(terminal_safe(w.message));  // kernel and file names come from the traced program
   trace_->warning(c, w);
 }
 

@@ -49,20 +49,6 @@ bool is_cuda_library(const std::string& path, Layer layer) {
   return prefix && base.rfind(prefix, 0) == 0;
 }
 
-// The layer's own shared library (wheels rename libcudart: torchvision's
-// libcudart.faf08d9a.so.13). A function named like an API elsewhere may be a
-// framework's local function that forwards to the library (XLA's plugin):
-// it is probed with its return, so that the library's call is seen inside
-// it and folded into its record (record.h, forwards).
-bool is_own_library(const std::string& path, Layer layer) {
-  const std::string base = basename_of(path);
-  static const char* const kPrefixes[kLayerCount] = {"libcudart", "libcuda.so", nullptr, "libnccl.so"};
-  const char* prefix = kPrefixes[static_cast<int>(layer)];
-  return prefix && base.rfind(prefix, 0) == 0;
-}
-
-bool is_runtime_launch(const Api& a) { return a.layer() == Layer::Runtime && a.effect() == Effect::Launch; }
-
 }  // namespace
 
 void Probes::prepare(bpf_program* prog, AttachMode mode) {
@@ -332,30 +318,11 @@ bool Probes::attach_perf(bpf_program* prog, const std::string& path, const std::
   return true;
 }
 
-bool Probes::planned_cookie(const FileSymbols::Function& f, const std::string& path, std::uint64_t& cookie) const {
-  const Api& api = *f.api;
-  if (!selection_.wants(api)) return false;
-  if (plan_.ops_at_driver_only && recorded_at_driver(api)) return false;
-  cookie = api.cookie;
+bool Probes::planned_cookie(const FileSymbols::Function& f, std::uint64_t& cookie) const {
+  if (!selection_.wants(*f.api)) return false;
+  cookie = f.api->cookie;
   if (!f.place.emulated) cookie |= CT_COOKIE_STEPPED;
-  if (plan_.ops_at_entry && is_async_operation(api) && is_own_library(path, api.layer()))
-    cookie |= CT_COOKIE_ENTRY_ONLY;
   return true;
-}
-
-bool Probes::attach_planned(const std::string& path, const std::tuple<dev_t, ino_t>& file, pid_t pid,
-                            const std::vector<std::uint64_t>& offsets, const std::vector<std::uint64_t>& cookies,
-                            Links& into, std::string& error) {
-  std::vector<std::uint64_t> pair_offsets, pair_cookies, entry_offsets, entry_cookies;
-  for (std::size_t i = 0; i < offsets.size(); ++i) {
-    const bool entry_only = cookies[i] & CT_COOKIE_ENTRY_ONLY;
-    (entry_only ? entry_offsets : pair_offsets).push_back(offsets[i]);
-    (entry_only ? entry_cookies : pair_cookies).push_back(cookies[i]);
-  }
-  return (pair_offsets.empty() ||
-          attach_pairs(enter_, exit_, path, file, pid, pair_offsets, pair_cookies, into, error)) &&
-         (entry_offsets.empty() ||
-          attach_pairs(enter_, nullptr, path, file, pid, entry_offsets, entry_cookies, into, error));
 }
 
 bool Probes::plan_file(const std::string& path, std::vector<PlannedProbe>& out, std::string& error) {
@@ -369,30 +336,10 @@ bool Probes::plan_file(const std::string& path, std::vector<PlannedProbe>& out, 
     p.entry = f.offset;
     p.place = f.place;
     std::uint64_t cookie = 0;
-    p.attached = planned_cookie(f, path, cookie);
-    p.entry_only = p.attached && (cookie & CT_COOKIE_ENTRY_ONLY);
+    p.attached = planned_cookie(f, cookie);
     out.push_back(std::move(p));
   }
   return true;
-}
-
-void Probes::end_naming_window() {
-  if (!naming_window_) return;
-  naming_window_ = false;
-  // As detach_hot: entry links first, and the returns 5 ms later, when the
-  // launches entered before have returned.
-  Links all;
-  for (Links& links : naming_) {
-    all.entry.insert(all.entry.end(), links.entry.begin(), links.entry.end());
-    all.ret.insert(all.ret.end(), links.ret.begin(), links.ret.end());
-    all.probes += links.probes;
-  }
-  naming_.clear();
-  std::thread entry([&all] { close_all(all.entry); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  close_all(all.ret);
-  entry.join();
-  probes_ -= all.probes;
 }
 
 bool Probes::attach_file(const std::string& path, pid_t pid, FileResult& result, std::string& error) {
@@ -407,7 +354,7 @@ bool Probes::attach_file(const std::string& path, pid_t pid, FileResult& result,
   FileResult r;
   bool present[kLayerCount] = {};
   std::unordered_set<const Api*> found;
-  std::vector<std::uint64_t> offsets, cookies, naming_offsets, naming_cookies;
+  std::vector<std::uint64_t> offsets, cookies;
   HotGroup hot;
   for (const FileSymbols::Function& fn : syms->functions) {
     const Api* api = fn.api;
@@ -415,13 +362,7 @@ bool Probes::attach_file(const std::string& path, pid_t pid, FileResult& result,
     found.insert(api);
     const std::uint64_t offset = fn.offset + fn.place.offset;
     std::uint64_t cookie = 0;
-    if (!planned_cookie(fn, path, cookie)) {
-      if (naming_window_ && plan_.ops_at_driver_only && selection_.wants(*api) && is_runtime_launch(*api)) {
-        naming_offsets.push_back(offset);
-        naming_cookies.push_back(api->cookie | (fn.place.emulated ? 0 : CT_COOKIE_STEPPED));
-      }
-      continue;
-    }
+    if (!planned_cookie(fn, cookie)) continue;
     if (split_hot_ && is_hot_api(*api)) {
       hot.offsets.push_back(offset);
       hot.cookies.push_back(cookie);
@@ -438,7 +379,7 @@ bool Probes::attach_file(const std::string& path, pid_t pid, FileResult& result,
     Links& links = file_links_[key];
     const bool attached = mode_ == AttachMode::MultiSession
                               ? attach_multi(session_, path, pid, offsets, cookies, MultiLink::Session, links, error)
-                              : attach_planned(path, file, pid, offsets, cookies, links, error);
+                              : attach_pairs(enter_, exit_, path, file, pid, offsets, cookies, links, error);
     if (!attached) {  // none or all: a later attach_file tries the whole file again
       detach(links);
       file_links_.erase(key);
@@ -460,18 +401,6 @@ bool Probes::attach_file(const std::string& path, pid_t pid, FileResult& result,
       return false;
     }
     hot_.push_back(std::move(hot));
-  }
-  if (!naming_offsets.empty()) {
-    // Pairs (not a session link): the window's links go again while the
-    // others stay. A failure costs names only.
-    Links links;
-    std::string why;
-    if (attach_pairs(enter_, exit_, path, file, pid, naming_offsets, naming_cookies, links, why))
-      naming_.push_back(std::move(links));
-    else {
-      detach(links);
-      warn_(why + "; kernels launched through it before cudatrace attached may stay unnamed");
-    }
   }
   for (Layer layer : {Layer::Runtime, Layer::Driver, Layer::Nccl}) {
     if (!present[static_cast<int>(layer)] || !is_cuda_library(path, layer)) continue;
@@ -529,13 +458,12 @@ bool Probes::attach_function(const std::string& path, pid_t pid, std::uint64_t o
 }
 
 std::string probe_summary(const std::string& path, const std::vector<PlannedProbe>& planned) {
-  std::size_t probes = 0, emulated = 0, entry_only = 0;
+  std::size_t probes = 0, emulated = 0;
   std::string stepped;
   int listed = 0;
   for (const PlannedProbe& p : planned) {
     if (!p.attached) continue;
     ++probes;
-    entry_only += p.entry_only;
     if (p.place.emulated) {
       ++emulated;
     } else if (listed++ < 4) {
@@ -543,9 +471,9 @@ std::string probe_summary(const std::string& path, const std::vector<PlannedProb
     }
   }
   const std::size_t steps = probes - emulated;
-  return fmt::format("{}: {} probes, {} on instructions the kernel emulates, {} single-stepped{}; {} at entry only",
+  return fmt::format("{}: {} probes, {} on instructions the kernel emulates, {} single-stepped{}",
                      path.substr(path.rfind('/') + 1), probes, emulated, steps,
-                     steps ? " (" + stepped + (steps > 4 ? ", ..." : "") + ")" : "", entry_only);
+                     steps ? " (" + stepped + (steps > 4 ? ", ..." : "") + ")" : "");
 }
 
 }  // namespace cudatrace

@@ -18,8 +18,8 @@ bool Probes::attach_hot(HotGroup& g, std::string& error) {
   // link attached again at the same offsets was seen (Linux 6.18) to lose
   // the return of every outermost call from then on.
   const std::tuple<dev_t, ino_t> file{std::get<0>(g.key), std::get<1>(g.key)};
-  if (attach_planned("/proc/self/fd/" + std::to_string(g.file_fd), file, std::get<2>(g.key), g.offsets, g.cookies,
-                     g.links, error)) {
+  if (attach_pairs(enter_, exit_, "/proc/self/fd/" + std::to_string(g.file_fd), file, std::get<2>(g.key), g.offsets,
+                   g.cookies, g.links, error)) {
     g.attached_at_ns = monotonic_ns();
     return true;
   }
@@ -56,21 +56,41 @@ std::uint64_t Probes::set_hot_attached(bool attached) {
   hot_attached_ = attached;
   // One thread per file: detaching a link waits for RCU grace periods (tens
   // of milliseconds each); in parallel the waits overlap, and every file's
-  // probes come and go at about the same time.
+  // probes come and go at about the same time. The runtimes' files come
+  // first and go last: a driver launch that a runtime launch makes is then
+  // not seen without it, as a launch of its own. Attaching takes
+  // milliseconds, so the driver's wait for the runtimes'; a detach removes
+  // its breakpoints at once and then waits for grace periods, so the
+  // runtimes' go a moment after the driver's start to, not after they end
+  // (their probes would stay well into the detached window).
+  constexpr auto kBreakpointsGone = std::chrono::milliseconds(5);
   std::vector<std::string> errors(hot_.size());
   std::vector<std::uint64_t> cpu_ns(hot_.size());
+  const auto has_runtime = [](const HotGroup& g) {
+    return std::any_of(g.apis.begin(), g.apis.end(), [](const Api* a) { return a->layer() == Layer::Runtime; });
+  };
   std::vector<std::thread> threads;
-  for (std::size_t i = 0; i < hot_.size(); ++i)
-    threads.emplace_back([this, i, attached, &errors, &cpu_ns] {
-      timespec start{}, end{};
-      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &start);
-      if (attached)
-        attach_hot(hot_[i], errors[i]);
-      else
-        detach_hot(hot_[i]);
-      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &end);
-      cpu_ns[i] = std::uint64_t(end.tv_sec - start.tv_sec) * 1000000000ull + end.tv_nsec - start.tv_nsec;
-    });
+  for (const bool runtime_files : {attached, !attached}) {
+    for (std::size_t i = 0; i < hot_.size(); ++i) {
+      if (has_runtime(hot_[i]) != runtime_files) continue;
+      threads.emplace_back([this, i, attached, &errors, &cpu_ns] {
+        timespec start{}, end{};
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &start);
+        if (attached)
+          attach_hot(hot_[i], errors[i]);
+        else
+          detach_hot(hot_[i]);
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &end);
+        cpu_ns[i] = std::uint64_t(end.tv_sec - start.tv_sec) * 1000000000ull + end.tv_nsec - start.tv_nsec;
+      });
+    }
+    if (attached) {
+      for (std::thread& t : threads) t.join();
+      threads.clear();
+    } else {
+      std::this_thread::sleep_for(kBreakpointsGone);
+    }
+  }
   for (std::thread& t : threads) t.join();
   std::uint64_t total_cpu_ns = 0;
   for (std::uint64_t ns : cpu_ns) total_cpu_ns += ns;

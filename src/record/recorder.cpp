@@ -158,7 +158,6 @@ bool Recorder::feed(CallConsumer& to, int wait_ms) {
     return false;
   }
   if (budget_) budget_->tick(monotonic_ns());
-  end_naming_window_when_done();
   forget_exited();
   if (opts_.all_processes) rescan_node();
   if (target_gone()) return false;

@@ -71,15 +71,6 @@ static_assert(CT_MAX_APIS < kProbeCostApi, "the probe-cost API id must not be a 
 
 }  // namespace
 
-// How the options have the asynchronous operations probed (probes.h).
-ProbePlan probe_plan(const Options& opts) {
-  ProbePlan plan;
-  // A filter on latency or status, and a stack taken at return, need the return.
-  plan.ops_at_entry = !opts.every_layer && !opts.errors_only && !opts.min_us && !opts.stack;
-  plan.ops_at_driver_only = !opts.every_layer && opts.selection.layer[static_cast<int>(Layer::Driver)];
-  return plan;
-}
-
 int Recorder::load() {
   if (!has_bpf_privileges()) {
     error_line(geteuid() == 0 ? "runs as root without CAP_BPF and CAP_PERFMON (a container or a capability "
@@ -133,7 +124,7 @@ int Recorder::load() {
   // --gpu-time needs every launch's time and every synchronisation, as --by-range does.
   ro->summary_records_all = opts_.by_range || opts_.gpu_time;
   ro->capture_stack = opts_.stack;
-  ro->skip_nested_returns = mode == AttachMode::MultiSession && !opts_.nested_returns;
+  ro->every_layer = opts_.every_layer;
   // A timeline needs every call's record.
   activity_in_bpf_ = opts_.summary && opts_.perfetto_path.empty() && !opts_.by_range && !opts_.gpu_time;
   ro->activity_in_bpf = activity_in_bpf_;
@@ -175,7 +166,6 @@ int Recorder::load() {
     for (const std::string& line : report.lines) error_line(line);
     return report.exit_status;
   }
-  for (const Api& a : apis()) skel_->bss->chain_apis[a.id] = a.effect() == Effect::Copy && is_async_operation(a);
   for (const Api& a : apis()) {
     const __u32 id = a.id;
     const ct_activity_api meta = activity_api(a);
@@ -228,15 +218,6 @@ int Recorder::load() {
   // before 6.9: there the BPF programs' own filter selects the process.
   probes_->limit_multi_to_pid(kernel.uprobe_multi_pid_filter);
   if (opts_.max_overhead_pct > 0) probes_->split_hot();
-  probes_->set_plan(probe_plan(opts_));
-  // -p: kernels looked up before now are named through their runtime launch.
-  // (A trace only: the summary and the exporter count launches in BPF and
-  // get no record to name them from.)
-  if (opts_.pid > 0 && probe_plan(opts_).ops_at_driver_only && !opts_.summary && opts_.prometheus_address.empty() &&
-      opts_.selection.layer[static_cast<int>(Layer::Runtime)]) {
-    probes_->start_naming_window();
-    naming_since_ns_ = monotonic_ns();
-  }
   return kExitOk;
 }
 

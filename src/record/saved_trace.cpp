@@ -103,6 +103,7 @@ bool SavedTrace::next_line() {
       case TraceLine::Type::Warning: {
         const TraceLine::WarningSite& w = line_.warning();
         locations_[{w.pid, w.caller}] = w.location;
+        if (!w.gpu_code.empty()) gpu_codes_[{w.pid, w.caller}] = w.gpu_code;
         continue;
       }
       case TraceLine::Type::Call:
@@ -146,9 +147,7 @@ void SavedTrace::hand_on(CallConsumer& to) {
   call_.stack = line_.stack();
   last_ns_ = std::max<std::uint64_t>(last_ns_, call_.end_ns());
   // What BPF counts live in summary mode.
-  if (call_.entry_only && !call_.unfinished)
-    ++api_stats_[call_.api->id].calls;  // counted; it has no latency to add
-  else if (!call_.unfinished)
+  if (!call_.unfinished)
     add_call(api_stats_[call_.api->id], call_.dur_ns, call_.failed());
   to.on_call(call_);
 }
@@ -172,6 +171,11 @@ void SavedTrace::finish(CallConsumer&) {
 std::string SavedTrace::location(std::uint32_t pid, std::uint64_t addr) {
   const auto it = locations_.find({pid, addr});
   return it != locations_.end() ? it->second : fmt::format("{:#x}", addr);
+}
+
+std::string SavedTrace::gpu_code(std::uint32_t pid, std::uint64_t addr) {
+  const auto it = gpu_codes_.find({pid, addr});
+  return it != gpu_codes_.end() ? it->second : std::string();
 }
 
 int SavedTrace::exit_status() const { return failed_ ? kExitInput : kExitOk; }

@@ -203,13 +203,16 @@ bool TraceLine::parse(std::string_view line, std::string& error) {
           layer_name(api->layer()) + " layer");
     if (type_ == Type::Warning) {
       string_of(field(j, "kind"), "\"kind\"");
-      hex_of(field(j, "host_ptr"), "\"host_ptr\"");
+      if (const auto it = j.find("host_ptr"); it != j.end()) hex_of(*it, "\"host_ptr\"");
       string_of(field(j, "message"), "\"message\"");
       const std::uint64_t pid = unsigned_of(field(j, "pid"), "\"pid\"");
       if (pid > 0xffffffffu) bad("pid out of range");
       warning_.pid = static_cast<std::uint32_t>(pid);
       warning_.caller = hex_of(field(j, "caller"), "\"caller\"");
       warning_.location = string_of(field(j, "location"), "\"location\"");
+      const auto code = j.find("gpu_code");
+      warning_.gpu_code = code != j.end() ? string_of(*code, "\"gpu_code\"") : std::string();
+
       return true;
     }
 
@@ -239,11 +242,12 @@ bool TraceLine::parse(std::string_view line, std::string& error) {
     std::memcpy(rec.comm, comm.data(), comm_len);
     rec.caller = optional_hex(j, "caller", "\"caller\"").value_or(0);
     const bool unfinished = rec.type == CT_REC_UNFINISHED;
-    const Json* entry_only = j.find("entry_only") == j.end() ? nullptr : &j.at("entry_only");
-    if (entry_only && (!entry_only->is_boolean() || !entry_only->get<bool>())) bad("\"entry_only\" is not true");
-    if (entry_only) {
-      rec.flags |= CT_FLAG_ENTRY_ONLY;  // no latency or status of its own (docs/json.md)
-    } else if (!unfinished) {
+    // Written by cudatrace 0.2, which recorded asynchronous operations at
+    // entry: their status is unknown, and a report would count them as
+    // successes.
+    if (j.find("entry_only") != j.end())
+      bad("a call recorded at entry only, with no status (a trace from cudatrace 0.2): record it again");
+    if (!unfinished) {
       rec.dur_ns = unsigned_of(field(j, "dur_ns"), "\"dur_ns\"");
       if (api->spec->returns == Returns::Status) rec.ret = signed_of(field(j, "ret"), "\"ret\"");
     }

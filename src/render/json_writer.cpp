@@ -199,10 +199,16 @@ class JsonWriter final : public Writer {
 
   void warning(const Call& c, const Warning& w) override {
     auto it = std::back_inserter(buf_);
-    fmt::format_to(it, "{{\"type\":\"warning\",\"kind\":\"{}\",\"ts_ns\":{},\"pid\":{},\"tid\":{},\"api\":\"{}\","
-                   "\"host_ptr\":\"{:#x}\",\"caller\":\"{:#x}\",\"location\":",
-                   w.kind, c.ts_ns, c.pid, c.tid, c.api->symbol, w.host_ptr, c.caller);
+    fmt::format_to(it, "{{\"type\":\"warning\",\"kind\":\"{}\",\"ts_ns\":{},\"pid\":{},\"tid\":{},\"api\":\"{}\",", w.kind,
+                   c.ts_ns, c.pid, c.tid, c.api->symbol);
+    if (w.host_ptr) fmt::format_to(it, "\"host_ptr\":\"{:#x}\",", w.host_ptr);
+    fmt::format_to(it, "\"caller\":\"{:#x}\",\"location\":", c.caller);
     append_json_string(buf_, w.location);
+    if (!w.gpu_code.empty()) {
+      buf_.append(std::string_view(",\"gpu_code\":"));
+      append_json_string(buf_, w.gpu_code);
+    }
+
     buf_.append(std::string_view(",\"message\":"));
     append_json_string(buf_, w.message);
     buf_.append(std::string_view("}\n"));
@@ -242,9 +248,7 @@ class JsonWriter final : public Writer {
     buf_.append(std::string_view("\",\"api\":\""));
     buf_.append(c.api->symbol);
     buf_.push_back('"');
-    if (c.entry_only) {
-      buf_.append(std::string_view(",\"entry_only\":true"));
-    } else if (!c.unfinished) {
+    if (!c.unfinished) {
       buf_.append(std::string_view(",\"dur_ns\":"));
       append_uint(buf_, c.dur_ns);
       if (c.api->spec->returns == Returns::Status) {

@@ -162,7 +162,7 @@ void PerfettoWriter::api_slice(const Call& c) {
   if (c.captured) buf_.append(std::string_view("\"captured\":true,"));
   if (c.unfinished) {
     buf_.append(std::string_view("\"ret\":\"unfinished\"}"));
-  } else if (c.api->spec->returns != Returns::Status || c.entry_only) {  // entry-only: a zero-length slice
+  } else if (c.api->spec->returns != Returns::Status) {
     buf_.append(std::string_view("\"ret\":null}"));
   } else if (const char* name = c.ret_name()) {
     fmt::format_to(it, "\"ret\":\"{}\"}}", name);

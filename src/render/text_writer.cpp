@@ -304,11 +304,6 @@ class TextWriter final : public Writer {
       args(c);
       return;
     }
-    if (c.entry_only) {  // no latency or status of its own (docs/json.md)
-      fmt::format_to(std::back_inserter(buf_), " {:>10} -", "-");
-      args(c);
-      return;
-    }
     buf_.push_back(' ');
     append_fixed(buf_, c.dur_ns, 3, 10, Align::Right);  // microseconds
     buf_.push_back(' ');

@@ -228,15 +228,6 @@ std::vector<std::uint64_t> ElfFile::got_slots(std::string_view name) const {
   return slots;
 }
 
-std::string_view ElfFile::got_symbol(std::uint64_t slot) const {
-  if (!got_symbols_) {
-    got_symbols_ = std::make_unique<std::unordered_map<std::uint64_t, std::string_view>>();
-    for_each_got_slot([&](std::uint64_t at, std::string_view symbol) { got_symbols_->emplace(at, symbol); });
-  }
-  const auto it = got_symbols_->find(slot);
-  return it != got_symbols_->end() ? it->second : std::string_view();
-}
-
 std::int64_t rel32_at(std::string_view bytes, std::size_t at) {
   std::int32_t v = 0;
   std::memcpy(&v, bytes.data() + at, sizeof v);

@@ -1,6 +1,7 @@
 #include "cudatrace/target/symbolizer.h"
 
 #include "cudatrace/clock.h"
+#include "cudatrace/target/gpu_code.h"
 
 #include <sys/uio.h>
 
@@ -100,38 +101,14 @@ std::string Symbolizer::function_at(pid_t pid, std::uint64_t addr) {
   return f->registered_kernel(vaddr, registered) ? std::string(registered) : std::string();
 }
 
-// Whether the bytes before file offset `at` end with a call instruction:
-// call rel32 (e8), or an indirect call (ff /2) through a register or memory
-// operand of 2 to 7 bytes.
-bool follows_call(std::string_view file, std::uint64_t at) {
-  const auto byte = [&](std::uint64_t back) -> int {
-    return at >= back && at - back < file.size() ? static_cast<unsigned char>(file[at - back]) : -1;
-  };
-  if (byte(5) == 0xe8) return true;
-  for (std::uint64_t len = 2; len <= 7; ++len) {
-    const int modrm = byte(len - 1);
-    if (byte(len) == 0xff && modrm >= 0 && ((modrm >> 3) & 7) == 2) return true;
-  }
-  return false;
-}
-
-std::string Symbolizer::callee_name(pid_t pid, std::uint64_t ret) {
-  const Mapping* m = mapping_at(pid, ret);
-  if (!m || !m->exec || m->uprobes_area) return {};
+std::string Symbolizer::gpu_code(pid_t pid, std::uint64_t addr) {
+  const Mapping* m = mapping_at(pid, addr);
+  if (!m || m->path.empty() || m->uprobes_area) return {};
   const ElfFile* f = files_of_[pid][m - maps_[pid].data()];
-  std::uint64_t at = 0;  // link-time address of `ret`
-  if (!f || !f->offset_to_vaddr(ret - m->start + m->offset, at)) return {};
-  if (at < 6) return {};
-  const std::string_view before = f->bytes_at(at - 6);
-  if (before.size() < 6) return {};
-  const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(before[i]); };
-  if (byte(0) == 0xff && byte(1) == 0x15)  // call *disp(%rip)
-    return std::string(f->got_symbol(at + static_cast<std::uint64_t>(rel32_at(before, 2))));
-  if (byte(1) != 0xe8) return {};
-  const std::uint64_t target = at + static_cast<std::uint64_t>(rel32_at(before, 2));
-  if (const std::uint64_t slot = f->plt_stub_slot(target)) return std::string(f->got_symbol(slot));
-  FunctionSymbol sym;
-  return f->function_at(target, sym) ? std::string(sym.name) : std::string();
+  const auto section = f ? f->section(".nv_fatbin") : std::nullopt;
+  const std::string name = m->path.substr(m->path.rfind('/') + 1);
+  if (!section) return name + " holds no GPU code";
+  return name + " holds " + describe(gpu_code_of_fatbins(f->contents().substr(section->offset, section->size)));
 }
 
 std::string Symbolizer::kernel_handle_name(pid_t pid, std::uint64_t handle) {
@@ -173,7 +150,6 @@ Symbolizer::Location Symbolizer::locate(pid_t pid, std::uint64_t addr) {
   loc.module_offset = addr - m->start + m->offset;
   loc.code = m->exec;
   const ElfFile* f = files_of_[pid][m - maps_[pid].data()];
-  if (m->exec && f) loc.after_call = follows_call(f->contents(), loc.module_offset);
   std::uint64_t vaddr = 0;
   FunctionSymbol sym;
   if (!m->exec || !f || !f->offset_to_vaddr(loc.module_offset, vaddr) || !f->function_containing(vaddr, sym)) return loc;

@@ -422,7 +422,7 @@ TEST_F(Node, BudgetSampledSeriesAreMarked) {
   EXPECT_LT(counted, 0.8 * launches) << "a budget of 5 % where tracing every launch costs ~20 % or more\n" << metrics;
   std::smatch r;
   ASSERT_TRUE(std::regex_search(metrics, r,
-                                std::regex("cudatrace_api_seen_ratio\\{api=\"cuLaunchKernel\",layer=\"driver\"\\} "
+                                std::regex("cudatrace_api_seen_ratio\\{api=\"cudaLaunchKernel\",layer=\"runtime\"\\} "
                                            "([0-9.e+-]+)\\n")))
       << metrics;
   EXPECT_GT(std::stod(r[1]), 0.0);

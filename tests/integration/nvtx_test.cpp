@@ -56,14 +56,14 @@ TEST_F(Nvtx, EveryCallCarriesTheRangesOpenOnItsThread) {
   const auto allocs = calls(r, "cuMemAlloc_v2");
   ASSERT_EQ(allocs.size(), by_size.size());
   for (const json& j : allocs) EXPECT_EQ(stack_of(j), by_size.at(j["args"]["bytesize"])) << j;
-  // The launches, recorded at the driver's entry by default, too.
-  const auto launches = calls(r, "cuLaunchKernel");
+  // The launches too, each whole.
+  const auto launches = calls(r, "cudaLaunchKernel");
   ASSERT_EQ(launches.size(), 2u);
   for (const json& j : launches) {
-    EXPECT_EQ(j["entry_only"], true) << j;
+    EXPECT_EQ(j["ret"], 0) << j;
     EXPECT_EQ(stack_of(j), (Stack{"step 1", "forward", "aten::linear"}));
   }
-  EXPECT_TRUE(calls(r, "cudaLaunchKernel").empty());
+  EXPECT_TRUE(calls(r, "cuLaunchKernel").empty());
   // The range calls themselves are records of the nvtx layer; the mark is one.
   const auto marks = calls(r, "cudatrace_nvtx_mark");
   ASSERT_EQ(marks.size(), 1u);

@@ -1,11 +1,11 @@
-// End to end (root, real eBPF): the probe plan of issue 24. By default each
-// asynchronous operation (launch, async copy and memset, event record,
-// stream wait) traps once: it is recorded at the entry of the driver call
-// that makes it, the runtime function that called it left unprobed;
-// --every-layer brings back both layers with their returns; a filter that
-// reads returns (--errors, --min-us, --stack) probes them. Probes are placed
-// past each kind of prologue (tests/fixtures/prologues.S) and still decode
-// exactly; -p names kernels looked up before it attached (the naming window).
+// End to end (root, real eBPF): the probe plan. Every call is recorded whole,
+// with its latency and status (issue 35): an asynchronous operation (launch,
+// async copy and memset, event record, stream wait) under the runtime name the
+// program called, the driver call it makes part of its record; --every-layer
+// records that driver call too, nested. Where the kernel has uprobe sessions
+// such a driver call's return is not probed. Probes are placed past each kind
+// of prologue (tests/fixtures/prologues.S) and still decode exactly; -p names
+// kernels looked up before it attached by their runtime launch's host stub.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -57,13 +57,48 @@ const std::vector<std::pair<std::string, std::string>> kAsyncOps = {
     {"cudaEventRecordWithFlags", "cuEventRecordWithFlags"},
     {"cudaStreamWaitEvent", "cuStreamWaitEvent"},
 };
-// Its other calls: cudaMalloc nests cuMemAlloc_v2 (twice); the 2D and peer
-// copies make no driver call the table has, so they stay at the runtime.
+// Its other calls: cudaMalloc nests cuMemAlloc_v2 (twice, recorded: its
+// out-param is read); the 2D and peer copies make no driver call the table has.
 const std::map<std::string, std::size_t> kAsyncOthers = {
     {"cudaStreamCreate", 1}, {"cudaEventCreate", 1},     {"cudaMalloc", 2},          {"cuMemAlloc_v2", 2},
     {"cudaMemcpy2DAsync", 1}, {"cudaMemcpyPeerAsync", 1}, {"cudaStreamSynchronize", 1}};
 
-// The driver records of fake_app async carry the runtime call's arguments.
+// The runtime records of fake_app async: the program's arguments.
+void expect_async_runtime_args(const std::map<std::string, std::vector<json>>& c) {
+  const json& launch = c.at("cudaLaunchKernel")[0];
+  EXPECT_EQ(launch["kernel"], "kernel_stub") << launch;
+  EXPECT_EQ(launch["args"]["grid"], json({4, 2, 1}));
+  EXPECT_EQ(launch["args"]["block"], json({128, 1, 1}));
+  EXPECT_EQ(launch["args"]["sharedMem"], 64);  // stack arguments at the runtime's entry
+  EXPECT_EQ(launch["args"]["stream"], "0x5010");
+  const json& ptsz = c.at("cudaLaunchKernel_ptsz")[0];
+  EXPECT_EQ(ptsz["kernel"], "kernel_stub");
+  EXPECT_EQ(ptsz["args"]["grid"], json({2, 1, 1}));
+  EXPECT_EQ(ptsz["handle_ids"]["stream"], "per-thread");
+  const json& ex = c.at("cudaLaunchKernelExC")[0];
+  EXPECT_EQ(ex["kernel"], "kernel_stub") << ex;
+  EXPECT_EQ(ex["args"]["grid"], json({8, 1, 1})) << ex;  // from the launch configuration
+  EXPECT_EQ(ex["args"]["block"], json({256, 1, 1})) << ex;
+  EXPECT_EQ(ex["args"]["sharedMem"], 128) << ex;
+  EXPECT_EQ(ex["args"]["stream"], "0x5010") << ex;
+  EXPECT_EQ(c.at("cudaLaunchCooperativeKernel")[0]["args"]["grid"], json({16, 1, 1}));
+  EXPECT_EQ(c.at("cudaGraphLaunch")[0]["args"]["graphExec"], "0x6a00");
+  const auto& copies = c.at("cudaMemcpyAsync");
+  ASSERT_EQ(copies.size(), 4u);
+  EXPECT_EQ(copies[0]["args"]["kind"], "cudaMemcpyHostToDevice");
+  EXPECT_EQ(copies[0]["args"]["count"], 4096);
+  EXPECT_EQ(copies[1]["args"]["kind"], "cudaMemcpyDeviceToHost");
+  EXPECT_EQ(copies[2]["args"]["kind"], "cudaMemcpyDeviceToDevice");
+  EXPECT_EQ(copies[3]["args"]["kind"], "cudaMemcpyDefault");
+  EXPECT_EQ(c.at("cudaMemcpyAsync_ptsz")[0]["args"]["count"], 256);
+  EXPECT_EQ(c.at("cudaMemcpyAsync_ptsz")[0]["handle_ids"]["stream"], "per-thread");
+  EXPECT_EQ(c.at("cudaMemsetAsync")[0]["args"]["value"], 0xab);
+  EXPECT_EQ(c.at("cudaEventRecord")[0]["args"], json({{"event", "0xe010"}, {"stream", "0x5010"}}));
+  EXPECT_EQ(c.at("cudaEventRecordWithFlags")[0]["args"]["flags"], "0x1");
+  EXPECT_EQ(c.at("cudaStreamWaitEvent")[0]["args"]["event"], "0xe010");
+}
+
+// The driver records of fake_app async (--every-layer) carry the runtime call's arguments.
 void expect_async_driver_args(const std::map<std::string, std::vector<json>>& c) {
   const json& launch = c.at("cuLaunchKernel")[0];
   EXPECT_EQ(launch["kernel"], "kernel_stub") << launch;
@@ -112,58 +147,56 @@ bool is_async(const std::string& api) {
   return api == "cudaMemcpy2DAsync" || api == "cudaMemcpyPeerAsync";
 }
 
-// ---- The default: one trap per operation -------------------------------------------
+// Every record whole: its latency and its status.
+void expect_whole(const json& c) {
+  EXPECT_FALSE(c.contains("entry_only")) << c;
+  EXPECT_TRUE(c.contains("dur_ns")) << c;
+  EXPECT_EQ(c["ret"], 0) << c;
+}
 
-TEST_F(ProbePlan, EachAsyncOperationIsRecordedOnceAtTheDriverAtEntry) {
-  const Result r = run(tracer() + " --json -- " FAKE_APP " async");
-  ASSERT_EQ(r.status, 0) << r.err;
-  std::map<std::string, std::size_t> expected = kAsyncOthers;
-  for (const auto& [runtime, driver] : kAsyncOps) ++expected[driver];
-  EXPECT_EQ(counts(r), expected) << r.out;  // no runtime form of an operation made through the driver
-  std::vector<std::string> driver_ops;
-  std::size_t entry_only = 0;
-  for (const json& c : calls(r)) {
-    const std::string api = c["api"];
-    if (!is_async(api)) {
-      EXPECT_FALSE(c.contains("entry_only")) << c;
-      EXPECT_EQ(c["ret"], 0) << c;
-      continue;
+// ---- The default: each operation whole, under the name the program called ----------
+
+TEST_F(ProbePlan, EachAsyncOperationIsRecordedWholeUnderItsRuntimeName) {
+  for (const char* env : {"", "CUDATRACE_NO_UPROBE_SESSIONS=1 "}) {
+    SCOPED_TRACE(env);
+    const Result r = run(env + tracer() + " -v --json -- " FAKE_APP " async");
+    ASSERT_EQ(r.status, 0) << r.err;
+    const bool sessions = r.err.find("(uprobe sessions)") != std::string::npos;
+    std::map<std::string, std::size_t> expected = kAsyncOthers;
+    for (const auto& [runtime, driver] : kAsyncOps) ++expected[runtime];
+    EXPECT_EQ(counts(r), expected) << r.out;  // the driver calls are part of the runtime's records
+    for (const json& c : calls(r)) {
+      expect_whole(c);
+      if (is_async(c["api"])) {
+        EXPECT_EQ(c["layer"], "runtime") << c;
+        EXPECT_EQ(c["depth"], 0) << c;
+      }
     }
-    ++entry_only;
-    if (c["layer"] == "driver") driver_ops.push_back(api);
-    // At entry: no latency, no status; outermost, as the program's own call was.
-    EXPECT_EQ(c["entry_only"], true) << c;
-    EXPECT_FALSE(c.contains("dur_ns")) << c;
-    EXPECT_FALSE(c.contains("ret")) << c;
-    EXPECT_EQ(c["depth"], 0) << c;
-    EXPECT_FALSE(c.contains("parent_api")) << c;
+    expect_async_runtime_args(by_api(r));
+    const json& end = end_of(r.lines);
+    EXPECT_EQ(end["calls"], calls(r).size());
+    EXPECT_EQ(end["lost"], 0);
+    // Each driver call a runtime operation makes traps at its entry; with
+    // uprobe sessions its return is left unprobed.
+    ASSERT_EQ(end["overhead"]["processes"].size(), 1u) << end;
+    const json& hits = end["overhead"]["processes"][0];
+    EXPECT_EQ(hits["entry_hits"], calls(r).size() + kAsyncOps.size()) << hits;
+    EXPECT_EQ(hits["return_hits"], calls(r).size() + (sessions ? 0 : kAsyncOps.size())) << hits;
   }
-  std::vector<std::string> made;
-  for (const auto& [runtime, driver] : kAsyncOps) made.push_back(driver);
-  EXPECT_EQ(driver_ops, made);
-  expect_async_driver_args(by_api(r));
-  const json& end = end_of(r.lines);
-  EXPECT_EQ(end["calls"], calls(r).size());
-  EXPECT_EQ(end["lost"], 0);
-  // One trap per asynchronous operation: its entry. The others: entry and return.
-  ASSERT_EQ(end["overhead"]["processes"].size(), 1u) << end;
-  const json& hits = end["overhead"]["processes"][0];
-  EXPECT_EQ(hits["entry_hits"], calls(r).size()) << hits;
-  EXPECT_EQ(hits["return_hits"], calls(r).size() - entry_only) << hits;
 
-  // Text: "-" for the latency and status it does not have.
+  // Text: a latency and a status on every line.
   const Result text = run(tracer() + " -- " FAKE_APP " async");
   ASSERT_EQ(text.status, 0) << text.err;
-  std::size_t untimed = 0;
+  std::size_t ops = 0;
   for (const std::string& line : lines_of(text.out)) {
     std::smatch m;
     if (!std::regex_search(line, m, std::regex(R"( (cu[A-Za-z0-9_]+) +(\S+) (\S+) )"))) continue;
     if (!is_async(m[1])) continue;
-    ++untimed;
-    EXPECT_EQ(m[2], "-") << line;
-    EXPECT_EQ(m[3], "-") << line;
+    ++ops;
+    EXPECT_TRUE(std::regex_match(std::string(m[2]), std::regex(R"([0-9]+\.[0-9]{3})"))) << line;
+    EXPECT_EQ(m[3], "0") << line;
   }
-  EXPECT_EQ(untimed, entry_only) << text.out;
+  EXPECT_EQ(ops, kAsyncOps.size() + 2) << text.out;
 }
 
 // Programs that call the driver directly are seen whole, kernel names too.
@@ -179,7 +212,7 @@ TEST_F(ProbePlan, DirectDriverCallsAreSeenWithTheirKernelNames) {
       << r.out;
   for (const json& c : calls(r)) {
     EXPECT_EQ(c["depth"], 0) << c;
-    EXPECT_EQ(c.value("entry_only", false), is_async(c["api"])) << c;
+    expect_whole(c);
   }
   const auto c = by_api(r);
   for (const char* launch : {"cuLaunchKernel", "cuLaunchKernelEx"}) {
@@ -211,7 +244,7 @@ TEST_F(ProbePlan, KernelNamesFollowModulesThatComeAndGo) {
   const json& info = c.at("cuMemGetInfo_v2")[0];
   EXPECT_EQ(info["args"]["free"], 3ull << 30);
   EXPECT_EQ(info["args"]["total"], 8ull << 30);
-  EXPECT_EQ(c.at("cuLaunchHostFunc")[0].value("entry_only", false), true);
+  expect_whole(c.at("cuLaunchHostFunc")[0]);
   const Result text = run(tracer() + " -- " DRIVER_APP " modules");
   ASSERT_EQ(text.status, 0) << text.err;
   EXPECT_NE(text.out.find("waited: default: 1 launch (kernel_a), 1 host function"), std::string::npos) << text.out;
@@ -220,65 +253,74 @@ TEST_F(ProbePlan, KernelNamesFollowModulesThatComeAndGo) {
 // ---- --every-layer: both layers, nested, each with its return --------------------------
 
 TEST_F(ProbePlan, EveryLayerRecordsBothLayersNestedWithTheirReturns) {
-  const Result r = run(tracer() + " -v --json --every-layer -- " FAKE_APP " async");
-  ASSERT_EQ(r.status, 0) << r.err;
-  const bool sessions = r.err.find("(uprobe sessions)") != std::string::npos;
-  std::map<std::string, std::size_t> expected = kAsyncOthers;
-  for (const auto& [runtime, driver] : kAsyncOps) ++expected[runtime], ++expected[driver];
-  EXPECT_EQ(counts(r), expected) << r.out;
-  std::vector<std::string> parents;
-  for (const json& c : calls(r)) {
-    if (!is_async(c["api"])) continue;
-    if (c["layer"] == "runtime") {
-      // The program's call: outermost, timed, with its status.
-      EXPECT_EQ(c["depth"], 0) << c;
-      EXPECT_FALSE(c.contains("entry_only")) << c;
-      EXPECT_GE(c["dur_ns"].get<long>(), 0) << c;
-      EXPECT_EQ(c["ret"], 0) << c;
-      continue;
+  for (const char* env : {"", "CUDATRACE_NO_UPROBE_SESSIONS=1 "}) {
+    SCOPED_TRACE(env);
+    const Result r = run(env + tracer() + " --json --every-layer -- " FAKE_APP " async");
+    ASSERT_EQ(r.status, 0) << r.err;
+    std::map<std::string, std::size_t> expected = kAsyncOthers;
+    for (const auto& [runtime, driver] : kAsyncOps) ++expected[runtime], ++expected[driver];
+    EXPECT_EQ(counts(r), expected) << r.out;
+    std::vector<std::string> parents;
+    for (const json& c : calls(r)) {
+      expect_whole(c);
+      if (!is_async(c["api"])) continue;
+      if (c["layer"] == "runtime") {  // the program's call: outermost
+        EXPECT_EQ(c["depth"], 0) << c;
+        continue;
+      }
+      // The driver call made inside it, nested, with its own return.
+      EXPECT_EQ(c["depth"], 1) << c;
+      parents.push_back(c["parent_api"]);
     }
-    // The driver call made inside it, as before issue 24: nested, its
-    // return unprobed where sessions can skip it (the parent's status covers it).
-    EXPECT_EQ(c["depth"], 1) << c;
-    parents.push_back(c["parent_api"]);
-    EXPECT_EQ(c.value("entry_only", false), sessions) << c;
+    std::vector<std::string> runtime_ops;
+    for (const auto& [runtime, driver] : kAsyncOps) runtime_ops.push_back(runtime);
+    EXPECT_EQ(parents, runtime_ops);
+    const auto c = by_api(r);
+    expect_async_runtime_args(c);
+    expect_async_driver_args(c);
+    EXPECT_EQ(end_of(r.lines)["unmatched"], 0);
   }
-  std::vector<std::string> runtime_ops;
-  for (const auto& [runtime, driver] : kAsyncOps) runtime_ops.push_back(runtime);
-  EXPECT_EQ(parents, runtime_ops);
-  const auto c = by_api(r);
-  expect_async_driver_args(c);
-  const json& launch = c.at("cudaLaunchKernel")[0];
-  EXPECT_EQ(launch["kernel"], "kernel_stub");
-  EXPECT_EQ(launch["args"]["sharedMem"], 64);
-  EXPECT_EQ(launch["args"]["stream"], "0x5010");
-  EXPECT_EQ(c.at("cudaMemsetAsync")[0]["args"]["value"], 0xab);
-  EXPECT_EQ(c.at("cudaLaunchKernel_ptsz")[0]["handle_ids"]["stream"], "per-thread");
-  EXPECT_EQ(end_of(r.lines)["unmatched"], 0);
 }
 
-// ---- Filters that read a return probe it ----------------------------------------------
+// ---- Failures and the filters that read returns -----------------------------------
 
-TEST_F(ProbePlan, ErrorsFilterSeesAFailedLaunchsStatus) {
-  // By default the failed launch is recorded like the good one: at entry, no status.
+TEST_F(ProbePlan, AFailedLaunchIsShownWithItsStatusInEveryMode) {
+  // fake_app bad-launch: the driver refuses a grid of 0; the runtime returns its status.
   const Result plain = run(tracer() + " --json -- " FAKE_APP " bad-launch");
   ASSERT_EQ(plain.status, 0) << plain.err;
-  const auto launches = calls(plain, "cuLaunchKernel");
+  const auto launches = calls(plain, "cudaLaunchKernel");
   ASSERT_EQ(launches.size(), 2u) << plain.out;
-  for (const json& l : launches) EXPECT_EQ(l["entry_only"], true) << l;
+  EXPECT_EQ(launches[0]["ret_name"], "cudaErrorInvalidValue") << launches[0];
   EXPECT_EQ(launches[0]["args"]["grid"], json({0, 1, 1}));
+  EXPECT_EQ(launches[1]["ret"], 0) << launches[1];
 
   const Result r = run(tracer() + " --json --errors -- " FAKE_APP " bad-launch");
   ASSERT_EQ(r.status, 0) << r.err;
   const auto failed = calls(r);
   ASSERT_EQ(failed.size(), 1u) << r.out;
-  EXPECT_EQ(failed[0]["api"], "cuLaunchKernel");
+  EXPECT_EQ(failed[0]["api"], "cudaLaunchKernel");
   EXPECT_EQ(failed[0]["depth"], 0);
-  EXPECT_EQ(failed[0]["ret"], 1);
-  EXPECT_EQ(failed[0]["ret_name"], "CUDA_ERROR_INVALID_VALUE");
+  EXPECT_EQ(failed[0]["ret_name"], "cudaErrorInvalidValue");
   EXPECT_GE(failed[0]["dur_ns"].get<long>(), 0);
-  EXPECT_FALSE(failed[0].contains("entry_only"));
   EXPECT_EQ(failed[0]["args"]["grid"], json({0, 1, 1}));
+  // With --every-layer, the driver's refusal too, nested.
+  const Result every = run(tracer() + " --json --errors --every-layer -- " FAKE_APP " bad-launch");
+  ASSERT_EQ(every.status, 0) << every.err;
+  const auto both = calls(every);
+  ASSERT_EQ(both.size(), 2u) << every.out;
+  EXPECT_EQ(both[0]["api"], "cuLaunchKernel");
+  EXPECT_EQ(both[0]["ret_name"], "CUDA_ERROR_INVALID_VALUE");
+  EXPECT_EQ(both[0]["depth"], 1);
+  EXPECT_EQ(both[1]["api"], "cudaLaunchKernel");
+
+  // The summary counts it as an error of its API; the next synchronisation
+  // waits for the launch that ran, not the one that failed.
+  const Result summary = run(tracer() + " --summary -f launch,stream -- " FAKE_APP " bad-launch");
+  ASSERT_EQ(summary.status, 0) << summary.err;
+  // Time (%), Total Time, Num Calls, Avg, Med, Min, Max, StdDev, P99, Errors, API.
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(summary.out, m, std::regex(R"(\n *[0-9.]+ +[0-9,]+ +2 .* 1 +cudaLaunchKernel\n)")))
+      << summary.out;
 }
 
 TEST_F(ProbePlan, MinDurationFilterTimesAsyncOperations) {
@@ -288,12 +330,11 @@ TEST_F(ProbePlan, MinDurationFilterTimesAsyncOperations) {
   std::vector<std::string> slow;
   for (const json& c : calls(r)) {
     slow.push_back(c["api"]);
-    EXPECT_FALSE(c.contains("entry_only")) << c;
+    expect_whole(c);
     EXPECT_GE(c["dur_ns"].get<long>(), 1500000) << c;
-    EXPECT_EQ(c["ret"], 0) << c;
   }
-  EXPECT_EQ(slow, (std::vector<std::string>{"cuLaunchKernel", "cuLaunchKernel_ptsz", "cuLaunchKernelEx",
-                                            "cuLaunchCooperativeKernel", "cudaStreamSynchronize"}))
+  EXPECT_EQ(slow, (std::vector<std::string>{"cudaLaunchKernel", "cudaLaunchKernel_ptsz", "cudaLaunchKernelExC",
+                                            "cudaLaunchCooperativeKernel", "cudaStreamSynchronize"}))
       << r.out;
 }
 
@@ -301,20 +342,17 @@ TEST_F(ProbePlan, StacksAreTakenAtTheReturnOfAsyncOperations) {
   const Result r = run(tracer() + " --json --stack -f launch,xfer,event,stream -- " FAKE_APP " async");
   ASSERT_EQ(r.status, 0) << r.err;
   std::map<std::string, std::size_t> expected;
-  for (const auto& [runtime, driver] : kAsyncOps) ++expected[driver];
+  for (const auto& [runtime, driver] : kAsyncOps) ++expected[runtime];
   for (const char* api : {"cudaMemcpy2DAsync", "cudaMemcpyPeerAsync", "cudaStreamCreate", "cudaEventCreate",
                           "cudaStreamSynchronize"})
     expected[api] = 1;
   EXPECT_EQ(counts(r), expected) << r.out;
   for (const json& c : calls(r)) {
-    EXPECT_FALSE(c.contains("entry_only")) << c;
-    EXPECT_EQ(c["ret"], 0) << c;
+    expect_whole(c);
     EXPECT_EQ(c["depth"], 0) << c;
     ASSERT_TRUE(c.contains("stack")) << c;
-    // Above the runtime's frames (for a driver call), the program's.
-    bool from_the_program = false;
-    for (const json& frame : c["stack"]) from_the_program |= frame["module"] == FAKE_APP;
-    EXPECT_TRUE(from_the_program) << c;
+    // The program made the call: its frame is the call site.
+    EXPECT_EQ(c["stack"][0]["module"], FAKE_APP) << c;
   }
 }
 
@@ -341,13 +379,11 @@ const std::map<std::string, std::string> kPlaced = {
 };
 
 // One library's calls of prologue_app: c[0..] are its records, in order.
-void expect_prologue_calls_decoded(const std::vector<json>& c, bool every_layer) {
+void expect_prologue_calls_decoded(const std::vector<json>& c) {
   std::vector<std::string> apis;
   for (const json& call : c) apis.push_back(call["api"]);
-  std::vector<std::string> expected = {"cudaGetDevice", "cudaMalloc", "cudaSetDevice", "cudaSetDevice"};
-  if (every_layer) expected.push_back("cudaLaunchKernel");  // else recorded at the driver: not probed
-  expected.push_back("cuLaunchKernel");
-  ASSERT_EQ(apis, expected);
+  ASSERT_EQ(apis, (std::vector<std::string>{"cudaGetDevice", "cudaMalloc", "cudaSetDevice", "cudaSetDevice",
+                                            "cudaLaunchKernel", "cuLaunchKernel"}));
   EXPECT_EQ(c[0]["args"]["device"], 7);
   EXPECT_EQ(c[0]["ret"], 0);
   EXPECT_EQ(c[1]["args"], json({{"devPtr", "0xd000001000"}, {"size", 4096}}));
@@ -357,16 +393,14 @@ void expect_prologue_calls_decoded(const std::vector<json>& c, bool every_layer)
   EXPECT_EQ(c[3]["args"]["device"], 3);
   EXPECT_EQ(c[3]["ret"], 101);
   EXPECT_EQ(c[3]["ret_name"], "cudaErrorInvalidDevice");
-  if (every_layer) {
-    const json& launch = c[4];
-    EXPECT_EQ(launch["args"]["grid"], json({4, 2, 1}));
-    EXPECT_EQ(launch["args"]["block"], json({128, 1, 1}));
-    EXPECT_EQ(launch["args"]["sharedMem"], 64);     // on the stack
-    EXPECT_EQ(launch["args"]["stream"], "0x5010");  // on the stack
-    EXPECT_EQ(launch["kernel"], "prologue_kernel");
-    EXPECT_EQ(launch["ret"], 0);
-  }
-  // Not the driver's own file: a forward as far as cudatrace knows, probed with its return.
+  const json& launch = c[4];
+  EXPECT_EQ(launch["args"]["grid"], json({4, 2, 1}));
+  EXPECT_EQ(launch["args"]["block"], json({128, 1, 1}));
+  EXPECT_EQ(launch["args"]["sharedMem"], 64);     // on the stack
+  EXPECT_EQ(launch["args"]["stream"], "0x5010");  // on the stack
+  EXPECT_EQ(launch["kernel"], "prologue_kernel");
+  EXPECT_EQ(launch["ret"], 0);
+  // The program's own driver call, outermost.
   const json& cu = c.back();
   EXPECT_EQ(cu["args"]["grid"], json({8, 4, 2}));
   EXPECT_EQ(cu["args"]["block"], json({32, 16, 1}));  // blockDimZ: the first stack argument
@@ -382,20 +416,16 @@ void expect_prologue_calls_decoded(const std::vector<json>& c, bool every_layer)
 TEST_F(ProbePlan, ArgumentsOutParamsAndReturnsDecodeExactlyAfterEveryPrologue) {
   std::string app = " -- " PROLOGUE_APP;
   for (const std::string& kind : prologue_kinds()) app += " " + prologue_lib(kind);
-  for (const bool every_layer : {false, true}) {
-    SCOPED_TRACE(every_layer ? "--every-layer" : "default");
-    const Result r = run(tracer() + " -f all --json" + (every_layer ? " --every-layer" : "") + app);
-    ASSERT_EQ(r.status, 0) << r.err;
-    const std::vector<json> all = calls(r);
-    const std::size_t per_lib = every_layer ? 6 : 5;
-    ASSERT_EQ(all.size(), per_lib * prologue_kinds().size()) << r.out;
-    for (std::size_t i = 0; i < prologue_kinds().size(); ++i) {
-      SCOPED_TRACE(prologue_kinds()[i]);
-      expect_prologue_calls_decoded(std::vector<json>(all.begin() + i * per_lib, all.begin() + (i + 1) * per_lib),
-                                    every_layer);
-    }
-    EXPECT_EQ(end_of(r.lines)["lost"], 0);
+  const Result r = run(tracer() + " -f all --json" + app);
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::vector<json> all = calls(r);
+  constexpr std::size_t kPerLib = 6;
+  ASSERT_EQ(all.size(), kPerLib * prologue_kinds().size()) << r.out;
+  for (std::size_t i = 0; i < prologue_kinds().size(); ++i) {
+    SCOPED_TRACE(prologue_kinds()[i]);
+    expect_prologue_calls_decoded(std::vector<json>(all.begin() + i * kPerLib, all.begin() + (i + 1) * kPerLib));
   }
+  EXPECT_EQ(end_of(r.lines)["lost"], 0);
 }
 
 // The symbol values of a library (nm): a function's file offset in these.
@@ -415,14 +445,14 @@ TEST_F(ProbePlan, ListApisSaysWhereEachProbeIsAndWhichAreSingleStepped) {
     const Result r = run(tracer() + " --list-apis -f all --lib " + lib);
     ASSERT_EQ(r.status, 0) << r.err;
     const bool stepped = kPlaced.at(kind).find("single-stepped") != std::string::npos;
-    // cudaLaunchKernel is recorded at the driver: 4 probes of 5 functions.
-    const std::string summary = "lib_" + kind + ".so: 4 probes, " + (stepped ? "0" : "4") +
-                                " on instructions the kernel emulates, " + (stepped ? "4" : "0") + " single-stepped";
+    const std::string summary = "lib_" + kind + ".so: 5 probes, " + (stepped ? "0" : "5") +
+                                " on instructions the kernel emulates, " + (stepped ? "5" : "0") + " single-stepped";
     EXPECT_EQ(r.out.rfind(summary, 0), 0u) << r.out;
     const std::uint64_t offset = std::stoull(kPlaced.at(kind).substr(1));
     const auto syms = symbols(lib);
     for (const char* fn : {"cudaGetDevice", "cudaMalloc", "cudaSetDevice", "cudaLaunchKernel", "cuLaunchKernel"}) {
-      const std::string how = std::string(fn) == "cudaLaunchKernel" ? "no: recorded at the driver" : "entry and return";
+      const std::string how = std::string(fn) == "cuLaunchKernel" ? "entry and return; inside a runtime call, by it"
+                                                                   : "entry and return";
       char row[256];
       std::snprintf(row, sizeof row, "| `%s` | %#llx | %s | %s |", fn,
                     static_cast<unsigned long long>(syms.at(fn) + offset), kPlaced.at(kind).c_str(), how.c_str());
@@ -481,20 +511,25 @@ constexpr const char* kSaxpy = "saxpy(int, float, float*, float*)";
 
 // fake_app registered N: the runtime looks the kernel up (cuLibraryGetKernel)
 // at its first launch; the driver launches get that handle, not the stub.
-TEST_F(ProbePlan, CommandModeNamesRegisteredKernelsByTheirDriverHandle) {
-  const Result r = run(tracer() + " --json -- " FAKE_APP " registered 3 </dev/null");
+TEST_F(ProbePlan, CommandModeNamesRegisteredKernelsByTheirStubAndDriverHandle) {
+  const Result r = run(tracer() + " --json -f launch -- " FAKE_APP " registered 3 </dev/null");
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_EQ(counts(r), (std::map<std::string, std::size_t>{{"cuLaunchKernel", 7}})) << r.out;
-  for (const json& c : calls(r)) {
+  EXPECT_EQ(counts(r), (std::map<std::string, std::size_t>{{"cudaLaunchKernel", 7}})) << r.out;
+  for (const json& c : calls(r)) EXPECT_EQ(c["kernel"], kSaxpy) << c;
+  const Result every = run(tracer() + " --json -f launch --every-layer -- " FAKE_APP " registered 3 </dev/null");
+  ASSERT_EQ(every.status, 0) << every.err;
+  const auto driver = calls(every, "cuLaunchKernel");
+  ASSERT_EQ(driver.size(), 7u) << every.out;
+  for (const json& c : driver) {
     EXPECT_EQ(c["kernel"], kSaxpy) << c;
     EXPECT_EQ(c["args"]["f"], "0xc010") << c;
   }
 }
 
-// Attached after the lookup: cudatrace never saw handle 0xc010 named. The
-// runtime launches are probed for a while (the naming window) so that each
-// driver launch made inside one names its handle by the runtime's host stub.
-void attach_after_the_lookup(const std::vector<std::string>& options, const std::string& kernel) {
+// Attached after the lookup: cudatrace never saw handle 0xc010 named, but
+// the runtime launch's host stub names the kernel.
+void attach_after_the_lookup(const std::vector<std::string>& options, const std::string& api,
+                             const std::string& kernel) {
   Child app({FAKE_APP, "registered", "3"});
   ASSERT_EQ(app.read_line().rfind("ready", 0), 0u);
   const std::string out = temp_path("naming.jsonl"), err = temp_path("naming.err");
@@ -503,19 +538,15 @@ void attach_after_the_lookup(const std::vector<std::string>& options, const std:
     const int o = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600), e = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     dup2(o, STDOUT_FILENO);
     dup2(e, STDERR_FILENO);
-    std::vector<std::string> args = {"-v", "--json"};
+    std::vector<std::string> args = {"-v", "--json", "-f", "launch"};
     args.insert(args.end(), options.begin(), options.end());
     args.insert(args.end(), {"-p", std::to_string(app.pid)});
     exec_tracer(args);
   }
   ASSERT_TRUE(wait_until([&] { return read_file(err).find("cudatrace: tracing process") != std::string::npos; }))
       << read_file(err);
-  app.go();  // 3 launches inside the window
-  const bool windowed = kernel != "?";
-  if (windowed)
-    EXPECT_TRUE(wait_until([&] { return read_file(err).find("kernel naming window closed") != std::string::npos; }))
-        << read_file(err);
-  app.go();  // 3 more after it: the handle keeps its name
+  app.go();
+  app.go();
   EXPECT_EQ(app.wait(), 0);
   int status = 0;
   EXPECT_TRUE(wait_until([&] { return waitpid(tracer_pid, &status, WNOHANG) == tracer_pid; }));
@@ -525,10 +556,10 @@ void attach_after_the_lookup(const std::vector<std::string>& options, const std:
   std::remove(err.c_str());
   std::size_t launches = 0;
   for (const json& c : records(lines, "call")) {
-    EXPECT_EQ(c["api"], "cuLaunchKernel") << c;  // the window's runtime records are dropped
+    EXPECT_EQ(c["api"], api) << c;
     EXPECT_EQ(c["depth"], 0) << c;
     EXPECT_FALSE(c.contains("parent_api")) << c;
-    EXPECT_EQ(c["args"]["f"], "0xc010") << c;
+    EXPECT_EQ(c["ret"], 0) << c;
     EXPECT_EQ(c["kernel"], kernel) << c;
     ++launches;
   }
@@ -536,11 +567,13 @@ void attach_after_the_lookup(const std::vector<std::string>& options, const std:
   EXPECT_EQ(end_of(lines)["lost"], 0);
 }
 
-TEST_F(ProbePlan, AttachedAfterTheKernelLookupLaunchesAreNamedByTheNamingWindow) {
-  attach_after_the_lookup({}, kSaxpy);
+TEST_F(ProbePlan, AttachedAfterTheKernelLookupRuntimeLaunchesAreNamedByTheirStub) {
+  attach_after_the_lookup({}, "cudaLaunchKernel", kSaxpy);
 }
 
-// Without the runtime layer there is no window, and nothing names the handle.
-TEST_F(ProbePlan, WithoutTheNamingWindowSuchLaunchesAreUnnamed) { attach_after_the_lookup({"--layer", "driver"}, "?"); }
+// The driver layer alone sees only the handle, which it never saw named.
+TEST_F(ProbePlan, AttachedAfterTheKernelLookupDriverLaunchesAreUnnamed) {
+  attach_after_the_lookup({"--layer", "driver"}, "cuLaunchKernel", "?");
+}
 
 }  // namespace

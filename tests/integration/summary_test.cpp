@@ -66,9 +66,11 @@ TEST_F(Summary, CountsAreTheProgramsCalls) {
   EXPECT_EQ(records(r.lines, "end")[0]["calls"], 17);
 }
 
-// Threads, and every asynchronous operation (counted at its entry in BPF).
+// Threads, every asynchronous operation, and a failed launch: each counted
+// with its status, failures as errors.
 TEST_F(Summary, PerApiCountsEqualAFullTraceOfTheSameProgram) {
-  for (const std::string app : {" -- " FAKE_APP " threads 4 50", " -- " FAKE_APP " async"}) {
+  for (const std::string app :
+       {" -- " FAKE_APP " threads 4 50", " -- " FAKE_APP " async", " -- " FAKE_APP " bad-launch"}) {
     SCOPED_TRACE(app);
     const Result trace = run(tracer() + " --json" + app);
     const Result summary = run(tracer() + " --summary --json" + app);
@@ -85,8 +87,11 @@ TEST_F(Summary, PerApiCountsEqualAFullTraceOfTheSameProgram) {
   const Result threads = run(tracer() + " --summary --json -- " FAKE_APP " threads 4 50");
   EXPECT_EQ(api_counts(final_summary(threads)).at("cuMemAlloc_v2").first, 200);
   const Result async = run(tracer() + " --summary --json -- " FAKE_APP " async");
-  EXPECT_EQ(api_counts(final_summary(async)).at("cuLaunchKernel").first, 1);
-  EXPECT_EQ(api_counts(final_summary(async)).at("cuMemsetD8Async").first, 1);
+  EXPECT_EQ(api_counts(final_summary(async)).at("cudaLaunchKernel").first, 1);
+  EXPECT_EQ(api_counts(final_summary(async)).at("cudaMemsetAsync").first, 1);
+  EXPECT_EQ(api_counts(final_summary(async)).count("cuLaunchKernel"), 0u);  // part of the runtime's launch
+  const Result bad = run(tracer() + " --summary --json -- " FAKE_APP " bad-launch");
+  EXPECT_EQ(api_counts(final_summary(bad)).at("cudaLaunchKernel"), std::make_pair(2L, 1L));
 }
 
 // What two runs of a deterministic program have in common in a final
@@ -196,9 +201,9 @@ TEST_F(Summary, LaunchBound) {
   ASSERT_EQ(neg.status, 0) << neg.err;
   EXPECT_TRUE(fired(final_summary(pos), "launch-bound")) << final_summary(pos)["insights"];
   EXPECT_FALSE(fired(final_summary(neg), "launch-bound")) << final_summary(neg)["insights"];
-  // Counted at the driver, the one probe a launch hits by default.
-  EXPECT_EQ(api_counts(final_summary(pos))["cuLaunchKernel"].first, 20000);
-  EXPECT_EQ(api_counts(final_summary(pos)).count("cudaLaunchKernel"), 0u);
+  // Counted under the runtime's name, the call the program made.
+  EXPECT_EQ(api_counts(final_summary(pos))["cudaLaunchKernel"].first, 20000);
+  EXPECT_EQ(api_counts(final_summary(pos)).count("cuLaunchKernel"), 0u);
   EXPECT_EQ(api_counts(final_summary(pos))["cudaStreamSynchronize"].first, 200);
 }
 
@@ -277,7 +282,7 @@ TEST_F(Summary, IntervalReportsThenStopAfterCount) {
   };
   for (const json& s : reports) {
     if (s["final"] == true) continue;
-    interval_launches += api_counts(s)["cuLaunchKernel"].first;
+    interval_launches += api_counts(s)["cudaLaunchKernel"].first;
     interval_kernel_launches += kernel_launches(s);
     // What tracing has cost so far.
     ASSERT_EQ(s["overhead"]["processes"].size(), 1u) << s;
@@ -285,7 +290,7 @@ TEST_F(Summary, IntervalReportsThenStopAfterCount) {
   }
   EXPECT_LE(interval_launches, 1000);
   EXPECT_LE(interval_kernel_launches, 1000);
-  EXPECT_EQ(api_counts(reports.back())["cuLaunchKernel"].first, 1000);
+  EXPECT_EQ(api_counts(reports.back())["cudaLaunchKernel"].first, 1000);
   // Counted in BPF, read at every report, all there at the end.
   EXPECT_EQ(kernel_launches(reports.back()), 1000);
 

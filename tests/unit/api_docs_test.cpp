@@ -42,27 +42,26 @@ TEST(ApiListJson, OneValidLinePerSelectedApi) {
     EXPECT_EQ(v.get("args")->items.size(), apis()[i].spec->args.size());
   }
   EXPECT_EQ(lines[0],
-            R"({"api":"cudaMalloc","layer":"runtime","group":"mem","variant":false,"probed":true,)"
+            R"({"api":"cudaMalloc","layer":"runtime","group":"mem","variant":false,)"
             R"("recorded":"entry and return","args":[{"name":"devPtr","type":"out ptr","ctype":"void **"},)"
             R"x({"name":"size","type":"size","ctype":"size_t"}],"prototype":"cudaError_t cudaMalloc(void **devPtr, size_t size)"})x");
   EXPECT_NE(text.find(R"({"api":"cudaMemcpyAsync_ptsz","layer":"runtime","group":"xfer","variant":true,)"),
             std::string::npos);
   EXPECT_NE(text.find(R"({"api":"cudaDeviceSynchronize","layer":"runtime","group":"device","variant":false,)"
-                      R"x("probed":true,"recorded":"entry and return","args":[],"prototype":"cudaError_t cudaDeviceSynchronize(void)"})x"),
+                      R"x("recorded":"entry and return","args":[],"prototype":"cudaError_t cudaDeviceSynchronize(void)"})x"),
             std::string::npos);
-  // The default plan: a runtime launch is recorded by its driver call, which is recorded at entry.
-  EXPECT_NE(text.find(R"({"api":"cudaLaunchKernel","layer":"runtime","group":"launch","variant":false,"probed":false,)"
-                      R"("recorded":"by its driver call",)"),
+  // Every call whole; a driver call without out-params that a runtime call makes is part of its record.
+  EXPECT_NE(text.find(R"({"api":"cudaLaunchKernel","layer":"runtime","group":"launch","variant":false,)"
+                      R"("recorded":"entry and return",)"),
             std::string::npos);
-  EXPECT_NE(text.find(R"({"api":"cuLaunchKernel","layer":"driver","group":"launch","variant":false,"probed":true,)"
-                      R"("recorded":"at entry",)"),
+  EXPECT_NE(text.find(R"({"api":"cuLaunchKernel","layer":"driver","group":"launch","variant":false,)"
+                      R"("recorded":"entry and return; inside a runtime call, by it",)"),
             std::string::npos);
-  // --every-layer: every API probed, the operations with their returns.
-  ProbePlan every;
-  every.ops_at_entry = every.ops_at_driver_only = false;
-  const std::string all = api_list_json(all_groups(), every);
-  EXPECT_EQ(all.find(R"("probed":false)"), std::string::npos);
-  EXPECT_EQ(all.find(R"("recorded":"at entry")"), std::string::npos);
+  EXPECT_NE(text.find(R"({"api":"cuModuleGetFunction","layer":"driver","group":"module","variant":false,)"
+                      R"("recorded":"entry and return",)"),
+            std::string::npos)
+      << "a driver call with an out-param is recorded for the models";
+  EXPECT_EQ(text.find(R"("probed":)"), std::string::npos) << "every selected API is probed";
 }
 
 TEST(ApiListJson, SelectionFiltersByGroupAndLayer) {
@@ -100,8 +99,9 @@ TEST(ApiListMarkdown, RowsForBaseSymbolsOnly) {
   EXPECT_EQ(lines[1], "| --- | --- | --- | --- | --- |");
   EXPECT_EQ(lines[2], "| `cudaMalloc` | runtime | mem | entry and return | devPtr (out ptr), size (size) |");
   EXPECT_NE(md.find("| `cudaDeviceSynchronize` | runtime | device | entry and return | none |\n"), std::string::npos);
-  EXPECT_NE(md.find("| `cudaLaunchKernel` (+ `_ptsz`) | runtime | launch | by its driver call | "), std::string::npos);
-  EXPECT_NE(md.find("| `cuLaunchKernel` (+ `_ptsz`) | driver | launch | at entry | f (kernel), grid (dim3), block (dim3), sharedMemBytes (uint), "
+  EXPECT_NE(md.find("| `cudaLaunchKernel` (+ `_ptsz`) | runtime | launch | entry and return | "), std::string::npos);
+  EXPECT_NE(md.find("| `cuLaunchKernel` (+ `_ptsz`) | driver | launch | entry and return; inside a runtime call, by it | "
+                    "f (kernel), grid (dim3), block (dim3), sharedMemBytes (uint), "
                     "hStream (stream), kernelParams (ptr), extra (ptr) |\n"),
             std::string::npos);
   EXPECT_EQ(md.find("_ptsz` |"), std::string::npos);  // no variant rows

@@ -214,7 +214,20 @@ TEST(ApiCookie, LaunchExReadsLaunchConfigFromSlot0) {
 TEST(ApiCookie, NoArgumentApisHaveAnEmptyCookie) {
   const Api& a = api("cudaDeviceSynchronize");
   EXPECT_TRUE(a.slots.empty());
-  EXPECT_EQ(a.cookie, a.id | std::uint64_t(a.id) << CT_COOKIE_OP_SHIFT);  // its own operation
+  EXPECT_EQ(a.cookie, a.id | CT_COOKIE_RUNTIME | std::uint64_t(a.id) << CT_COOKIE_OP_SHIFT);  // its own operation
+}
+
+// A driver call a runtime call makes is part of its record unless it has out-params (record.h, bit 60).
+TEST(ApiCookie, LayersTellWhichDriverCallsArePartOfARuntimeCall) {
+  EXPECT_TRUE(api("cudaLaunchKernel").cookie & CT_COOKIE_RUNTIME);
+  EXPECT_FALSE(api("cudaLaunchKernel").cookie & CT_COOKIE_DRIVER);
+  EXPECT_TRUE(api("cuLaunchKernel").cookie & CT_COOKIE_DRIVER);
+  EXPECT_FALSE(api("cuLaunchKernel").cookie & CT_COOKIE_RUNTIME);
+  EXPECT_FALSE(CT_COOKIE_HAS_OUTS(api("cuLaunchKernel").cookie));
+  EXPECT_TRUE(CT_COOKIE_HAS_OUTS(api("cuModuleGetFunction").cookie));
+  for (const char* other : {"ncclAllReduce", "cudatrace_nvtx_push"})
+    EXPECT_FALSE(api(other).cookie & (CT_COOKIE_RUNTIME | CT_COOKIE_DRIVER)) << other;
+  for (const Api& a : apis()) EXPECT_LT(CT_COOKIE_OP(a.cookie), unsigned(CT_MAX_APIS)) << a.symbol;
 }
 
 // One operation id for an API's _ptsz/_ptds forms and _vN versions: a call of

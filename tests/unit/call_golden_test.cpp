@@ -72,10 +72,9 @@ std::vector<CallSpec> calls() {
   CallSpec driver = spec("cuLaunchKernel", {{"f", 0xa1}, {"hStream", kStream}});             // Dim3Split, UInt, nested
   driver.parent = "cudaLaunchKernel";
   c.push_back(driver);
-  CallSpec entry = spec("cuLaunchKernel", {{"f", 0xa2}, {"hStream", 0}});                   // recorded at entry
-  entry.flags = CT_FLAG_ENTRY_ONLY;
-  entry.dur_ns = 0;
-  c.push_back(entry);
+  CallSpec rejected = spec("cudaLaunchKernel", {{"func", 0xa2}, {"stream", 0}});           // a failed launch
+  rejected.ret = 209;  // cudaErrorNoKernelImageForDevice: failed in the runtime
+  c.push_back(rejected);
   CallSpec config = spec("cudaLaunchKernelExC", {{"func", 0xa3}, {"args", 0x7ff0}});         // LaunchConfig
   config.payload = launch_config(kStream);
   c.push_back(config);

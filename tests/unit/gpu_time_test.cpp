@@ -66,16 +66,15 @@ class SimulatedRun {
   }
   void host_work(std::uint64_t ns) { now_ += ns; }
 
-  // A call made now that lasts `dur`; `entry_only`: recorded at entry, as the driver's launches are.
+  // A call made now that lasts `dur`.
   const std::vector<GpuWindow>& call(const std::string& symbol, std::vector<std::pair<std::string, std::uint64_t>> args,
-                                     std::uint64_t dur, std::int64_t ret = 0, bool entry_only = false) {
+                                     std::uint64_t dur, std::int64_t ret = 0) {
     CallSpec s;
     s.symbol = symbol;
     s.args = std::move(args);
     s.ts_ns = now_;
-    s.dur_ns = entry_only ? 0 : dur;
+    s.dur_ns = dur;
     s.ret = ret;
-    if (entry_only) s.flags = CT_FLAG_ENTRY_ONLY;
     now_ += dur;
     const cudatrace::CallAnalysis& a = pipeline_->on_call(feed_.decode(s));
     return *a.gpu_windows;
@@ -91,7 +90,7 @@ class SimulatedRun {
     s.ends.push_back(s.gpu_free_ns);
     const auto& closed = call("cudaLaunchKernel",
                               {{"func", k.handle}, {"grid", k.grid | std::uint64_t(1) << 32}, {"stream", s.handle}},
-                              cost, 0, uniform(0, 4) == 0);
+                              cost);
     EXPECT_TRUE(closed.empty());
   }
 

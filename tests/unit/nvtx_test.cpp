@@ -47,12 +47,11 @@ struct Feed {
 
   // A cudaMalloc (or `symbol`) on thread `tid`: returns its thread stack.
   std::vector<std::string> cuda(std::uint32_t tid, std::string_view symbol = "cudaMalloc", std::uint8_t depth = 0,
-                                std::uint8_t flags = 0) {
+                                std::int64_t ret = 0) {
     init_rec(buf, symbol, 100);
     buf.rec.tid = tid;
     buf.rec.depth = depth;
-    buf.rec.flags = flags;
-    if (flags & CT_FLAG_ENTRY_ONLY) buf.rec.dur_ns = 0;
+    buf.rec.ret = ret;
     EXPECT_TRUE(decode_call(buf.rec, nullptr, call));
     tracker.annotate(call);
     summary.on_call(call);
@@ -179,17 +178,17 @@ TEST(RangeSummary, SelfTotalAndOutside) {
             "\"outside\":{\"calls\":1,\"api_ns\":2500,\"launches\":0,\"bytes\":0}}\n");
 }
 
-// By default a launch is recorded at the entry of the driver's cuLaunchKernel,
-// outermost (issue 24): it counts, with no time of its own.
-TEST(RangeSummary, OutermostCallsRecordedAtEntryCountWithoutTime) {
+// A launch that failed is a call of the range, not a launch of it.
+TEST(RangeSummary, FailedLaunchesAreCallsNotLaunches) {
   Feed f;
   f.nvtx("cudatrace_nvtx_push", 1, "step");
-  f.cuda(1, "cuLaunchKernel", 0, CT_FLAG_ENTRY_ONLY);
+  f.cuda(1, "cudaLaunchKernel", 0, 209);  // cudaErrorNoKernelImageForDevice
+  f.cuda(1, "cudaLaunchKernel");
   f.cuda(1, "cudaMalloc");
   f.cuda(1, "cuMemAlloc_v2", 1);  // nested: part of the cudaMalloc
   EXPECT_EQ(ranges_line(f.summary),
-            "{\"type\":\"nvtx_ranges\",\"ranges\":[{\"name\":\"step\",\"calls\":2,\"api_ns\":2500,\"launches\":1,"
-            "\"bytes\":0,\"total_calls\":2,\"total_api_ns\":2500,\"total_launches\":1}],"
+            "{\"type\":\"nvtx_ranges\",\"ranges\":[{\"name\":\"step\",\"calls\":3,\"api_ns\":7500,\"launches\":1,"
+            "\"bytes\":0,\"total_calls\":3,\"total_api_ns\":7500,\"total_launches\":1}],"
             "\"outside\":{\"calls\":0,\"api_ns\":0,\"launches\":0,\"bytes\":0}}\n");
 }
 

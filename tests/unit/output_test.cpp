@@ -395,35 +395,32 @@ TEST(TextOutput, SuccessfulCallLine) {
   EXPECT_EQ(text_line(b), kTextPrefix + "cudaMalloc                        2.500 0 devPtr=0x7f0000200000 size=4096\n");
 }
 
-// A nested call recorded at entry (uprobe sessions): no latency or status.
-void entry_only_launch(RecBuf& b) {
-  init_rec(b, "cuLaunchKernel");
-  b.rec.parent_api = cudatrace_test::api_id("cudaLaunchKernel");
-  b.rec.depth = 1;
-  b.rec.dur_ns = 0;
-  b.rec.flags = CT_FLAG_ENTRY_ONLY;
+// A launch the runtime refused: latency and status like any call.
+void rejected_launch(RecBuf& b) {
+  init_rec(b, "cudaLaunchKernel");
+  b.rec.ret = 209;  // cudaErrorNoKernelImageForDevice
 }
 
-TEST(TextOutput, EntryOnlyCallHasNoLatencyOrStatus) {
+TEST(TextOutput, FailedLaunchHasLatencyAndStatus) {
   RecBuf b;
-  entry_only_launch(b);
+  rejected_launch(b);
   const std::string line = text_line(b);
-  EXPECT_NE(line.find("cuLaunchKernel                      - - f="), std::string::npos) << line;
+  EXPECT_NE(line.find("cudaLaunchKernel                  2.500 cudaErrorNoKernelImageForDevice func="), std::string::npos)
+      << line;
 }
 
-TEST(JsonOutput, EntryOnlyCallHasNoDurationOrReturn) {
+TEST(JsonOutput, FailedLaunchHasDurationAndReturn) {
   RecBuf b;
-  entry_only_launch(b);
+  rejected_launch(b);
   Call c;
   ASSERT_TRUE(decode_call(b.rec, nullptr, c));
-  EXPECT_TRUE(c.entry_only);
-  EXPECT_FALSE(c.failed());
+  EXPECT_TRUE(c.failed());
+  EXPECT_FALSE(c.counted());
   const JsonValue v = parse_line(json_line(b));
-  ASSERT_TRUE(v.has("entry_only"));
-  EXPECT_FALSE(v.has("dur_ns"));
-  EXPECT_FALSE(v.has("ret"));
-  EXPECT_FALSE(v.has("ret_name"));
-  EXPECT_TRUE(v.has("parent_api"));
+  EXPECT_FALSE(v.has("entry_only"));
+  EXPECT_EQ(v.get("dur_ns")->text, "2500");
+  EXPECT_EQ(v.get("ret")->text, "209");
+  EXPECT_EQ(v.get("ret_name")->text, "cudaErrorNoKernelImageForDevice");
 }
 
 TEST(TextOutput, FailedCallShowsErrorName) {

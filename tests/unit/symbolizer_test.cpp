@@ -195,21 +195,6 @@ TEST(Symbolizer, UnknownGoneProcessGivesNothing) {
   EXPECT_FALSE(sym.string_at(child, addr_of(cudatrace_unit_rodata_string), 256, out));
 }
 
-TEST(FollowsCall, ReturnAddressesFollowACallInstruction) {
-  // call rel32; then the return address.
-  const std::string direct("\x90\xe8\x10\x20\x30\x40\x55", 7);
-  EXPECT_TRUE(follows_call(direct, 6));
-  EXPECT_FALSE(follows_call(direct, 5));
-  // call *%rax (ff d0), call *0x18(%rbx) (ff 53 18), call *0x10(%rip) (ff 15 + disp32).
-  EXPECT_TRUE(follows_call(std::string("\x90\xff\xd0", 3), 3));
-  EXPECT_TRUE(follows_call(std::string("\xff\x53\x18", 3), 3));
-  EXPECT_TRUE(follows_call(std::string("\xff\x15\x10\x00\x00\x00", 6), 6));
-  // jmp *%rax (ff e0) is no call; nor is a plain data word; nor before the file's start.
-  EXPECT_FALSE(follows_call(std::string("\x90\xff\xe0", 3), 3));
-  EXPECT_FALSE(follows_call(std::string("\x01\x02\x03\x04\x05\x06\x07\x08", 8), 8));
-  EXPECT_FALSE(follows_call(std::string("\xe8", 1), 0));
-}
-
 // More words than one system call reads, one of them unmapped: each mapped
 // word is read, the unmapped one is 0, and the read goes on past it.
 TEST(ReadProcessWords, ReadsPastAnUnreadableWordInBatches) {

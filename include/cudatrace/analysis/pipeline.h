@@ -3,7 +3,8 @@
 //   1. the stream model (short handle ids, what synchronisations waited for,
 //      the pageable-copy check against the page-locked registry);
 //   2. NVTX ranges (--nvtx: the ranges each call was made in);
-//   3. NCCL (communicator, rank and sequence of each collective);
+//   3. NCCL (communicator, rank and sequence of each collective), and
+//      failed launches (the first of each cause in a process is told);
 //   then, for calls of displayed APIs only (the ones the outputs show):
 //   4. memory accounting, which owns the one page-locked registry;
 //   5. the per-range summary (--by-range) and the kernel and transfer
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "cudatrace/analysis/gpu_time.h"
+#include "cudatrace/analysis/launch_failures.h"
 #include "cudatrace/analysis/memory.h"
 #include "cudatrace/analysis/nccl.h"
 #include "cudatrace/analysis/nvtx.h"
@@ -47,6 +49,8 @@ struct CallAnalysis {
   std::optional<std::uint64_t> device_bytes;
   // --gpu-time: the synchronisation windows this call closed; nullptr without it.
   const std::vector<GpuWindow>* gpu_windows = nullptr;
+  // A launch that failed for a cause its process had not shown yet: worth a warning.
+  bool first_failed_launch = false;
 };
 
 class Pipeline {
@@ -85,6 +89,7 @@ class Pipeline {
   MemoryTracker memory_;
   StreamTracker streams_{memory_.page_locked()};
   NcclTracker nccl_;
+  LaunchFailures launch_failures_;
   std::unique_ptr<NvtxTracker> nvtx_;
   std::unique_ptr<RangeSummary> by_range_;
   std::unique_ptr<GpuTimeTracker> gpu_time_;

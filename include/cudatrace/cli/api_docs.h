@@ -4,18 +4,18 @@
 #include <string>
 
 #include "cudatrace/decode/selection.h"
-#include "cudatrace/record/probes.h"
+#include "cudatrace/decode/api_table.h"
 
 namespace cudatrace {
 
-// How each API is recorded under `plan`: "entry and return", "at entry"
-// (an asynchronous operation: no latency or status), or "by its driver
-// call" (a runtime operation left unprobed, seen at the driver).
-const char* recording(const Api& a, ProbePlan plan);
+// How each API's calls are recorded: each with its latency and status, a
+// driver call without out-params made by a runtime call as part of that
+// call's record (record.h, bit 60).
+const char* recording(const Api& a);
 
-std::string api_list_markdown(const Selection& selection, ProbePlan plan = {});
-// One JSON line per API; "probed":false for those recorded by their driver call.
-std::string api_list_json(const Selection& selection, ProbePlan plan = {});
+std::string api_list_markdown(const Selection& selection);
+// One JSON line per API.
+std::string api_list_json(const Selection& selection);
 // The groups: traced by default or not, how many APIs of each layer, what
 // they hold (the end of --list-apis, docs/apis.md and the README).
 std::string api_groups_markdown();

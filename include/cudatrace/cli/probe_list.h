@@ -1,6 +1,6 @@
 // `cudatrace --list-apis --lib FILE`: where each traced function of FILE is
 // probed (target/prologue.h), whether the kernel emulates the probed
-// instruction or single-steps it, and whether its return is probed.
+// instruction or single-steps it, and how its calls are recorded.
 #pragma once
 
 #include <string>
@@ -12,7 +12,7 @@
 namespace cudatrace {
 
 // A markdown table per file; false (with `error`) if a file cannot be read.
-bool probe_list_markdown(const std::vector<std::string>& files, const Selection& selection, ProbePlan plan,
-                         std::string& out, std::string& error);
+bool probe_list_markdown(const std::vector<std::string>& files, const Selection& selection, std::string& out,
+                         std::string& error);
 
 }  // namespace cudatrace

@@ -215,19 +215,6 @@ struct Api {
 inline constexpr std::uint16_t kNoApi = CT_NO_API;
 inline constexpr std::uint8_t kNotCaptured = 0xff;
 
-// An operation queued on a stream by a call that returns at once with a
-// status alone: launches, graph launches, asynchronous copies and memsets,
-// event records and stream waits — what programs call at launch rate. By
-// default each is recorded at its entry, its return left unprobed
-// (ProbePlan, issue 24). NCCL's collectives are not: their status and
-// grouping matter.
-bool is_async_operation(const Api& a);
-// A runtime operation made through a driver call that the table has
-// (cudaLaunchKernel makes cuLaunchKernel, cudaMemcpyAsync one of the
-// cuMemcpy*Async): recorded there by default, where every program's
-// operations pass, so that it traps once.
-bool recorded_at_driver(const Api& a);
-
 // Whether an API's probes are duty-cycled under a budget (--max-overhead,
 // record/budget.h): what is called at launch rate: launches, asynchronous
 // memsets, the kernel lookups made per launch, and the query group (when -f

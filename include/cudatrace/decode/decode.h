@@ -59,21 +59,11 @@ struct Call {
   const Api* parent = nullptr;  // enclosing probed call, if any
   std::uint32_t pid = 0, tid = 0;
   std::uint64_t ts_ns = 0;   // entry, CLOCK_MONOTONIC
-  std::uint64_t dur_ns = 0;  // 0 for unfinished and entry-only calls
+  std::uint64_t dur_ns = 0;  // 0 for unfinished calls
   std::int64_t ret = 0;      // the raw return register; status() is the code
   std::uint64_t caller = 0;  // return address: the call site; 0 when unknown
   unsigned depth = 0;        // number of enclosing probed calls
   bool unfinished = false;
-  // Recorded at entry (CT_FLAG_ENTRY_ONLY): no latency or status of its own.
-  // An asynchronous operation (is_async_operation, issue 24), or a nested
-  // call whose parent's status covers it.
-  bool entry_only = false;
-  // A launch whose kernel handle was named by the runtime launch it was made
-  // in (CT_FLAG_PARENT_ARGS): the -p naming window's work.
-  bool named_by_parent = false;
-  // CT_FLAG_CALLER_CHAIN: the stack words above the return address, among
-  // which the session finds the program's call site behind a runtime.
-  std::vector<std::uint64_t> caller_chain;
   // The bytes read from user memory at return (strings, NCCL unique ids and
   // communicator arrays), and whether reading them failed.
   std::string_view payload;

@@ -49,6 +49,7 @@ class Driver final : public CallConsumer {
  private:
   int open_outputs();
   void warn_pageable_copy(const Call& c, std::uint64_t host_ptr);
+  void warn_failed_launch(const Call& c);
   void summary_report(bool final);
   void count_node(bool last);
   void finish();

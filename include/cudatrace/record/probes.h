@@ -36,34 +36,16 @@ enum class AttachMode : std::uint8_t {
   PerfPair,      // one perf-event uprobe per function and direction (Linux 5.15; --attach perf)
 };
 
-// How the asynchronous operations (is_async_operation) are probed.
-struct ProbePlan {
-  // Each is recorded at its entry and its return left unprobed: one trap
-  // instead of two, no latency or status. Off where a return is read
-  // (--errors, --min-us, --stack) and with --every-layer.
-  bool ops_at_entry = true;
-  // A runtime operation that calls a driver one the table has
-  // (recorded_at_driver) is left unprobed: it traps once, in the driver,
-  // where every program's operations pass. Off with --every-layer, and when
-  // the driver layer is not selected.
-  bool ops_at_driver_only = true;
-};
-
-struct Options;
-// How the options have the asynchronous operations probed.
-ProbePlan probe_plan(const Options& opts);
-
 // What one probe of a file is: the function's API, where it is placed and how.
 struct PlannedProbe {
   const Api* api = nullptr;
   std::uint64_t entry = 0;  // the function's file offset
   ProbePlace place;         // the probe is at entry + place.offset
-  bool entry_only = false;
-  bool attached = false;    // false: left out (not selected, or its driver form is probed)
+  bool attached = false;    // false: left out (not selected)
 };
 
 // One line: "libcuda.so.1: 120 probes, 118 on instructions the kernel
-// emulates, 2 single-stepped (cuFoo +0 sub $imm,%rsp, ...); 14 at entry only".
+// emulates, 2 single-stepped (cuFoo +0 sub $imm,%rsp, ...)".
 std::string probe_summary(const std::string& path, const std::vector<PlannedProbe>& planned);
 
 class Probes {
@@ -83,15 +65,6 @@ class Probes {
   // The probes attach_file would attach to `path` (it must be openable), in
   // file order; for --list-apis --lib and -v.
   bool plan_file(const std::string& path, std::vector<PlannedProbe>& out, std::string& error);
-  void set_plan(ProbePlan plan) { plan_ = plan; }
-  // -p: runtime launches made before cudatrace attached have kernel handles
-  // that it never saw named. Until end_naming_window(), each file's runtime
-  // launch functions are probed too (with their returns, so that the driver
-  // launch each makes is seen nested in it and carries its host stub:
-  // CT_FLAG_PARENT_ARGS), for kernel names only.
-  void start_naming_window() { naming_window_ = true; }
-  void end_naming_window();
-  bool naming_window() const { return naming_window_; }
   // Attaches the map-change program to the dynamic loader's _dl_debug_state.
   bool attach_loader(const std::string& path, pid_t pid, std::string& error);
   // Attaches the entry program (and the return program if `with_return`) to
@@ -160,14 +133,9 @@ class Probes {
     };
     std::vector<Function> functions;
   };
-  // The cookie of one probe of `f` in the file at `path`, with its plan bits;
-  // false if it is left out.
-  bool planned_cookie(const FileSymbols::Function& f, const std::string& path, std::uint64_t& cookie) const;
-  // attach_pairs, each probe with a return probe unless its cookie says
-  // entry-only.
-  bool attach_planned(const std::string& path, const std::tuple<dev_t, ino_t>& file, pid_t pid,
-                      const std::vector<std::uint64_t>& offsets, const std::vector<std::uint64_t>& cookies,
-                      Links& into, std::string& error);
+  // The cookie of one probe of `f`, with its placement bit; false if it is
+  // left out.
+  bool planned_cookie(const FileSymbols::Function& f, std::uint64_t& cookie) const;
   const FileSymbols* symbols_of(const std::string& path, std::string& error, std::tuple<dev_t, ino_t>& key);
   enum class MultiLink : std::uint8_t { Entry, Return, Session };
   bool attach_multi(bpf_program* prog, const std::string& path, pid_t pid, const std::vector<std::uint64_t>& offsets,
@@ -220,9 +188,6 @@ class Probes {
   std::atomic<std::size_t> probes_{0};  // set_hot_attached counts from several threads
   bool split_hot_ = false, hot_attached_ = true;
   std::vector<HotGroup> hot_;
-  ProbePlan plan_;
-  bool naming_window_ = false;
-  std::vector<Links> naming_;  // the naming window's links, one per file
 };
 
 }  // namespace cudatrace

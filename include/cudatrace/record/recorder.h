@@ -9,8 +9,8 @@
 //                         counters and maps, the budget
 //   recorder_attach.cpp   the target: -p or the command, --dlopen-stop,
 //                         attaching to what a process maps, exited processes
-//   recorder_records.cpp  ring-buffer records: validation, decoding, the
-//                         naming window, calls still open at the end
+//   recorder_records.cpp  ring-buffer records: validation, decoding, calls
+//                         still open at the end
 //   recorder_node.cpp     --all-processes (every process of the host) and
 //                         exporter mode's counts
 #pragma once
@@ -76,6 +76,7 @@ class Recorder final : public Source {
   std::optional<NodeCounts> node_counts() override;
   SiteNames site_names() override;
   std::string location(std::uint32_t pid, std::uint64_t addr) override;
+  std::string gpu_code(std::uint32_t pid, std::uint64_t addr) override;
   int exit_status() const override;
 
  private:
@@ -102,8 +103,6 @@ class Recorder final : public Source {
   static bool on_record(void* ctx, const void* data, std::size_t size);
   void on_call(const ct_call& rec);
   void report_open_calls();
-  void end_naming_window_when_done();
-  void find_program_caller();
 
   // recorder_node.cpp
   int attach_node();
@@ -134,9 +133,6 @@ class Recorder final : public Source {
   bool activity_in_bpf_ = false;
   std::uint64_t page_locked_changes_ = 0;  // calls that bumped the BPF page-locked generation
   std::uint64_t records_ = 0;              // call records of traced APIs read (-v says how many)
-  // -p's naming window (Probes::start_naming_window): when it began, and
-  // when a launch was last named by its runtime launch.
-  std::uint64_t naming_since_ns_ = 0, last_named_ns_ = 0;
   ProbeCost probe_cost_;
   bool cost_measured_ = false;
   std::unique_ptr<Probes> cost_probes_;  // the measurement's, attached until the end

@@ -50,6 +50,8 @@ class SavedTrace final : public Source {
   LossCounts losses() override { return lost_; }
   SiteNames site_names() override { return {}; }  // addresses: no process to look at
   std::string location(std::uint32_t pid, std::uint64_t addr) override;
+  // As the trace's failed_launch warnings said them.
+  std::string gpu_code(std::uint32_t pid, std::uint64_t addr) override;
   int exit_status() const override;
 
  private:
@@ -75,6 +77,7 @@ class SavedTrace final : public Source {
   std::vector<ct_api_stats> api_stats_;  // what BPF counts live, by API id
   LossCounts lost_;                      // as the end line says
   std::map<std::pair<std::uint32_t, std::uint64_t>, std::string> locations_;  // (pid, caller): warnings' sites
+  std::map<std::pair<std::uint32_t, std::uint64_t>, std::string> gpu_codes_;  // (pid, caller): failed launches'
 };
 
 }  // namespace cudatrace

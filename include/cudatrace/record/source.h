@@ -83,6 +83,10 @@ class Source {
   // A program call site as a location in its files ("app+0x1234
   // (main+0x2a)") for warnings; the address when it cannot be known.
   virtual std::string location(std::uint32_t pid, std::uint64_t addr) = 0;
+  // The GPU code of the file mapped at `addr` ("app holds sm_80 only, no
+  // PTX"): what a launch that found no code for the GPU is told with; empty
+  // when not known.
+  virtual std::string gpu_code(std::uint32_t /*pid*/, std::uint64_t /*addr*/) { return {}; }
   // After finish(): the source's exit status (command mode: the command's).
   virtual int exit_status() const = 0;
 };

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,6 +38,7 @@ class TraceLine {
     std::uint32_t pid = 0;
     std::uint64_t caller = 0;
     std::string location;
+    std::string gpu_code;  // a failed launch's, when it had none for the GPU
   };
   const WarningSite& warning() const { return warning_; }
   // Type::End: the loss counters (calls and unfinished are counted again).

@@ -32,13 +32,16 @@ namespace cudatrace {
 
 struct NodeCounts;
 
-// A problem the analyses found in the traced program (the pageable-copy
-// check), at a call. The driver prints `message` on stderr too.
+// A problem the analyses found in the traced program, at a call. The
+// driver prints `message` on stderr too.
 struct Warning {
-  const char* kind;        // "pageable_async_copy"
-  std::uint64_t host_ptr;  // the host memory concerned
+  const char* kind;        // "pageable_async_copy", "failed_launch"
+  std::uint64_t host_ptr;  // pageable_async_copy: the host memory concerned; else 0
   std::string location;    // the call site: "app+0x1234 (main+0x2a)"
   std::string message;     // one line, without "cudatrace: warning: "
+  // failed_launch of a program without code for the GPU: the GPU code of
+  // the file that launched ("app holds sm_80 only, no PTX"); else empty.
+  std::string gpu_code = {};
 };
 
 class Writer {

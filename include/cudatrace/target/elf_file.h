@@ -63,9 +63,6 @@ class ElfFile {
   // Link-time addresses of the GOT slots that the loader fills with the
   // dynamic symbol `name` (JUMP_SLOT and GLOB_DAT relocations).
   std::vector<std::uint64_t> got_slots(std::string_view name) const;
-  // The dynamic symbol whose GOT slot (JUMP_SLOT or GLOB_DAT relocation) is
-  // at link-time address `slot`; empty if none.
-  std::string_view got_symbol(std::uint64_t slot) const;
   // The GOT slot (link-time address) through which the PLT stub at `vaddr`
   // jumps: [endbr64] [bnd] jmp *disp(%rip). 0 when there is no such stub.
   std::uint64_t plt_stub_slot(std::uint64_t vaddr) const;
@@ -115,7 +112,6 @@ class ElfFile {
   // registered_kernel's map, stub address -> device function name.
   mutable std::unique_ptr<std::unordered_map<std::uint64_t, std::string_view>> registrations_;
   mutable std::unique_ptr<std::vector<KernelHandleSlot>> handle_slots_;
-  mutable std::unique_ptr<std::unordered_map<std::uint64_t, std::string_view>> got_symbols_;  // slot -> name
   template <typename Fn>
   void for_each_got_slot(Fn&& fn) const;  // fn(slot, symbol name)
 };

@@ -39,15 +39,11 @@ class Symbolizer {
     std::string function;              // symbol name as in the ELF file; empty if none holds it
     std::uint64_t function_offset = 0;
     bool code = false;                 // in an executable mapping
-    bool after_call = false;           // code right after a call instruction (a return address)
   };
   Location locate(pid_t pid, std::uint64_t addr);
-  // The name of the function that the call instruction before return
-  // address `ret` called, from the file alone (the process may be gone):
-  // `call rel32` to a PLT stub or `call *disp(%rip)` name the symbol of the
-  // GOT slot they go through; a direct `call rel32`, the function symbol at
-  // its target. Empty when it cannot be told (a call through a register).
-  std::string callee_name(pid_t pid, std::uint64_t ret);
+  // The GPU code of the file mapped at `addr` (target/gpu_code.h): "app
+  // holds sm_80 only, no PTX"; empty when no file is mapped there.
+  std::string gpu_code(pid_t pid, std::uint64_t addr);
   // A string at `addr` (at most `max` bytes): from the live process, else
   // from the file mapped there (constant data such as kernel names).
   bool string_at(pid_t pid, std::uint64_t addr, std::size_t max, std::string& out);
@@ -86,9 +82,6 @@ class Symbolizer {
   std::string kernel_handle_name(pid_t pid, std::uint64_t handle);
   std::unordered_map<pid_t, KernelHandles> kernel_handles_;
 };
-
-// Whether the bytes of `file` before offset `at` end with a call instruction.
-bool follows_call(std::string_view file, std::uint64_t at);
 
 // The 8-byte words at `addrs` in `pid`, IOV_MAX of them a system call (a
 // module can hold tens of thousands of kernel handles); 0 for a word that
