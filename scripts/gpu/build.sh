@@ -74,6 +74,11 @@ step late_runtime_lib.so bash -c '"$1" -arch=$2 -O2 -shared -Xcompiler -fPIC -cu
 	- "$NVCC" "$ARCH" "$SRC/late_runtime_lib.cu" "$OUT/late_runtime_lib.so"
 step late_runtime "$NVCC" -arch=$ARCH -O2 -cudart shared "$SRC/late_runtime.cu" -o "$OUT/late_runtime" -ldl
 
+# Launches that fail (issue 35): one build for this GPU, one with sm_80 code only and no PTX.
+step launch_failures "$NVCC" -arch=$ARCH -O2 -cudart shared "$SRC/launch_failures.cu" -o "$OUT/launch_failures"
+step launch_failures_sm80 "$NVCC" -gencode arch=compute_80,code=sm_80 -O2 -cudart shared \
+	"$SRC/launch_failures.cu" -o "$OUT/launch_failures_sm80"
+
 if [ ${#failed[@]} -gt 0 ]; then
 	echo "build: FAILED: ${failed[*]}" >&2
 	exit 1

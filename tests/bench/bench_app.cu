@@ -2,6 +2,8 @@
 // process so that tracer start-up and exit do not count.
 //   bench_app getdevice N      N x cudaGetDevice
 //   bench_app launch N         N x empty kernel <<<1,1>>> (cudaLaunchKernel)
+//   bench_app copy N           N x cudaMemcpyAsync of 4 bytes device to device on a stream
+//   bench_app event N          N x cudaEventRecord on a stream
 //   bench_app threads T N      T threads, each N x cudaGetDevice
 // Prints one line on stderr: "bench: calls=C ns_per_call=X last_error=E".
 // Without a GPU driver every call fails fast with an error: the probes still
@@ -31,8 +33,33 @@ cudaError_t launch_loop(long n) {
   return cudaDeviceSynchronize();
 }
 
+// The queued operations of issue 35's cost table: one stream, its work
+// waited for once at the end.
+cudaError_t copy_loop(long n) {
+  cudaStream_t s = nullptr;
+  void *src = nullptr, *dst = nullptr;
+  cudaStreamCreate(&s);
+  cudaMalloc(&src, 4);
+  cudaMalloc(&dst, 4);
+  cudaError_t last = cudaSuccess;
+  for (long i = 0; i < n; ++i) last = cudaMemcpyAsync(dst, src, 4, cudaMemcpyDeviceToDevice, s);
+  cudaStreamSynchronize(s);
+  return last;
+}
+
+cudaError_t event_loop(long n) {
+  cudaStream_t s = nullptr;
+  cudaEvent_t e = nullptr;
+  cudaStreamCreate(&s);
+  cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
+  cudaError_t last = cudaSuccess;
+  for (long i = 0; i < n; ++i) last = cudaEventRecord(e, s);
+  cudaStreamSynchronize(s);
+  return last;
+}
+
 int usage() {
-  std::fprintf(stderr, "usage: bench_app getdevice N | launch N | threads T N\n");
+  std::fprintf(stderr, "usage: bench_app getdevice N | launch N | copy N | event N | threads T N\n");
   return 2;
 }
 
@@ -59,6 +86,10 @@ int main(int argc, char** argv) {
     last = getdevice_loop(n);
   } else if (std::strcmp(mode, "launch") == 0) {
     last = launch_loop(n);
+  } else if (std::strcmp(mode, "copy") == 0) {
+    last = copy_loop(n);
+  } else if (std::strcmp(mode, "event") == 0) {
+    last = event_loop(n);
   } else if (std::strcmp(mode, "threads") == 0) {
     std::vector<std::thread> pool;
     for (long t = 0; t < threads; ++t) pool.emplace_back([n] { getdevice_loop(n); });
