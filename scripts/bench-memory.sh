@@ -17,6 +17,11 @@
 #                exported symbols), 1,000 launches
 #   libllvm      one that dlopens libLLVM (~45,000 exported functions, like
 #                PyTorch's big libraries); a launch names a function in it
+#   attach-toolkit  -p to a running process that has the toolkit's 17 big
+#                libraries loaded (cuBLAS, cuBLASLt, cuDNN, cuFFT, cuSPARSE,
+#                cuSOLVER, cuRAND, NCCL, NVRTC: 2 GB, each with its own
+#                runtime to fingerprint), for 3 s: peak RSS and attach time
+#                (issue 37's target: <= 96 MiB, <= 1 s)
 # The trace goes to /dev/null (the output buffer stays empty); --summary
 # traces with --summary instead (the memory tracker runs). CUDATRACE=PATH
 # measures another cudatrace binary.
@@ -34,7 +39,7 @@ while [ $# -gt 0 ]; do
     *) scenarios+=("$1"); shift ;;
   esac
 done
-[ ${#scenarios[@]} -gt 0 ] || scenarios=(launch-loop streams threads children cublaslt libllvm)
+[ ${#scenarios[@]} -gt 0 ] || scenarios=(launch-loop streams threads children cublaslt libllvm attach-toolkit)
 cudatrace="${CUDATRACE:-$build/cudatrace}"
 app="$build/tests/fixtures/insights_app"
 [ -x "$cudatrace" ] && [ -x "$app" ] || { echo "bench-memory: build cudatrace and the fixtures in $build first" >&2; exit 2; }
@@ -62,6 +67,33 @@ measure() {
     "$(echo "$peak / 1024" | bc -l)" "$(echo "${hwm:-0} / 1024" | bc -l)" "$(echo "$end - $start" | bc -l)"
 }
 
+# -p to a process holding the toolkit's libraries: VmHWM and cudatrace -v's attach time.
+attach_toolkit() {
+  local lib=/usr/local/cuda/lib64 libs=() name
+  for name in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libcudnn.so.9 libcudnn_adv.so.9 libcudnn_cnn.so.9 \
+      libcudnn_engines_precompiled.so.9 libcudnn_engines_runtime_compiled.so.9 libcudnn_graph.so.9 \
+      libcudnn_heuristic.so.9 libcudnn_ops.so.9 libcufft.so.12 libcurand.so.10 libcusolver.so.12 libcusparse.so.12 \
+      libnccl.so.2 libnvrtc.so.13; do
+    [ -e "$lib/$name" ] && libs+=("$lib/$name")
+  done
+  local fifo; fifo=$(mktemp -u) && mkfifo "$fifo"
+  LD_LIBRARY_PATH=$lib:$lib/stubs "$app" hold "${libs[@]}" <"$fifo" >"$fifo.out" 2>&1 &
+  local holder=$!
+  exec 9>"$fifo"
+  timeout 60 bash -c "until grep -q ready '$fifo.out' 2>/dev/null; do sleep 0.1; done" || { echo "bench-memory: the holder did not start" >&2; exit 1; }
+  local err; err=$(mktemp)
+  "$cudatrace" -v -o /dev/null -p "$holder" 2>"$err" &
+  local tracer=$!
+  sleep 3
+  kill -INT "$tracer"
+  wait "$tracer" || true
+  exec 9>&-
+  wait "$holder" || true
+  printf '%-12s %d libraries  %s  %s\n' "$scenario" "${#libs[@]}" \
+    "$(grep -o 'BPF loaded and [0-9]* probes attached in [0-9.]* ms' "$err")" "$(grep -o 'peak RSS.*' "$err")"
+  rm -f "$fifo" "$fifo.out" "$err"
+}
+
 for scenario in "${scenarios[@]}"; do
   case "$scenario" in
     # A launch is two traced calls (cudaLaunchKernel and its cuLaunchKernel);
@@ -72,6 +104,7 @@ for scenario in "${scenarios[@]}"; do
     children) measure "$app" children 100 $((calls / 200)) ;;
     cublaslt) measure "$app" dlopen /usr/local/cuda/lib64/libcublasLt.so.13 1000 ;;
     libllvm) measure "$app" dlopen "$(ls /usr/lib/x86_64-linux-gnu/libLLVM-1*.so.1 | head -1)" 1000 ;;
+    attach-toolkit) attach_toolkit ;;
     *) echo "bench-memory: unknown scenario $scenario" >&2; exit 2 ;;
   esac
 done

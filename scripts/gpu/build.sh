@@ -79,6 +79,10 @@ step launch_failures "$NVCC" -arch=$ARCH -O2 -cudart shared "$SRC/launch_failure
 step launch_failures_sm80 "$NVCC" -gencode arch=compute_80,code=sm_80 -O2 -cudart shared \
 	"$SRC/launch_failures.cu" -o "$OUT/launch_failures_sm80"
 
+# Where the driver keeps a kernel's name behind each kind of handle (issue 37).
+step handle_layout "$NVCC" -arch=$ARCH -O2 -cudart shared "$SRC/handle_layout.cu" -o "$OUT/handle_layout" \
+	${CUDA_STUBS:+-L"$CUDA_STUBS"} -lcuda
+
 if [ ${#failed[@]} -gt 0 ]; then
 	echo "build: FAILED: ${failed[*]}" >&2
 	exit 1

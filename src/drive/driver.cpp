@@ -28,6 +28,26 @@ constexpr int kFeedWaitMs = 100;
 // Exporter mode: how often the node's counts are looked at.
 constexpr std::uint64_t kCountEveryNs = 1000000000ull;
 
+// This process's resident memory now, from /proc/self/status: anonymous,
+// and file-backed or shared (mapped files, the ring buffer's pages).
+struct ResidentMemory {
+  unsigned long anon_kib = 0, file_kib = 0;
+};
+ResidentMemory resident_memory() {
+  ResidentMemory m;
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (!f) return m;
+  char line[256];
+  while (std::fgets(line, sizeof line, f)) {
+    unsigned long kib = 0;
+    if (std::sscanf(line, "RssAnon: %lu", &kib) == 1) m.anon_kib += kib;
+    if (std::sscanf(line, "RssFile: %lu", &kib) == 1 || std::sscanf(line, "RssShmem: %lu", &kib) == 1)
+      m.file_kib += kib;
+  }
+  std::fclose(f);
+  return m;
+}
+
 PipelineOptions pipeline_options(const Options& opts) {
   return {opts.display, opts.nvtx, opts.by_range, opts.summary, opts.gpu_time};
 }
@@ -235,10 +255,14 @@ void Driver::finish() {
   if (opts_.verbose) {
     rusage self{};
     getrusage(RUSAGE_SELF, &self);
-    std::fprintf(stderr, "cudatrace: tracer used %.2f s CPU, peak RSS %.1f MiB\n",
+    const ResidentMemory now = resident_memory();
+    std::fprintf(stderr,
+                 "cudatrace: tracer used %.2f s CPU, peak RSS %.1f MiB; at exit %.1f MiB: %.1f anonymous, %.1f "
+                 "file-backed and mapped (the ring buffer's %u MiB count twice: it is mapped twice)\n",
                  double(self.ru_utime.tv_sec + self.ru_stime.tv_sec) +
                      double(self.ru_utime.tv_usec + self.ru_stime.tv_usec) / 1e6,
-                 double(self.ru_maxrss) / 1024);
+                 double(self.ru_maxrss) / 1024, double(now.anon_kib + now.file_kib) / 1024,
+                 double(now.anon_kib) / 1024, double(now.file_kib) / 1024, opts_.ring_mb);
   }
   const StreamTracker::Forgotten& forgotten = pipeline_.streams().forgotten();
   if (forgotten.streams || forgotten.events)

@@ -83,6 +83,16 @@ ElfFile::~ElfFile() {
   if (data_) munmap(const_cast<std::uint8_t*>(data_), size_);
 }
 
+void ElfFile::release(std::string_view part) const {
+  const auto* begin = reinterpret_cast<const std::uint8_t*>(part.data());
+  if (part.empty() || begin < data_ || begin + part.size() > data_ + size_) return;
+  // Whole pages inside the part; a page it shares with a neighbour stays.
+  const std::uintptr_t page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
+  const std::uintptr_t from = (reinterpret_cast<std::uintptr_t>(begin) + page - 1) & ~(page - 1);
+  const std::uintptr_t to = (reinterpret_cast<std::uintptr_t>(begin) + part.size()) & ~(page - 1);
+  if (to > from) madvise(reinterpret_cast<void*>(from), to - from, MADV_DONTNEED);
+}
+
 template <typename Fn>
 void ElfFile::for_each_function(const Table& t, Fn&& fn) const {
   const auto* syms = static_cast<const Elf64_Sym*>(t.syms);

@@ -63,8 +63,10 @@ void for_each_call_with_loads(const ElfFile& elf, const char* callee, unsigned c
   for (const auto& [name, address] : elf.find_functions({callee})) targets.insert(address);
   if (!text || (slots.empty() && targets.empty())) return;
   const std::string_view code = elf.contents().substr(text->offset, text->size);
+  ReleasingScan scan(elf, code, kLookBack + 8);
   std::size_t previous_call = 0;
   for (std::size_t i = 0; i + 6 <= code.size(); ++i) {
+    scan.at(i);
     const auto op = static_cast<unsigned char>(code[i]);
     std::size_t length = 0;
     if (op == 0xe8 && targets.count(text->address + i + 5 + rel32_at(code, i + 1)))

@@ -35,6 +35,18 @@ std::vector<std::uint8_t> compared_bytes(const Fingerprint& f) {
   return mask;
 }
 
+// Whether `part` of `elf` holds `needle`, read a window at a time and let go
+// of (ElfFile::release) as it goes.
+bool contains(const ElfFile& elf, std::string_view part, std::string_view needle) {
+  constexpr std::size_t kWindow = 8 << 20;
+  ReleasingScan scan(elf, part, needle.size());
+  for (std::size_t at = 0; at < part.size(); at += kWindow) {
+    scan.at(at);
+    if (part.substr(at, kWindow + needle.size() - 1).find(needle) != std::string_view::npos) return true;
+  }
+  return false;
+}
+
 constexpr int kFilterBits = 16;
 std::size_t filter_slot(std::uint64_t key) { return (key * 0x9e3779b97f4a7c15ull) >> (64 - kFilterBits); }
 
@@ -49,7 +61,8 @@ std::size_t fingerprinted_api_count(const FingerprintTable& table) {
 }
 
 std::vector<FingerprintMatch> match_fingerprints(std::string_view code, std::uint64_t vaddr,
-                                                 const FingerprintTable& table) {
+                                                 const FingerprintTable& table,
+                                                 const std::function<void(std::size_t scanned)>& progress) {
   const auto* text = reinterpret_cast<const unsigned char*>(code.data());
   std::vector<std::vector<std::uint8_t>> masks;
   struct Window {
@@ -73,6 +86,7 @@ std::vector<FingerprintMatch> match_fingerprints(std::string_view code, std::uin
   // fingerprint at the place the window puts it.
   std::vector<std::vector<std::uint64_t>> hits(table.count);
   for (std::size_t pos = 0; pos + 8 <= code.size(); pos += kKeyStride) {
+    if (progress && pos % (1 << 20) == 0) progress(pos);
     const std::uint64_t word = load64(text + pos);
     const std::size_t slot = filter_slot(word);
     if (!(filter[slot / 64] >> (slot % 64) & 1)) continue;
@@ -133,11 +147,20 @@ std::vector<std::pair<const Api*, std::uint64_t>> find_static_runtime(const ElfF
   const auto rodata = elf.section(".rodata");
   const auto text = elf.section(".text");
   if (table.count == 0 || !rodata || !text) return out;
-  const std::string_view contents = elf.contents(), strings = contents.substr(rodata->offset, rodata->size);
-  if (strings.find("cuGetProcAddress") == std::string_view::npos ||
-      strings.find("cudaErrorInsufficientDriver") == std::string_view::npos)
+  const std::string_view contents = elf.contents();
+  if (!contains(elf, contents.substr(rodata->offset, rodata->size), "cuGetProcAddress") ||
+      !contains(elf, contents.substr(rodata->offset, rodata->size), "cudaErrorInsufficientDriver"))
     return out;
-  for (const FingerprintMatch& m : match_fingerprints(contents.substr(text->offset, text->size), text->address, table))
+  const std::string_view code = contents.substr(text->offset, text->size);
+  // A fingerprint reaches back at most its size from the word that finds it.
+  std::size_t longest = 0;
+  for (std::size_t i = 0; i < table.count; ++i) longest = std::max<std::size_t>(longest, table.functions[i].size);
+  std::vector<FingerprintMatch> found;
+  {
+    ReleasingScan scan(elf, code, longest);
+    found = match_fingerprints(code, text->address, table, [&scan](std::size_t pos) { scan.at(pos); });
+  }
+  for (const FingerprintMatch& m : found)
     if (const Api* api = api_by_symbol(table.functions[m.index].name))
       out.emplace_back(api, text->offset + m.position);
   return out;

@@ -85,6 +85,11 @@ class ElfFile {
 
   // The file's bytes (mapped read-only).
   std::string_view contents() const { return {reinterpret_cast<const char*>(data_), size_}; }
+  // Lets go of the pages of `part` (a view into contents()) that this
+  // process has read: they stay in the page cache and come back on the next
+  // read, but no longer count in cudatrace's RSS (issue 37: scanning a
+  // 100 MB .text of cuBLASLt made the tracer's peak RSS 190 MiB).
+  void release(std::string_view part) const;
   bool has_symtab() const { return symtab_ != nullptr; }
   const std::string& path() const { return path_; }
 
@@ -119,5 +124,29 @@ class ElfFile {
 // The little-endian 32-bit displacement at `bytes[at]`, sign-extended (the
 // caller checks that four bytes are there).
 std::int64_t rel32_at(std::string_view bytes, std::size_t at);
+
+// A scan of a large part of a file that lets go of what it has read as it
+// goes (ElfFile::release): tell it how far the scan is; it releases all but
+// the last `keep` bytes before that every few MiB, and the whole part at its end.
+class ReleasingScan {
+ public:
+  ReleasingScan(const ElfFile& file, std::string_view part, std::size_t keep = 0)
+      : file_(file), part_(part), keep_(keep) {}
+  ~ReleasingScan() { file_.release(part_); }
+  ReleasingScan(const ReleasingScan&) = delete;
+  ReleasingScan& operator=(const ReleasingScan&) = delete;
+  void at(std::size_t pos) {
+    if (pos < next_) return;
+    next_ = pos + kStep;
+    if (pos > keep_) file_.release(part_.substr(0, pos - keep_));
+  }
+
+ private:
+  static constexpr std::size_t kStep = 8 << 20;
+  const ElfFile& file_;
+  std::string_view part_;
+  std::size_t keep_;
+  std::size_t next_ = kStep;
+};
 
 }  // namespace cudatrace

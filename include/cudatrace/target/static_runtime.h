@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -76,9 +77,10 @@ struct FingerprintMatch {
 // The functions of `table` found in `code` (loaded at `vaddr`): for each API
 // name only a match that is the only one of its fingerprints, and only if
 // every call it makes goes where the other matches' calls to the same symbol
-// go. Sorted by position.
+// go. Sorted by position. `progress` hears how far the scan of `code` is.
 std::vector<FingerprintMatch> match_fingerprints(std::string_view code, std::uint64_t vaddr,
-                                                 const FingerprintTable& table);
+                                                 const FingerprintTable& table,
+                                                 const std::function<void(std::size_t scanned)>& progress = {});
 
 // The traced APIs of the CUDA runtime linked into `elf`, as (API, file
 // offset) for uprobes. Only files that look driver entry points up through
