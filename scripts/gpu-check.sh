@@ -5,6 +5,7 @@
 # Env: CUDATRACE  prebuilt cudatrace binary (default ./build/cudatrace-static)
 #      PYTHON     python3 with PyTorch (default python3)
 #      OUT        if set, gpucheck.tar.gz and summary.txt are copied there
+#      SKIP_BUILD if set, the kit is already built in OUTDIR/build (scripts/gpu/build.sh)
 #      ONLY       run only these checks, comma-separated (names as in main:
 #                 multistream, driver_api, late_runtime, streams, failures,
 #                 torch_loop, hf_decode, cupy_loop, torch_compile, jax_loop,
@@ -304,7 +305,9 @@ want() { [ -z "${ONLY:-}" ] || [[ ",$ONLY," == *",$1,"* ]]; }
 main() {
 	header
 	section build
-	bash "$KIT/build.sh" "$BUILD" >"$OUTDIR/build.log" 2>&1 || fail "build (see $OUTDIR/build.log)"
+	if [ -z "${SKIP_BUILD:-}" ]; then
+		bash "$KIT/build.sh" "$BUILD" >"$OUTDIR/build.log" 2>&1 || fail "build (see $OUTDIR/build.log)"
+	fi
 	grep -E '^(built|FAILED)' "$OUTDIR/build.log"
 	# Without the counter library the programs still run (and fail to compare).
 	INJECT=()
