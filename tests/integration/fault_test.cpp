@@ -97,10 +97,12 @@ struct Child {
 // cudatrace running in the background, its output in files.
 struct Tracer {
   std::string out, err = temp_path("trace-err");
+  bool own_group = false;  // in a process group of its own, which a test may kill whole
   Child proc;
 
-  explicit Tracer(const std::vector<std::string>& args, const std::string& out_path = temp_path("trace"))
-      : out(out_path), proc(start(args)) {}
+  explicit Tracer(const std::vector<std::string>& args, const std::string& out_path = temp_path("trace"),
+                  bool own_process_group = false)
+      : out(out_path), own_group(own_process_group), proc(start(args)) {}
   Child start(const std::vector<std::string>& args) const {
     std::vector<std::string> argv = tracer_argv();
     argv.insert(argv.end(), {"-o", out});
@@ -108,6 +110,7 @@ struct Tracer {
     return Child::start(argv, [this] {
       const int fd = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
       dup2(fd, STDERR_FILENO);
+      if (own_group) setpgid(0, 0);
     });
   }
   ~Tracer() {
@@ -123,6 +126,21 @@ struct Tracer {
   }
   std::vector<json> lines() const { return parse_lines(read_file(out)); }
 };
+
+// The processes whose parent is `pid` (pgrep -P).
+std::vector<pid_t> children_of(pid_t pid) {
+  std::vector<pid_t> out;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const std::string stat = read_file("/proc/" + name + "/stat");
+    const auto paren = stat.rfind(')');
+    int ppid = 0;
+    if (paren != std::string::npos && std::sscanf(stat.c_str() + paren + 2, "%*c %d", &ppid) == 1 && ppid == pid)
+      out.push_back(std::stoi(name));
+  }
+  return out;
+}
 
 char process_state(pid_t pid) {
   const std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
@@ -1160,7 +1178,10 @@ TEST_F(Faults, SigkillWhileLibrariesLoadNeverLeavesTheProgramStopped) {
             ASSERT_TRUE(wait_until([&] { return number("pid") > 0; })) << "the program does not start";
             args.insert(args.end(), {"-p", std::to_string(app.pid)});
           }
-          Tracer t(args);
+          // -p: kill cudatrace alone, with its children (kill -9 $C $(pgrep -P $C)), or its whole
+          // process group, as an operator or a container runtime does (issue 38).
+          const int kill_how = command ? 0 : case_no % 3;
+          Tracer t(args, temp_path("trace"), kill_how == 2);
           if (!command) {
             ASSERT_TRUE(t.waiting()) << read_file(t.err);  // no runtime loaded yet
             go();
@@ -1172,7 +1193,10 @@ TEST_F(Faults, SigkillWhileLibrariesLoadNeverLeavesTheProgramStopped) {
           const pid_t pid = static_cast<pid_t>(number("pid"));
           // A kill at a different point of the load cycle in each case.
           std::this_thread::sleep_for(std::chrono::milliseconds(50 + (case_no * 37) % 400));
-          ASSERT_EQ(kill(t.proc.pid, SIGKILL), 0);
+          SCOPED_TRACE(kill_how == 0 ? "cudatrace killed" : kill_how == 1 ? "with its children" : "its group");
+          const std::vector<pid_t> children = kill_how == 1 ? children_of(t.proc.pid) : std::vector<pid_t>{};
+          ASSERT_EQ(kill(kill_how == 2 ? -t.proc.pid : t.proc.pid, SIGKILL), 0);
+          for (const pid_t child : children) kill(child, SIGKILL);
           EXPECT_EQ(t.proc.wait(60s), 128 + SIGKILL) << "cudatrace did not exit";
           // The watchdog continues what was stopped once cudatrace has gone.
           const long loads = number("loads");

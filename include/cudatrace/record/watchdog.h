@@ -3,7 +3,8 @@
 // When a traced process loads a library, the BPF side stops it (SIGSTOP)
 // until cudatrace has attached probes there and sends SIGCONT. If cudatrace
 // is killed (SIGKILL, OOM) in that window, nobody would ever continue it.
-// The watchdog is a small child process that waits for cudatrace to have
+// The watchdog is a small process of its own session (not cudatrace's child,
+// nor in its process group: a kill of those leaves it) that waits for cudatrace to have
 // wholly exited (a pidfd: after its last link is closed), then reads what is
 // left unread in the ring buffer and continues every process that a loader
 // notification says was stopped. While cudatrace is dying, its probes stop
