@@ -233,6 +233,8 @@ const Rule kRules[] = {
   {"cuStreamGet*", QUERY}, {"cudaStreamGet*", QUERY}, {"cuCtxPushCurrent", QUERY}, {"cuCtxPopCurrent", QUERY},
   // ---- Graphics interoperability, external memory and semaphores (before graphs: cuGraphics* is not cuGraph*).
   {"cuGraphics*", INTEROP}, {"cudaGraphics*", INTEROP}, {"*External*", INTEROP},
+  {"cuGL*", INTEROP}, {"cudaGL*", INTEROP}, {"cuEGL*", INTEROP}, {"cudaEGL*", INTEROP}, {"cuVDPAU*", INTEROP},
+  {"cudaVDPAU*", INTEROP}, {"*FromEGLSync", INTEROP},
   // ---- Graphs and stream capture (their launch is in launch). The calls the stream model reads to
   // know what a graph launch runs are traced with launches (Selection::graph_model).
   {"cudaStreamBeginCapture*", GRAPH, E::CaptureBegin}, {"cuStreamBeginCapture*", GRAPH, E::CaptureBegin},

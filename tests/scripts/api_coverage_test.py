@@ -23,14 +23,6 @@ EXCEPTIONS = {
                "(__cudaRegisterFatBinary, __cudaPushCallConfiguration, __cudaLaunchKernel: a jump to "
                "cudaLaunchKernel, which is traced); not API. __cudaRegisterFunction and __cudaGetKernel "
                "have rows: kernel names come from them",
-    "cudaGL*": "declared in cuda_gl_interop.h, which needs the OpenGL headers",
-    "cudaGraphicsGL*": "declared in cuda_gl_interop.h, which needs the OpenGL headers",
-    "cudaEGL*": "declared in cuda_egl_interop.h, which needs the EGL headers",
-    "cudaGraphicsEGL*": "declared in cuda_egl_interop.h, which needs the EGL headers",
-    "cudaEventCreateFromEGLSync": "declared in cuda_egl_interop.h, which needs the EGL headers",
-    "cudaGraphicsResourceGetMappedEglFrame": "declared in cuda_egl_interop.h, which needs the EGL headers",
-    "cudaVDPAU*": "declared in cuda_vdpau_interop.h, which needs the VDPAU headers",
-    "cudaGraphicsVDPAU*": "declared in cuda_vdpau_interop.h, which needs the VDPAU headers",
 }
 
 
