@@ -9,9 +9,10 @@ listing=$("$bin" -f all --nvtx --list-apis)
   echo "# Traced APIs"
   echo
   echo "Generated from the API table by \`scripts/gen-docs.sh\` (\`cudatrace --list-apis\`); a test fails when this"
-  echo "file is out of date. The table has a row for every function the CUDA toolkit's \`cuda.h\` and"
-  echo "\`cuda_runtime_api.h\` declare, generated at build time from the headers (\`scripts/gen-api-rows.py\`),"
-  echo "with the groups, effects and hand-written rows of \`src/decode/api_overrides.cpp\` on top."
+  echo "file is out of date. The table has a row for every function the CUDA toolkit's \`cuda.h\`,"
+  echo "\`cuda_runtime_api.h\` and interoperability headers declare, generated at build time from the headers"
+  echo "(\`scripts/gen-api-rows.py\`), with the groups, effects and hand-written rows of"
+  echo "\`src/decode/api_overrides.cpp\` on top."
   echo "Select groups with \`-f\` and layers with \`--layer\`; without \`-f\`, the groups marked"
   echo "\"traced by default\" in the table at the end are traced."
   echo "The nvtx rows are the probe targets of cudatrace's NVTX injection library, traced with \`--nvtx\` (docs/nvtx.md)."

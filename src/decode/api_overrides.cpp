@@ -90,6 +90,32 @@ const std::vector<ApiSpec> kHandRows = {
   {"__cudaGetKernel", RT, MODULE, E::None, {{"kernel", A::OutFunc}, {"hostFun", A::Func}}},
   {"cudaGetKernel", RT, MODULE, E::None, {{"kernelPtr", A::OutFunc}, {"entryFuncAddr", A::Func}}},
   {"cudaLibraryGetKernel", RT, MODULE, E::None, {{"pKernel", A::OutFunc}, {"library", A::Handle}, {"name", A::String}}},
+  // ---- Runtime: what nvcc's generated code calls to register a module's code and variables, and to
+  // pass a <<<>>> launch's configuration to the kernel's stub (crt/host_runtime.h, crt/device_functions.h).
+  // They name no kernel, so they are not traced with launches (names_kernels). Not __cudaLaunchKernel
+  // and __cudaLaunchKernel_ptsz: each is a bare `jmp cudaLaunchKernel(_ptsz)` (tests/fixtures/real_app.cu),
+  // so a row of theirs would count every such launch twice.
+  {"__cudaRegisterFatBinary", RT, MODULE, E::None, {{"fatCubin", A::Ptr}}, Returns::Value},
+  {"__cudaRegisterFatBinaryEnd", RT, MODULE, E::None, {{"fatCubinHandle", A::Handle}}, Returns::Void},
+  {"__cudaUnregisterFatBinary", RT, MODULE, E::None, {{"fatCubinHandle", A::Handle}}, Returns::Void},
+  {"__cudaInitModule", RT, MODULE, E::None, {{"fatCubinHandle", A::Handle}}, Returns::Value},
+  {"__cudaRegisterVar", RT, MODULE, E::None, {{"fatCubinHandle", A::Handle}, {"hostVar", A::Ptr}, {"deviceAddress", A::Ptr},
+      {"deviceName", A::String}, {"ext", A::Int}, {"size", A::Size}, {"constant", A::Int}, {"global", A::Int}}, Returns::Void},
+  {"__cudaRegisterManagedVar", RT, MODULE, E::None, {{"fatCubinHandle", A::Handle}, {"hostVarPtrAddress", A::Ptr},
+      {"deviceAddress", A::Ptr}, {"deviceName", A::String}, {"ext", A::Int}, {"size", A::Size}, {"constant", A::Int},
+      {"global", A::Int}}, Returns::Void},
+  // No header declares these two; their code passes on four and five integer arguments.
+  {"__cudaRegisterHostVar", RT, MODULE, E::None, {{"fatCubinHandle", A::Handle}, {"deviceName", A::String},
+      {"hostVar", A::Ptr}, {"size", A::Size}}, Returns::Void},
+  {"__cudaRegisterUnifiedTable", RT, MODULE, E::None, {{"fatCubinHandle", A::Handle}, {"functionTable", A::Ptr},
+      {"functionWindowSize", A::Size}, {"dataTable", A::Ptr}, {"dataWindowSize", A::Size}}, Returns::Void},
+  // Called per <<<>>> launch: a push by the caller, a pop in the kernel's stub. The popped stream is read.
+  {"__cudaPushCallConfiguration", RT, MODULE, E::None, {{"gridDim", A::Dim3}, {"blockDim", A::Dim3},
+      {"sharedMem", A::Size}, {"stream", A::Stream}}, Returns::Value},
+  {"__cudaPopCallConfiguration", RT, MODULE, E::None, {{"gridDim", A::Ptr}, {"blockDim", A::Ptr},
+      {"sharedMem", A::OutSize}, {"stream", A::OutStream}}},
+  // A stub that reads no argument and returns 0 (`xor eax,eax; ret`); CUPTI reports it, so it has a row.
+  {"__cudaGetProcAddress", RT, INFO, E::None, {}, Returns::Value},
 
   // ---- Driver: memory
   {"cuMemAlloc_v2", DRV, MEM, E::AllocDevice, {{"dptr", A::OutPtr}, {"bytesize", A::Size}}},

@@ -228,9 +228,10 @@ std::string_view operation_name(std::string_view name) {
 
 // The rows: every function the headers declare, as written by hand where a
 // hand row has its name, else placed by the overrides' rules; then the hand
-// rows of functions no header declares. Rows of the groups traced by
-// default come first, so that a default --summary's per-CPU statistics,
-// sized by the largest API id it probes (session_bpf.cpp), stay small.
+// rows of functions no header declares. Rows traced by default (of the
+// default groups, and those that name kernels) come first, so that a default
+// --summary's per-CPU statistics, sized by the largest API id it probes
+// (recorder_bpf.cpp), stay small.
 std::vector<ApiSpec> build_rows() {
   std::unordered_map<std::string_view, const HeaderRow*> declared;
   for (const HeaderRow& h : header_rows()) declared.emplace(h.name, &h);
@@ -258,7 +259,7 @@ std::vector<ApiSpec> build_rows() {
     rows.push_back({h.name, h.layer, p.group, p.effect, h.args, h.returns, h.prototype, h.per_thread});
   }
   std::stable_partition(rows.begin(), rows.end(),
-                        [](const ApiSpec& r) { return group_on_by_default(r.group) || r.group == Group::Module; });
+                        [](const ApiSpec& r) { return group_on_by_default(r.group) || names_kernels(r); });
   return rows;
 }
 
@@ -314,6 +315,8 @@ bool is_hot_api(const Api& a) {
       a.group() == Group::Error)
     return true;
   const std::string_view name = a.spec->name;
+  // Each <<<>>> launch pushes its configuration and its stub pops it.
+  if (name == "__cudaPushCallConfiguration" || name == "__cudaPopCallConfiguration") return true;
   // Looked up before launches (cuBLAS, per launch): launch-rate in the
   // H200's launch-bound inference, the busiest probe the budget left exact.
   if (name == "cuKernelGetFunction") return true;
@@ -321,6 +324,13 @@ bool is_hot_api(const Api& a) {
   // 12 per step of the H200's launch-bound inference, next to ~66 launches).
   return a.group() == Group::Xfer && name.find("Memset") != std::string_view::npos &&
          name.size() >= 5 && name.substr(name.size() - 5) == "Async";
+}
+
+bool names_kernels(const ApiSpec& row) {
+  if (row.group != Group::Module) return false;
+  if (row.effect == E::ModuleLoad || row.effect == E::ModuleUnload) return true;
+  return std::any_of(row.args.begin(), row.args.end(),
+                     [](const ArgSpec& a) { return a.type == A::Func || a.type == A::OutFunc; });
 }
 
 bool is_out(ArgType t) { return t >= A::OutPtr; }
@@ -367,8 +377,8 @@ const char* group_description(Group g) {
     case Group::Event: return "events";
     case Group::Device: return "device selection and synchronisation, initialisation, contexts";
     case Group::Module:
-      return "kernel registration and lookups, module and library loads and unloads: always traced with launches "
-             "for kernel names, printed only when asked for";
+      return "kernel registration and lookups, module and library loads and unloads (traced with launches for kernel "
+             "names, printed only when asked for); fat binary and variable registration, launch configurations";
     case Group::Query:
       return "cheap getters (current device and context, last error, capture state, stream properties): off by "
              "default because frameworks call them dozens of times per launch (PyTorch: ~30 cudaGetDevice per "

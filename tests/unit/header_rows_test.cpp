@@ -12,6 +12,7 @@
 #include "cudatrace/decode/api_overrides.h"
 #include "cudatrace/decode/api_table.h"
 #include "cudatrace/decode/decode.h"
+#include "cudatrace/decode/selection.h"
 #include "record_builder.h"
 
 namespace {
@@ -225,10 +226,32 @@ TEST(ApiOverrides, WhatTheAnalysesReadIsPlaced) {
   EXPECT_EQ(api("cuGraphAddKernelNode_v2").group(), Group::Graph);
 }
 
+TEST(ApiOverrides, OnlyTheModuleCallsThatNameKernelsAreTracedWithLaunches) {
+  Selection launches;  // what -f launch probes (main.cpp)
+  launches.group[static_cast<int>(Group::Launch)] = launches.graph_model = launches.kernel_names = true;
+  for (const char* naming : {"__cudaRegisterFunction", "__cudaGetKernel", "cudaGetKernel", "cuModuleGetFunction",
+                             "cuKernelGetFunction", "cuLibraryLoadData", "cuModuleUnload"})
+    EXPECT_TRUE(launches.wants(api(naming))) << naming;
+  // nvcc's other helpers: per launch (the configuration) or per module, and no kernel name.
+  for (const char* helper : {"__cudaPushCallConfiguration", "__cudaPopCallConfiguration", "__cudaRegisterFatBinary",
+                             "__cudaRegisterVar", "__cudaInitModule"}) {
+    EXPECT_EQ(api(helper).group(), Group::Module) << helper;
+    EXPECT_FALSE(launches.wants(api(helper))) << helper;
+  }
+  EXPECT_TRUE(is_hot_api(api("__cudaPushCallConfiguration")));
+}
+
+TEST(ApiOverrides, ALaunchConfigurationPopReadsTheStream) {
+  // __cudaPopCallConfiguration(dim3*, dim3*, size_t* sharedMem, void* stream): the header says void*.
+  const Call c = decoded("__cudaPopCallConfiguration", {0x7ffd0010, 0x7ffd0020, 0x7ffd0030, 0x7ffd0038});
+  EXPECT_EQ(describe(*find_arg(c, "gridDim")), "hex:0x7ffd0010");
+  EXPECT_EQ(api("__cudaPopCallConfiguration").out_index[1], 3);
+}
+
 TEST(ApiOverrides, RowsOfTheDefaultGroupsHaveTheSmallestIds) {
   bool default_part = true;
   for (const Api& a : apis()) {
-    const bool in_default = group_on_by_default(a.group()) || a.group() == Group::Module;
+    const bool in_default = group_on_by_default(a.group()) || names_kernels(*a.spec);
     if (!in_default) default_part = false;
     EXPECT_TRUE(!in_default || default_part) << a.symbol;
   }

@@ -25,8 +25,8 @@ inline constexpr int kGroupCount = 17;
 
 const char* group_name(Group g);
 // Whether -f without a list (the default) prints the group's calls, and why
-// (for --list-apis and docs/apis.md). Off: module (registration, traced for
-// kernel names anyway), query, info and error (getters that frameworks call
+// (for --list-apis and docs/apis.md). Off: module (registration; the calls
+// that name kernels are traced for that anyway: names_kernels), query, info and error (getters that frameworks call
 // dozens of times per launch: probing them would cost more than all the
 // rest), and the groups of calls no analysis reads yet.
 bool group_on_by_default(Group g);
@@ -188,6 +188,13 @@ struct ApiSpec {
   const char* prototype = nullptr;  // the header's declaration; nullptr for a function no header declares
   std::uint8_t per_thread = 0;      // kPerThreadPtsz | kPerThreadPtds: the forms the header declares
 };
+
+// The module group's rows that kernel names come from (KernelNames::learn):
+// a kernel handle registered, looked up or derived (a Func or OutFunc
+// argument), a module or library loaded or unloaded. Traced with launches
+// whatever -f says (Selection::kernel_names); the rest of the group (fat
+// binaries, variables, launch configurations) only with -f module.
+bool names_kernels(const ApiSpec& row);
 
 // Per-thread-default-stream forms of a row: the symbol with _ptsz or _ptds.
 inline constexpr std::uint8_t kPerThreadPtsz = 1;
