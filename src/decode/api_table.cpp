@@ -250,13 +250,14 @@ std::vector<ApiSpec> build_rows() {
             if (a.type == A::Enum || a.type == A::OutEnum) a.enum_type = declared_arg.enum_type;
           }
     }
+    row.core = true;
     by_hand.insert(hand.name);
     rows.push_back(std::move(row));
   }
   for (const HeaderRow& h : header_rows()) {
     if (by_hand.count(h.name)) continue;
-    const Placement p = placement(operation_name(h.name));
-    rows.push_back({h.name, h.layer, p.group, p.effect, h.args, h.returns, h.prototype, h.per_thread});
+    const Placement p = placement(h.name, operation_name(h.name));
+    rows.push_back({h.name, h.layer, p.group, p.effect, h.args, h.returns, h.prototype, h.per_thread, p.core});
   }
   std::stable_partition(rows.begin(), rows.end(),
                         [](const ApiSpec& r) { return group_on_by_default(r.group) || names_kernels(r); });

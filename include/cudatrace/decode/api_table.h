@@ -187,6 +187,7 @@ struct ApiSpec {
   Returns returns = Returns::Status;
   const char* prototype = nullptr;  // the header's declaration; nullptr for a function no header declares
   std::uint8_t per_thread = 0;      // kPerThreadPtsz | kPerThreadPtds: the forms the header declares
+  bool core = false;                // written by hand or placed by a core rule (is_core_api)
 };
 
 // The module group's rows that kernel names come from (KernelNames::learn):
