@@ -45,8 +45,10 @@ const std::vector<ApiSpec> kHandRows = {
       {"pDependencies", A::Ptr}, {"numDependencies", A::Size}, {"pNodeParams", A::KernelNodeParams}}},
   {"cuGraphAddKernelNode", DRV, GRAPH, E::GraphAddKernel, {{"phGraphNode", A::OutHandle}, {"hGraph", A::Handle},
       {"dependencies", A::Ptr}, {"numDependencies", A::Size}, {"nodeParams", A::KernelNodeParams}}},
+  // Its struct adds kern and ctx: 72 bytes, where the others' are 56 (reading past a struct could fault).
   {"cuGraphAddKernelNode_v2", DRV, GRAPH, E::GraphAddKernel, {{"phGraphNode", A::OutHandle}, {"hGraph", A::Handle},
-      {"dependencies", A::Ptr}, {"numDependencies", A::Size}, {"nodeParams", A::KernelNodeParams}}},
+      {"dependencies", A::Ptr}, {"numDependencies", A::Size},
+      {"nodeParams", A::KernelNodeParams, nullptr, nullptr, kKernelNodeParamsV2Bytes / 8}}},
   // ---- A float* out-parameter whose name reads as an array to the generator (ms, pMilliseconds).
   {"cudaEventElapsedTime", RT, EVENT, E::None, {{"ms", A::OutFloat}, {"start", A::Event}, {"end", A::Event}}},
   {"cuEventElapsedTime", DRV, EVENT, E::None, {{"pMilliseconds", A::OutFloat}, {"hStart", A::Event}, {"hEnd", A::Event}}},

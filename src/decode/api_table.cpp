@@ -10,6 +10,7 @@
 #include <unordered_set>
 
 #include "cudatrace/decode/api_overrides.h"
+#include "cudatrace/decode/arg_types.h"
 #include "cudatrace/decode/header_rows.h"
 #include "cudatrace/record.h"
 
@@ -18,18 +19,6 @@ namespace {
 
 using A = ArgType;
 using E = Effect;
-
-int out_size(ArgType t) {
-  switch (t) {
-    case A::OutInt:
-    case A::OutUInt:
-    case A::OutEnum:
-    case A::OutFloat:
-      return 4;
-    default:
-      return 8;
-  }
-}
 
 // The kernel, transfer and memory summaries need these calls' arguments.
 bool needs_detail_record(const ApiSpec& row) {
@@ -63,25 +52,12 @@ bool needs_detail_record(const ApiSpec& row) {
 }
 
 bool has_stack_struct(const Api& api) {
-  for (const ArgSpec& a : api.spec->args)
-    if (a.type == A::NcclUniqueId) return true;
-  return false;
+  return std::any_of(api.spec->args.begin(), api.spec->args.end(),
+                     [](const ArgSpec& a) { return arg_facts(a.type).passing == Passing::InMemory; });
 }
 
-// How many 8-byte words a fixed-size payload reads.
-unsigned payload_words(const Api& api, ArgType t) {
-  switch (t) {
-    case A::NcclCommArray:
-      return kNcclMaxInitAllComms;
-    case A::KernelNodeParams:
-      // cudaKernelNodeParams and CUDA_KERNEL_NODE_PARAMS_v1 are 56 bytes; the
-      // driver's v2 struct adds kern and ctx (72): reading past a struct could fault.
-      return std::string_view(api.spec->name) == "cuGraphAddKernelNode_v2" ? kKernelNodeParamsV2Bytes / 8
-                                                                            : kKernelNodeParamsBytes / 8;
-    default:
-      return kNcclUniqueIdBytes / 8;
-  }
-}
+// How many 8-byte words a fixed-size payload reads: its type's, unless the row says (reading past a struct could fault).
+unsigned payload_words(const ArgSpec& a) { return a.words ? a.words : arg_facts(a.type).payload_words; }
 
 std::uint64_t make_cookie(const Api& api) {
   std::uint64_t c = api.id;
@@ -96,7 +72,7 @@ std::uint64_t make_cookie(const Api& api) {
     if (api.out_index[o] < 0) continue;
     const ArgSpec& a = api.spec->args[api.out_index[o]];
     c |= std::uint64_t(api.slots[api.out_index[o]] + 1) << (20 + 8 * o);
-    c |= std::uint64_t(out_size(a.type)) << (24 + 8 * o);
+    c |= std::uint64_t(arg_facts(a.type).out_bytes) << (24 + 8 * o);
   }
   if (api.spec->returns != Returns::Status) c |= CT_COOKIE_VOID;
   if (api.layer() == Layer::Nccl) c |= CT_COOKIE_NCCL_STATUS;
@@ -106,14 +82,9 @@ std::uint64_t make_cookie(const Api& api) {
   if (api.payload_index >= 0) {
     const ArgSpec& a = api.spec->args[api.payload_index];
     c |= std::uint64_t(api.slots[api.payload_index] + 1) << 36;
-    if (a.type == A::NcclUniqueId || a.type == A::NcclUniqueIdPtr || a.type == A::NcclCommArray ||
-        a.type == A::KernelNodeParams) {
-      c |= std::uint64_t(CT_PAYLOAD_BYTES) << 40;
-      c |= std::uint64_t(payload_words(api, a.type)) << CT_COOKIE_PAYLOAD_WORDS_SHIFT;
-    } else {
-      const auto kind = a.type == A::String ? CT_PAYLOAD_STRING : CT_PAYLOAD_LAUNCH_CONFIG;
-      c |= std::uint64_t(kind) << 40;
-    }
+    const std::uint8_t kind = arg_facts(a.type).payload;
+    c |= std::uint64_t(kind) << 40;
+    if (kind == CT_PAYLOAD_BYTES) c |= std::uint64_t(payload_words(a)) << CT_COOKIE_PAYLOAD_WORDS_SHIFT;
   }
   return c;
 }
@@ -154,29 +125,30 @@ class ArgumentPlaces {
 // The slot of argument `a`, or kNotCaptured where the BPF programs do not
 // save it: in an xmm register, a struct by value, beyond CT_MAX_ARGS.
 int place_argument(ArgumentPlaces& places, const ArgSpec& a) {
+  const ArgTypeFacts& facts = arg_facts(a.type);
   int slot = 0;
-  switch (a.type) {
-    case A::Float:
+  switch (facts.passing) {
+    case Passing::Xmm:
       places.place(0, 1, 1);
       return kNotCaptured;
-    case A::Struct:
+    case Passing::ByValue:
       if (a.words <= 2)
         places.place(a.int_words, a.words - a.int_words, a.words);
       else
         places.in_memory(a.words);
       return kNotCaptured;
-    case A::Dim3:  // 12 bytes of integers: two registers
+    case Passing::InMemory:  // its address goes in slot CT_REG_ARGS (make_api)
+      places.in_memory(payload_words(a));
+      return CT_REG_ARGS;
+    case Passing::IntegerPair:
       slot = places.place(2, 0, 2);
       break;
-    case A::Dim3Split:  // three unsigned arguments
+    case Passing::Integers:
       slot = places.place(1, 0, 1);
-      places.place(1, 0, 1);
-      places.place(1, 0, 1);
+      for (int k = 1; k < facts.slots; ++k) places.place(1, 0, 1);
       break;
-    default:
-      slot = places.place(1, 0, 1);
   }
-  return slot + slot_count(a.type) <= CT_MAX_ARGS ? slot : kNotCaptured;
+  return slot + facts.slots <= CT_MAX_ARGS ? slot : kNotCaptured;
 }
 
 Api make_api(std::uint16_t id, const ApiSpec& spec, std::string symbol, bool variant) {
@@ -185,26 +157,18 @@ Api make_api(std::uint16_t id, const ApiSpec& spec, std::string symbol, bool var
   int outs = 0;
   bool register_after_struct = false;
   for (std::size_t i = 0; i < spec.args.size(); ++i) {
-    const ArgType t = spec.args[i].type;
-    if (t == A::NcclUniqueId) {
-      // Passed in memory: no register; ct_enter stores its address in slot CT_REG_ARGS
-      // (CT_COOKIE_STACK_ADDR), and the payload reads the 128 bytes from there.
-      if (api.payload_index >= 0) throw std::logic_error(std::string("two payloads: ") + spec.name);
-      places.in_memory(kNcclUniqueIdBytes / 8);
-      api.slots.push_back(CT_REG_ARGS);
-      api.payload_index = static_cast<int>(i);
-      continue;
-    }
+    const ArgTypeFacts& facts = arg_facts(spec.args[i].type);
     const int slot = place_argument(places, spec.args[i]);
     api.slots.push_back(static_cast<std::uint8_t>(slot));
     if (slot == kNotCaptured) continue;
-    register_after_struct |= slot >= CT_REG_ARGS;
-    if (is_out(t)) {
+    // A struct passed in memory takes no register: ct_enter stores its address in slot CT_REG_ARGS
+    // (CT_COOKIE_STACK_ADDR), and the payload reads it from there.
+    register_after_struct |= slot >= CT_REG_ARGS && facts.passing != Passing::InMemory;
+    if (facts.out_bytes) {
       if (outs == 2) throw std::logic_error(std::string("more than two out-params: ") + spec.name);
       api.out_index[outs++] = static_cast<int>(i);
     }
-    if (t == A::String || t == A::LaunchConfig || t == A::NcclUniqueIdPtr || t == A::NcclCommArray ||
-        t == A::KernelNodeParams) {
+    if (facts.payload != CT_PAYLOAD_NONE) {
       if (api.payload_index >= 0) throw std::logic_error(std::string("two payloads: ") + spec.name);
       api.payload_index = static_cast<int>(i);
     }
@@ -242,12 +206,12 @@ std::vector<ApiSpec> build_rows() {
     if (const auto it = declared.find(hand.name); it != declared.end()) {
       row.prototype = it->second->prototype;
       row.per_thread = it->second->per_thread;
-      // The C types the header declares, and the enum tables of its enums, by argument name.
+      // The C types the header declares, and the enum table of an argument decoded as the header's, by name.
       for (ArgSpec& a : row.args)
         for (const ArgSpec& declared_arg : it->second->args)
           if (std::string_view(a.name) == declared_arg.name) {
             a.ctype = declared_arg.ctype;
-            if (a.type == A::Enum || a.type == A::OutEnum) a.enum_type = declared_arg.enum_type;
+            if (a.type == declared_arg.type) a.enum_type = declared_arg.enum_type;
           }
     }
     row.core = true;
@@ -331,20 +295,7 @@ bool names_kernels(const ApiSpec& row) {
   if (row.group != Group::Module) return false;
   if (row.effect == E::ModuleLoad || row.effect == E::ModuleUnload) return true;
   return std::any_of(row.args.begin(), row.args.end(),
-                     [](const ArgSpec& a) { return a.type == A::Func || a.type == A::OutFunc; });
-}
-
-bool is_out(ArgType t) { return t >= A::OutPtr; }
-
-int slot_count(ArgType t) {
-  switch (t) {
-    case A::Dim3:
-      return 2;
-    case A::Dim3Split:
-      return 3;
-    default:
-      return 1;
-  }
+                     [](const ArgSpec& a) { return arg_facts(a.type).handle_of == HandleOf::Kernel; });
 }
 
 const char* group_name(Group g) {

@@ -35,7 +35,8 @@ std::optional<Group> parse_group(std::string_view name);
 const char* layer_name(Layer l);
 
 // How one argument is decoded. Out* types are out-parameters: the argument is
-// a pointer whose target the return probe reads.
+// a pointer whose target the return probe reads. A new type needs a row in
+// src/decode/arg_types.cpp (arg_types.h: capture, decoding, reading back, docs).
 enum class ArgType : std::uint8_t {
   Size,          // size_t, decimal
   Int,           // int
@@ -73,6 +74,8 @@ enum class ArgType : std::uint8_t {
   OutUInt,       // unsigned int*
   OutEnum,       // enum*, by name (ArgSpec::enum_type)
 };
+// What each type is and does: src/decode/arg_types.cpp, a row per type in this order.
+inline constexpr std::size_t kArgTypeCount = static_cast<std::size_t>(ArgType::OutEnum) + 1;  // the last one above
 
 // sizeof(ncclUniqueId) (NCCL_UNIQUE_ID_BYTES).
 inline constexpr int kNcclUniqueIdBytes = 128;
@@ -105,7 +108,8 @@ struct ArgSpec {
   ArgType type;
   const char* ctype = nullptr;            // the declared C type, where a header declares the function
   const EnumType* enum_type = nullptr;    // Enum and OutEnum
-  std::uint8_t words = 0;                 // Struct: its size in 8-byte words
+  std::uint8_t words = 0;                 // Struct: its size in 8-byte words; a payload read through a pointer
+                                          // (arg_types.h): the words read, where not its type's
   std::uint8_t int_words = 0;             // Struct of up to 16 bytes: eightbytes passed in integer registers
 };
 
