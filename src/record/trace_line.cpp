@@ -10,11 +10,13 @@
 #include "cudatrace/decode/api_table.h"
 #include "cudatrace/decode/arg_types.h"
 #include "cudatrace/decode/decode.h"
+#include "cudatrace/json_fields.h"
 
 namespace cudatrace {
 namespace {
 
 using Json = nlohmann::json;
+using namespace json_fields;
 
 // What makes a line not a trace line; caught in TraceLine::parse.
 struct BadLine {
@@ -23,11 +25,14 @@ struct BadLine {
 
 [[noreturn]] void bad(std::string what) { throw BadLine{std::move(what)}; }
 
-const Json& field(const Json& obj, const char* key) {
+const Json& field(const Json& obj, std::string_view key) {
   const auto it = obj.find(key);
-  if (it == obj.end()) bad(std::string("no \"") + key + "\" field");
+  if (it == obj.end()) bad("no \"" + std::string(key) + "\" field");
   return *it;
 }
+
+// "name": how an error names a field of the line.
+std::string quoted(std::string_view name) { return "\"" + std::string(name) + "\""; }
 
 std::uint64_t unsigned_of(const Json& v, const std::string& what) {
   if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<std::int64_t>() >= 0))
@@ -70,13 +75,13 @@ std::optional<Value> written_value(const Json& v) {
   return Value{Dim3{d[0], d[1], d[2]}};
 }
 
-std::optional<std::uint64_t> optional_hex(const Json& obj, const char* key, const std::string& what) {
+std::optional<std::uint64_t> optional_hex(const Json& obj, std::string_view key, const std::string& what) {
   const auto it = obj.find(key);
   if (it == obj.end() || it->is_null()) return std::nullopt;
   return hex_of(*it, what);
 }
 
-std::string optional_string(const Json& obj, const char* key, const std::string& what) {
+std::string optional_string(const Json& obj, std::string_view key, const std::string& what) {
   const auto it = obj.find(key);
   return it == obj.end() || it->is_null() ? std::string() : string_of(*it, what);
 }
@@ -97,87 +102,96 @@ bool TraceLine::parse(std::string_view line, std::string& error) {
   }
   try {
     if (!j.is_object()) bad("not a JSON object");
-    const std::string& type = string_of(field(j, "type"), "\"type\"");
-    if (type == "call" || type == "unfinished") {
+    const std::string& type = string_of(field(j, kType.name()), quoted(kType.name()));
+    if (type == kCall || type == kUnfinished) {
       type_ = Type::Call;
-    } else if (type == "warning") {
+    } else if (type == kWarning) {
       type_ = Type::Warning;
-    } else if (type == "end") {
+    } else if (type == kEnd) {
       type_ = Type::End;
-      const Json& detail = field(j, "lost_detail");
+      const Json& detail = field(j, kLostDetail.name());
+      const auto count = [](const Json& obj, std::string_view name, const std::string& what) {
+        return unsigned_of(field(obj, name), what);
+      };
+      const auto lost = [&](std::string_view name) {
+        return count(detail, name, std::string(kLostDetail.name()) + "." + std::string(name));
+      };
       end_ = LossCounts{};
       // Counted again from the calls, but a line that says nonsense is no end line.
-      unsigned_of(field(j, "calls"), "\"calls\"");
-      unsigned_of(field(j, "lost"), "\"lost\"");
-      unsigned_of(field(j, "unfinished"), "\"unfinished\"");
-      if (const auto it = detail.find("output"); it != detail.end()) unsigned_of(*it, "lost_detail.output");
-      end_.ring_buffer = unsigned_of(field(detail, "ring_buffer"), "lost_detail.ring_buffer");
-      end_.thread_table = unsigned_of(field(detail, "thread_table"), "lost_detail.thread_table");
-      end_.depth_overflow = unsigned_of(field(detail, "depth_overflow"), "lost_detail.depth_overflow");
-      end_.control = unsigned_of(field(detail, "control"), "lost_detail.control");
-      end_.unmatched = unsigned_of(field(j, "unmatched"), "\"unmatched\"");
+      count(j, kCalls.name(), quoted(kCalls.name()));
+      count(j, kLost.name(), quoted(kLost.name()));
+      count(j, kUnfinishedCalls.name(), quoted(kUnfinishedCalls.name()));
+      if (detail.contains(kOutput.name())) lost(kOutput.name());
+      end_.ring_buffer = lost(kRingBuffer.name());
+      end_.thread_table = lost(kThreadTable.name());
+      end_.depth_overflow = lost(kDepthOverflow.name());
+      end_.control = lost(kControl.name());
+      end_.unmatched = count(j, kUnmatched.name(), quoted(kUnmatched.name()));
       return true;
-    } else if (type == "summary") {
+    } else if (type == kSummary) {
       bad("a --summary report, not a trace of calls (record the trace with --json alone)");
     } else {
       bad("unknown record type \"" + type + "\"");
     }
 
-    const std::string& api_name = string_of(field(j, "api"), "\"api\"");
+    const std::string& api_name = string_of(field(j, kApi.name()), quoted(kApi.name()));
     const Api* api = api_by_symbol(api_name);
     if (!api) bad("unknown API \"" + api_name + "\" (a trace from another cudatrace version?)");
-    if (const auto it = j.find("layer"); it != j.end() && string_of(*it, "\"layer\"") != layer_name(api->layer()))
-      bad("\"layer\" is \"" + it->get<std::string>() + "\", but " + api_name + " is of the " +
+    if (const auto it = j.find(kLayer.name());
+        it != j.end() && string_of(*it, quoted(kLayer.name())) != layer_name(api->layer()))
+      bad(quoted(kLayer.name()) + " is \"" + it->get<std::string>() + "\", but " + api_name + " is of the " +
           layer_name(api->layer()) + " layer");
     if (type_ == Type::Warning) {
-      string_of(field(j, "kind"), "\"kind\"");
-      hex_of(field(j, "host_ptr"), "\"host_ptr\"");
-      string_of(field(j, "message"), "\"message\"");
-      const std::uint64_t pid = unsigned_of(field(j, "pid"), "\"pid\"");
+      string_of(field(j, kKind.name()), quoted(kKind.name()));
+      hex_of(field(j, kHostPtr.name()), quoted(kHostPtr.name()));
+      string_of(field(j, kMessage.name()), quoted(kMessage.name()));
+      const std::uint64_t pid = unsigned_of(field(j, kPid.name()), quoted(kPid.name()));
       if (pid > 0xffffffffu) bad("pid out of range");
       warning_.pid = static_cast<std::uint32_t>(pid);
-      warning_.caller = hex_of(field(j, "caller"), "\"caller\"");
-      warning_.location = string_of(field(j, "location"), "\"location\"");
+      warning_.caller = hex_of(field(j, kCaller.name()), quoted(kCaller.name()));
+      warning_.location = string_of(field(j, kLocation.name()), quoted(kLocation.name()));
       return true;
     }
 
     ct_call rec{};
-    rec.type = type == "call" ? CT_REC_CALL : CT_REC_UNFINISHED;
+    rec.type = type == kCall ? CT_REC_CALL : CT_REC_UNFINISHED;
     rec.api = api->id;
     rec.parent_api = kNoApi;
-    if (const auto it = j.find("parent_api"); it != j.end()) {
-      const Api* parent = api_by_symbol(string_of(*it, "\"parent_api\""));
-      if (!parent) bad("unknown API \"" + it->get<std::string>() + "\" in \"parent_api\"");
+    if (const auto it = j.find(kParentApi.name()); it != j.end()) {
+      const Api* parent = api_by_symbol(string_of(*it, quoted(kParentApi.name())));
+      if (!parent) bad("unknown API \"" + it->get<std::string>() + "\" in " + quoted(kParentApi.name()));
       rec.parent_api = parent->id;
     }
-    const std::uint64_t pid = unsigned_of(field(j, "pid"), "\"pid\""), tid = unsigned_of(field(j, "tid"), "\"tid\"");
+    const std::uint64_t pid = unsigned_of(field(j, kPid.name()), quoted(kPid.name())),
+                        tid = unsigned_of(field(j, kTid.name()), quoted(kTid.name()));
     if (pid > 0xffffffffu || tid > 0xffffffffu) bad("pid or tid out of range");
     rec.pid = static_cast<std::uint32_t>(pid);
     rec.tid = static_cast<std::uint32_t>(tid);
-    rec.ts_ns = unsigned_of(field(j, "ts_ns"), "\"ts_ns\"");
-    const std::uint64_t depth = unsigned_of(field(j, "depth"), "\"depth\"");
-    if (depth >= CT_MAX_DEPTH) bad("\"depth\" out of range");
+    rec.ts_ns = unsigned_of(field(j, kTsNs.name()), quoted(kTsNs.name()));
+    const std::uint64_t depth = unsigned_of(field(j, kDepth.name()), quoted(kDepth.name()));
+    if (depth >= CT_MAX_DEPTH) bad(quoted(kDepth.name()) + " out of range");
     rec.depth = static_cast<std::uint8_t>(depth);
-    const std::string& comm = string_of(field(j, "comm"), "\"comm\"");
+    const std::string& comm = string_of(field(j, kComm.name()), quoted(kComm.name()));
     // U+FFFD for each byte that was not UTF-8 can make it longer than the
     // kernel's 15 bytes: cut between characters, not inside one.
     std::size_t comm_len = std::min(comm.size(), sizeof rec.comm - 1);
     while (comm_len < comm.size() && comm_len > 0 && (static_cast<unsigned char>(comm[comm_len]) & 0xc0) == 0x80)
       --comm_len;
     std::memcpy(rec.comm, comm.data(), comm_len);
-    rec.caller = optional_hex(j, "caller", "\"caller\"").value_or(0);
+    rec.caller = optional_hex(j, kCaller.name(), quoted(kCaller.name())).value_or(0);
     const bool unfinished = rec.type == CT_REC_UNFINISHED;
-    const Json* entry_only = j.find("entry_only") == j.end() ? nullptr : &j.at("entry_only");
-    if (entry_only && (!entry_only->is_boolean() || !entry_only->get<bool>())) bad("\"entry_only\" is not true");
-    if (entry_only) {
+    const auto entry_only = j.find(kEntryOnly.name());
+    if (entry_only != j.end() && (!entry_only->is_boolean() || !entry_only->get<bool>()))
+      bad(quoted(kEntryOnly.name()) + " is not true");
+    if (entry_only != j.end()) {
       rec.flags |= CT_FLAG_ENTRY_ONLY;  // no latency or status of its own (docs/json.md)
     } else if (!unfinished) {
-      rec.dur_ns = unsigned_of(field(j, "dur_ns"), "\"dur_ns\"");
-      if (api->spec->returns == Returns::Status) rec.ret = signed_of(field(j, "ret"), "\"ret\"");
+      rec.dur_ns = unsigned_of(field(j, kDurNs.name()), quoted(kDurNs.name()));
+      if (api->spec->returns == Returns::Status) rec.ret = signed_of(field(j, kRet.name()), quoted(kRet.name()));
     }
 
-    const Json& args_json = field(j, "args");
-    if (!args_json.is_object()) bad("\"args\" is not an object");
+    const Json& args_json = field(j, kArgs.name());
+    if (!args_json.is_object()) bad(quoted(kArgs.name()) + " is not an object");
     JsonArgs args;
     for (const auto& [name, value] : args_json.items()) args.emplace_back(name, written_value(value));
     std::vector<std::uint8_t> payload;
@@ -204,20 +218,22 @@ bool TraceLine::parse(std::string_view line, std::string& error) {
       if (!facts.read(r)) bad(r.error);
       *word = r.word;
     }
-    kernel_mangled_ = optional_string(j, "kernel_mangled", "\"kernel_mangled\"");
+    kernel_mangled_ = optional_string(j, kKernelMangled.name(), quoted(kKernelMangled.name()));
     if (kernel_mangled_ == "?") kernel_mangled_.clear();
 
     stack_.clear();
-    if (const auto it = j.find("stack"); it != j.end()) {
-      if (!it->is_array() || it->size() > CT_MAX_STACK_FRAMES) bad("\"stack\" is not an array of frames");
+    if (const auto it = j.find(kStack.name()); it != j.end()) {
+      const std::string frames_error = quoted(kStack.name()) + " is not an array of frames";
+      if (!it->is_array() || it->size() > CT_MAX_STACK_FRAMES) bad(frames_error);
       for (const Json& f : *it) {
-        if (!f.is_object()) bad("\"stack\" is not an array of frames");
+        if (!f.is_object()) bad(frames_error);
         StackFrame frame;
-        frame.addr = hex_of(field(f, "addr"), "stack \"addr\"");
-        frame.function = optional_string(f, "function", "stack \"function\"");
-        frame.module = optional_string(f, "module", "stack \"module\"");
-        if (!frame.function.empty()) frame.function_offset = unsigned_of(field(f, "function_offset"), "stack offset");
-        if (!frame.module.empty()) frame.module_offset = unsigned_of(field(f, "module_offset"), "stack offset");
+        frame.addr = hex_of(field(f, kAddr.name()), "stack " + quoted(kAddr.name()));
+        frame.function = optional_string(f, kFunction.name(), "stack " + quoted(kFunction.name()));
+        frame.module = optional_string(f, kModule.name(), "stack " + quoted(kModule.name()));
+        if (!frame.function.empty())
+          frame.function_offset = unsigned_of(field(f, kFunctionOffset.name()), "stack offset");
+        if (!frame.module.empty()) frame.module_offset = unsigned_of(field(f, kModuleOffset.name()), "stack offset");
         stack_.push_back(std::move(frame));
       }
     }

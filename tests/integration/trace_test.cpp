@@ -529,10 +529,15 @@ TEST_F(Trace, StrippedStaticRuntimeCallsOfTheWholeHeader) {
       if (c["depth"] == 0) ++n[c["api"].get<std::string>()];
     return n;
   };
-  const auto shared = counts(REAL_APP_SHARED), stripped = counts(REAL_APP_STRIPPED);
+  auto shared = counts(REAL_APP_SHARED);
+  const auto stripped = counts(REAL_APP_STRIPPED);
   for (const char* api : {"cudaRuntimeGetVersion", "cudaFuncSetAttribute", "cudaDeviceGetLimit", "cudaMemGetInfo",
                           "cudaLaunchHostFunc", "cudaGetErrorString"})
     EXPECT_EQ(shared.count(api) ? shared.at(api) : 0, 1) << api;
+  // What no fingerprint finds (docs/static-runtime.md): registration helpers too short or too alike.
+  for (const char* unfindable : {"__cudaGetProcAddress", "__cudaRegisterFatBinary", "__cudaRegisterFatBinaryEnd",
+                                 "__cudaRegisterVar", "__cudaRegisterManagedVar"})
+    shared.erase(unfindable);
   EXPECT_EQ(stripped, shared);
 }
 

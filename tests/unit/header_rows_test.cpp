@@ -20,12 +20,6 @@ namespace {
 using namespace cudatrace;
 using namespace cudatrace_test;
 
-const HeaderRow& header_row(std::string_view name) {
-  for (const HeaderRow& r : header_rows())
-    if (name == r.name) return r;
-  throw std::runtime_error("no header row " + std::string(name));
-}
-
 const Api& api(const char* symbol) {
   const Api* a = api_by_symbol(symbol);
   if (!a) throw std::runtime_error(std::string("no API ") + symbol);
@@ -42,6 +36,18 @@ Call decoded(const char* symbol, std::initializer_list<std::uint64_t> args, std:
   Call c;
   EXPECT_TRUE(decode_call(b.rec, nullptr, c));
   return c;
+}
+
+// The generated row of `name`, nullptr when no header declares it.
+const HeaderRow* header_row_of(std::string_view name) {
+  for (const HeaderRow& r : header_rows())
+    if (name == r.name) return &r;
+  return nullptr;
+}
+
+const HeaderRow& header_row(std::string_view name) {
+  if (const HeaderRow* r = header_row_of(name)) return *r;
+  throw std::runtime_error("no header row " + std::string(name));
 }
 
 std::vector<int> slots_of_api(const Api& a) { return std::vector<int>(a.slots.begin(), a.slots.end()); }
@@ -179,9 +185,7 @@ TEST(ApiOverrides, HandRowsAgreeWithTheHeaders) {
   // it may name arguments differently (cudaLaunchKernel's grid) or join three into one
   // (cuLaunchKernel's Dim3Split), but never misplaces them.
   for (const ApiSpec& hand : hand_rows()) {
-    const HeaderRow* declared = nullptr;
-    for (const HeaderRow& h : header_rows())
-      if (std::strcmp(h.name, hand.name) == 0) declared = &h;
+    const HeaderRow* declared = header_row_of(hand.name);
     if (!declared) continue;
     EXPECT_EQ(hand.layer, declared->layer) << hand.name;
     const Api& a = api(hand.name);
@@ -201,9 +205,7 @@ TEST(ApiOverrides, HandRowsAgreeWithTheHeaders) {
 TEST(ApiOverrides, AHandRowOfADeclaredFunctionDecodesSomethingTheHeaderDoesNot) {
   // One that repeats the generated row, names and types alike, belongs in the rules (group, effect, core).
   for (const ApiSpec& hand : hand_rows()) {
-    const HeaderRow* declared = nullptr;
-    for (const HeaderRow& h : header_rows())
-      if (std::strcmp(h.name, hand.name) == 0) declared = &h;
+    const HeaderRow* declared = header_row_of(hand.name);
     if (!declared) continue;
     bool same = hand.args.size() == declared->args.size() && hand.returns == declared->returns;
     for (std::size_t i = 0; same && i < hand.args.size(); ++i)

@@ -46,8 +46,14 @@ struct ArgDecoding {
   bool names_kernel = false;  // the call's kernel (call.kernel_handle) is to be named
 
   // Appends one value of the argument (of `type`: a launch config's expansion has its own).
-  void put(Value v) { put(spec.name, std::move(v), spec.type); }
-  void put(std::string_view name, Value v, ArgType type) { call.args.push_back({name, std::move(v), type}); }
+  template <typename V>
+  void put(V&& v) {
+    put(spec.name, std::forward<V>(v), spec.type);
+  }
+  template <typename V>
+  void put(std::string_view name, V&& v, ArgType type) {
+    call.args.push_back(NamedValue{name, std::forward<V>(v), type});
+  }
   bool payload_fault() const { return rec.flags & CT_FLAG_PAYLOAD_FAULT; }
 };
 
