@@ -1,9 +1,10 @@
 // The table of traced CUDA APIs. Each row is a C signature in data form; the
 // probe cookies, decoders, group filters and docs/apis.md are derived from it.
-// The rows of every function the toolkit's cuda.h and cuda_runtime_api.h
-// declare are generated at build time (scripts/gen-api-rows.py); what the
-// headers cannot say (groups, effects, how an argument is decoded beyond its
-// C type, the functions no header declares) is in src/decode/api_overrides.cpp.
+// The rows of every function the toolkit's headers declare are generated at
+// build time (scripts/gen-api-rows.py); what the headers cannot say (groups,
+// effects, how an argument is decoded beyond its C type, the functions no
+// header declares) is in src/decode/api_overrides.cpp; what each argument
+// type is, in src/decode/arg_types.cpp.
 #pragma once
 
 #include <cstdint>
