@@ -2,7 +2,8 @@
 """Generates the API table's rows from the CUDA toolkit's own headers (issue 28).
 
 Every function that cuda.h and cuda_runtime_api.h (and the profiler-control
-headers cudaProfiler.h, cuda_profiler_api.h) declare becomes a row: its
+headers cudaProfiler.h, cuda_profiler_api.h, and the graphics interoperability
+headers of OpenGL, EGL and VDPAU) declare becomes a row: its
 name, layer, prototype, argument names and how each argument is decoded from
 its declared C type, where the x86-64 System V ABI passes it, and the
 per-thread-default-stream forms (_ptsz/_ptds) the headers declare for it. The
@@ -14,6 +15,11 @@ of older versions) say which symbols exist:
   per-thread        -DCUDA_API_PER_THREAD_DEFAULT_STREAM: the _ptsz/_ptds forms
   internal          -D__CUDA_API_VERSION_INTERNAL: the older versions libcuda
                     still exports for programs built against older toolkits
+
+The interoperability headers include the system's GL, EGL and VDPAU headers
+for a few typedefs: minimal stand-ins of those (FOREIGN_HEADERS) are put first
+on the include path, so that the rows are the same whether or not the build
+machine has the real ones, and a machine with only the toolkit builds.
 
 The enums of the same headers become name tables (CUresult, cudaMemcpyKind,
 CUdevice_attribute, ...), so enum arguments decode by name.
@@ -30,8 +36,26 @@ import subprocess
 import sys
 import tempfile
 
-HEADERS = ("cuda.h", "cuda_runtime_api.h", "cudaProfiler.h", "cuda_profiler_api.h")
-RUNTIME_HEADERS = ("cuda_runtime_api.h", "cuda_profiler_api.h")
+INTEROP_RUNTIME_HEADERS = ("cuda_gl_interop.h", "cuda_egl_interop.h", "cuda_vdpau_interop.h")
+INTEROP_DRIVER_HEADERS = ("cudaGL.h", "cudaEGL.h", "cudaVDPAU.h")
+HEADERS = ("cuda.h", "cuda_runtime_api.h", "cudaProfiler.h", "cuda_profiler_api.h") + INTEROP_RUNTIME_HEADERS + \
+    INTEROP_DRIVER_HEADERS
+RUNTIME_HEADERS = ("cuda_runtime_api.h", "cuda_profiler_api.h") + INTEROP_RUNTIME_HEADERS
+# The typedefs the interoperability headers take from the system's graphics
+# headers, as those define them on x86-64 (what matters is each type's size
+# and kind: GL names are unsigned ints, EGL objects pointers, VDPAU handles
+# uint32_t). GL_VERSION: cuda_gl_interop.h wants the GL headers included first
+# on ARM.
+FOREIGN_HEADERS = {
+    "GL/gl.h": "#define GL_VERSION 1\ntypedef unsigned int GLenum;\ntypedef unsigned int GLuint;\n",
+    "EGL/egl.h": "typedef int EGLint;\n",
+    "EGL/eglext.h": "typedef void *EGLImageKHR;\ntypedef void *EGLStreamKHR;\ntypedef void *EGLSyncKHR;\n",
+    "vdpau/vdpau.h": "typedef unsigned int VdpDevice;\ntypedef unsigned int VdpFuncId;\n"
+                     "typedef unsigned int VdpVideoSurface;\ntypedef unsigned int VdpOutputSurface;\n"
+                     "typedef enum { VDP_STATUS_OK = 0 } VdpStatus;\n"
+                     "typedef VdpStatus VdpGetProcAddress(VdpDevice device, VdpFuncId function_id, "
+                     "void **function_pointer);\n",
+}
 PASSES = (
     ("default", []),
     ("per-thread", ["-DCUDA_API_PER_THREAD_DEFAULT_STREAM=1"]),
@@ -691,43 +715,54 @@ def out_type(parser, target):
 
 # ---- the passes ---------------------------------------------------------------
 
-def preprocess(cc, include, defines):
-    with tempfile.NamedTemporaryFile("w", suffix=".c", delete=False) as f:
-        for h in HEADERS:
-            f.write(f"#include <{h}>\n")
-        name = f.name
-    try:
-        return subprocess.run([cc, "-E", "-I", include, *defines, name], check=True, capture_output=True,
-                              text=True).stdout
-    finally:
-        os.unlink(name)
+class Includes:
+    """The toolkit's headers behind the stand-ins of FOREIGN_HEADERS, in a temporary directory."""
+
+    def __init__(self, include):
+        self.dir = tempfile.TemporaryDirectory()
+        for path, text in FOREIGN_HEADERS.items():
+            os.makedirs(os.path.join(self.dir.name, os.path.dirname(path)), exist_ok=True)
+            with open(os.path.join(self.dir.name, path), "w") as f:
+                f.write(f"#pragma once\n{text}")
+        self.flags = ["-I", self.dir.name, "-I", include]
+        self.source = "".join(f"#include <{h}>\n" for h in list(FOREIGN_HEADERS) + list(HEADERS))
+
+    def run(self, cc, options, extra=""):
+        with tempfile.NamedTemporaryFile("w", suffix=".c", delete=False) as f:
+            f.write(self.source + extra)
+            name = f.name
+        try:
+            return subprocess.run([cc, *options, *self.flags, name], capture_output=True, text=True)
+        finally:
+            os.unlink(name)
 
 
-def check_layouts(cc, include, parser, by_value):
+def preprocess(cc, includes, defines):
+    r = includes.run(cc, ["-E", *defines])
+    if r.returncode != 0:
+        raise HeaderError("the preprocessor failed:\n" + r.stderr)
+    return r.stdout
+
+
+def check_layouts(cc, includes, parser, by_value):
     """Lets the compiler confirm the struct sizes computed here (a wrong one would misplace arguments)."""
-    lines = [f"#include <{h}>" for h in HEADERS]
+    lines = []
     for tag in sorted(by_value):
         rec = RECORDS[tag]
         lines.append(f'_Static_assert(sizeof({tag}) == {rec.size}, "{tag}");')
         lines.append(f'_Static_assert(_Alignof({tag}) == {rec.align}, "{tag}");')
-    with tempfile.NamedTemporaryFile("w", suffix=".c", delete=False) as f:
-        f.write("\n".join(lines) + "\n")
-        name = f.name
-    try:
-        r = subprocess.run([cc, "-fsyntax-only", "-I", include, name], capture_output=True, text=True)
-        if r.returncode != 0:
-            raise HeaderError("struct layouts computed here differ from the compiler's:\n" + r.stderr)
-    finally:
-        os.unlink(name)
+    r = includes.run(cc, ["-fsyntax-only"], "\n".join(lines) + "\n")
+    if r.returncode != 0:
+        raise HeaderError("struct layouts computed here differ from the compiler's:\n" + r.stderr)
 
 
-def collect(cc, include):
+def collect(cc, includes):
     functions, parser = {}, None
     for label, defines in PASSES:
         p = Parser()
         global RECORDS
         RECORDS = p.records
-        p.parse(strip_attributes(tokenize(preprocess(cc, include, defines))))
+        p.parse(strip_attributes(tokenize(preprocess(cc, includes, defines))))
         for sym, (ret, params, file) in p.functions.items():
             if file not in HEADERS or not (sym.startswith("cu") or sym.startswith("__cuda")):
                 continue
@@ -861,13 +896,14 @@ def main():
     for h in HEADERS:
         if not os.path.exists(os.path.join(args.include, h)):
             sys.exit(f"gen-api-rows: {h} not found in {args.include}")
+    includes = Includes(args.include)
     try:
-        functions, parser = collect(args.cc, args.include)
+        functions, parser = collect(args.cc, includes)
         table = rows(functions)
         global RECORDS
         RECORDS = parser.records
         by_value = set().union(*(r["by_value"] for r in table))
-        check_layouts(args.cc, args.include, parser, by_value)
+        check_layouts(args.cc, includes, parser, by_value)
         enums_used = {a.enum for r in table for a in r["args"] if a.enum}
         write(args.output, table, parser, enums_used, [os.path.join(args.include, h) for h in HEADERS])
     except HeaderError as e:

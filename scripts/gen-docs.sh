@@ -9,9 +9,10 @@ listing=$("$bin" -f all --nvtx --list-apis)
   echo "# Traced APIs"
   echo
   echo "Generated from the API table by \`scripts/gen-docs.sh\` (\`cudatrace --list-apis\`); a test fails when this"
-  echo "file is out of date. The table has a row for every function the CUDA toolkit's \`cuda.h\` and"
-  echo "\`cuda_runtime_api.h\` declare, generated at build time from the headers (\`scripts/gen-api-rows.py\`),"
-  echo "with the groups, effects and hand-written rows of \`src/decode/api_overrides.cpp\` on top."
+  echo "file is out of date. The table has a row for every function the CUDA toolkit's \`cuda.h\`,"
+  echo "\`cuda_runtime_api.h\` and interoperability headers declare, generated at build time from the headers"
+  echo "(\`scripts/gen-api-rows.py\`), with the groups, effects and hand-written rows of"
+  echo "\`src/decode/api_overrides.cpp\` on top."
   echo "Select groups with \`-f\` and layers with \`--layer\`; without \`-f\`, the groups marked"
   echo "\"traced by default\" in the table at the end are traced."
   echo "The nvtx rows are the probe targets of cudatrace's NVTX injection library, traced with \`--nvtx\` (docs/nvtx.md)."
@@ -20,10 +21,11 @@ listing=$("$bin" -f all --nvtx --list-apis)
   echo
   printf '%s\n' "$listing"
 } > docs/apis.md
-# The README's copy of the group table, between its markers.
-python3 - "$listing" <<'PY'
-import re, sys
-groups = re.search(r"^\| group \|.*?(?=\n\n)", sys.argv[1], re.S | re.M).group(0)
+# The README's copy of the group table, between its markers (read from
+# docs/apis.md: the listing is too long to pass as an argument).
+python3 - <<'PY'
+import re
+groups = re.search(r"^\| group \|.*?(?=\n\n)", open("docs/apis.md", encoding="utf-8").read(), re.S | re.M).group(0)
 readme = open("README.md", encoding="utf-8").read()
 start, end = "<!-- api-groups: scripts/gen-docs.sh writes this table from the API table -->\n", "<!-- /api-groups -->"
 before, rest = readme.split(start)

@@ -8,6 +8,7 @@
 #include <iterator>
 #include <limits>
 
+#include "cudatrace/decode/arg_types.h"
 #include "cudatrace/decode/transfer.h"
 
 namespace cudatrace {
@@ -162,23 +163,21 @@ void StreamTracker::annotate(Process& p, Call& c, bool outermost) {
   // anything else (the runtime's own set-up) is not the program's.
   const bool creates = outermost || (c.parent && c.parent->effect() == c.api->effect());
   for (NamedValue& a : c.args) {
+    const ArgTypeFacts& facts = arg_facts(a.type);
     const auto raw = integer_value(a.value);
     if (!raw) continue;
-    switch (a.type) {
-      case ArgType::Stream:
+    if (facts.handle_of == HandleOf::Stream) {
+      if (!facts.out_bytes) {
         if (Stream* s = stream_for(p, c, *raw, outermost)) a.id = s->id;
-        break;
-      case ArgType::OutStream:
-        if (c.api->effect() == Effect::StreamCreate && creates) a.id = created_stream(p, *raw)->id;
-        break;
-      case ArgType::Event:  // a null event is no event
-        if (Event* e = *raw ? event_for(p, *raw, outermost, false) : nullptr) a.id = e->id;
-        break;
-      case ArgType::OutEvent:
-        if (c.api->effect() == Effect::EventCreate && creates) a.id = event_for(p, *raw, true, true)->id;
-        break;
-      default:
-        break;
+      } else if (c.api->effect() == Effect::StreamCreate && creates) {
+        a.id = created_stream(p, *raw)->id;
+      }
+    } else if (facts.handle_of == HandleOf::Event) {
+      if (!facts.out_bytes) {
+        if (Event* e = *raw ? event_for(p, *raw, outermost, false) : nullptr) a.id = e->id;  // a null event is no event
+      } else if (c.api->effect() == Effect::EventCreate && creates) {
+        a.id = event_for(p, *raw, true, true)->id;
+      }
     }
   }
 }

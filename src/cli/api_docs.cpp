@@ -2,59 +2,22 @@
 
 #include <fmt/format.h>
 
+#include "cudatrace/decode/arg_types.h"
 #include "cudatrace/render/json.h"
 
 namespace cudatrace {
 namespace {
 
-const char* type_name(ArgType t) {
-  switch (t) {
-    case ArgType::Size: return "size";
-    case ArgType::Int: return "int";
-    case ArgType::UInt: return "uint";
-    case ArgType::Flags: return "flags";
-    case ArgType::Ptr: return "ptr";
-    case ArgType::MemcpyKind: return "cudaMemcpyKind";
-    case ArgType::Stream: return "stream";
-    case ArgType::Event: return "event";
-    case ArgType::Handle: return "handle";
-    case ArgType::Func: return "kernel";
-    case ArgType::Dim3: return "dim3";
-    case ArgType::Dim3Split: return "dim3";
-    case ArgType::String: return "string";
-    case ArgType::LaunchConfig: return "launch config";
-    case ArgType::NcclDataType: return "ncclDataType_t";
-    case ArgType::NcclRedOp: return "ncclRedOp_t";
-    case ArgType::NcclUniqueId: return "ncclUniqueId (by value)";
-    case ArgType::NcclUniqueIdPtr: return "ncclUniqueId* (read at return)";
-    case ArgType::NcclCommArray: return "out comm array";
-    case ArgType::KernelNodeParams: return "kernel node params (their kernel, read at return)";
-    case ArgType::Enum: return "enum";
-    case ArgType::Float: return "float";
-    case ArgType::Struct: return "struct";
-    case ArgType::OutPtr: return "out ptr";
-    case ArgType::OutSize: return "out size";
-    case ArgType::OutInt: return "out int";
-    case ArgType::OutFloat: return "out float";
-    case ArgType::OutStream: return "out stream";
-    case ArgType::OutEvent: return "out event";
-    case ArgType::OutHandle: return "out handle";
-    case ArgType::OutFunc: return "out kernel";
-    case ArgType::OutUInt: return "out uint";
-    case ArgType::OutEnum: return "out enum";
-  }
-  return "?";
-}
-
 // How argument i of `a` is decoded: its type, the enum it is named by, or
 // why it is not read.
 std::string arg_type(const Api& a, std::size_t i) {
   const ArgSpec& arg = a.spec->args[i];
-  if (arg.type == ArgType::Float) return "float: in an xmm register, not read";
-  if (arg.type == ArgType::Struct) return fmt::format("{} by value, not read", arg.ctype ? arg.ctype : "struct");
-  if (a.slots[i] == kNotCaptured) return fmt::format("{}: beyond the saved argument slots, not read", type_name(arg.type));
-  if (arg.enum_type) return fmt::format("{}{}", arg.type == ArgType::OutEnum ? "out " : "", arg.enum_type->name);
-  return type_name(arg.type);
+  const ArgTypeFacts& facts = arg_facts(arg.type);
+  if (facts.passing == Passing::Xmm) return fmt::format("{}: in an xmm register, not read", facts.doc);
+  if (facts.passing == Passing::ByValue) return fmt::format("{} by value, not read", arg.ctype ? arg.ctype : facts.doc);
+  if (a.slots[i] == kNotCaptured) return fmt::format("{}: beyond the saved argument slots, not read", facts.doc);
+  if (arg.enum_type) return fmt::format("{}{}", facts.out_bytes ? "out " : "", arg.enum_type->name);
+  return facts.doc;
 }
 
 // " (+ `_ptsz`)": the per-thread-default-stream forms also probed.
@@ -111,7 +74,7 @@ std::string api_list_json(const Selection& selection) {
                    a.symbol, layer_name(a.layer()), group_name(a.group()), a.variant, recording(a));
     for (std::size_t i = 0; i < a.spec->args.size(); ++i) {
       const ArgSpec& arg = a.spec->args[i];
-      fmt::format_to(it, "{}{{\"name\":\"{}\",\"type\":\"{}\"", i ? "," : "", arg.name, type_name(arg.type));
+      fmt::format_to(it, "{}{{\"name\":\"{}\",\"type\":\"{}\"", i ? "," : "", arg.name, arg_facts(arg.type).doc);
       if (arg.ctype) fmt::format_to(it, ",\"ctype\":\"{}\"", arg.ctype);
       if (arg.enum_type) fmt::format_to(it, ",\"enum\":\"{}\"", arg.enum_type->name);
       if (a.slots[i] == kNotCaptured) fmt::format_to(it, ",\"read\":false");

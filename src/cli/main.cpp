@@ -249,7 +249,7 @@ void apply_selection(cudatrace::Options& opts, const std::string& groups, const 
   opts.display.graph_model = opts.display.group[static_cast<int>(Group::Launch)];
   opts.selection = opts.display;
   // Kernel names come from registration and lookup calls: trace them whenever launches are.
-  if (opts.display.group[static_cast<int>(Group::Launch)]) opts.selection.group[static_cast<int>(Group::Module)] = true;
+  opts.selection.kernel_names = opts.display.group[static_cast<int>(Group::Launch)];
 }
 
 // Parses argv into `app`; --help prints and exits 0, a bad option exits 2.

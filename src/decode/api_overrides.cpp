@@ -4,7 +4,6 @@
 
 #include <iterator>
 #include <string_view>
-#include <unordered_set>
 
 namespace cudatrace {
 namespace {
@@ -23,155 +22,76 @@ constexpr Layer NVTXL = Layer::Nvtx;
 
 // clang-format off
 // name, layer, group, effect, {arguments in order as {CUDA parameter name, type}}[, returns]
-// A row a header declares must place its arguments in the same slots (ApiOverrides.HandRowsAgreeWithTheHeaders).
+// A row a header declares must place its arguments in the same slots (ApiOverrides.HandRowsAgreeWithTheHeaders),
+// and is written here only to decode what the header's C types do not say; its group and effect are its own.
 const std::vector<ApiSpec> kHandRows = {
-  // ---- Runtime: memory
-  {"cudaMalloc", RT, MEM, E::AllocDevice, {{"devPtr", A::OutPtr}, {"size", A::Size}}},
-  {"cudaFree", RT, MEM, E::Free, {{"devPtr", A::Ptr}}},
-  {"cudaMallocHost", RT, MEM, E::AllocHost, {{"ptr", A::OutPtr}, {"size", A::Size}}},
-  {"cudaFreeHost", RT, MEM, E::FreeHost, {{"ptr", A::Ptr}}},
-  {"cudaHostAlloc", RT, MEM, E::AllocHost, {{"pHost", A::OutPtr}, {"size", A::Size}, {"flags", A::Flags}}},
-  {"cudaHostRegister", RT, MEM, E::RegisterHost, {{"ptr", A::Ptr}, {"size", A::Size}, {"flags", A::Flags}}},
-  {"cudaHostUnregister", RT, MEM, E::UnregisterHost, {{"ptr", A::Ptr}}},
-  {"cudaMallocManaged", RT, MEM, E::AllocManaged, {{"devPtr", A::OutPtr}, {"size", A::Size}, {"flags", A::Flags}}},
-  {"cudaMallocAsync", RT, MEM, E::AllocDevice, {{"devPtr", A::OutPtr}, {"size", A::Size}, {"stream", A::Stream}}},
-  {"cudaFreeAsync", RT, MEM, E::Free, {{"devPtr", A::Ptr}, {"stream", A::Stream}}},
-  {"cudaMallocPitch", RT, MEM, E::AllocDevice, {{"devPtr", A::OutPtr}, {"pitch", A::OutSize}, {"width", A::Size}, {"height", A::Size}}},
-  // ---- Runtime: transfers
+  // ---- The argument the analyses find a copy's kind by (MemcpyKind: the header's enum, with that role).
   {"cudaMemcpy", RT, XFER, E::Copy, {{"dst", A::Ptr}, {"src", A::Ptr}, {"count", A::Size}, {"kind", A::MemcpyKind}}},
   {"cudaMemcpyAsync", RT, XFER, E::Copy, {{"dst", A::Ptr}, {"src", A::Ptr}, {"count", A::Size}, {"kind", A::MemcpyKind}, {"stream", A::Stream}}},
   {"cudaMemcpy2D", RT, XFER, E::Copy, {{"dst", A::Ptr}, {"dpitch", A::Size}, {"src", A::Ptr}, {"spitch", A::Size}, {"width", A::Size}, {"height", A::Size}, {"kind", A::MemcpyKind}}},
   {"cudaMemcpy2DAsync", RT, XFER, E::Copy, {{"dst", A::Ptr}, {"dpitch", A::Size}, {"src", A::Ptr}, {"spitch", A::Size}, {"width", A::Size}, {"height", A::Size}, {"kind", A::MemcpyKind}, {"stream", A::Stream}}},
-  {"cudaMemcpyPeer", RT, XFER, E::Copy, {{"dst", A::Ptr}, {"dstDevice", A::Int}, {"src", A::Ptr}, {"srcDevice", A::Int}, {"count", A::Size}}},
-  {"cudaMemcpyPeerAsync", RT, XFER, E::Copy, {{"dst", A::Ptr}, {"dstDevice", A::Int}, {"src", A::Ptr}, {"srcDevice", A::Int}, {"count", A::Size}, {"stream", A::Stream}}},
-  {"cudaMemset", RT, XFER, E::Memset, {{"devPtr", A::Ptr}, {"value", A::Int}, {"count", A::Size}}},
-  {"cudaMemsetAsync", RT, XFER, E::Memset, {{"devPtr", A::Ptr}, {"value", A::Int}, {"count", A::Size}, {"stream", A::Stream}}},
-  // ---- Runtime: launches
+  // ---- Kernels given as a host stub (`const void*` to the header), launch configurations read at return,
+  // the driver's three grid and block arguments as one dim3 (and `void** extra`, an array, not an out-parameter).
   {"cudaLaunchKernel", RT, LAUNCH, E::Launch, {{"func", A::Func}, {"grid", A::Dim3}, {"block", A::Dim3}, {"args", A::Ptr}, {"sharedMem", A::Size}, {"stream", A::Stream}}},
   {"cudaLaunchKernelExC", RT, LAUNCH, E::Launch, {{"config", A::LaunchConfig}, {"func", A::Func}, {"args", A::Ptr}}},
   {"cudaLaunchCooperativeKernel", RT, LAUNCH, E::Launch, {{"func", A::Func}, {"grid", A::Dim3}, {"block", A::Dim3}, {"args", A::Ptr}, {"sharedMem", A::Size}, {"stream", A::Stream}}},
-  {"cudaGraphLaunch", RT, LAUNCH, E::Launch, {{"graphExec", A::Handle}, {"stream", A::Stream}}},
-  // ---- Runtime: streams
-  {"cudaStreamCreate", RT, STREAM, E::StreamCreate, {{"pStream", A::OutStream}}},
-  {"cudaStreamCreateWithFlags", RT, STREAM, E::StreamCreate, {{"pStream", A::OutStream}, {"flags", A::Flags}}},
-  {"cudaStreamCreateWithPriority", RT, STREAM, E::StreamCreate, {{"pStream", A::OutStream}, {"flags", A::Flags}, {"priority", A::Int}}},
-  {"cudaStreamDestroy", RT, STREAM, E::StreamDestroy, {{"stream", A::Stream}}},
-  {"cudaStreamSynchronize", RT, STREAM, E::StreamSync, {{"stream", A::Stream}}},
-  {"cudaStreamQuery", RT, STREAM, E::StreamQuery, {{"stream", A::Stream}}},
-  {"cudaStreamWaitEvent", RT, STREAM, E::StreamWaitEvent, {{"stream", A::Stream}, {"event", A::Event}, {"flags", A::Flags}}},
-  // ---- Runtime: events
-  {"cudaEventCreate", RT, EVENT, E::EventCreate, {{"event", A::OutEvent}}},
-  {"cudaEventCreateWithFlags", RT, EVENT, E::EventCreate, {{"event", A::OutEvent}, {"flags", A::Flags}}},
-  {"cudaEventRecord", RT, EVENT, E::EventRecord, {{"event", A::Event}, {"stream", A::Stream}}},
-  {"cudaEventRecordWithFlags", RT, EVENT, E::EventRecord, {{"event", A::Event}, {"stream", A::Stream}, {"flags", A::Flags}}},
-  {"cudaEventSynchronize", RT, EVENT, E::EventSync, {{"event", A::Event}}},
-  {"cudaEventQuery", RT, EVENT, E::EventQuery, {{"event", A::Event}}},
-  {"cudaEventElapsedTime", RT, EVENT, E::None, {{"ms", A::OutFloat}, {"start", A::Event}, {"end", A::Event}}},
-  {"cudaEventDestroy", RT, EVENT, E::EventDestroy, {{"event", A::Event}}},
-  // ---- Runtime: device
-  {"cudaSetDevice", RT, DEVICE, E::SetDevice, {{"device", A::Int}}},
-  {"cudaGetDeviceCount", RT, DEVICE, E::None, {{"count", A::OutInt}}},
-  {"cudaDeviceSynchronize", RT, DEVICE, E::DeviceSync, {}},
-  {"cudaDeviceReset", RT, DEVICE, E::None, {}},
-  // ---- Runtime: high-frequency queries (off by default: PyTorch calls
-  // cudaGetDevice ~30 times per launch, and each probe hit costs ~1 us)
-  {"cudaGetDevice", RT, QUERY, E::None, {{"device", A::OutInt}}},
-  {"cudaGetLastError", RT, QUERY, E::None, {}},
-  {"cudaPeekAtLastError", RT, QUERY, E::None, {}},
-  {"cudaStreamIsCapturing", RT, QUERY, E::None, {{"stream", A::Stream}, {"pCaptureStatus", A::OutEnum}}},
-  // The last four out-pointers are not read: a row reads at most two.
-  {"cudaStreamGetCaptureInfo", RT, QUERY, E::None, {{"stream", A::Stream}, {"captureStatus_out", A::OutEnum}, {"id_out", A::OutSize},
-      {"graph_out", A::Ptr}, {"dependencies_out", A::Ptr}, {"edgeData_out", A::Ptr}, {"numDependencies_out", A::Ptr}}},
-  {"cudaDeviceGetAttribute", RT, QUERY, E::None, {{"value", A::OutInt}, {"attr", A::Enum}, {"device", A::Int}}},
-  {"cudaFuncGetAttributes", RT, QUERY, E::None, {{"attr", A::Ptr}, {"func", A::Func}}},
-  {"cudaPointerGetAttributes", RT, QUERY, E::None, {{"attributes", A::Ptr}, {"ptr", A::Ptr}}},
-  // ---- Runtime: kernel registration, for kernel names
-  {"__cudaRegisterFunction", RT, MODULE, E::None, {{"fatCubinHandle", A::Handle}, {"hostFun", A::Func}, {"deviceFun", A::String}}, Returns::Void},
-  {"__cudaGetKernel", RT, MODULE, E::None, {{"kernel", A::OutFunc}, {"hostFun", A::Func}}},
-  {"cudaGetKernel", RT, MODULE, E::None, {{"kernelPtr", A::OutFunc}, {"entryFuncAddr", A::Func}}},
-  {"cudaLibraryGetKernel", RT, MODULE, E::None, {{"pKernel", A::OutFunc}, {"library", A::Handle}, {"name", A::String}}},
-
-  // ---- Driver: memory
-  {"cuMemAlloc_v2", DRV, MEM, E::AllocDevice, {{"dptr", A::OutPtr}, {"bytesize", A::Size}}},
-  {"cuMemFree_v2", DRV, MEM, E::Free, {{"dptr", A::Ptr}}},
-  {"cuMemAllocHost_v2", DRV, MEM, E::AllocHost, {{"pp", A::OutPtr}, {"bytesize", A::Size}}},
-  {"cuMemFreeHost", DRV, MEM, E::FreeHost, {{"p", A::Ptr}}},
-  {"cuMemHostAlloc", DRV, MEM, E::AllocHost, {{"pp", A::OutPtr}, {"bytesize", A::Size}, {"Flags", A::Flags}}},
-  {"cuMemHostRegister_v2", DRV, MEM, E::RegisterHost, {{"p", A::Ptr}, {"bytesize", A::Size}, {"Flags", A::Flags}}},
-  {"cuMemAllocManaged", DRV, MEM, E::AllocManaged, {{"dptr", A::OutPtr}, {"bytesize", A::Size}, {"flags", A::Flags}}},
-  {"cuMemAllocPitch_v2", DRV, MEM, E::AllocDevice, {{"dptr", A::OutPtr}, {"pPitch", A::OutSize}, {"WidthInBytes", A::Size}, {"Height", A::Size}, {"ElementSizeBytes", A::UInt}}},
-  {"cuMemAllocAsync", DRV, MEM, E::AllocDevice, {{"dptr", A::OutPtr}, {"bytesize", A::Size}, {"hStream", A::Stream}}},
-  {"cuMemFreeAsync", DRV, MEM, E::Free, {{"dptr", A::Ptr}, {"hStream", A::Stream}}},
-  {"cuMemCreate", DRV, MEM, E::AllocDevice, {{"handle", A::OutHandle}, {"size", A::Size}, {"prop", A::Ptr}, {"flags", A::Flags}}},
-  {"cuMemMap", DRV, MEM, E::None, {{"ptr", A::Ptr}, {"size", A::Size}, {"offset", A::Size}, {"handle", A::Handle}, {"flags", A::Flags}}},
-  {"cuMemUnmap", DRV, MEM, E::None, {{"ptr", A::Ptr}, {"size", A::Size}}},
-  {"cuMemRelease", DRV, MEM, E::Free, {{"handle", A::Handle}}},
-  {"cuMemAddressReserve", DRV, MEM, E::None, {{"ptr", A::OutPtr}, {"size", A::Size}, {"alignment", A::Size}, {"addr", A::Ptr}, {"flags", A::Flags}}},
-  // ---- Driver: transfers
-  {"cuMemcpy", DRV, XFER, E::Copy, {{"dst", A::Ptr}, {"src", A::Ptr}, {"ByteCount", A::Size}}},
-  {"cuMemcpyAsync", DRV, XFER, E::Copy, {{"dst", A::Ptr}, {"src", A::Ptr}, {"ByteCount", A::Size}, {"hStream", A::Stream}}},
-  {"cuMemcpyHtoD_v2", DRV, XFER, E::Copy, {{"dstDevice", A::Ptr}, {"srcHost", A::Ptr}, {"ByteCount", A::Size}}},
-  {"cuMemcpyDtoH_v2", DRV, XFER, E::Copy, {{"dstHost", A::Ptr}, {"srcDevice", A::Ptr}, {"ByteCount", A::Size}}},
-  {"cuMemcpyDtoD_v2", DRV, XFER, E::Copy, {{"dstDevice", A::Ptr}, {"srcDevice", A::Ptr}, {"ByteCount", A::Size}}},
-  {"cuMemcpyHtoDAsync_v2", DRV, XFER, E::Copy, {{"dstDevice", A::Ptr}, {"srcHost", A::Ptr}, {"ByteCount", A::Size}, {"hStream", A::Stream}}},
-  {"cuMemcpyDtoHAsync_v2", DRV, XFER, E::Copy, {{"dstHost", A::Ptr}, {"srcDevice", A::Ptr}, {"ByteCount", A::Size}, {"hStream", A::Stream}}},
-  {"cuMemcpyDtoDAsync_v2", DRV, XFER, E::Copy, {{"dstDevice", A::Ptr}, {"srcDevice", A::Ptr}, {"ByteCount", A::Size}, {"hStream", A::Stream}}},
-  {"cuMemsetD8_v2", DRV, XFER, E::Memset, {{"dstDevice", A::Ptr}, {"uc", A::UInt}, {"N", A::Size}}},
-  {"cuMemsetD32_v2", DRV, XFER, E::Memset, {{"dstDevice", A::Ptr}, {"ui", A::UInt}, {"N", A::Size}}},
-  {"cuMemsetD8Async", DRV, XFER, E::Memset, {{"dstDevice", A::Ptr}, {"uc", A::UInt}, {"N", A::Size}, {"hStream", A::Stream}}},
-  {"cuMemsetD32Async", DRV, XFER, E::Memset, {{"dstDevice", A::Ptr}, {"ui", A::UInt}, {"N", A::Size}, {"hStream", A::Stream}}},
-  // ---- Driver: launches
   {"cuLaunchKernel", DRV, LAUNCH, E::Launch, {{"f", A::Func}, {"grid", A::Dim3Split}, {"block", A::Dim3Split}, {"sharedMemBytes", A::UInt}, {"hStream", A::Stream}, {"kernelParams", A::Ptr}, {"extra", A::Ptr}}},
   {"cuLaunchKernelEx", DRV, LAUNCH, E::Launch, {{"config", A::LaunchConfig}, {"f", A::Func}, {"kernelParams", A::Ptr}, {"extra", A::Ptr}}},
   {"cuLaunchCooperativeKernel", DRV, LAUNCH, E::Launch, {{"f", A::Func}, {"grid", A::Dim3Split}, {"block", A::Dim3Split}, {"sharedMemBytes", A::UInt}, {"hStream", A::Stream}, {"kernelParams", A::Ptr}}},
-  {"cuGraphLaunch", DRV, LAUNCH, E::Launch, {{"hGraphExec", A::Handle}, {"hStream", A::Stream}}},
+  {"cudaFuncGetAttributes", RT, QUERY, E::None, {{"attr", A::Ptr}, {"func", A::Func}}},
+  {"cudaGetKernel", RT, MODULE, E::None, {{"kernelPtr", A::OutFunc}, {"entryFuncAddr", A::Func}}},
   // ---- Graph kernel nodes: the kernel is read from the params struct at return (docs/graphs.md).
   {"cudaGraphAddKernelNode", RT, GRAPH, E::GraphAddKernel, {{"pGraphNode", A::OutHandle}, {"graph", A::Handle},
       {"pDependencies", A::Ptr}, {"numDependencies", A::Size}, {"pNodeParams", A::KernelNodeParams}}},
   {"cuGraphAddKernelNode", DRV, GRAPH, E::GraphAddKernel, {{"phGraphNode", A::OutHandle}, {"hGraph", A::Handle},
       {"dependencies", A::Ptr}, {"numDependencies", A::Size}, {"nodeParams", A::KernelNodeParams}}},
+  // Its struct adds kern and ctx: 72 bytes, where the others' are 56 (reading past a struct could fault).
   {"cuGraphAddKernelNode_v2", DRV, GRAPH, E::GraphAddKernel, {{"phGraphNode", A::OutHandle}, {"hGraph", A::Handle},
-      {"dependencies", A::Ptr}, {"numDependencies", A::Size}, {"nodeParams", A::KernelNodeParams}}},
-  // ---- Driver: streams
-  {"cuStreamCreate", DRV, STREAM, E::StreamCreate, {{"phStream", A::OutStream}, {"Flags", A::Flags}}},
-  {"cuStreamCreateWithPriority", DRV, STREAM, E::StreamCreate, {{"phStream", A::OutStream}, {"flags", A::Flags}, {"priority", A::Int}}},
-  {"cuStreamDestroy_v2", DRV, STREAM, E::StreamDestroy, {{"hStream", A::Stream}}},
-  {"cuStreamSynchronize", DRV, STREAM, E::StreamSync, {{"hStream", A::Stream}}},
-  {"cuStreamQuery", DRV, STREAM, E::StreamQuery, {{"hStream", A::Stream}}},
-  {"cuStreamWaitEvent", DRV, STREAM, E::StreamWaitEvent, {{"hStream", A::Stream}, {"hEvent", A::Event}, {"Flags", A::Flags}}},
-  // ---- Driver: events
-  {"cuEventCreate", DRV, EVENT, E::EventCreate, {{"phEvent", A::OutEvent}, {"Flags", A::Flags}}},
-  {"cuEventRecord", DRV, EVENT, E::EventRecord, {{"hEvent", A::Event}, {"hStream", A::Stream}}},
-  {"cuEventRecordWithFlags", DRV, EVENT, E::EventRecord, {{"hEvent", A::Event}, {"hStream", A::Stream}, {"flags", A::Flags}}},
-  {"cuEventSynchronize", DRV, EVENT, E::EventSync, {{"hEvent", A::Event}}},
-  {"cuEventQuery", DRV, EVENT, E::EventQuery, {{"hEvent", A::Event}}},
-  {"cuEventDestroy_v2", DRV, EVENT, E::EventDestroy, {{"hEvent", A::Event}}},
+      {"dependencies", A::Ptr}, {"numDependencies", A::Size},
+      {"nodeParams", A::KernelNodeParams, nullptr, nullptr, kKernelNodeParamsV2Bytes / 8}}},
+  // ---- A float* out-parameter whose name reads as an array to the generator (ms, pMilliseconds).
+  {"cudaEventElapsedTime", RT, EVENT, E::None, {{"ms", A::OutFloat}, {"start", A::Event}, {"end", A::Event}}},
   {"cuEventElapsedTime", DRV, EVENT, E::None, {{"pMilliseconds", A::OutFloat}, {"hStart", A::Event}, {"hEnd", A::Event}}},
   {"cuEventElapsedTime_v2", DRV, EVENT, E::None, {{"pMilliseconds", A::OutFloat}, {"hStart", A::Event}, {"hEnd", A::Event}}},
-  // ---- Driver: context and device
-  {"cuInit", DRV, DEVICE, E::None, {{"Flags", A::Flags}}},
-  {"cuCtxSynchronize", DRV, DEVICE, E::DeviceSync, {}},
-  {"cuCtxSynchronize_v2", DRV, DEVICE, E::DeviceSync, {{"ctx", A::Handle}}},  // what CUDA 13 runtimes call
-  // A setter, but XLA calls it ~60 times per step (docs/apis.md): a query by cost.
-  {"cuCtxSetCurrent", DRV, QUERY, E::None, {{"ctx", A::Handle}}},
-  {"cuDevicePrimaryCtxRetain", DRV, DEVICE, E::None, {{"pctx", A::OutHandle}, {"dev", A::Int}}},
-  // ---- Driver: high-frequency queries (off by default)
-  {"cuCtxGetCurrent", DRV, QUERY, E::None, {{"pctx", A::OutHandle}}},
-  {"cuCtxGetDevice", DRV, QUERY, E::None, {{"device", A::OutInt}}},
-  {"cuCtxGetDevice_v2", DRV, QUERY, E::None, {{"device", A::OutInt}, {"ctx", A::Handle}}},
-  {"cuStreamIsCapturing", DRV, QUERY, E::None, {{"hStream", A::Stream}, {"captureStatus", A::OutEnum}}},
-  // What cuStreamGetCaptureInfo means with CUDA 13 headers; the last four out-pointers are not read.
-  {"cuStreamGetCaptureInfo_v3", DRV, QUERY, E::None, {{"hStream", A::Stream}, {"captureStatus_out", A::OutEnum}, {"id_out", A::OutSize},
-      {"graph_out", A::Ptr}, {"dependencies_out", A::Ptr}, {"edgeData_out", A::Ptr}, {"numDependencies_out", A::Ptr}}},
-  {"cuDeviceGetAttribute", DRV, QUERY, E::None, {{"pi", A::OutInt}, {"attrib", A::Enum}, {"dev", A::Int}}},
-  {"cuFuncGetAttribute", DRV, QUERY, E::None, {{"pi", A::OutInt}, {"attrib", A::Enum}, {"hfunc", A::Func}}},
-  {"cuKernelGetAttribute", DRV, QUERY, E::None, {{"pi", A::OutInt}, {"attrib", A::Enum}, {"kernel", A::Func}, {"dev", A::Int}}},
-  {"cuPointerGetAttribute", DRV, QUERY, E::None, {{"data", A::Ptr}, {"attribute", A::Enum}, {"ptr", A::Ptr}}},
+  // ---- Allocation handles (CUmemGenericAllocationHandle: an unsigned long long to the header) in hex.
+  {"cuMemCreate", DRV, MEM, E::AllocDevice, {{"handle", A::OutHandle}, {"size", A::Size}, {"prop", A::Ptr}, {"flags", A::Flags}}},
+  {"cuMemMap", DRV, MEM, E::None, {{"ptr", A::Ptr}, {"size", A::Size}, {"offset", A::Size}, {"handle", A::Handle}, {"flags", A::Flags}}},
+  {"cuMemRelease", DRV, MEM, E::Free, {{"handle", A::Handle}}},
+  // ---- An array of attribute values, not an out-parameter.
   {"cuPointerGetAttributes", DRV, QUERY, E::None, {{"numAttributes", A::UInt}, {"attributes", A::Ptr}, {"data", A::Ptr}, {"ptr", A::Ptr}}},
-  // ---- Driver: kernel lookups, for kernel names
-  {"cuModuleGetFunction", DRV, MODULE, E::None, {{"hfunc", A::OutFunc}, {"hmod", A::Handle}, {"name", A::String}}},
-  {"cuLibraryGetKernel", DRV, MODULE, E::None, {{"pKernel", A::OutFunc}, {"library", A::Handle}, {"name", A::String}}},
-  {"cuKernelGetFunction", DRV, MODULE, E::None, {{"pFunc", A::OutFunc}, {"kernel", A::Func}}},
+  // ---- The argument name traces have had (the header's is hStream): `report` reads old traces by it.
+  {"cudaMallocAsync", RT, MEM, E::AllocDevice, {{"devPtr", A::OutPtr}, {"size", A::Size}, {"stream", A::Stream}}},
+  {"cudaFreeAsync", RT, MEM, E::Free, {{"devPtr", A::Ptr}, {"stream", A::Stream}}},
+
+  // ---- Runtime: kernel registration, for kernel names (no header declares these)
+  {"__cudaRegisterFunction", RT, MODULE, E::None, {{"fatCubinHandle", A::Handle}, {"hostFun", A::Func}, {"deviceFun", A::String}}, Returns::Void},
+  {"__cudaGetKernel", RT, MODULE, E::None, {{"kernel", A::OutFunc}, {"hostFun", A::Func}}},
+  // ---- Runtime: what nvcc's generated code calls to register a module's code and variables, and to
+  // pass a <<<>>> launch's configuration to the kernel's stub (crt/host_runtime.h, crt/device_functions.h).
+  // They name no kernel, so they are not traced with launches (names_kernels). Not __cudaLaunchKernel
+  // and __cudaLaunchKernel_ptsz: each is a bare `jmp cudaLaunchKernel(_ptsz)` (tests/fixtures/real_app.cu),
+  // so a row of theirs would count every such launch twice.
+  {"__cudaRegisterFatBinary", RT, MODULE, E::None, {{"fatCubin", A::Ptr}}, Returns::Value},
+  {"__cudaRegisterFatBinaryEnd", RT, MODULE, E::None, {{"fatCubinHandle", A::Handle}}, Returns::Void},
+  {"__cudaUnregisterFatBinary", RT, MODULE, E::None, {{"fatCubinHandle", A::Handle}}, Returns::Void},
+  {"__cudaInitModule", RT, MODULE, E::None, {{"fatCubinHandle", A::Handle}}, Returns::Value},
+  {"__cudaRegisterVar", RT, MODULE, E::None, {{"fatCubinHandle", A::Handle}, {"hostVar", A::Ptr}, {"deviceAddress", A::Ptr},
+      {"deviceName", A::String}, {"ext", A::Int}, {"size", A::Size}, {"constant", A::Int}, {"global", A::Int}}, Returns::Void},
+  {"__cudaRegisterManagedVar", RT, MODULE, E::None, {{"fatCubinHandle", A::Handle}, {"hostVarPtrAddress", A::Ptr},
+      {"deviceAddress", A::Ptr}, {"deviceName", A::String}, {"ext", A::Int}, {"size", A::Size}, {"constant", A::Int},
+      {"global", A::Int}}, Returns::Void},
+  // No header declares these two; their code passes on four and five integer arguments.
+  {"__cudaRegisterHostVar", RT, MODULE, E::None, {{"fatCubinHandle", A::Handle}, {"deviceName", A::String},
+      {"hostVar", A::Ptr}, {"size", A::Size}}, Returns::Void},
+  {"__cudaRegisterUnifiedTable", RT, MODULE, E::None, {{"fatCubinHandle", A::Handle}, {"functionTable", A::Ptr},
+      {"functionWindowSize", A::Size}, {"dataTable", A::Ptr}, {"dataWindowSize", A::Size}}, Returns::Void},
+  // Called per <<<>>> launch: a push by the caller, a pop in the kernel's stub. The popped stream is read.
+  {"__cudaPushCallConfiguration", RT, MODULE, E::None, {{"gridDim", A::Dim3}, {"blockDim", A::Dim3},
+      {"sharedMem", A::Size}, {"stream", A::Stream}}, Returns::Value},
+  {"__cudaPopCallConfiguration", RT, MODULE, E::None, {{"gridDim", A::Ptr}, {"blockDim", A::Ptr},
+      {"sharedMem", A::OutSize}, {"stream", A::OutStream}}},
+  // A stub that reads no argument and returns 0 (`xor eax,eax; ret`); CUPTI reports it, so it has a row.
+  {"__cudaGetProcAddress", RT, INFO, E::None, {}, Returns::Value},
 
   // ---- NVTX: the probe targets of cudatrace's injection library (src/target/nvtx_inject.c), with --nvtx
   {"cudatrace_nvtx_push", NVTXL, NVTX, E::NvtxPush, {{"message", A::String}, {"domain", A::Handle}}, Returns::Void},
@@ -205,17 +125,72 @@ const std::vector<ApiSpec> kHandRows = {
 };
 // clang-format on
 
-// Where a generated row goes, by its operation name: the first pattern that
-// matches ("name", "prefix*", "*infix*"). Rows of the default groups are
-// traced without -f: only what programs call rarely, or what an analysis
-// reads, goes there; getters that frameworks call at launch rate do not.
+// Where a generated row goes, by its name or its operation name (the name
+// without its _vN suffix): the first pattern that matches ("name",
+// "prefix*", "*suffix", "*infix*"). Rows of the default groups are traced
+// without -f: only what programs call rarely, or what an analysis reads,
+// goes there; getters that frameworks call at launch rate do not.
 struct Rule {
   const char* pattern;
   Group group;
   Effect effect = E::None;
+  bool core = false;  // what cudatrace counts on every library of its layer to export (is_core_api)
 };
+constexpr bool kCore = true;
 // clang-format off
 const Rule kRules[] = {
+  // ---- What the analyses read: allocations, copies, launches, stream and event work, and the calls
+  // cudatrace counts on finding (kCore). A name with its version (cuMemAlloc_v2) is that symbol only,
+  // not the older versions libcuda also exports.
+  {"cudaMalloc", MEM, E::AllocDevice}, {"cudaFree", MEM, E::Free}, {"cudaMallocHost", MEM, E::AllocHost},
+  {"cudaFreeHost", MEM, E::FreeHost}, {"cudaHostAlloc", MEM, E::AllocHost}, {"cudaHostRegister", MEM, E::RegisterHost},
+  {"cudaHostUnregister", MEM, E::UnregisterHost}, {"cudaMallocManaged", MEM, E::AllocManaged},
+  {"cudaMallocPitch", MEM, E::AllocDevice},
+  {"cuMemAlloc_v2", MEM, E::AllocDevice}, {"cuMemFree_v2", MEM, E::Free}, {"cuMemAllocHost_v2", MEM, E::AllocHost},
+  {"cuMemFreeHost", MEM, E::FreeHost}, {"cuMemHostAlloc", MEM, E::AllocHost},
+  {"cuMemHostRegister_v2", MEM, E::RegisterHost}, {"cuMemAllocManaged", MEM, E::AllocManaged},
+  {"cuMemAllocPitch_v2", MEM, E::AllocDevice}, {"cuMemAllocAsync", MEM, E::AllocDevice},
+  {"cuMemFreeAsync", MEM, E::Free}, {"cuMemUnmap", MEM, E::None, kCore}, {"cuMemAddressReserve", MEM, E::None, kCore},
+  {"cudaMemcpyPeer", XFER, E::Copy}, {"cudaMemcpyPeerAsync", XFER, E::Copy}, {"cudaMemset", XFER, E::Memset},
+  {"cudaMemsetAsync", XFER, E::Memset},
+  {"cuMemcpy", XFER, E::Copy}, {"cuMemcpyAsync", XFER, E::Copy}, {"cuMemcpyHtoD_v2", XFER, E::Copy},
+  {"cuMemcpyDtoH_v2", XFER, E::Copy}, {"cuMemcpyDtoD_v2", XFER, E::Copy}, {"cuMemcpyHtoDAsync_v2", XFER, E::Copy},
+  {"cuMemcpyDtoHAsync_v2", XFER, E::Copy}, {"cuMemcpyDtoDAsync_v2", XFER, E::Copy},
+  {"cuMemsetD8_v2", XFER, E::Memset}, {"cuMemsetD32_v2", XFER, E::Memset}, {"cuMemsetD8Async", XFER, E::Memset},
+  {"cuMemsetD32Async", XFER, E::Memset},
+  {"cudaGraphLaunch", LAUNCH, E::Launch}, {"cuGraphLaunch", LAUNCH, E::Launch},
+  {"cudaStreamCreate", STREAM, E::StreamCreate}, {"cudaStreamCreateWithFlags", STREAM, E::StreamCreate},
+  {"cudaStreamCreateWithPriority", STREAM, E::StreamCreate}, {"cudaStreamDestroy", STREAM, E::StreamDestroy},
+  {"cudaStreamSynchronize", STREAM, E::StreamSync}, {"cudaStreamQuery", STREAM, E::StreamQuery},
+  {"cudaStreamWaitEvent", STREAM, E::StreamWaitEvent},
+  {"cuStreamCreate", STREAM, E::StreamCreate}, {"cuStreamCreateWithPriority", STREAM, E::StreamCreate},
+  {"cuStreamDestroy_v2", STREAM, E::StreamDestroy}, {"cuStreamSynchronize", STREAM, E::StreamSync},
+  {"cuStreamQuery", STREAM, E::StreamQuery}, {"cuStreamWaitEvent", STREAM, E::StreamWaitEvent},
+  {"cudaEventCreate", EVENT, E::EventCreate}, {"cudaEventCreateWithFlags", EVENT, E::EventCreate},
+  {"cudaEventRecord", EVENT, E::EventRecord}, {"cudaEventRecordWithFlags", EVENT, E::EventRecord},
+  {"cudaEventSynchronize", EVENT, E::EventSync}, {"cudaEventQuery", EVENT, E::EventQuery},
+  {"cudaEventDestroy", EVENT, E::EventDestroy},
+  {"cuEventCreate", EVENT, E::EventCreate}, {"cuEventRecord", EVENT, E::EventRecord},
+  {"cuEventRecordWithFlags", EVENT, E::EventRecord}, {"cuEventSynchronize", EVENT, E::EventSync},
+  {"cuEventQuery", EVENT, E::EventQuery}, {"cuEventDestroy_v2", EVENT, E::EventDestroy},
+  {"cudaSetDevice", DEVICE, E::SetDevice}, {"cudaGetDeviceCount", DEVICE, E::None, kCore},
+  {"cudaDeviceSynchronize", DEVICE, E::DeviceSync}, {"cudaDeviceReset", DEVICE, E::None, kCore},
+  {"cuInit", DEVICE, E::None, kCore}, {"cuCtxSynchronize", DEVICE, E::DeviceSync},  // _v2: what CUDA 13 runtimes call
+  {"cuDevicePrimaryCtxRetain", DEVICE, E::None, kCore},
+  // ---- Kernel lookups, for kernel names.
+  {"cudaLibraryGetKernel", MODULE, E::None, kCore}, {"cuModuleGetFunction", MODULE, E::None, kCore},
+  {"cuLibraryGetKernel", MODULE, E::None, kCore}, {"cuKernelGetFunction", MODULE, E::None, kCore},
+  // ---- High-frequency queries (off by default: PyTorch calls cudaGetDevice ~30 times per launch, and each
+  // probe hit costs ~1 us). cuCtxSetCurrent is a setter, but XLA calls it ~60 times per step: a query by cost.
+  {"cudaGetDevice", QUERY, E::None, kCore}, {"cudaGetLastError", QUERY, E::None, kCore},
+  {"cudaPeekAtLastError", QUERY, E::None, kCore}, {"cudaStreamIsCapturing", QUERY, E::None, kCore},
+  {"cudaStreamGetCaptureInfo", QUERY, E::None, kCore}, {"cudaDeviceGetAttribute", QUERY, E::None, kCore},
+  {"cudaPointerGetAttributes", QUERY, E::None, kCore},
+  {"cuCtxSetCurrent", QUERY, E::None, kCore}, {"cuCtxGetCurrent", QUERY, E::None, kCore},
+  {"cuCtxGetDevice", QUERY, E::None, kCore}, {"cuStreamIsCapturing", QUERY, E::None, kCore},
+  {"cuStreamGetCaptureInfo_v3", QUERY, E::None, kCore},  // what cuStreamGetCaptureInfo means with CUDA 13 headers
+  {"cuDeviceGetAttribute", QUERY, E::None, kCore}, {"cuFuncGetAttribute", QUERY, E::None, kCore},
+  {"cuKernelGetAttribute", QUERY, E::None, kCore}, {"cuPointerGetAttribute", QUERY, E::None, kCore},
   // ---- Stream work the stream model knows (issue 28): a host function runs when the work before it is done.
   {"cudaLaunchHostFunc", LAUNCH, E::HostFunc}, {"cuLaunchHostFunc", LAUNCH, E::HostFunc},
   {"cudaStreamAddCallback", LAUNCH, E::HostFunc}, {"cuStreamAddCallback", LAUNCH, E::HostFunc},
@@ -233,6 +208,8 @@ const Rule kRules[] = {
   {"cuStreamGet*", QUERY}, {"cudaStreamGet*", QUERY}, {"cuCtxPushCurrent", QUERY}, {"cuCtxPopCurrent", QUERY},
   // ---- Graphics interoperability, external memory and semaphores (before graphs: cuGraphics* is not cuGraph*).
   {"cuGraphics*", INTEROP}, {"cudaGraphics*", INTEROP}, {"*External*", INTEROP},
+  {"cuGL*", INTEROP}, {"cudaGL*", INTEROP}, {"cuEGL*", INTEROP}, {"cudaEGL*", INTEROP}, {"cuVDPAU*", INTEROP},
+  {"cudaVDPAU*", INTEROP}, {"*FromEGLSync", INTEROP},
   // ---- Graphs and stream capture (their launch is in launch). The calls the stream model reads to
   // know what a graph launch runs are traced with launches (Selection::graph_model).
   {"cudaStreamBeginCapture*", GRAPH, E::CaptureBegin}, {"cuStreamBeginCapture*", GRAPH, E::CaptureBegin},
@@ -289,20 +266,15 @@ bool matches(std::string_view pattern, std::string_view name) {
 const std::vector<ApiSpec>& hand_rows() { return kHandRows; }
 
 bool is_core_api(const Api& a) {
-  static const std::unordered_set<std::string_view> kByHand = [] {
-    std::unordered_set<std::string_view> names;
-    for (const ApiSpec& r : kHandRows) names.insert(r.name);
-    return names;
-  }();
   // Graph calls come and go between toolkit versions (cudaGraphInstantiateWithParams is 12.0's): not core.
-  return a.group() != GRAPH && (a.effect() != E::None || kByHand.count(a.spec->name));
+  return a.group() != GRAPH && (a.effect() != E::None || a.spec->core);
 }
 
-Placement placement(std::string_view operation) {
+Placement placement(std::string_view name, std::string_view operation) {
   for (const Rule& r : kRules)
-    if (matches(r.pattern, operation)) return {r.group, r.effect};
+    if (matches(r.pattern, name) || matches(r.pattern, operation)) return {r.group, r.effect, r.core};
   // Checkpointing, logs, green contexts, tensor maps, profiler control, ...
-  return {OTHER, E::None};
+  return {OTHER, E::None, false};
 }
 
 }  // namespace cudatrace

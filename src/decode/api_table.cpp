@@ -10,6 +10,7 @@
 #include <unordered_set>
 
 #include "cudatrace/decode/api_overrides.h"
+#include "cudatrace/decode/arg_types.h"
 #include "cudatrace/decode/header_rows.h"
 #include "cudatrace/record.h"
 
@@ -18,18 +19,6 @@ namespace {
 
 using A = ArgType;
 using E = Effect;
-
-int out_size(ArgType t) {
-  switch (t) {
-    case A::OutInt:
-    case A::OutUInt:
-    case A::OutEnum:
-    case A::OutFloat:
-      return 4;
-    default:
-      return 8;
-  }
-}
 
 // The kernel, transfer and memory summaries need these calls' arguments.
 bool needs_detail_record(const ApiSpec& row) {
@@ -63,25 +52,12 @@ bool needs_detail_record(const ApiSpec& row) {
 }
 
 bool has_stack_struct(const Api& api) {
-  for (const ArgSpec& a : api.spec->args)
-    if (a.type == A::NcclUniqueId) return true;
-  return false;
+  return std::any_of(api.spec->args.begin(), api.spec->args.end(),
+                     [](const ArgSpec& a) { return arg_facts(a.type).passing == Passing::InMemory; });
 }
 
-// How many 8-byte words a fixed-size payload reads.
-unsigned payload_words(const Api& api, ArgType t) {
-  switch (t) {
-    case A::NcclCommArray:
-      return kNcclMaxInitAllComms;
-    case A::KernelNodeParams:
-      // cudaKernelNodeParams and CUDA_KERNEL_NODE_PARAMS_v1 are 56 bytes; the
-      // driver's v2 struct adds kern and ctx (72): reading past a struct could fault.
-      return std::string_view(api.spec->name) == "cuGraphAddKernelNode_v2" ? kKernelNodeParamsV2Bytes / 8
-                                                                            : kKernelNodeParamsBytes / 8;
-    default:
-      return kNcclUniqueIdBytes / 8;
-  }
-}
+// How many 8-byte words a fixed-size payload reads: its type's, unless the row says (reading past a struct could fault).
+unsigned payload_words(const ArgSpec& a) { return a.words ? a.words : arg_facts(a.type).payload_words; }
 
 std::uint64_t make_cookie(const Api& api) {
   std::uint64_t c = api.id;
@@ -96,7 +72,7 @@ std::uint64_t make_cookie(const Api& api) {
     if (api.out_index[o] < 0) continue;
     const ArgSpec& a = api.spec->args[api.out_index[o]];
     c |= std::uint64_t(api.slots[api.out_index[o]] + 1) << (20 + 8 * o);
-    c |= std::uint64_t(out_size(a.type)) << (24 + 8 * o);
+    c |= std::uint64_t(arg_facts(a.type).out_bytes) << (24 + 8 * o);
   }
   if (api.spec->returns != Returns::Status) c |= CT_COOKIE_VOID;
   if (api.layer() == Layer::Nccl) c |= CT_COOKIE_NCCL_STATUS;
@@ -109,14 +85,9 @@ std::uint64_t make_cookie(const Api& api) {
   if (api.payload_index >= 0) {
     const ArgSpec& a = api.spec->args[api.payload_index];
     c |= std::uint64_t(api.slots[api.payload_index] + 1) << 36;
-    if (a.type == A::NcclUniqueId || a.type == A::NcclUniqueIdPtr || a.type == A::NcclCommArray ||
-        a.type == A::KernelNodeParams) {
-      c |= std::uint64_t(CT_PAYLOAD_BYTES) << 40;
-      c |= std::uint64_t(payload_words(api, a.type)) << CT_COOKIE_PAYLOAD_WORDS_SHIFT;
-    } else {
-      const auto kind = a.type == A::String ? CT_PAYLOAD_STRING : CT_PAYLOAD_LAUNCH_CONFIG;
-      c |= std::uint64_t(kind) << 40;
-    }
+    const std::uint8_t kind = arg_facts(a.type).payload;
+    c |= std::uint64_t(kind) << 40;
+    if (kind == CT_PAYLOAD_BYTES) c |= std::uint64_t(payload_words(a)) << CT_COOKIE_PAYLOAD_WORDS_SHIFT;
   }
   return c;
 }
@@ -157,29 +128,30 @@ class ArgumentPlaces {
 // The slot of argument `a`, or kNotCaptured where the BPF programs do not
 // save it: in an xmm register, a struct by value, beyond CT_MAX_ARGS.
 int place_argument(ArgumentPlaces& places, const ArgSpec& a) {
+  const ArgTypeFacts& facts = arg_facts(a.type);
   int slot = 0;
-  switch (a.type) {
-    case A::Float:
+  switch (facts.passing) {
+    case Passing::Xmm:
       places.place(0, 1, 1);
       return kNotCaptured;
-    case A::Struct:
+    case Passing::ByValue:
       if (a.words <= 2)
         places.place(a.int_words, a.words - a.int_words, a.words);
       else
         places.in_memory(a.words);
       return kNotCaptured;
-    case A::Dim3:  // 12 bytes of integers: two registers
+    case Passing::InMemory:  // its address goes in slot CT_REG_ARGS (make_api)
+      places.in_memory(payload_words(a));
+      return CT_REG_ARGS;
+    case Passing::IntegerPair:
       slot = places.place(2, 0, 2);
       break;
-    case A::Dim3Split:  // three unsigned arguments
+    case Passing::Integers:
       slot = places.place(1, 0, 1);
-      places.place(1, 0, 1);
-      places.place(1, 0, 1);
+      for (int k = 1; k < facts.slots; ++k) places.place(1, 0, 1);
       break;
-    default:
-      slot = places.place(1, 0, 1);
   }
-  return slot + slot_count(a.type) <= CT_MAX_ARGS ? slot : kNotCaptured;
+  return slot + facts.slots <= CT_MAX_ARGS ? slot : kNotCaptured;
 }
 
 Api make_api(std::uint16_t id, const ApiSpec& spec, std::string symbol, bool variant) {
@@ -188,26 +160,18 @@ Api make_api(std::uint16_t id, const ApiSpec& spec, std::string symbol, bool var
   int outs = 0;
   bool register_after_struct = false;
   for (std::size_t i = 0; i < spec.args.size(); ++i) {
-    const ArgType t = spec.args[i].type;
-    if (t == A::NcclUniqueId) {
-      // Passed in memory: no register; ct_enter stores its address in slot CT_REG_ARGS
-      // (CT_COOKIE_STACK_ADDR), and the payload reads the 128 bytes from there.
-      if (api.payload_index >= 0) throw std::logic_error(std::string("two payloads: ") + spec.name);
-      places.in_memory(kNcclUniqueIdBytes / 8);
-      api.slots.push_back(CT_REG_ARGS);
-      api.payload_index = static_cast<int>(i);
-      continue;
-    }
+    const ArgTypeFacts& facts = arg_facts(spec.args[i].type);
     const int slot = place_argument(places, spec.args[i]);
     api.slots.push_back(static_cast<std::uint8_t>(slot));
     if (slot == kNotCaptured) continue;
-    register_after_struct |= slot >= CT_REG_ARGS;
-    if (is_out(t)) {
+    // A struct passed in memory takes no register: ct_enter stores its address in slot CT_REG_ARGS
+    // (CT_COOKIE_STACK_ADDR), and the payload reads it from there.
+    register_after_struct |= slot >= CT_REG_ARGS && facts.passing != Passing::InMemory;
+    if (facts.out_bytes) {
       if (outs == 2) throw std::logic_error(std::string("more than two out-params: ") + spec.name);
       api.out_index[outs++] = static_cast<int>(i);
     }
-    if (t == A::String || t == A::LaunchConfig || t == A::NcclUniqueIdPtr || t == A::NcclCommArray ||
-        t == A::KernelNodeParams) {
+    if (facts.payload != CT_PAYLOAD_NONE) {
       if (api.payload_index >= 0) throw std::logic_error(std::string("two payloads: ") + spec.name);
       api.payload_index = static_cast<int>(i);
     }
@@ -231,9 +195,10 @@ std::string_view operation_name(std::string_view name) {
 
 // The rows: every function the headers declare, as written by hand where a
 // hand row has its name, else placed by the overrides' rules; then the hand
-// rows of functions no header declares. Rows of the groups traced by
-// default come first, so that a default --summary's per-CPU statistics,
-// sized by the largest API id it probes (session_bpf.cpp), stay small.
+// rows of functions no header declares. Rows traced by default (of the
+// default groups, and those that name kernels) come first, so that a default
+// --summary's per-CPU statistics, sized by the largest API id it probes
+// (recorder_bpf.cpp), stay small.
 std::vector<ApiSpec> build_rows() {
   std::unordered_map<std::string_view, const HeaderRow*> declared;
   for (const HeaderRow& h : header_rows()) declared.emplace(h.name, &h);
@@ -244,24 +209,25 @@ std::vector<ApiSpec> build_rows() {
     if (const auto it = declared.find(hand.name); it != declared.end()) {
       row.prototype = it->second->prototype;
       row.per_thread = it->second->per_thread;
-      // The C types the header declares, and the enum tables of its enums, by argument name.
+      // The C types the header declares, and the enum table of an argument decoded as the header's, by name.
       for (ArgSpec& a : row.args)
         for (const ArgSpec& declared_arg : it->second->args)
           if (std::string_view(a.name) == declared_arg.name) {
             a.ctype = declared_arg.ctype;
-            if (a.type == A::Enum || a.type == A::OutEnum) a.enum_type = declared_arg.enum_type;
+            if (a.type == declared_arg.type) a.enum_type = declared_arg.enum_type;
           }
     }
+    row.core = true;
     by_hand.insert(hand.name);
     rows.push_back(std::move(row));
   }
   for (const HeaderRow& h : header_rows()) {
     if (by_hand.count(h.name)) continue;
-    const Placement p = placement(operation_name(h.name));
-    rows.push_back({h.name, h.layer, p.group, p.effect, h.args, h.returns, h.prototype, h.per_thread});
+    const Placement p = placement(h.name, operation_name(h.name));
+    rows.push_back({h.name, h.layer, p.group, p.effect, h.args, h.returns, h.prototype, h.per_thread, p.core});
   }
   std::stable_partition(rows.begin(), rows.end(),
-                        [](const ApiSpec& r) { return group_on_by_default(r.group) || r.group == Group::Module; });
+                        [](const ApiSpec& r) { return group_on_by_default(r.group) || names_kernels(r); });
   return rows;
 }
 
@@ -293,6 +259,8 @@ bool is_hot_api(const Api& a) {
       a.group() == Group::Error)
     return true;
   const std::string_view name = a.spec->name;
+  // Each <<<>>> launch pushes its configuration and its stub pops it.
+  if (name == "__cudaPushCallConfiguration" || name == "__cudaPopCallConfiguration") return true;
   // Looked up before launches (cuBLAS, per launch): launch-rate in the
   // H200's launch-bound inference, the busiest probe the budget left exact.
   if (name == "cuKernelGetFunction") return true;
@@ -302,17 +270,11 @@ bool is_hot_api(const Api& a) {
          name.size() >= 5 && name.substr(name.size() - 5) == "Async";
 }
 
-bool is_out(ArgType t) { return t >= A::OutPtr; }
-
-int slot_count(ArgType t) {
-  switch (t) {
-    case A::Dim3:
-      return 2;
-    case A::Dim3Split:
-      return 3;
-    default:
-      return 1;
-  }
+bool names_kernels(const ApiSpec& row) {
+  if (row.group != Group::Module) return false;
+  if (row.effect == E::ModuleLoad || row.effect == E::ModuleUnload) return true;
+  return std::any_of(row.args.begin(), row.args.end(),
+                     [](const ArgSpec& a) { return arg_facts(a.type).handle_of == HandleOf::Kernel; });
 }
 
 const char* group_name(Group g) {
@@ -346,8 +308,8 @@ const char* group_description(Group g) {
     case Group::Event: return "events";
     case Group::Device: return "device selection and synchronisation, initialisation, contexts";
     case Group::Module:
-      return "kernel registration and lookups, module and library loads and unloads: always traced with launches "
-             "for kernel names, printed only when asked for";
+      return "kernel registration and lookups, module and library loads and unloads (traced with launches for kernel "
+             "names, printed only when asked for); fat binary and variable registration, launch configurations";
     case Group::Query:
       return "cheap getters (current device and context, last error, capture state, stream properties): off by "
              "default because frameworks call them dozens of times per launch (PyTorch: ~30 cudaGetDevice per "

@@ -184,7 +184,7 @@ const KernelNames::Name* KernelNames::find(std::uint32_t pid, std::uint64_t hand
 }
 
 void KernelNames::learn(const Call& call) {
-  if (call.api->group() != Group::Module || call.unfinished) return;
+  if (!names_kernels(*call.api->spec) || call.unfinished) return;
   const std::uint32_t pid = call.pid;
   const bool registration = call.api->spec->returns == Returns::Void;
   if (!registration && call.failed()) return;

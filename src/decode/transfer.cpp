@@ -10,10 +10,10 @@ const char* direction_name(Direction d) {
   return kNames[static_cast<int>(d)];
 }
 
-Direction copy_direction(const Call& c) {
-  if (c.api->effect() == Effect::Memset) return Direction::Memset;
-  if (arg_of_type(c, ArgType::MemcpyKind)) {
-    switch (arg_value(c, ArgType::MemcpyKind).value_or(~0ull)) {
+Direction copy_direction(const ApiSpec& row, std::optional<std::uint64_t> memcpy_kind) {
+  if (row.effect == Effect::Memset) return Direction::Memset;
+  if (memcpy_kind) {
+    switch (*memcpy_kind) {
       case 0:
         return Direction::HtoH;
       case CT_COPY_HTOD:
@@ -26,12 +26,19 @@ Direction copy_direction(const Call& c) {
         return Direction::Default;
     }
   }
-  const std::string_view name = c.api->spec->name;
+  const std::string_view name = row.name;
   if (name.find("HtoD") != std::string_view::npos) return Direction::HtoD;
   if (name.find("DtoH") != std::string_view::npos) return Direction::DtoH;
   if (name.find("DtoD") != std::string_view::npos) return Direction::DtoD;
   if (name.find("Peer") != std::string_view::npos) return Direction::Peer;
   return Direction::Default;
+}
+
+Direction copy_direction(const Call& c) {
+  // A kind argument that could not be read is no known kind: Default, not the name's.
+  const bool has_kind = arg_of_type(c, ArgType::MemcpyKind);
+  return copy_direction(*c.api->spec,
+                        has_kind ? std::optional(arg_value(c, ArgType::MemcpyKind).value_or(~0ull)) : std::nullopt);
 }
 
 std::uint64_t transfer_bytes(const Call& c) {

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "cudatrace/decode/api_stats.h"
+#include "cudatrace/decode/transfer.h"
 
 namespace cudatrace {
 
@@ -53,6 +54,9 @@ bool ActivityReader::read(int map_fd, std::uint64_t below_gen, const Sink& sink)
   return errno == ENOENT;
 }
 
+static_assert(static_cast<int>(Direction::HtoD) == CT_COPY_HTOD && static_cast<int>(Direction::DtoH) == CT_COPY_DTOH,
+              "record.h's copy kinds are decode/transfer.h's Direction");
+
 ct_activity_api activity_api(const Api& api) {
   ct_activity_api a{};
   const Effect effect = api.effect();
@@ -89,10 +93,9 @@ ct_activity_api activity_api(const Api& api) {
     if (t == ArgType::Ptr && effect == Effect::Copy && ptrs < 2)
       (ptrs++ == 0 ? a.dst_slot : a.src_slot) = static_cast<std::uint8_t>(slot + 1);
   }
-  // Without a cudaMemcpyKind argument the name gives the direction.
-  const std::string_view name = api.spec->name;
-  if (name.find("HtoD") != std::string_view::npos) a.copy_kind = CT_COPY_HTOD;
-  if (name.find("DtoH") != std::string_view::npos) a.copy_kind = CT_COPY_DTOH;
+  // Without a cudaMemcpyKind argument the name gives the direction; only the host side of HtoD and DtoH is keyed.
+  const Direction d = copy_direction(*api.spec);
+  if (d == Direction::HtoD || d == Direction::DtoH) a.copy_kind = static_cast<std::uint8_t>(d);
   return a;
 }
 

@@ -136,14 +136,8 @@ ct_export_api export_api(const Api& api) {
   } else if (!sizes.empty()) {
     a.bytes_slot = static_cast<std::uint8_t>(sizes.front() + 1);
   }
-  // Without a cudaMemcpyKind argument the name says it (as copy_direction()).
-  const std::string_view name = api.spec->name;
-  Direction d = Direction::Default;
-  if (name.find("HtoD") != std::string_view::npos) d = Direction::HtoD;
-  if (name.find("DtoH") != std::string_view::npos) d = Direction::DtoH;
-  if (name.find("DtoD") != std::string_view::npos) d = Direction::DtoD;
-  if (name.find("Peer") != std::string_view::npos) d = Direction::Peer;
-  a.copy_kind = static_cast<std::uint8_t>(d);
+  // Without a cudaMemcpyKind argument the name says it.
+  a.copy_kind = static_cast<std::uint8_t>(copy_direction(*api.spec));
   return a;
 }
 

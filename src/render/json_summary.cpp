@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <iterator>
 
+#include "cudatrace/json_fields.h"
 #include "cudatrace/render/format.h"
 #include "cudatrace/render/gpu_time.h"
 #include "cudatrace/render/json.h"
@@ -210,8 +211,8 @@ void append_histograms(Buf& out, const SummarySnapshot& s) {
 }  // namespace
 
 void append_summary_json(Buf& out, const SummarySnapshot& s) {
-  fmt::format_to(std::back_inserter(out), "{{\"type\":\"summary\",\"final\":{},\"ts_ns\":{},\"covered_ns\":{}", s.final,
-                 s.now_ns, s.covered_ns);
+  fmt::format_to(std::back_inserter(out), "{{{}\"{}\",\"final\":{},\"ts_ns\":{},\"covered_ns\":{}",
+                 json_fields::kType.first_key(), json_fields::kSummary, s.final, s.now_ns, s.covered_ns);
   if (s.tables) {
     append_apis(out, s);
     append_kernels(out, s);

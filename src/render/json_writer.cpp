@@ -4,6 +4,7 @@
 // dominated the reader's time).
 #include <iterator>
 
+#include "cudatrace/json_fields.h"
 #include "cudatrace/render/format.h"
 #include "cudatrace/render/json.h"
 #include "cudatrace/render/json_format.h"
@@ -13,6 +14,21 @@ namespace cudatrace {
 namespace {
 
 using Buf = fmt::memory_buffer;
+using namespace json_fields;
+
+// "text", for text that needs no escaping (names cudatrace gives).
+void append_quoted(Buf& out, std::string_view text) {
+  out.push_back('"');
+  out.append(text);
+  out.push_back('"');
+}
+
+// "0x1f": addresses.
+void append_quoted_hex(Buf& out, std::uint64_t v) {
+  out.push_back('"');
+  append_hex(out, v);
+  out.push_back('"');
+}
 
 // {"stream":ID,"launches":...}; without the stream for a graph's work.
 void append_work_json(Buf& out, const StreamWork& w, bool with_stream = true) {
@@ -139,25 +155,28 @@ void append_nvtx_json(fmt::memory_buffer& out, const Call& c) {
 }
 
 void append_stack_json(fmt::memory_buffer& out, const std::vector<StackFrame>& stack) {
-  auto it = std::back_inserter(out);
   out.push_back('[');
   for (std::size_t i = 0; i < stack.size(); ++i) {
     const StackFrame& f = stack[i];
     if (i) out.push_back(',');
-    fmt::format_to(it, "{{\"addr\":\"{:#x}\",\"function\":", f.addr);
-    if (f.function.empty()) {
-      out.append(std::string_view("null,\"function_offset\":null"));
-    } else {
-      append_json_string(out, f.function);
-      fmt::format_to(it, ",\"function_offset\":{}", f.function_offset);
-    }
-    out.append(std::string_view(",\"module\":"));
-    if (f.module.empty()) {
-      out.append(std::string_view("null,\"module_offset\":null"));
-    } else {
-      append_json_string(out, f.module);
-      fmt::format_to(it, ",\"module_offset\":{}", f.module_offset);
-    }
+    out.push_back('{');
+    out.append(kAddr.first_key());
+    append_quoted_hex(out, f.addr);
+    // A part not known: the name and its offset null.
+    const auto place = [&](const auto& name, const auto& offset, const std::string& text, std::uint64_t at) {
+      out.append(name.key());
+      if (text.empty()) {
+        out.append(std::string_view("null"));
+        out.append(offset.key());
+        out.append(std::string_view("null"));
+      } else {
+        append_json_string(out, text);
+        out.append(offset.key());
+        append_uint(out, at);
+      }
+    };
+    place(kFunction, kFunctionOffset, f.function, f.function_offset);
+    place(kModule, kModuleOffset, f.module, f.module_offset);
     out.push_back('}');
   }
   out.push_back(']');
@@ -195,21 +214,30 @@ class JsonWriter final : public Writer {
  public:
   fmt::memory_buffer* buffer() override { return &buf_; }
 
-  void call(const Call& c, const CallAnalysis&) override { object(c, c.unfinished ? "unfinished" : "call"); }
+  void call(const Call& c, const CallAnalysis&) override { object(c, c.unfinished ? kUnfinished : kCall); }
 
   void warning(const Call& c, const Warning& w) override {
-    auto it = std::back_inserter(buf_);
-    fmt::format_to(it, "{{\"type\":\"warning\",\"kind\":\"{}\",\"ts_ns\":{},\"pid\":{},\"tid\":{},\"api\":\"{}\",", w.kind,
-                   c.ts_ns, c.pid, c.tid, c.api->symbol);
-    if (w.host_ptr) fmt::format_to(it, "\"host_ptr\":\"{:#x}\",", w.host_ptr);
-    fmt::format_to(it, "\"caller\":\"{:#x}\",\"location\":", c.caller);
+    buf_.push_back('{');
+    buf_.append(kType.first_key());
+    append_quoted(buf_, kWarning);
+    buf_.append(kKind.key());
+    append_quoted(buf_, w.kind);
+    when_and_who(c);
+    buf_.append(kApi.key());
+    append_quoted(buf_, c.api->symbol);
+    if (w.host_ptr) {
+      buf_.append(kHostPtr.key());
+      append_quoted_hex(buf_, w.host_ptr);
+    }
+    buf_.append(kCaller.key());
+    append_quoted_hex(buf_, c.caller);
+    buf_.append(kLocation.key());
     append_json_string(buf_, w.location);
     if (!w.gpu_code.empty()) {
-      buf_.append(std::string_view(",\"gpu_code\":"));
+      buf_.append(kGpuCode.key());
       append_json_string(buf_, w.gpu_code);
     }
-
-    buf_.append(std::string_view(",\"message\":"));
+    buf_.append(kMessage.key());
     append_json_string(buf_, w.message);
     buf_.append(std::string_view("}\n"));
   }
@@ -217,13 +245,26 @@ class JsonWriter final : public Writer {
   void summary(const SummarySnapshot& s) override { append_summary_json(buf_, s); }
 
   void end(const EndStats& s, Buf&) override {
-    auto it = std::back_inserter(buf_);
-    fmt::format_to(it, "{{\"type\":\"end\",\"calls\":{},\"lost\":{},\"unfinished\":{}", s.calls, s.lost(),
-                   s.unfinished);
-    fmt::format_to(it, ",\"lost_detail\":{{\"ring_buffer\":{},\"thread_table\":{},\"depth_overflow\":{},\"output\":{}",
-                   s.kernel.ring_buffer, s.kernel.thread_table, s.kernel.depth_overflow, s.lost_output);
-    fmt::format_to(it, ",\"control\":{}}}", s.kernel.control);
-    fmt::format_to(it, ",\"unmatched\":{}", s.kernel.unmatched);
+    const auto count = [&](const auto& field, std::uint64_t n) {
+      buf_.append(field.key());
+      append_uint(buf_, n);
+    };
+    buf_.push_back('{');
+    buf_.append(kType.first_key());
+    append_quoted(buf_, kEnd);
+    count(kCalls, s.calls);
+    count(kLost, s.lost());
+    count(kUnfinishedCalls, s.unfinished);
+    buf_.append(kLostDetail.key());
+    buf_.push_back('{');
+    buf_.append(kRingBuffer.first_key());
+    append_uint(buf_, s.kernel.ring_buffer);
+    count(kThreadTable, s.kernel.thread_table);
+    count(kDepthOverflow, s.kernel.depth_overflow);
+    count(kOutput, s.lost_output);
+    count(kControl, s.kernel.control);
+    buf_.push_back('}');
+    count(kUnmatched, s.kernel.unmatched);
     if (s.cost) {
       buf_.append(std::string_view(",\"overhead\":"));
       append_cost_json(buf_, *s.cost);
@@ -232,46 +273,48 @@ class JsonWriter final : public Writer {
   }
 
  private:
-  void object(const Call& c, std::string_view type) {
-    buf_.append(std::string_view("{\"type\":\""));
-    buf_.append(type);
-    buf_.append(std::string_view("\",\"ts_ns\":"));
+  // ,"ts_ns":..,"pid":..,"tid":..
+  void when_and_who(const Call& c) {
+    buf_.append(kTsNs.key());
     append_uint(buf_, c.ts_ns);
-    buf_.append(std::string_view(",\"pid\":"));
+    buf_.append(kPid.key());
     append_uint(buf_, c.pid);
-    buf_.append(std::string_view(",\"tid\":"));
+    buf_.append(kTid.key());
     append_uint(buf_, c.tid);
-    buf_.append(std::string_view(",\"comm\":"));
+  }
+
+  void object(const Call& c, std::string_view type) {
+    buf_.push_back('{');
+    buf_.append(kType.first_key());
+    append_quoted(buf_, type);
+    when_and_who(c);
+    buf_.append(kComm.key());
     append_json_string(buf_, c.comm());
-    buf_.append(std::string_view(",\"layer\":\""));
-    buf_.append(std::string_view(layer_name(c.api->layer())));
-    buf_.append(std::string_view("\",\"api\":\""));
-    buf_.append(c.api->symbol);
-    buf_.push_back('"');
+    buf_.append(kLayer.key());
+    append_quoted(buf_, layer_name(c.api->layer()));
+    buf_.append(kApi.key());
+    append_quoted(buf_, c.api->symbol);
     if (!c.unfinished) {
-      buf_.append(std::string_view(",\"dur_ns\":"));
+      buf_.append(kDurNs.key());
       append_uint(buf_, c.dur_ns);
       if (c.api->spec->returns == Returns::Status) {
-        buf_.append(std::string_view(",\"ret\":"));
+        buf_.append(kRet.key());
         append_int(buf_, c.status());
         buf_.append(std::string_view(",\"ret_name\":"));
-        if (const char* name = c.ret_name()) {
-          buf_.push_back('"');
-          buf_.append(std::string_view(name));
-          buf_.push_back('"');
-        } else {
+        if (const char* name = c.ret_name())
+          append_quoted(buf_, name);
+        else
           buf_.append(std::string_view("null"));
-        }
       }
     }
-    buf_.append(std::string_view(",\"depth\":"));
+    buf_.append(kDepth.key());
     append_uint(buf_, c.depth);
     if (c.parent) {
-      buf_.append(std::string_view(",\"parent_api\":\""));
-      buf_.append(c.parent->symbol);
-      buf_.push_back('"');
+      buf_.append(kParentApi.key());
+      append_quoted(buf_, c.parent->symbol);
     }
-    buf_.append(std::string_view(",\"args\":{"));
+    buf_.append(kArgs.key());
+    buf_.push_back('{');
     bool first = true;
     for (const NamedValue& a : c.args) {
       if (!first) buf_.push_back(',');
@@ -298,20 +341,19 @@ class JsonWriter final : public Writer {
     if (!c.kernel.empty()) {
       buf_.append(std::string_view(",\"kernel\":"));
       append_json_string(buf_, c.kernel);
-      buf_.append(std::string_view(",\"kernel_mangled\":"));
+      buf_.append(kKernelMangled.key());
       append_json_string(buf_, c.kernel_mangled);
       buf_.append(std::string_view(",\"kernel_short\":"));
       append_json_string(buf_, c.kernel_short);
     }
     // The call site, for `cudatrace report` (allocation sites, warnings).
     if (c.caller) {
-      buf_.append(std::string_view(",\"caller\":\""));
-      append_hex(buf_, c.caller);
-      buf_.push_back('"');
+      buf_.append(kCaller.key());
+      append_quoted_hex(buf_, c.caller);
     }
     append_nvtx_json(buf_, c);
     if (!c.stack.empty()) {
-      buf_.append(std::string_view(",\"stack\":"));
+      buf_.append(kStack.key());
       append_stack_json(buf_, c.stack);
     }
     buf_.append(std::string_view("}\n"));

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <iterator>
 
+#include "cudatrace/decode/arg_types.h"
 #include "cudatrace/render/format.h"
 #include "cudatrace/render/json.h"
 #include "cudatrace/render/text.h"
@@ -345,7 +346,7 @@ class TextWriter final : public Writer {
     // A launch of a known kernel shows its short name instead of its handle (--full-names: both).
     const bool kernel_named = !full_names_ && !c.kernel.empty() && c.kernel != "?";
     for (const NamedValue& a : c.args) {
-      if (kernel_named && (a.type == ArgType::Func || a.type == ArgType::KernelNodeParams)) continue;
+      if (kernel_named && arg_facts(a.type).handle_of == HandleOf::Kernel && !is_out(a.type)) continue;
       buf_.push_back(' ');
       buf_.append(a.name);
       buf_.push_back('=');

@@ -17,6 +17,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -62,8 +63,9 @@ bool is_traced_runtime_api(const std::string& name) {
 }
 
 // The start of the kKeyRun compared bytes of `f` whose first 8 occur least
-// often in `counts`.
-std::uint32_t rarest_key(const Function& f, const std::vector<std::uint8_t>& mask,
+// often in `counts`; nullopt when it has no such run (a stub shorter than
+// kKeyRun, like __cudaGetProcAddress's `xor eax,eax; ret`).
+std::optional<std::uint32_t> rarest_key(const Function& f, const std::vector<std::uint8_t>& mask,
                          const std::unordered_map<std::uint64_t, std::uint32_t>& counts) {
   std::uint32_t best = 0, best_count = ~0u;
   for (std::uint32_t off = 0; off + kKeyRun <= f.code.size(); ++off) {
@@ -75,7 +77,7 @@ std::uint32_t rarest_key(const Function& f, const std::vector<std::uint8_t>& mas
     const std::uint32_t n = counts.at(key);
     if (n < best_count) best = off, best_count = n;
   }
-  if (best_count == ~0u) fail(f.name + ": no " + std::to_string(kKeyRun) + " bytes in a row without a relocation");
+  if (best_count == ~0u) return std::nullopt;
   return best;
 }
 
@@ -164,7 +166,13 @@ Object parse_object(const std::string& data, const std::string& name, std::uint3
       for (std::uint32_t b = s.offset - std::min<std::uint32_t>(s.offset, s.lead); b < s.offset + 4; ++b) mask[b] = 0;
     for (std::size_t b = 0; b < f.code.size(); ++b)
       if (!mask[b]) f.code[b] = 0;
-    f.key_offset = rarest_key(f, mask, counts);
+    const auto key = rarest_key(f, mask, counts);
+    if (!key) {
+      std::fprintf(stderr, "gen_static_runtime: %s: %s has no %u bytes in a row without a relocation; left out\n",
+                   name.c_str(), fname.c_str(), kKeyRun);
+      continue;
+    }
+    f.key_offset = *key;
     obj.functions.push_back(std::move(f));
   }
   return obj;

@@ -480,7 +480,8 @@ TEST_F(Trace, RealLibcudartShared) {
   for (const json& c : calls(all)) {
     if (c["depth"] == 0) outermost.push_back(c["api"]);
     EXPECT_TRUE(c.contains("dur_ns")) << c;
-    if (c["api"].get<std::string>().rfind("__cudaRegister", 0) != 0) EXPECT_TRUE(c.contains("ret")) << c;
+    // nvcc's helpers (__cuda*) return nothing or a plain value; every API returns its status.
+    if (c["api"].get<std::string>().rfind("__cuda", 0) != 0) EXPECT_TRUE(c.contains("ret")) << c;
   }
   std::vector<std::string> basic = {"cudaGetDeviceCount", "cudaMalloc", "cudaMemcpy", "cudaLaunchKernel",
                                     "cudaLaunchKernel", "cudaStreamCreate", "cudaMemcpyAsync", "cudaStreamSynchronize",
@@ -531,10 +532,15 @@ TEST_F(Trace, StrippedStaticRuntimeCallsOfTheWholeHeader) {
       if (c["depth"] == 0) ++n[c["api"].get<std::string>()];
     return n;
   };
-  const auto shared = counts(REAL_APP_SHARED), stripped = counts(REAL_APP_STRIPPED);
+  auto shared = counts(REAL_APP_SHARED);
+  const auto stripped = counts(REAL_APP_STRIPPED);
   for (const char* api : {"cudaRuntimeGetVersion", "cudaFuncSetAttribute", "cudaDeviceGetLimit", "cudaMemGetInfo",
                           "cudaLaunchHostFunc", "cudaGetErrorString"})
     EXPECT_EQ(shared.count(api) ? shared.at(api) : 0, 1) << api;
+  // What no fingerprint finds (docs/static-runtime.md): registration helpers too short or too alike.
+  for (const char* unfindable : {"__cudaGetProcAddress", "__cudaRegisterFatBinary", "__cudaRegisterFatBinaryEnd",
+                                 "__cudaRegisterVar", "__cudaRegisterManagedVar"})
+    shared.erase(unfindable);
   EXPECT_EQ(stripped, shared);
 }
 

@@ -3,8 +3,8 @@
 include runs back up (docs/architecture.md, "Stages"): each stage's files
 (src/STAGE/ and include/cudatrace/STAGE/) include only the stages below it.
 The top-level headers (record.h, options.h, accounting.h, clock.h,
-node_counts.h) are shared by every stage and include none but the bottom
-one, decode (options.h: the API selection).
+node_counts.h, json_fields.h) are shared by every stage and include none but
+the bottom one, decode (options.h: the API selection).
 
 Usage: layering_test.py SOURCE_DIR
 """

@@ -125,7 +125,9 @@ TEST(ApiCookie, CudaMallocOutParamSlot0Size8NoStack) {
   EXPECT_EQ(CT_COOKIE_PAYLOAD_SLOT(a.cookie), 0u);
   EXPECT_EQ(CT_COOKIE_PAYLOAD_KIND(a.cookie), unsigned(CT_PAYLOAD_NONE));
   EXPECT_TRUE(a.cookie & CT_COOKIE_DETAIL);  // an allocation: the memory summary needs it
-  EXPECT_EQ((a.cookie & ~CT_COOKIE_DETAIL) >> 16, (std::uint64_t(1) << 4) | (std::uint64_t(8) << 8));  // nothing else set
+  EXPECT_EQ(CT_COOKIE_OP(a.cookie), a.id);  // its own operation
+  const std::uint64_t op_bits = std::uint64_t(CT_COOKIE_OP(~0ull)) << CT_COOKIE_OP_SHIFT;
+  EXPECT_EQ((a.cookie & ~CT_COOKIE_DETAIL & ~op_bits) >> 16, (std::uint64_t(1) << 4) | (std::uint64_t(8) << 8));  // nothing else set
 }
 
 TEST(ApiCookie, CudaMallocPitchHasTwoOutParams) {

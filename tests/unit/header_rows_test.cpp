@@ -12,18 +12,13 @@
 #include "cudatrace/decode/api_overrides.h"
 #include "cudatrace/decode/api_table.h"
 #include "cudatrace/decode/decode.h"
+#include "cudatrace/decode/selection.h"
 #include "record_builder.h"
 
 namespace {
 
 using namespace cudatrace;
 using namespace cudatrace_test;
-
-const HeaderRow& header_row(std::string_view name) {
-  for (const HeaderRow& r : header_rows())
-    if (name == r.name) return r;
-  throw std::runtime_error("no header row " + std::string(name));
-}
 
 const Api& api(const char* symbol) {
   const Api* a = api_by_symbol(symbol);
@@ -41,6 +36,18 @@ Call decoded(const char* symbol, std::initializer_list<std::uint64_t> args, std:
   Call c;
   EXPECT_TRUE(decode_call(b.rec, nullptr, c));
   return c;
+}
+
+// The generated row of `name`, nullptr when no header declares it.
+const HeaderRow* header_row_of(std::string_view name) {
+  for (const HeaderRow& r : header_rows())
+    if (name == r.name) return &r;
+  return nullptr;
+}
+
+const HeaderRow& header_row(std::string_view name) {
+  if (const HeaderRow* r = header_row_of(name)) return *r;
+  throw std::runtime_error("no header row " + std::string(name));
 }
 
 std::vector<int> slots_of_api(const Api& a) { return std::vector<int>(a.slots.begin(), a.slots.end()); }
@@ -178,9 +185,7 @@ TEST(ApiOverrides, HandRowsAgreeWithTheHeaders) {
   // it may name arguments differently (cudaLaunchKernel's grid) or join three into one
   // (cuLaunchKernel's Dim3Split), but never misplaces them.
   for (const ApiSpec& hand : hand_rows()) {
-    const HeaderRow* declared = nullptr;
-    for (const HeaderRow& h : header_rows())
-      if (std::strcmp(h.name, hand.name) == 0) declared = &h;
+    const HeaderRow* declared = header_row_of(hand.name);
     if (!declared) continue;
     EXPECT_EQ(hand.layer, declared->layer) << hand.name;
     const Api& a = api(hand.name);
@@ -194,6 +199,18 @@ TEST(ApiOverrides, HandRowsAgreeWithTheHeaders) {
     EXPECT_EQ(hand_slots, header_slots) << hand.name;
     EXPECT_STREQ(a.spec->prototype, declared->prototype) << hand.name;
     EXPECT_EQ(a.spec->per_thread, declared->per_thread) << hand.name;
+  }
+}
+
+TEST(ApiOverrides, AHandRowOfADeclaredFunctionDecodesSomethingTheHeaderDoesNot) {
+  // One that repeats the generated row, names and types alike, belongs in the rules (group, effect, core).
+  for (const ApiSpec& hand : hand_rows()) {
+    const HeaderRow* declared = header_row_of(hand.name);
+    if (!declared) continue;
+    bool same = hand.args.size() == declared->args.size() && hand.returns == declared->returns;
+    for (std::size_t i = 0; same && i < hand.args.size(); ++i)
+      same = hand.args[i].type == declared->args[i].type && std::strcmp(hand.args[i].name, declared->args[i].name) == 0;
+    EXPECT_FALSE(same) << hand.name << " repeats its generated row";
   }
 }
 
@@ -223,10 +240,32 @@ TEST(ApiOverrides, WhatTheAnalysesReadIsPlaced) {
   EXPECT_EQ(api("cuGraphAddKernelNode_v2").group(), Group::Graph);
 }
 
+TEST(ApiOverrides, OnlyTheModuleCallsThatNameKernelsAreTracedWithLaunches) {
+  Selection launches;  // what -f launch probes (main.cpp)
+  launches.group[static_cast<int>(Group::Launch)] = launches.graph_model = launches.kernel_names = true;
+  for (const char* naming : {"__cudaRegisterFunction", "__cudaGetKernel", "cudaGetKernel", "cuModuleGetFunction",
+                             "cuKernelGetFunction", "cuLibraryLoadData", "cuModuleUnload"})
+    EXPECT_TRUE(launches.wants(api(naming))) << naming;
+  // nvcc's other helpers: per launch (the configuration) or per module, and no kernel name.
+  for (const char* helper : {"__cudaPushCallConfiguration", "__cudaPopCallConfiguration", "__cudaRegisterFatBinary",
+                             "__cudaRegisterVar", "__cudaInitModule"}) {
+    EXPECT_EQ(api(helper).group(), Group::Module) << helper;
+    EXPECT_FALSE(launches.wants(api(helper))) << helper;
+  }
+  EXPECT_TRUE(is_hot_api(api("__cudaPushCallConfiguration")));
+}
+
+TEST(ApiOverrides, ALaunchConfigurationPopReadsTheStream) {
+  // __cudaPopCallConfiguration(dim3*, dim3*, size_t* sharedMem, void* stream): the header says void*.
+  const Call c = decoded("__cudaPopCallConfiguration", {0x7ffd0010, 0x7ffd0020, 0x7ffd0030, 0x7ffd0038});
+  EXPECT_EQ(describe(*find_arg(c, "gridDim")), "hex:0x7ffd0010");
+  EXPECT_EQ(api("__cudaPopCallConfiguration").out_index[1], 3);
+}
+
 TEST(ApiOverrides, RowsOfTheDefaultGroupsHaveTheSmallestIds) {
   bool default_part = true;
   for (const Api& a : apis()) {
-    const bool in_default = group_on_by_default(a.group()) || a.group() == Group::Module;
+    const bool in_default = group_on_by_default(a.group()) || names_kernels(*a.spec);
     if (!in_default) default_part = false;
     EXPECT_TRUE(!in_default || default_part) << a.symbol;
   }

@@ -95,6 +95,18 @@ TEST_F(KernelNamesTest, RegisterThenGetKernelGivesSameName) {
   EXPECT_EQ(demangled(kPid, kKernelHandle), "addOne(float*, int)");
 }
 
+TEST_F(KernelNamesTest, AVariableRegistrationNamesNoKernel) {
+  // __cudaRegisterVar(handle, hostVar, deviceAddress, deviceName, ...): a name, but no kernel handle.
+  RecBuf& b = next();
+  init_rec(b, "__cudaRegisterVar", kPid);
+  b.rec.args[0] = 0x5555000e0000;
+  b.rec.args[1] = kHostFun;
+  set_string_payload(b, "counter");
+  learn(b);
+  EXPECT_EQ(mangled(kPid, kHostFun), "<unknown>");
+  EXPECT_EQ(mangled(kPid, 0), "<unknown>");
+}
+
 TEST_F(KernelNamesTest, CudaGetKernelAlsoLearns) {
   register_function(kPid, kHostFun, "_Z5scalePff");
   get_from_handle("cudaGetKernel", kPid, kKernelHandle, kHostFun);

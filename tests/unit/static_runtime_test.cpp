@@ -132,8 +132,15 @@ TEST(StaticRuntimeToolkit, TableHasEveryRuntimeApiTheToolkitRuntimeExports) {
   std::unordered_set<std::string_view> runtime;
   for (const Api& a : apis())
     if (fingerprinted_runtime_api(a)) runtime.insert(a.symbol);
+  // What no fingerprint finds, so gen_static_runtime leaves it out: __cudaGetProcAddress is 3 bytes,
+  // __cudaRegisterFatBinary(End) have no kKeyRun bytes in a row without a relocation, and
+  // __cudaRegisterVar and __cudaRegisterManagedVar are the same code calling different functions.
+  const std::set<std::string> unfindable = {"__cudaGetProcAddress", "__cudaRegisterFatBinary",
+                                            "__cudaRegisterFatBinaryEnd", "__cudaRegisterVar",
+                                            "__cudaRegisterManagedVar"};
   std::set<std::string> exported, fingerprinted;
-  for (const auto& [name, vaddr] : elf->find_functions(runtime)) exported.insert(name);
+  for (const auto& [name, vaddr] : elf->find_functions(runtime))
+    if (!unfindable.count(name)) exported.insert(name);
   const FingerprintTable& table = static_runtime_fingerprints();
   for (std::size_t i = 0; i < table.count; ++i) fingerprinted.insert(table.functions[i].name);
   EXPECT_EQ(fingerprinted, exported);

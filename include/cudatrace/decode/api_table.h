@@ -1,9 +1,10 @@
 // The table of traced CUDA APIs. Each row is a C signature in data form; the
 // probe cookies, decoders, group filters and docs/apis.md are derived from it.
-// The rows of every function the toolkit's cuda.h and cuda_runtime_api.h
-// declare are generated at build time (scripts/gen-api-rows.py); what the
-// headers cannot say (groups, effects, how an argument is decoded beyond its
-// C type, the functions no header declares) is in src/decode/api_overrides.cpp.
+// The rows of every function the toolkit's headers declare are generated at
+// build time (scripts/gen-api-rows.py); what the headers cannot say (groups,
+// effects, how an argument is decoded beyond its C type, the functions no
+// header declares) is in src/decode/api_overrides.cpp; what each argument
+// type is, in src/decode/arg_types.cpp.
 #pragma once
 
 #include <cstdint>
@@ -25,8 +26,8 @@ inline constexpr int kGroupCount = 17;
 
 const char* group_name(Group g);
 // Whether -f without a list (the default) prints the group's calls, and why
-// (for --list-apis and docs/apis.md). Off: module (registration, traced for
-// kernel names anyway), query, info and error (getters that frameworks call
+// (for --list-apis and docs/apis.md). Off: module (registration; the calls
+// that name kernels are traced for that anyway: names_kernels), query, info and error (getters that frameworks call
 // dozens of times per launch: probing them would cost more than all the
 // rest), and the groups of calls no analysis reads yet.
 bool group_on_by_default(Group g);
@@ -35,7 +36,8 @@ std::optional<Group> parse_group(std::string_view name);
 const char* layer_name(Layer l);
 
 // How one argument is decoded. Out* types are out-parameters: the argument is
-// a pointer whose target the return probe reads.
+// a pointer whose target the return probe reads. A new type needs a row in
+// src/decode/arg_types.cpp (arg_types.h: capture, decoding, reading back, docs).
 enum class ArgType : std::uint8_t {
   Size,          // size_t, decimal
   Int,           // int
@@ -73,6 +75,8 @@ enum class ArgType : std::uint8_t {
   OutUInt,       // unsigned int*
   OutEnum,       // enum*, by name (ArgSpec::enum_type)
 };
+// What each type is and does: src/decode/arg_types.cpp, a row per type in this order.
+inline constexpr std::size_t kArgTypeCount = static_cast<std::size_t>(ArgType::OutEnum) + 1;  // the last one above
 
 // sizeof(ncclUniqueId) (NCCL_UNIQUE_ID_BYTES).
 inline constexpr int kNcclUniqueIdBytes = 128;
@@ -105,7 +109,8 @@ struct ArgSpec {
   ArgType type;
   const char* ctype = nullptr;            // the declared C type, where a header declares the function
   const EnumType* enum_type = nullptr;    // Enum and OutEnum
-  std::uint8_t words = 0;                 // Struct: its size in 8-byte words
+  std::uint8_t words = 0;                 // Struct: its size in 8-byte words; a payload read through a pointer
+                                          // (arg_types.h): the words read, where not its type's
   std::uint8_t int_words = 0;             // Struct of up to 16 bytes: eightbytes passed in integer registers
 };
 
@@ -187,7 +192,15 @@ struct ApiSpec {
   Returns returns = Returns::Status;
   const char* prototype = nullptr;  // the header's declaration; nullptr for a function no header declares
   std::uint8_t per_thread = 0;      // kPerThreadPtsz | kPerThreadPtds: the forms the header declares
+  bool core = false;                // written by hand or placed by a core rule (is_core_api)
 };
+
+// The module group's rows that kernel names come from (KernelNames::learn):
+// a kernel handle registered, looked up or derived (a Func or OutFunc
+// argument), a module or library loaded or unloaded. Traced with launches
+// whatever -f says (Selection::kernel_names); the rest of the group (fat
+// binaries, variables, launch configurations) only with -f module.
+bool names_kernels(const ApiSpec& row);
 
 // Per-thread-default-stream forms of a row: the symbol with _ptsz or _ptds.
 inline constexpr std::uint8_t kPerThreadPtsz = 1;

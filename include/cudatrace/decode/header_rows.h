@@ -1,6 +1,7 @@
 // The rows of every function the toolkit's headers declare, generated at
-// build time by scripts/gen-api-rows.py (cuda.h, cuda_runtime_api.h and the
-// profiler-control headers), and the enums their arguments name. The
+// build time by scripts/gen-api-rows.py (cuda.h, cuda_runtime_api.h, the
+// profiler-control and the OpenGL, EGL and VDPAU interoperability headers),
+// and the enums their arguments name. The
 // headers say names, types and where each argument travels, not what a call
 // means: src/decode/api_overrides.cpp places each row in a group and gives
 // it its effect, or replaces it with a hand-written row.

@@ -13,8 +13,12 @@ struct Selection {
   // launch runs (is_graph_model_effect), without the rest of the group: set
   // with launches, so that they are traced and shown by default (they are rare).
   bool graph_model = false;
+  // The module group's calls that name kernels (names_kernels), without the
+  // rest of the group: set with launches, so that launches are named.
+  bool kernel_names = false;
   bool wants(const Api& a) const {
-    return (group[static_cast<int>(a.group())] || (graph_model && is_graph_model_effect(a.effect()))) &&
+    return (group[static_cast<int>(a.group())] || (graph_model && is_graph_model_effect(a.effect())) ||
+            (kernel_names && names_kernels(*a.spec))) &&
            layer[static_cast<int>(a.layer())];
   }
 };

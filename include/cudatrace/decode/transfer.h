@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "cudatrace/decode/decode.h"
 
@@ -19,8 +20,13 @@ inline constexpr int kCopyDirections = 6;  // the directions of copies: all but 
 // "HtoH", "HtoD", "DtoH", "DtoD", "Peer", "Default", "Memset".
 const char* direction_name(Direction d);
 
-// A copy's direction: its cudaMemcpyKind argument, else its name (HtoD,
-// DtoH, DtoD, Peer), else Default; Memset for memsets.
+// A copy's direction, decided here only: its cudaMemcpyKind value when it
+// has one (`memcpy_kind`; an unknown value is Default), else its name (HtoD,
+// DtoH, DtoD, Peer), else Default; Memset for memsets. Without a value it is
+// the direction the BPF side uses for a copy that has no kind argument
+// (record/bpf_maps.cpp, record/node_stats.cpp).
+Direction copy_direction(const ApiSpec& row, std::optional<std::uint64_t> memcpy_kind = std::nullopt);
+// A decoded call's: its kind argument's value, if it has one.
 Direction copy_direction(const Call& c);
 // Bytes a copy or memset moves: width x height for 2D copies (more than two
 // size arguments: the last two), else the first size; memsets of 16- and
