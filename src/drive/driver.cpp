@@ -59,29 +59,30 @@ Driver::Driver(const Options& opts, Source& source) : opts_(opts), source_(sourc
 Driver::~Driver() {
   writer_.reset();  // stop writing before the output is closed
   if (out_fd_ > 2) close(out_fd_);
+  if (timeline_fd_ >= 0) close(timeline_fd_);
 }
 
-// The -o file and the timeline are created only once the source has
-// started: a start that failed leaves no empty file behind.
+// The -o file and the timeline are opened before the source starts: no
+// probe is attached while cudatrace waits for an output (a FIFO's reader),
+// so no traced program waits with it (issue 38). A start that fails then
+// removes the files it created: no empty file is left behind.
 int Driver::open_outputs() {
   const OutputFileOptions file{opts_.output_follow_symlinks, source_.private_trace()};
   std::string error;
-  if (!opts_.output_path.empty()) {
-    out_fd_ = open_output_file(opts_.output_path, file, error);
-    if (out_fd_ < 0) {
-      error_line(error);
-      return kExitOutput;
-    }
-  }
-  if (!opts_.perfetto_path.empty()) {
-    timeline_ = make_perfetto_writer(opts_.perfetto_path, file, source_.start_ns(), error);
-    if (!timeline_) {
-      error_line(error);
-      return kExitOutput;
-    }
-    call_writers_.push_back(timeline_.get());
-  }
-  return kExitOk;
+  const auto open = [&](const std::string& path, int& fd) {
+    if (path.empty()) return true;
+    created_.push_back(output_file_exists(path) ? std::string() : path);
+    fd = open_output_file(path, file, error);
+    if (fd >= 0) return true;
+    error_line(error);
+    return false;
+  };
+  return open(opts_.output_path, out_fd_) && open(opts_.perfetto_path, timeline_fd_) ? kExitOk : kExitOutput;
+}
+
+void Driver::remove_created_outputs() {
+  for (const std::string& path : created_)
+    if (!path.empty()) unlink(path.c_str());
 }
 
 int Driver::run() {
@@ -95,8 +96,22 @@ int Driver::run() {
       return kExitOutput;
     }
   }
-  if (const int rc = source_.start()) return rc;
+  if (int rc = open_outputs()) return rc;
+  if (const int rc = source_.start()) {
+    remove_created_outputs();
+    return rc;
+  }
   trace_ = opts_.json ? make_json_writer() : make_text_writer(source_.start_ns(), opts_.full_names);
+  if (timeline_fd_ >= 0) {
+    std::string error;
+    timeline_ = make_perfetto_writer(timeline_fd_, opts_.perfetto_path, source_.start_ns(), error);
+    timeline_fd_ = -1;  // the writer's now
+    if (!timeline_) {
+      error_line(error);
+      return kExitOutput;
+    }
+    call_writers_.push_back(timeline_.get());
+  }
   if (opts_.summary) {
     // NVTX calls are not CUDA work: --by-range has them, the per-API tables do not.
     Selection reported = opts_.display;
@@ -109,7 +124,6 @@ int Driver::run() {
     call_writers_.push_back(trace_.get());
     drop_nvtx_ = opts_.min_us || opts_.errors_only;
   }
-  if (int rc = open_outputs()) return rc;
   if (metrics_)
     std::fprintf(stderr, "cudatrace: serving Prometheus metrics on port %d (%s/metrics)\n", metrics_->port(),
                  opts_.prometheus_address.c_str());

@@ -112,6 +112,14 @@ bool SavedTrace::next_line() {
   }
 }
 
+// A timeline is no easier to read than the trace it is made of. Asked
+// before start (the outputs are opened first).
+bool SavedTrace::private_trace() const {
+  struct stat st {};
+  const bool found = path_ == "-" ? fstat(STDIN_FILENO, &st) == 0 : stat(path_.c_str(), &st) == 0;
+  return found && S_ISREG(st.st_mode) && !(st.st_mode & S_IROTH);
+}
+
 int SavedTrace::start() {
   if (path_ == "-") {
     in_ = stdin;
@@ -123,9 +131,6 @@ int SavedTrace::start() {
       return kExitInput;
     }
   }
-  // A timeline is no easier to read than the trace it is made of.
-  struct stat st {};
-  private_ = fstat(fileno(in_), &st) == 0 && S_ISREG(st.st_mode) && !(st.st_mode & S_IROTH);
   api_stats_.assign(apis().size(), ct_api_stats{});
   call_pending_ = next_line();
   if (failed_) return kExitInput;

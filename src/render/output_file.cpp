@@ -1,6 +1,7 @@
 #include "cudatrace/render/output_file.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <limits.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -58,8 +59,20 @@ bool same(const std::optional<Destination>& a, const std::optional<Destination>&
 int open_output_file(const std::string& path, const OutputFileOptions& options, std::string& error) {
   const bool private_trace = options.private_trace;
   const std::string shared_dir = options.follow_symlinks ? std::string() : world_writable_dir(path);
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | (shared_dir.empty() ? 0 : O_NOFOLLOW),
-                        private_trace ? 0600 : 0644);
+  // A FIFO: opened without blocking, so that a FIFO nobody reads yet is
+  // waited for here, said on stderr, before anything is traced.
+  struct stat fifo {};
+  const bool is_fifo = stat(path.c_str(), &fifo) == 0 && S_ISFIFO(fifo.st_mode);
+  const int flags = O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | (shared_dir.empty() ? 0 : O_NOFOLLOW) |
+                    (is_fifo ? O_NONBLOCK : 0);
+  int fd = ::open(path.c_str(), flags, private_trace ? 0600 : 0644);
+  if (fd < 0 && is_fifo && errno == ENXIO) {
+    fmt::print(stderr, "cudatrace: waiting for a reader of {:?} (a FIFO); nothing is traced until one opens it\n",
+               path);
+    constexpr useconds_t kRetryUs = 50000;
+    while ((fd = ::open(path.c_str(), flags, 0)) < 0 && errno == ENXIO) usleep(kRetryUs);
+  }
+  if (fd >= 0 && is_fifo) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);  // the writer thread may wait
   if (fd < 0) {
     if (errno == ELOOP && !shared_dir.empty())
       error = "refusing to write " + path + ": it is a symbolic link in the world-writable directory " + shared_dir +
@@ -75,6 +88,11 @@ int open_output_file(const std::string& path, const OutputFileOptions& options, 
 }
 
 bool same_output_file(const std::string& a, const std::string& b) { return same(destination_of(a), destination_of(b)); }
+
+bool output_file_exists(const std::string& path) {
+  struct stat st {};
+  return lstat(path.c_str(), &st) == 0;
+}
 
 bool same_output_file(const std::string& path, int fd) {
   struct stat st {};

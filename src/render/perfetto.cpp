@@ -27,8 +27,8 @@ class PerfettoWriter final : public Writer {
   // Creates `path` as the -o file is created (output_file.h) and writes the
   // document's start; nullptr with `error` set if it cannot. `start_ns`
   // (CLOCK_MONOTONIC) becomes timestamp 0.
-  static std::unique_ptr<PerfettoWriter> open(const std::string& path, const OutputFileOptions& file,
-                                              std::uint64_t start_ns, std::string& error);
+  static std::unique_ptr<PerfettoWriter> open(int fd, const std::string& path, std::uint64_t start_ns,
+                                              std::string& error);
   ~PerfettoWriter();
 
   // One call: its API slice, the work it queued on a stream lane, the event
@@ -68,10 +68,8 @@ class PerfettoWriter final : public Writer {
 
 }  // namespace
 
-std::unique_ptr<PerfettoWriter> PerfettoWriter::open(const std::string& path, const OutputFileOptions& file,
-                                                     std::uint64_t start_ns, std::string& error) {
-  const int fd = open_output_file(path, file, error);
-  if (fd < 0) return nullptr;
+std::unique_ptr<PerfettoWriter> PerfettoWriter::open(int fd, const std::string& path, std::uint64_t start_ns,
+                                                     std::string& error) {
   std::FILE* f = fdopen(fd, "w");
   if (!f) {
     error = "cannot write " + path + ": " + std::strerror(errno);
@@ -333,9 +331,9 @@ bool PerfettoWriter::finish(std::string& error) {
   return !write_errno_;
 }
 
-std::unique_ptr<Writer> make_perfetto_writer(const std::string& path, const OutputFileOptions& file,
-                                             std::uint64_t start_ns, std::string& error) {
-  return PerfettoWriter::open(path, file, start_ns, error);
+std::unique_ptr<Writer> make_perfetto_writer(int fd, const std::string& path, std::uint64_t start_ns,
+                                             std::string& error) {
+  return PerfettoWriter::open(fd, path, start_ns, error);
 }
 
 }  // namespace cudatrace

@@ -432,6 +432,77 @@ TEST_F(Faults, OutputFailureWhileLibrariesLoadLeavesNothingStopped) {
   std::remove(app_out.c_str());
 }
 
+// An output that nobody reads yet (a FIFO) is waited for before anything is
+// attached (issue 38): a -p target keeps running, never stopped, and a
+// command does not start; once a reader comes, tracing begins.
+TEST_F(Faults, AnOutputWithoutAReaderStopsNothing) {
+  for (const bool timeline : {false, true}) {
+    SCOPED_TRACE(timeline ? "--perfetto FIFO" : "-o FIFO");
+    const std::string dir = temp_path("fifo-target"), fifo = temp_path("out-fifo");
+    fs::create_directories(dir);
+    fs::create_directory_symlink(fs::path(FAKE_CUDART_LIB).parent_path().parent_path() / "fakecuda", dir + "/fakecuda");
+    ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+    Child app = Child::start({DLOPEN_APP, "fresh", "20", FAKE_CUDART_LIB, dir});
+    const auto loads = [&dir] { return std::atol(read_file(dir + "/loads").c_str()); };
+    std::ofstream(dir + "/go").put('\n');
+    ASSERT_TRUE(wait_until([&] { return loads() > 0; })) << "the program does not start";
+    const std::vector<std::string> args =
+        timeline ? std::vector<std::string>{"--perfetto", fifo, "-p", std::to_string(app.pid)}
+                 : std::vector<std::string>{"-p", std::to_string(app.pid)};
+    Tracer t(args, timeline ? temp_path("trace") : fifo);
+    ASSERT_TRUE(wait_until([&] { return read_file(t.err).find("waiting for a reader of") != std::string::npos; }))
+        << read_file(t.err);
+    // A second later the program has loaded its library again and again, and was never stopped.
+    const long before = loads();
+    ASSERT_TRUE(wait_until([&] { return loads() > before + 10; }, 10s)) << "state " << process_state(app.pid);
+    EXPECT_NE(process_state(app.pid), 'T');
+    EXPECT_EQ(read_file(t.err).find("tracing process"), std::string::npos) << "nothing attached yet";
+    std::string read;
+    std::thread reader([&] {
+      std::ifstream in(fifo);
+      read.assign(std::istreambuf_iterator<char>(in), {});
+    });
+    EXPECT_TRUE(t.attached()) << read_file(t.err);
+    ASSERT_EQ(kill(t.proc.pid, SIGINT), 0);
+    EXPECT_EQ(t.proc.wait(30s), 0) << read_file(t.err);
+    reader.join();
+    EXPECT_NE(read.find(timeline ? "traceEvents" : "TIME(s)"), std::string::npos) << read;
+    kill(app.pid, SIGKILL);
+    app.wait(5s);
+    fs::remove_all(dir);
+    std::remove(fifo.c_str());
+  }
+  // Command mode: the command starts only once the output has a reader.
+  const std::string fifo = temp_path("cmd-fifo");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  Tracer t({"--", FAKE_APP, "basic"}, fifo);
+  EXPECT_TRUE(wait_until([&] { return read_file(t.err).find("waiting for a reader of") != std::string::npos; }))
+      << read_file(t.err);
+  std::this_thread::sleep_for(300ms);
+  EXPECT_TRUE(children_of(t.proc.pid).empty()) << "the command started before the output had a reader";
+  std::ifstream in(fifo);  // also ends the wait if the line above was never said
+  const std::string trace((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_EQ(t.proc.wait(30s), 0) << read_file(t.err);
+  EXPECT_NE(trace.find("cudaMalloc"), std::string::npos) << trace;
+  std::remove(fifo.c_str());
+}
+
+// Outputs are opened before tracing starts; a start that fails removes the
+// files it created (and only those).
+TEST_F(Faults, AFailedStartLeavesNoOutputFileItCreated) {
+  const std::string fresh = temp_path("never-started.jsonl"), timeline = temp_path("never-started.json"),
+                    existing = temp_path("existing.jsonl");
+  std::ofstream(existing) << "keep\n";
+  Result r = run(tracer() + " --json -o " + fresh + " --perfetto " + timeline + " -p 4000000");
+  EXPECT_EQ(r.status, 3) << r.err;
+  EXPECT_FALSE(fs::exists(fresh));
+  EXPECT_FALSE(fs::exists(timeline));
+  r = run(tracer() + " -o " + existing + " -p 4000000");
+  EXPECT_EQ(r.status, 3) << r.err;
+  EXPECT_TRUE(fs::exists(existing)) << "a file that was there stays (emptied, as -o does)";
+  std::remove(existing.c_str());
+}
+
 // A -p target that is a job of an interactive shell (bash with job control
 // on a terminal, made by script(1)): a SIGSTOP would make the shell report
 // it stopped, which --dlopen-stop=auto avoids (one warning line says so).

@@ -31,12 +31,18 @@ std::string slurp(const std::string& path) {
   return ss.str();
 }
 
+// The timeline written to `path`, opened as the driver opens it.
+std::unique_ptr<Writer> open_timeline(const std::string& path, std::uint64_t start_ns, std::string& error) {
+  const int fd = open_output_file(path, {}, error);
+  return fd < 0 ? nullptr : make_perfetto_writer(fd, path, start_ns, error);
+}
+
 class Perfetto : public ::testing::Test {
  protected:
   void SetUp() override {
     path_ = "/tmp/cudatrace-perfetto-test-" + std::to_string(getpid()) + ".json";
     std::string error;
-    writer_ = make_perfetto_writer(path_, {}, kStart, error);
+    writer_ = open_timeline(path_, kStart, error);
     ASSERT_NE(writer_, nullptr) << error;
   }
   void TearDown() override { std::remove(path_.c_str()); }
@@ -303,7 +309,7 @@ TEST_F(Perfetto, HostileCommAndStringsStayValid) {
 
 TEST(PerfettoOpen, UnwritablePathFails) {
   std::string error;
-  EXPECT_EQ(make_perfetto_writer("/nonexistent-dir/x.json", {}, 0, error), nullptr);
+  EXPECT_EQ(open_timeline("/nonexistent-dir/x.json", 0, error), nullptr);
   EXPECT_NE(error.find("/nonexistent-dir/x.json"), std::string::npos) << error;
 }
 
@@ -311,7 +317,7 @@ TEST(PerfettoOpen, UnwritablePathFails) {
 TEST(PerfettoOpen, FullDiskFailsAtOnce) {
   if (access("/dev/full", W_OK) != 0) GTEST_SKIP() << "/dev/full not available";
   std::string error;
-  EXPECT_EQ(make_perfetto_writer("/dev/full", {}, 0, error), nullptr);
+  EXPECT_EQ(open_timeline("/dev/full", 0, error), nullptr);
   EXPECT_EQ(error, "writing /dev/full: No space left on device");
 }
 
@@ -325,7 +331,7 @@ TEST(PerfettoOpen, WriteFailingHalfWayLeavesTheFileEmpty) {
     const rlimit limit{200000, 200000};
     setrlimit(RLIMIT_FSIZE, &limit);
     std::string error;
-    auto w = make_perfetto_writer(path, {}, 0, error);
+    auto w = open_timeline(path, 0, error);
     if (!w) _exit(2);
     StreamFeed feed;
     for (int i = 0; i < 20000; ++i) {

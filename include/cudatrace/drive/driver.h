@@ -48,6 +48,7 @@ class Driver final : public CallConsumer {
 
  private:
   int open_outputs();
+  void remove_created_outputs();
   void warn_pageable_copy(const Call& c, std::uint64_t host_ptr);
   void warn_failed_launch(const Call& c);
   void summary_report(bool final);
@@ -70,6 +71,8 @@ class Driver final : public CallConsumer {
   std::unique_ptr<MetricsWriter> metrics_;   // --prometheus
   std::vector<Writer*> call_writers_;        // the writers each displayed call goes to
   int out_fd_ = STDOUT_FILENO;
+  int timeline_fd_ = -1;              // --perfetto's file, until its writer takes it
+  std::vector<std::string> created_;  // the outputs this run created (empty: it existed before)
   std::unique_ptr<OutputWriter> writer_;
   Chunk chunk_;  // where the records in the trace writer's buffer end; its bytes while handed over
   EndStats stats_;

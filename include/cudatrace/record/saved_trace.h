@@ -39,7 +39,7 @@ class SavedTrace final : public Source {
   // 0 (the trace does not say when tracing started).
   int start() override;
   std::uint64_t start_ns() const override { return start_ns_; }
-  bool private_trace() const override { return private_; }
+  bool private_trace() const override;
   bool can_wait() const override { return true; }
   int release() override { return 0; }
   bool feed(CallConsumer& to, int wait_ms) override;
@@ -70,7 +70,6 @@ class SavedTrace final : public Source {
   bool call_pending_ = false;  // line_ is a call not handed on yet
   bool ended_ = false;         // the end line was read
   bool failed_ = false;
-  bool private_ = false;
   std::uint64_t start_ns_ = 0, last_ns_ = 0;
   KernelNames names_;
   Call call_;

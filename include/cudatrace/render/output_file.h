@@ -14,8 +14,13 @@ struct OutputFileOptions {
 };
 
 // Opens (creates, truncates) `path` for writing. Returns the descriptor, or
-// -1 with `error` set to the whole message for the user.
+// -1 with `error` set to the whole message for the user. A FIFO that nobody
+// reads yet is waited for, with a line on stderr that says so.
 int open_output_file(const std::string& path, const OutputFileOptions& options, std::string& error);
+
+// Whether `path` names anything (a file, a FIFO, a link): an output that
+// did not exist is removed again if tracing never started.
+bool output_file_exists(const std::string& path);
 
 // Whether writing to `a` and to `b` would write one regular file: the same
 // file under other names (hard links, symbolic links, other paths to its

@@ -73,10 +73,11 @@ class Writer {
 std::unique_ptr<Writer> make_text_writer(std::uint64_t start_ns, bool full_names);
 // JSON Lines, documented in docs/json.md.
 std::unique_ptr<Writer> make_json_writer();
-// --perfetto FILE: the timeline (docs/timeline.md), created as the -o file
-// is (output_file.h); nullptr with `error` set when it cannot be written.
-std::unique_ptr<Writer> make_perfetto_writer(const std::string& path, const OutputFileOptions& file,
-                                             std::uint64_t start_ns, std::string& error);
+// --perfetto FILE: the timeline (docs/timeline.md), written to `fd`, the
+// file `path` opened as the -o file is (output_file.h), which the writer
+// then owns; nullptr with `error` set when it cannot be written.
+std::unique_ptr<Writer> make_perfetto_writer(int fd, const std::string& path, std::uint64_t start_ns,
+                                             std::string& error);
 
 // The end of a trace as text lines (text mode's stderr; the JSON writer's
 // fallback when its end line could not be written).
