@@ -11,7 +11,7 @@
 
 #include "cudatrace/decode/api_overrides.h"
 #include "cudatrace/decode/header_rows.h"
-#include "cudatrace/record.h"
+#include "cudatrace/bpf_abi.h"
 
 namespace cudatrace {
 namespace {
@@ -100,7 +100,7 @@ std::uint64_t make_cookie(const Api& api) {
   }
   if (api.spec->returns != Returns::Status) c |= CT_COOKIE_VOID;
   if (api.layer() == Layer::Nccl) c |= CT_COOKIE_NCCL_STATUS;
-  // The driver calls a runtime call makes are part of its record (record.h, bits 14 and 60).
+  // The driver calls a runtime call makes are part of its record (bpf_abi.h, bits 14 and 60).
   if (api.layer() == Layer::Runtime) c |= CT_COOKIE_RUNTIME;
   if (api.layer() == Layer::Driver) c |= CT_COOKIE_DRIVER;
   if (has_stack_struct(api)) c |= CT_COOKIE_STACK_ADDR;

@@ -14,7 +14,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "cudatrace/record.h"  // before the skeleton: its struct ct_config
+#include "cudatrace/bpf_abi.h"  // before the skeleton: its struct ct_config
 #include "cudatrace.skel.h"
 #include "cudatrace/target/process_state.h"
 

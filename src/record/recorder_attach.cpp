@@ -15,7 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "cudatrace/record.h"  // before the skeleton: its struct ct_config
+#include "cudatrace/bpf_abi.h"  // before the skeleton: its struct ct_config
 #include "cudatrace.skel.h"
 #include "cudatrace/target/elf_file.h"
 #include "cudatrace/target/process.h"

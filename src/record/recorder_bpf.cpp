@@ -13,7 +13,7 @@
 #include <cstring>
 #include <fstream>
 
-#include "cudatrace/record.h"  // before the skeleton: its struct ct_config
+#include "cudatrace/bpf_abi.h"  // before the skeleton: its struct ct_config
 #include "cudatrace.skel.h"
 #include "cudatrace/record/bpf_load.h"
 #include "cudatrace/record/kernel_features.h"

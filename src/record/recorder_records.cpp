@@ -6,13 +6,13 @@
 
 #include <cstring>
 
-#include "cudatrace/record.h"  // before the skeleton: its struct ct_config
+#include "cudatrace/bpf_abi.h"  // before the skeleton: its struct ct_config
 #include "cudatrace.skel.h"
 #include "cudatrace/record/recorder.h"
 
 namespace cudatrace {
 
-static_assert(sizeof(ct_call) == 176, "ct_call layout changed: check bpf/ and include/cudatrace/record.h agree");
+static_assert(sizeof(ct_call) == 176, "ct_call layout changed: check bpf/ and include/cudatrace/bpf_abi.h agree");
 
 bool Recorder::on_record(void* ctx, const void* data, std::size_t size) {
   auto* self = static_cast<Recorder*>(ctx);

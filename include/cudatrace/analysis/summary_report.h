@@ -19,7 +19,7 @@
 #include "cudatrace/analysis/pipeline.h"
 #include "cudatrace/analysis/summary.h"
 #include "cudatrace/decode/selection.h"
-#include "cudatrace/record.h"
+#include "cudatrace/bpf_abi.h"
 #include "cudatrace/decode/stack_frame.h"
 
 namespace cudatrace {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "cudatrace/decode/api_table.h"
-#include "cudatrace/record.h"
+#include "cudatrace/bpf_abi.h"
 #include "cudatrace/decode/stack_frame.h"
 
 namespace cudatrace {
@@ -146,7 +146,7 @@ std::string nccl_id_text(std::uint64_t id);
 // cudaStreamPerThread; nullptr for ordinary handles.
 const char* special_stream_name(std::uint64_t handle);
 
-// The stack frames stored after a record's payload (record.h), innermost first.
+// The stack frames stored after a record's payload (bpf_abi.h), innermost first.
 std::vector<std::uint64_t> record_stack(const ct_call& rec);
 
 // Decodes `rec` (with `payload_len` bytes of payload after it) into `call`,

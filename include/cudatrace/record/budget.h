@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "cudatrace/decode/api_table.h"
-#include "cudatrace/record.h"
+#include "cudatrace/bpf_abi.h"
 #include "cudatrace/record/overhead.h"
 
 namespace cudatrace {

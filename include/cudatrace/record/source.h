@@ -12,7 +12,7 @@
 #include "cudatrace/accounting.h"
 #include "cudatrace/decode/decode.h"
 #include "cudatrace/decode/stack_frame.h"
-#include "cudatrace/record.h"
+#include "cudatrace/bpf_abi.h"
 #include "cudatrace/node_counts.h"
 
 namespace cudatrace {

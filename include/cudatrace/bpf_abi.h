@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* Records and constants shared by the BPF program (bpf/cudatrace.bpf.c) and
- * the user-space reader. Plain C, fixed-width fields only. */
-#ifndef CUDATRACE_RECORD_H
-#define CUDATRACE_RECORD_H
+/* The BPF record ABI: the records, constants and read-only configuration
+ * shared by the BPF program (bpf/cudatrace.bpf.c) and user space. Plain C,
+ * fixed-width fields only. */
+#ifndef CUDATRACE_BPF_ABI_H
+#define CUDATRACE_BPF_ABI_H
 
 #ifndef __VMLINUX_H__
 #include <linux/types.h>
