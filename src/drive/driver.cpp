@@ -11,12 +11,10 @@
 
 #include "cudatrace/render/format.h"
 #include "cudatrace/render/output_file.h"
+#include "cudatrace/terminal.h"
 
 namespace cudatrace {
 namespace {
-
-void error_line(const std::string& msg) { std::fprintf(stderr, "cudatrace: %s\n", msg.c_str()); }
-void warn_line(const std::string& msg) { std::fprintf(stderr, "cudatrace: warning: %s\n", msg.c_str()); }
 
 // At the end, how long the output may make no progress (its consumer reads
 // nothing) before the driver stops waiting for it; a source that can wait

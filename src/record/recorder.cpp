@@ -20,9 +20,6 @@
 
 namespace cudatrace {
 
-void error_line(const std::string& msg) { std::fprintf(stderr, "cudatrace: %s\n", msg.c_str()); }
-void warn_line(const std::string& msg) { std::fprintf(stderr, "cudatrace: warning: %s\n", msg.c_str()); }
-
 namespace {
 
 volatile sig_atomic_t g_stop = 0;  // the signal that asked us to stop

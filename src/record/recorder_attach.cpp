@@ -22,7 +22,7 @@
 #include "cudatrace/target/process_state.h"
 #include "cudatrace/record/recorder.h"
 #include "cudatrace/record/watchdog.h"
-#include "cudatrace/target/terminal.h"
+#include "cudatrace/terminal.h"
 
 namespace cudatrace {
 namespace {

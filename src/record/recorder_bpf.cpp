@@ -18,7 +18,7 @@
 #include "cudatrace/record/bpf_load.h"
 #include "cudatrace/record/kernel_features.h"
 #include "cudatrace/record/recorder.h"
-#include "cudatrace/target/terminal.h"
+#include "cudatrace/terminal.h"
 
 namespace cudatrace {
 namespace {

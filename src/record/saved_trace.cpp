@@ -12,7 +12,7 @@
 
 #include "cudatrace/decode/api_stats.h"
 #include "cudatrace/options.h"
-#include "cudatrace/target/terminal.h"
+#include "cudatrace/terminal.h"
 
 namespace cudatrace {
 namespace {

@@ -44,15 +44,12 @@
 #include "cudatrace/target/nvtx_injection.h"
 #include "cudatrace/target/stacks.h"
 #include "cudatrace/target/symbolizer.h"
+#include "cudatrace/terminal.h"
 
 struct cudatrace_bpf;  // the BPF skeleton (cudatrace.skel.h)
 struct bpf_link;
 
 namespace cudatrace {
-
-// "cudatrace: MSG" and "cudatrace: warning: MSG" on stderr.
-void error_line(const std::string& msg);
-void warn_line(const std::string& msg);
 
 class Recorder final : public Source {
  public:
