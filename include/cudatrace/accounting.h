@@ -1,5 +1,5 @@
 // What tracing cost and what it lost, as plain data: the record stage
-// measures and counts it (record/overhead.h, record/budget.h, the BPF
+// measures and counts it (record/cost.h, record/budget.h, the BPF
 // counters), the analyses mark estimates by it, and the writers (render/)
 // print it in the end line, the summaries and the metrics. Shared by every
 // stage like bpf_abi.h, so that none of them includes another's workings.

@@ -8,7 +8,7 @@
 #include <tuple>
 
 #include "cudatrace/decode/transfer.h"
-#include "cudatrace/record/overhead.h"
+#include "cudatrace/record/cost.h"
 
 namespace cudatrace {
 

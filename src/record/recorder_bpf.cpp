@@ -221,7 +221,7 @@ int Recorder::load() {
   return kExitOk;
 }
 
-// Measures what one probe hit costs here (overhead.h), before anything is
+// Measures what one probe hit costs here (cost.h), before anything is
 // traced: the ring then holds only the measurement's records, which name no
 // API, and the counters only what it caused.
 void Recorder::measure_cost() {

@@ -2,7 +2,7 @@
 // the probe hits of "process_cost"/"threads", read as per-process counters.
 // Each read() returns what grew since the previous one (for Prometheus
 // counters) and keeps cumulative totals per running process (processes(),
-// for whatever needs per-process rates: the exporter, an overhead budget).
+// for whatever needs per-process rates: the exporter, a cost budget).
 // A process found gone is read one last time, then its entries are deleted
 // from the maps, so that they stay bounded on a node with churn.
 #pragma once

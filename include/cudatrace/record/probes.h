@@ -69,7 +69,7 @@ class Probes {
   bool attach_loader(const std::string& path, pid_t pid, std::string& error);
   // Attaches the entry program (and the return program if `with_return`) to
   // the function at file `offset` of `path` with `cookie`: for measuring
-  // what a probe hit costs (overhead.h).
+  // what a probe hit costs (cost.h).
   bool attach_function(const std::string& path, pid_t pid, std::uint64_t offset, std::uint64_t cookie,
                        bool with_return, std::string& error);
 

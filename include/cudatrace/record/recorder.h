@@ -36,7 +36,7 @@
 #include "cudatrace/record/bpf_maps.h"
 #include "cudatrace/record/budget.h"
 #include "cudatrace/record/node_stats.h"
-#include "cudatrace/record/overhead.h"
+#include "cudatrace/record/cost.h"
 #include "cudatrace/record/probes.h"
 #include "cudatrace/record/ring_reader.h"
 #include "cudatrace/record/source.h"
