@@ -233,7 +233,7 @@ std::string_view operation_name(std::string_view name) {
 // hand row has its name, else placed by the overrides' rules; then the hand
 // rows of functions no header declares. Rows of the groups traced by
 // default come first, so that a default --summary's per-CPU statistics,
-// sized by the largest API id it probes (session_bpf.cpp), stay small.
+// sized by the largest API id it probes (record/bpf_object.cpp), stay small.
 std::vector<ApiSpec> build_rows() {
   std::unordered_map<std::string_view, const HeaderRow*> declared;
   for (const HeaderRow& h : header_rows()) declared.emplace(h.name, &h);

@@ -89,7 +89,7 @@ struct Call {
   // NCCL calls: communicator id, rank, sequence number, group, bytes; set by
   // the NCCL model (nccl.h) and valid until its next call; else nullptr.
   const NcclInfo* nccl = nullptr;
-  // With --stack: the user stack, innermost first, symbolised by the session.
+  // With --stack: the user stack, innermost first, symbolised by the recorder.
   std::vector<StackFrame> stack;
   // With --nvtx: the NVTX ranges open on the call's thread and the process's
   // open start/end ranges, outermost first (nvtx.h); nullptr when none is.

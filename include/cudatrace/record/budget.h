@@ -140,7 +140,7 @@ namespace cudatrace {
 
 class Probes;
 
-// The controller at work in a session: every window it reads the probe hits
+// The controller at work while tracing: every window it reads the probe hits
 // of each process (cost.h), prices them, and attaches or detaches the hot
 // probes through `probes`. Also scales what BPF counted by the sampling.
 class BudgetControl {
