@@ -39,6 +39,23 @@ Driver::~Driver() {
   if (out_fd_ > 2) close(out_fd_);
 }
 
+// Decided before the source starts, from the analyses built and the writers
+// run() builds: the BPF side sends only what they read.
+RecordsNeeded Driver::records_needed() const {
+  using Calls = RecordsNeeded::Calls;
+  const PipelineOptions& analyses = pipeline_.options();
+  RecordsNeeded needs;
+  needs.calls = metrics_ ? Calls::Export : analyses.tables ? Calls::Summary : Calls::Every;
+  // --by-range and --gpu-time read every launch and synchronisation.
+  needs.every_record = analyses.by_range || analyses.gpu_time;
+  // A timeline draws every launch and copy.
+  needs.counted_activity = needs.calls == Calls::Summary && !needs.every_record && opts_.perfetto_path.empty();
+  if (opts_.stack)  // a summary symbolises only the stacks it reports (the leaks')
+    needs.stacks = analyses.tables ? RecordsNeeded::Stacks::Addresses : RecordsNeeded::Stacks::Frames;
+  needs.trace_on_stdout = opts_.output_path.empty();
+  return needs;
+}
+
 // The -o file and the timeline are created only once the source has
 // started: a start that failed leaves no empty file behind.
 int Driver::open_outputs() {
@@ -73,7 +90,7 @@ int Driver::run() {
       return kExitOutput;
     }
   }
-  if (const int rc = source_.start()) return rc;
+  if (const int rc = source_.start(records_needed())) return rc;
   trace_ = opts_.json ? make_json_writer() : make_text_writer(source_.start_ns(), opts_.full_names);
   if (opts_.summary) {
     // NVTX calls are not CUDA work: --by-range has them, the per-API tables do not.

@@ -85,7 +85,8 @@ int Recorder::stopped_at_start() const { return command_mode() ? 128 + g_stop : 
 
 bool Recorder::private_trace() const { return trace_is_private(opts_.pid); }
 
-int Recorder::start() {
+int Recorder::start(const RecordsNeeded& needs) {
+  needs_ = needs;
   start_ns_ = monotonic_ns();
   catch_stop_signals();  // first: a stop is honoured at any moment of the start-up
   if (opts_.all_processes) raise_file_limit();

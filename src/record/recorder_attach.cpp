@@ -199,7 +199,7 @@ int Recorder::start_command() {
     if (const char* other = std::getenv("NVTX_INJECTION64_PATH"))
       warn_line(std::string("--nvtx replaces NVTX_INJECTION64_PATH=") + other + " for the command");
   }
-  CommandSetup setup{exe, opts_.command, opts_.output_path.empty(), nvtx_library_ ? nvtx_library_->path() : "",
+  CommandSetup setup{exe, opts_.command, needs_.trace_on_stdout, nvtx_library_ ? nvtx_library_->path() : "",
                      inherited_stop_signals()};
   std::string error;
   if (!fork_held_command(setup, command_, error)) {

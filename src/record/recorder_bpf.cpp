@@ -115,24 +115,21 @@ int Recorder::load() {
   ro->report_execs = opts_.all_processes;
   ro->tracer_tgid = static_cast<__u32>(getpid());
   ro->empty_programs = opts_.empty_probes;
-  ro->export_mode = !opts_.prometheus_address.empty();
+  ro->export_mode = needs_.calls == RecordsNeeded::Calls::Export;
   ro->filter_tid = static_cast<__u32>(opts_.tid);
   ro->min_dur_ns = opts_.min_us * 1000;
   ro->errors_only = opts_.errors_only;
   ro->stop_on_map_change = stop_at_loads_;
-  ro->summary_mode = opts_.summary;
-  // --gpu-time needs every launch's time and every synchronisation, as --by-range does.
-  ro->summary_records_all = opts_.by_range || opts_.gpu_time;
-  ro->capture_stack = opts_.stack;
+  ro->summary_mode = needs_.calls == RecordsNeeded::Calls::Summary;
+  ro->summary_records_all = needs_.every_record;
+  ro->capture_stack = needs_.stacks != RecordsNeeded::Stacks::None;
   ro->every_layer = opts_.every_layer;
-  // A timeline needs every call's record.
-  activity_in_bpf_ = opts_.summary && opts_.perfetto_path.empty() && !opts_.by_range && !opts_.gpu_time;
-  ro->activity_in_bpf = activity_in_bpf_;
+  ro->activity_in_bpf = needs_.counted_activity;
   // Per-CPU statistics for the APIs probed (ids of the default groups come
-  // first, api_table.cpp), only where they are kept: --summary.
+  // first, api_table.cpp), only where they are kept: summary mode.
   std::size_t stats_entries = 1;
   for (const Api& a : apis())
-    if (opts_.summary && opts_.selection.wants(a)) stats_entries = a.id + std::size_t(1);
+    if (needs_.calls == RecordsNeeded::Calls::Summary && opts_.selection.wants(a)) stats_entries = a.id + std::size_t(1);
   bpf_map__set_max_entries(skel_->maps.api_stats, static_cast<__u32>(stats_entries));
   bpf_map__set_max_entries(skel_->maps.activity_apis, static_cast<__u32>(apis().size()));
   bpf_map__set_max_entries(skel_->maps.export_apis, static_cast<__u32>(apis().size()));
@@ -198,7 +195,7 @@ int Recorder::load() {
     }
   }
   measure_cost();
-  if (!opts_.prometheus_address.empty()) {
+  if (needs_.calls == RecordsNeeded::Calls::Export) {
     for (const Api& a : apis()) {
       const __u32 id = a.id;
       const ct_export_api row = export_api(a);
@@ -309,7 +306,7 @@ void Recorder::start_budget() {
 // Hands on what BPF counted in the activity map, as calls rebuilt from the
 // keys (summary.h: activity_record).
 void Recorder::read_activity(std::uint64_t below_gen, bool for_report) {
-  if (!activity_in_bpf_) return;
+  if (!needs_.counted_activity) return;
   auto pass = [&](const ct_activity_key& key, const ct_activity& n) {
     ActivityRecord rec;
     activity_record(key, n, rec);

@@ -45,14 +45,14 @@ void Recorder::on_call(const ct_call& rec) {
     tracked_pids_.insert(call_.pid);
     tracked_tids_[call_.pid].insert(call_.tid);
   }
-  if (activity_in_bpf_ && call_.counted() && activity_api(*call_.api).kind == CT_ACT_PAGE_LOCK) {
+  if (needs_.counted_activity && call_.counted() && activity_api(*call_.api).kind == CT_ACT_PAGE_LOCK) {
     // This call bumped the page-locked generation: the copies counted
     // before it are judged by the page-locked memory before it.
     read_activity(++page_locked_changes_);
     decode_call(rec, &names_, call_, &read_string_);  // read_activity reused call_
   }
   if (call_.api->group() == Group::Module) names_.learn(call_);
-  if (opts_.stack && !opts_.summary) call_.stack = stacks_.frames(static_cast<pid_t>(call_.pid), call_.stack_addresses);
+  if (needs_.stacks == RecordsNeeded::Stacks::Frames) call_.stack = stacks_.frames(static_cast<pid_t>(call_.pid), call_.stack_addresses);
   consumer_->on_call(call_);
 }
 

@@ -112,7 +112,7 @@ bool SavedTrace::next_line() {
   }
 }
 
-int SavedTrace::start() {
+int SavedTrace::start(const RecordsNeeded&) {
   if (path_ == "-") {
     in_ = stdin;
   } else {

@@ -31,7 +31,7 @@ class FakeSource final : public Source {
  public:
   explicit FakeSource(std::vector<CallSpec> calls) : calls_(std::move(calls)) {}
 
-  int start() override { return kExitOk; }
+  int start(const RecordsNeeded&) override { return kExitOk; }
   std::uint64_t start_ns() const override { return kStart; }
   bool private_trace() const override { return false; }
   int release() override { return kExitOk; }

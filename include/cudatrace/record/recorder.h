@@ -58,7 +58,7 @@ class Recorder final : public Source {
   Recorder(const Recorder&) = delete;
   Recorder& operator=(const Recorder&) = delete;
 
-  int start() override;
+  int start(const RecordsNeeded& needs) override;
   std::uint64_t start_ns() const override { return start_ns_; }
   bool private_trace() const override;
   int release() override;
@@ -115,6 +115,7 @@ class Recorder final : public Source {
   void announce() const;
 
   const Options& opts_;
+  RecordsNeeded needs_;  // what the driver's analyses and writers read
   cudatrace_bpf* skel_ = nullptr;
   std::unique_ptr<RingReader> ring_;
   std::unique_ptr<RingReader> control_ring_;  // --all-processes: map changes and execs
@@ -127,7 +128,6 @@ class Recorder final : public Source {
   StringReader read_string_;
   CallConsumer* consumer_ = nullptr;  // where the records being drained go
   ActivityReader activity_;            // summary mode: launches and copies counted in BPF
-  bool activity_in_bpf_ = false;
   std::uint64_t page_locked_changes_ = 0;  // calls that bumped the BPF page-locked generation
   std::uint64_t records_ = 0;              // call records of traced APIs read (-v says how many)
   ProbeCost probe_cost_;
