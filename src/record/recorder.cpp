@@ -16,35 +16,12 @@
 
 #include "cudatrace/bpf_abi.h"  // before the skeleton: its struct ct_config
 #include "cudatrace.skel.h"
+#include "cudatrace/record/stop_signals.h"
 #include "cudatrace/target/process_state.h"
 
 namespace cudatrace {
 
 namespace {
-
-volatile sig_atomic_t g_stop = 0;  // the signal that asked us to stop
-// What a stop signal does: set g_stop, which the drain loop and the steps
-// of the start-up look at; or, while nothing started needs undoing (loading
-// the BPF object, which the kernel frees at exit), end cudatrace at once:
-// the verifier alone takes seconds on a busy node, and libbpf would start
-// it over after the signal interrupted it.
-enum : int { kStopWhenAsked, kExitAtStop, kExitWithSignalAtStop };
-volatile sig_atomic_t g_at_stop = kStopWhenAsked;
-void on_signal(int sig) {
-  g_stop = sig;
-  if (g_at_stop != kStopWhenAsked) _exit(g_at_stop == kExitWithSignalAtStop ? 128 + sig : kExitOk);
-}
-
-// How SIGINT and SIGTERM were set when cudatrace started: its command gets them so.
-struct sigaction g_inherited_int {}, g_inherited_term {};
-
-void catch_stop_signals() {
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  // Also where the parent left them ignored (a background job of a script).
-  sigaction(SIGINT, &sa, &g_inherited_int);
-  sigaction(SIGTERM, &sa, &g_inherited_term);
-}
 
 // Whole-node mode with perf-event uprobes (kernels before 6.6) holds a link
 // per probe of every CUDA file: thousands, past the usual 1024 descriptors.
@@ -62,12 +39,6 @@ constexpr std::uint64_t kCommandGraceNs = 2000000000ull;
 
 }  // namespace
 
-bool Recorder::stop_requested() { return g_stop != 0; }
-
-std::vector<std::pair<int, struct sigaction>> Recorder::inherited_stop_signals() {
-  return {{SIGINT, g_inherited_int}, {SIGTERM, g_inherited_term}};
-}
-
 Recorder::Recorder(const Options& opts) : opts_(opts) {}
 
 Recorder::~Recorder() {
@@ -81,7 +52,7 @@ Recorder::~Recorder() {
 }
 
 // A stop during the start-up: the command (never released) has not run.
-int Recorder::stopped_at_start() const { return command_mode() ? 128 + g_stop : kExitOk; }
+int Recorder::stopped_at_start() const { return command_mode() ? 128 + stop_signal() : kExitOk; }
 
 bool Recorder::private_trace() const { return trace_is_private(opts_.pid); }
 
@@ -97,16 +68,19 @@ int Recorder::start(const RecordsNeeded& needs) {
   };
   const std::uint64_t load_start_ns = monotonic_ns();
   decide_dlopen_stop();
-  g_at_stop = command_mode() ? kExitWithSignalAtStop : kExitAtStop;
-  const int loaded = load();
-  g_at_stop = kStopWhenAsked;
-  if (stop_requested()) return stopped_at_start();
+  int loaded = kExitOk;
+  {
+    // Nothing started yet needs undoing: the kernel frees the object at exit.
+    const ExitAtStop exit_at_stop([this](int signal) { return command_mode() ? 128 + signal : kExitOk; });
+    loaded = load();
+  }
+  if (stop_signal()) return stopped_at_start();
   if (loaded) return loaded;
   // -p: before the loader probe can stop the target. Command mode: after
   // the command is forked (it waits to be released), so it is the first child.
   if (opts_.pid > 0) start_stop_watchdog();
   if (int rc = opts_.all_processes ? attach_node() : opts_.pid > 0 ? attach_pid_target() : start_command()) return rc;
-  if (stop_requested()) return stopped_at_start();
+  if (stop_signal()) return stopped_at_start();
   if (opts_.pid <= 0) start_stop_watchdog();
   if (opts_.verbose)
     std::fprintf(stderr, "cudatrace: BPF loaded and %zu probes attached in %.1f ms (%s)\n", probes_->probe_count(),
@@ -134,7 +108,7 @@ void Recorder::announce() const {
 }
 
 int Recorder::release() {
-  if (command_mode() && stop_requested()) return stopped_at_start();  // not started after all
+  if (command_mode() && stop_signal()) return stopped_at_start();  // not started after all
   announce();
   std::string error;
   if (!release_command(command_, error)) {
@@ -159,10 +133,11 @@ bool Recorder::feed(CallConsumer& to, int wait_ms) {
   forget_exited();
   if (opts_.all_processes) rescan_node();
   if (target_gone()) return false;
-  if (!g_stop) return true;
+  const int stop = stop_signal();
+  if (!stop) return true;
   if (command_.pid <= 0) return false;
   // SIGTERM was sent to cudatrace alone (Ctrl-C reaches the command too): pass it on.
-  if (!stop_deadline_ns_ && g_stop == SIGTERM) kill(command_.pid, SIGTERM);
+  if (!stop_deadline_ns_ && stop == SIGTERM) kill(command_.pid, SIGTERM);
   if (!stop_deadline_ns_) stop_deadline_ns_ = monotonic_ns() + kCommandGraceNs;
   return monotonic_ns() <= stop_deadline_ns_;
 }
@@ -191,7 +166,7 @@ void Recorder::finish(CallConsumer& to) {
 // or that stopped cudatrace while it still ran (as a shell shows it).
 int Recorder::exit_status() const {
   if (command_.pid > 0) {
-    if (!child_reaped_) return g_stop ? 128 + g_stop : kExitOk;
+    if (!child_reaped_) return stop_signal() ? 128 + stop_signal() : kExitOk;
     if (WIFEXITED(child_status_)) return WEXITSTATUS(child_status_);
     if (WIFSIGNALED(child_status_)) return 128 + WTERMSIG(child_status_);
   }

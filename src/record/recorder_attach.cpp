@@ -21,6 +21,7 @@
 #include "cudatrace/target/process.h"
 #include "cudatrace/target/process_state.h"
 #include "cudatrace/record/recorder.h"
+#include "cudatrace/record/stop_signals.h"
 #include "cudatrace/record/watchdog.h"
 #include "cudatrace/terminal.h"
 
@@ -64,7 +65,7 @@ void Recorder::attach_mappings(pid_t pid) {
   symbolizer_.capture(pid, maps);
   const pid_t probe_pid = opts_.pid > 0 ? pid : -1;
   for (const Mapping& m : maps) {
-    if (opts_.all_processes && stop_requested()) return;  // a process of many new files takes long
+    if (opts_.all_processes && stop_signal()) return;  // a process of many new files takes long
     if (!m.exec || m.path.empty()) continue;
     if (!seen_mappings_.emplace(pid, m.inode, m.start).second) continue;
     const std::string path = host_path(pid, m);

@@ -19,6 +19,7 @@
 #include <cstdlib>
 
 #include "cudatrace/record/recorder.h"
+#include "cudatrace/record/stop_signals.h"
 #include "cudatrace/target/identity.h"
 #include "cudatrace/target/library_locations.h"
 #include "cudatrace/target/process.h"
@@ -37,7 +38,7 @@ void Recorder::rescan_node() {
   if (!proc) return;
   const pid_t self = getpid();
   while (dirent* e = readdir(proc)) {
-    if (stop_requested()) break;
+    if (stop_signal()) break;
     char* end = nullptr;
     const long pid = std::strtol(e->d_name, &end, 10);
     if (*end != '\0' || pid <= 0 || pid == self) continue;
@@ -58,7 +59,7 @@ void Recorder::probe_ahead() {
   const std::vector<std::string> files = find_cuda_libraries(host_root());
   std::size_t probed = 0;
   for (const std::string& path : files) {
-    if (stop_requested()) return;
+    if (stop_signal()) return;
     const std::uint64_t file_start_ns = monotonic_ns();
     Probes::FileResult r;
     std::string error;

@@ -109,8 +109,6 @@ class Recorder final : public Source {
 
   // recorder.cpp
   bool command_mode() const { return opts_.pid <= 0 && !opts_.all_processes; }
-  static bool stop_requested();  // SIGINT or SIGTERM came
-  static std::vector<std::pair<int, struct sigaction>> inherited_stop_signals();
   int stopped_at_start() const;
   void announce() const;
 
