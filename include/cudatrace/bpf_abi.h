@@ -36,7 +36,8 @@
 
 /* What the BPF programs are told before they are loaded (read-only: the
  * verifier prunes the branches of the modes not asked for). Set by user
- * space from the options (src/record/recorder_bpf.cpp). */
+ * space from the records the driver needs, the target and the options
+ * (src/record/bpf_object.cpp). */
 struct ct_config {
 	__u64 min_dur_ns;     /* --min-us: calls shorter than this send no record */
 	__u32 filter_tgid;    /* trace only this process (0: see use_tgid_set) */
