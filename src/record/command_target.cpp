@@ -40,7 +40,7 @@ class CommandTarget final : public Target {
   }
 
   int attach(BpfObject& bpf, const RecordsNeeded& needs) override {
-    probes_ = &bpf.probes();
+    bpf_ = &bpf;
     std::string exe;
     if (const std::string problem = command_problem(opts_.command[0], exe); !problem.empty()) {
       error_line(problem);
@@ -70,20 +70,20 @@ class CommandTarget final : public Target {
     if (int rc = attach_libs(-1)) return rc;
     Probes::FileResult r;
     // Before the command runs: its first range is traced even with --no-dlopen-stop.
-    if (nvtx_library_ && !probes_->attach_file(nvtx_library_->path(), -1, r, error)) {
+    if (nvtx_library_ && !probes().attach_file(nvtx_library_->path(), -1, r, error)) {
       error_line(error);
       return kExitKernel;
     }
-    if (!probes_->attach_file(exe, -1, r, error)) {
+    if (!probes().attach_file(exe, -1, r, error)) {
       // A script or an unreadable binary: its interpreter's loader still tells us about libraries.
       if (opts_.verbose) warn_line(terminal_safe(error));
     }
     const std::string interp = program_interpreter(exe);
-    if (!interp.empty() && !probes_->attach_loader(interp, -1, error))
+    if (!interp.empty() && !probes().attach_loader(interp, -1, error))
       warn_line(terminal_safe(error + " (libraries loaded by " + exe + " will be missed)"));
     // After the fork, so that the command is the first child; none when a
     // stop came meanwhile: the command will never run.
-    if (!stop_signal()) start_stop_watchdog(bpf);
+    if (!stop_signal()) start_stop_watchdog();
     return kExitOk;
   }
 

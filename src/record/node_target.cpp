@@ -51,7 +51,7 @@ class NodeTarget final : public Target {
   }
 
   int attach(BpfObject& bpf, const RecordsNeeded&) override {
-    probes_ = &bpf.probes();
+    bpf_ = &bpf;
     if (int rc = attach_libs(-1)) return rc;
     refresh();  // the files of the processes running now first: they may be calling
     probe_ahead();
@@ -99,7 +99,7 @@ class NodeTarget final : public Target {
       const std::uint64_t file_start_ns = monotonic_ns();
       Probes::FileResult r;
       std::string error;
-      if (!probes_->attach_file(path, -1, r, error)) {
+      if (!probes().attach_file(path, -1, r, error)) {
         if (opts_.verbose) warn_line(error);
         continue;
       }

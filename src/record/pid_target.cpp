@@ -43,8 +43,8 @@ class PidTarget final : public Target {
   }
 
   int attach(BpfObject& bpf, const RecordsNeeded&) override {
-    probes_ = &bpf.probes();
-    start_stop_watchdog(bpf);  // before the loader probe can stop the process
+    bpf_ = &bpf;
+    start_stop_watchdog();  // before the loader probe can stop the process
     if (!process_exists(pid_)) {
       error_line("no such process: " + std::to_string(pid_));
       return kExitTarget;
@@ -58,7 +58,7 @@ class PidTarget final : public Target {
     if (int rc = attach_libs(pid_)) return rc;
     if (int rc = refuse_untraceable()) return rc;
     attach_mappings(pid_);
-    const std::size_t api_probes = probes_->probe_count() - (loader_probed_ ? 1 : 0);
+    const std::size_t api_probes = probes().probe_count() - (loader_probed_ ? 1 : 0);
     if (api_probes == 0 && opts_.libs.empty() && loader_probed_) {
       // Like a command that dlopens its CUDA library later: the loader probe
       // reports the load, and probes are attached then.
@@ -77,7 +77,7 @@ class PidTarget final : public Target {
                    pid_);
     else
       std::fprintf(stderr, "cudatrace: tracing process %d (%zu probes); Ctrl-C to stop\n", pid_,
-                   probes_->probe_count());
+                   probes().probe_count());
     return kExitOk;
   }
 

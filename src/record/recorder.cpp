@@ -44,7 +44,7 @@ int Recorder::start(const RecordsNeeded& needs) {
   if (int rc = target_->attach(*bpf_, needs)) return rc;
   if (stop_signal()) return target_->stopped_at_start(stop_signal());
   if (opts_.verbose) {
-    const Probes& probes = bpf_->probes();
+    const Probes& probes = *bpf_->probes();
     std::fprintf(stderr, "cudatrace: BPF loaded and %zu probes attached in %.1f ms (%s)\n", probes.probe_count(),
                  double(monotonic_ns() - load_start_ns) / 1e6,
                  probes.mode() == AttachMode::MultiSession ? "uprobe sessions"
@@ -142,7 +142,7 @@ void Recorder::start_budget() {
   config.max_fraction = opts_.max_overhead_pct / 100;
   bpf_->mark_hot_apis();
   budget_ = std::make_unique<BudgetControl>(
-      config, bpf_->probes(), per_hit_ ? &*per_hit_ : nullptr, bpf_->process_cost_fd(), bpf_->threads_fd(),
+      config, *bpf_->probes(), per_hit_ ? &*per_hit_ : nullptr, bpf_->process_cost_fd(), bpf_->threads_fd(),
       monotonic_ns(), [this](std::uint64_t ns) { bpf_->drop_hot_frames_before(ns); });
   reader_->sample_with(*budget_);
 }

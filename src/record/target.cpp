@@ -32,7 +32,7 @@ std::unique_ptr<Target> make_target(const Options& opts, Symbolizer& symbolizer)
 }
 
 void Target::on_map_change(pid_t pid) {
-  if (probes_) attach_mappings(pid);
+  if (bpf_ && bpf_->probes()) attach_mappings(pid);  // not after the end's detach
 }
 
 void Target::forget_process(pid_t pid) {
@@ -52,14 +52,14 @@ void Target::attach_mappings(pid_t pid) {
     const std::string path = host_path(pid, m);
     std::string error;
     if (is_loader(m.path)) {
-      if (probes_->attach_loader(path, probe_pid, error))
+      if (probes().attach_loader(path, probe_pid, error))
         loader_probed_ = true;
       else if (!policy_.unasked_processes || opts_.verbose)
         warn_line(terminal_safe(error));
       continue;
     }
     Probes::FileResult r;
-    if (!probes_->attach_file(path, probe_pid, r, error)) {
+    if (!probes().attach_file(path, probe_pid, r, error)) {
       if (opts_.verbose) warn_line(terminal_safe(error));
       continue;
     }
@@ -72,7 +72,7 @@ void Target::attach_mappings(pid_t pid) {
     if (r.apis && opts_.verbose) {
       std::fprintf(stderr, "cudatrace: pid %d: %s: %d APIs\n", pid, terminal_safe(m.path).c_str(), r.apis);
       std::vector<PlannedProbe> planned;
-      if (probes_->plan_file(path, planned, error))
+      if (probes().plan_file(path, planned, error))
         std::fprintf(stderr, "cudatrace:   %s\n", terminal_safe(probe_summary(m.path, planned)).c_str());
     }
   }
@@ -82,7 +82,7 @@ int Target::attach_libs(pid_t pid) {
   for (const std::string& lib : opts_.libs) {
     Probes::FileResult r;
     std::string error;
-    if (!probes_->attach_file(lib, pid, r, error)) {
+    if (!probes().attach_file(lib, pid, r, error)) {
       error_line(terminal_safe(error));
       return kExitTarget;
     }
@@ -100,8 +100,8 @@ void Target::note_probed_file(const std::string& path) {
   if (stat(path.c_str(), &st) == 0) probed_files_.emplace(st.st_dev, st.st_ino);
 }
 
-void Target::start_stop_watchdog(const BpfObject& bpf) {
-  if (stop_at_loads_ && start_watchdog(bpf.events_fd()) < 0)
+void Target::start_stop_watchdog() {
+  if (stop_at_loads_ && start_watchdog(bpf_->events_fd()) < 0)
     warn_line(std::string("cannot start the watchdog process: ") + std::strerror(errno) +
               "; if cudatrace is killed while a process waits at a library load, send it SIGCONT");
 }

@@ -51,7 +51,8 @@ class BpfObject {
   // nullopt (said) when it cannot be measured.
   std::optional<ProbeCost> measure_cost(bool verbose);
 
-  Probes& probes() { return *probes_; }
+  // The probes attached with the object's programs; null once detached.
+  Probes* probes() { return probes_.get(); }
   // Detaches every probe and tracepoint: nothing is recorded after this.
   void detach();
   // Traces `pid`'s calls and its descendants' (TracedProcesses::registered).

@@ -93,11 +93,13 @@ class Target {
   void note_probed_file(const std::string& path);
   // Where processes are stopped at library loads: a watchdog that continues
   // them should cudatrace die (watchdog.h).
-  void start_stop_watchdog(const BpfObject& bpf);
+  void start_stop_watchdog();
+  // The BPF object's probes, from attach on until the end detaches them.
+  Probes& probes() const { return *bpf_->probes(); }
 
   const Options& opts_;
   Symbolizer& symbolizer_;
-  Probes* probes_ = nullptr;    // the BPF object's, once attach has begun
+  BpfObject* bpf_ = nullptr;    // from attach on
   bool stop_at_loads_ = false;  // the loader probe stops processes (--dlopen-stop)
   bool loader_probed_ = false;  // a dynamic loader's _dl_debug_state is probed
   std::map<std::uint32_t, std::uint64_t> cpu_at_start_;
