@@ -19,7 +19,6 @@
 #include "cudatrace/clock.h"
 #include "cudatrace/record/bpf_load.h"
 #include "cudatrace/record/bpf_maps.h"
-#include "cudatrace/record/budget.h"
 #include "cudatrace/record/cost.h"
 #include "cudatrace/record/kernel_features.h"
 #include "cudatrace/record/node_stats.h"

@@ -1,11 +1,13 @@
 #include "cudatrace/record/record_reader.h"
 
 #include <bpf/bpf.h>
+#include <fmt/format.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "cudatrace/clock.h"
 #include "cudatrace/record/bpf_object.h"
