@@ -25,7 +25,7 @@ static __always_inline __u32 log2_u64(__u64 v)
 	return r | (__u32)(v >> 1);
 }
 
-/* The log-linear bucket of record.h. */
+/* The log-linear bucket of bpf_abi.h. */
 static __always_inline __u32 hist_bucket(__u64 d)
 {
 	if (d < CT_HIST_SUB)

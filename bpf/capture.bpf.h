@@ -37,7 +37,7 @@ static __always_inline void read_args(struct pt_regs *ctx, struct ct_frame *f, _
 		f->args[CT_REG_ARGS] = PT_REGS_SP(ctx) + 8;
 }
 
-/* The argument in `slot` (1-based, as the tables of record.h give it), or
+/* The argument in `slot` (1-based, as the tables of bpf_abi.h give it), or
  * `fallback` when the slot is 0 or out of range. An indexed read, not a loop
  * over the slots that assigns on a match: such a loop gives the verifier a
  * new state for every combination of matches, and exporter mode's return

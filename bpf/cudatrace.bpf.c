@@ -2,10 +2,10 @@
 /*
  * cudatrace BPF side. One generic entry program and one generic return
  * program serve every probed CUDA function: the attach cookie carries the API
- * id and the argument layout (see record.h). The entry program pushes a frame
+ * id and the argument layout (see bpf_abi.h). The entry program pushes a frame
  * on a per-thread stack; the return program pops it and emits ONE record per
  * completed call, with out-parameters read from user memory at return.
- * Forwards (record.h, ct_frame) are folded into their owner's record, and
+ * Forwards (bpf_abi.h, ct_frame) are folded into their owner's record, and
  * the driver calls a runtime call makes into the runtime call's. Where the
  * kernel has uprobe sessions, ct_session does both halves and leaves the
  * returns of those driver calls unprobed.
@@ -18,7 +18,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
-#include "cudatrace/record.h"
+#include "cudatrace/bpf_abi.h"
 
 #include "state.bpf.h"
 #include "capture.bpf.h"

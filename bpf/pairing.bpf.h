@@ -1,5 +1,5 @@
 /* Pairing entries and returns: the per-thread stack of calls in progress
- * (record.h: ct_thread_state), forwards folded into their owner, the driver
+ * (bpf_abi.h: ct_thread_state), forwards folded into their owner, the driver
  * calls that are part of a runtime call's record, and the stack kept right
  * when probes come and go.
  * Included by cudatrace.bpf.c only. */
@@ -72,7 +72,7 @@ static __always_inline void drop_stale_frames(struct ct_thread_state *st)
 }
 
 /* A driver call made directly inside a runtime call, with no out-param to
- * read at its return: part of the runtime call's record (record.h, bit 60). */
+ * read at its return: part of the runtime call's record (bpf_abi.h, bit 60). */
 static __always_inline bool inner_driver_call(__u64 cookie, struct ct_frame *top)
 {
 	return !settings.every_layer && (cookie & CT_COOKIE_DRIVER) && (top->cookie & CT_COOKIE_RUNTIME) &&

@@ -1,5 +1,5 @@
 /* The BPF side's state, shared by every program of the one object: the
- * configuration user space sets before loading (record.h: ct_config), the
+ * configuration user space sets before loading (bpf_abi.h: ct_config), the
  * maps, the globals user space writes while tracing, and the counters of
  * what was lost. Included by cudatrace.bpf.c only. */
 #pragma once
@@ -93,7 +93,7 @@ struct {
 	__type(value, __u32);
 } capturing SEC(".maps");
 
-/* The page-locked generation (record.h). */
+/* The page-locked generation (bpf_abi.h). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);

@@ -62,7 +62,7 @@ PASSES = (
     ("internal", ["-D__CUDA_API_VERSION_INTERNAL"]),
 )
 PER_THREAD_SUFFIXES = ("_ptsz", "_ptds")
-REG_ARGS = 6  # integer argument registers (record.h CT_REG_ARGS)
+REG_ARGS = 6  # integer argument registers (bpf_abi.h CT_REG_ARGS)
 SSE_ARGS = 8  # xmm0-7
 
 TOKEN = re.compile(r"""

@@ -1,8 +1,8 @@
 // What tracing cost and what it lost, as plain data: the record stage
-// measures and counts it (record/overhead.h, record/budget.h, the BPF
+// measures and counts it (record/cost.h, record/budget.h, the BPF
 // counters), the analyses mark estimates by it, and the writers (render/)
 // print it in the end line, the summaries and the metrics. Shared by every
-// stage like record.h, so that none of them includes another's workings.
+// stage like bpf_abi.h, so that none of them includes another's workings.
 #pragma once
 
 #include <cstdint>
@@ -13,7 +13,7 @@
 
 namespace cudatrace {
 
-// Records the kernel side dropped or could not pair (BPF counters, record.h).
+// Records the kernel side dropped or could not pair (BPF counters, bpf_abi.h).
 struct LossCounts {
   std::uint64_t ring_buffer = 0;     // records dropped: ring buffer full
   std::uint64_t thread_table = 0;    // calls not tracked: thread map full

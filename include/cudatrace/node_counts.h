@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "cudatrace/accounting.h"
-#include "cudatrace/record.h"
+#include "cudatrace/bpf_abi.h"
 
 namespace cudatrace {
 

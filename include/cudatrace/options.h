@@ -58,7 +58,7 @@ struct Options {
   bool stack = false;    // --stack: capture the user stack of each call
   // --every-layer (and -f all): also record the driver calls without
   // out-params that a runtime call makes, which are otherwise part of its
-  // record (record.h, bit 60)
+  // record (bpf_abi.h, bit 60)
   bool every_layer = false;
   // --empty-probes (benchmarks): attach as usual, run programs that do nothing
   bool empty_probes = false;

@@ -31,7 +31,7 @@ std::string per_thread_forms(const ApiSpec& row) {
 }  // namespace
 
 const char* recording(const Api& a) {
-  // record.h, bit 60: part of the runtime call's record unless --every-layer.
+  // bpf_abi.h, bit 60: part of the runtime call's record unless --every-layer.
   if (a.layer() == Layer::Driver && a.out_index[0] < 0) return "entry and return; inside a runtime call, by it";
   return "entry and return";
 }

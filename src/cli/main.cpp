@@ -220,19 +220,25 @@ std::string groups_help() {
                         "frameworks call dozens of times per launch: each probed call costs about 1 us).");
 }
 
+// -f and --layer as given, before apply_selection makes Selections of them.
+struct SelectionArgs {
+  std::string groups, layer = "all";
+};
+
 // -f and --layer: which APIs are traced (opts.selection) and printed (opts.display).
-void apply_selection(cudatrace::Options& opts, const std::string& groups, const std::string& layer) {
+void apply_selection(cudatrace::Options& opts, const SelectionArgs& args) {
   using namespace cudatrace;
+  const std::string& layer = args.layer;
   if (layer != "all" && layer != "runtime" && layer != "driver" && layer != "nccl")
     usage_error("--layer must be runtime, driver, nccl or all, not '" + layer + "'");
   // The nvtx layer is not chosen here: --nvtx turns it on.
   for (const Layer l : {Layer::Runtime, Layer::Driver, Layer::Nccl})
     opts.selection.layer[static_cast<int>(l)] = layer == "all" || layer == layer_name(l);
   opts.display = opts.selection;
-  if (groups.empty()) {
+  if (args.groups.empty()) {
     for (int g = 0; g < kGroupCount; ++g) opts.display.group[g] = group_on_by_default(static_cast<Group>(g));
   } else {
-    for (const std::string& name : split(groups, ',')) {
+    for (const std::string& name : split(args.groups, ',')) {
       const auto g = parse_group(name);
       if (name == "all") {
         std::fill(std::begin(opts.display.group), std::end(opts.display.group), true);
@@ -264,39 +270,223 @@ void parse_or_exit(CLI::App& app, int argc, char** argv) {
   }
 }
 
-// cudatrace report [OPTIONS] TRACE.jsonl
+// ---- The options `cudatrace` and `cudatrace report` share -----------------
+// One function per --help group, each option declared once; a command adds
+// its own options to a group after these.
+
+void add_selection_options(CLI::App& app, SelectionArgs& args) {
+  app.add_option("-f,--filter", args.groups, "Only the calls of these groups, comma-separated; all: every group")->group(kSelection)->type_name("GROUPS")->check(kNotEmpty);
+  app.add_option("--layer", args.layer, "runtime, driver, nccl or all (default)")->group(kSelection)->type_name("LAYER");
+}
+
+void add_output_options(CLI::App& app, cudatrace::Options& opts) {
+  app.add_flag("--json", opts.json, "JSON Lines output (docs/json.md)")->group(kOutput);
+  app.add_option("--perfetto", opts.perfetto_path, "Also write a timeline to FILE, for ui.perfetto.dev (docs/timeline.md)")->group(kOutput)->type_name("FILE")->check(kNotEmpty);
+  app.add_flag("--output-follow-symlinks", opts.output_follow_symlinks, "Let an output FILE write through a symbolic link in a world-writable directory (/tmp)")->group(kOutput);
+  app.add_flag("--full-names", opts.full_names, "Print kernels by their whole demangled names (default: short names; JSON has both)")->group(kOutput);
+}
+
+void add_analysis_options(CLI::App& app, cudatrace::Options& opts) {
+  app.add_flag("--summary", opts.summary_tables, "Print per-API, kernel, transfer, memory tables and insights, not calls (docs/summary.md)")->group(kAnalysis);
+  app.add_flag("--hist", opts.hist, "Print a log2 latency histogram per API instead of calls")->group(kAnalysis);
+  app.add_flag("--insights", opts.insights, "Print inferences about the host side (launch-bound, sync storms, ...)")->group(kAnalysis);
+  app.add_flag("--gpu-time", opts.gpu_time, "Bounds and estimates of GPU time from host events alone, in the summary and the timeline (docs/gpu-time.md)")->group(kAnalysis);
+}
+
+// What --summary, --hist, --insights and --gpu-time have in common: reports
+// instead of calls. --gpu-time alone reports as a summary; with --perfetto,
+// its tracks are there too.
+void apply_reports(cudatrace::Options& opts) {
+  opts.summary = opts.summary_tables || opts.hist || opts.insights || opts.gpu_time;
+}
+
+// ---- cudatrace report [OPTIONS] TRACE.jsonl --------------------------------
+
 int report_main(int argc, char** argv) {
   using namespace cudatrace;
   Options opts;
-  std::string groups, layer = "all", trace;
+  SelectionArgs selection;
+  std::string trace;
 
   CLI::App app{kDescription, "cudatrace report"};
   app.formatter(std::make_shared<HelpFormatter>(kReportUsage));
   app.footer(kReportExamples);
   app.add_option("TRACE.jsonl", trace, "The trace, JSON Lines written by --json; - reads standard input")->required()->type_name("")->check(kNotEmpty);
-  // Selection
-  app.add_option("-f,--filter", groups, "Report only these groups, comma-separated; all: every group")->group(kSelection)->type_name("GROUPS")->check(kNotEmpty);
-  app.add_option("--layer", layer, "runtime, driver, nccl or all (default)")->group(kSelection)->type_name("LAYER");
-  // Output
-  app.add_flag("--json", opts.json, "JSON Lines output (docs/json.md)")->group(kOutput);
-  app.add_option("--perfetto", opts.perfetto_path, "Also write a timeline to FILE (docs/timeline.md)")->group(kOutput)->type_name("FILE")->check(kNotEmpty);
-  app.add_flag("--output-follow-symlinks", opts.output_follow_symlinks, "Let --perfetto FILE write through a symbolic link in a world-writable directory (/tmp)")->group(kOutput);
-  app.add_flag("--full-names", opts.full_names, "Print kernels by their whole demangled names")->group(kOutput);
-  // Analysis
-  app.add_flag("--summary", opts.summary_tables, "Print per-API, kernel, transfer and memory tables and insights instead of calls")->group(kAnalysis);
-  app.add_flag("--hist", opts.hist, "Print a log2 latency histogram per API instead of calls")->group(kAnalysis);
-  app.add_flag("--insights", opts.insights, "Print inferences about the host side")->group(kAnalysis);
-  app.add_flag("--gpu-time", opts.gpu_time, "Bounds and estimates of GPU time from host events alone, in the summary and the timeline (docs/gpu-time.md)")->group(kAnalysis);
-  // Other
+  add_selection_options(app, selection);
+  add_output_options(app, opts);
+  add_analysis_options(app, opts);
   app.set_help_flag("-h,--help", "Print this help and exit")->group(kOther);
-  // New report options go in the block of their group above.
 
   parse_or_exit(app, argc, argv);
-  apply_selection(opts, groups, layer);
-  // --gpu-time alone reports as a summary; with --perfetto, its tracks are there too.
-  opts.summary = opts.summary_tables || opts.hist || opts.insights || opts.gpu_time;
+  apply_selection(opts, selection);
+  apply_reports(opts);
   refuse_shared_file(opts.perfetto_path, "", trace);
   return run_report(opts, trace);
+}
+
+// ---- cudatrace [OPTIONS] -p PID | --all-processes | -- COMMAND -------------
+
+// What the command line holds besides Options: texts checked once parsed,
+// and the actions that exit at once.
+struct LiveArgs {
+  SelectionArgs selection;
+  std::string pid, tid, max_overhead, dlopen_stop, attach = "auto", nvtx_library_path;
+  bool no_dlopen_stop = false, list_apis = false, version = false;
+};
+
+// One option per line, in blocks by --help group; a new option goes at the
+// end of its block (one both commands have, in the add_*_options above).
+void add_live_options(CLI::App& app, cudatrace::Options& opts, LiveArgs& args) {
+  // Targets
+  app.add_option("-p,--pid", args.pid, "Trace the running process PID")->group(kTargets)->type_name("PID");
+  app.add_flag("--all-processes", opts.all_processes, "Trace every process of this host that maps a CUDA library, now and later; stops none (docs/prometheus.md)")->group(kTargets);
+  app.add_option("--lib", opts.libs, "Also probe this library or executable (repeatable)")->group(kTargets)->type_name("PATH")->check(kNotEmpty);
+  // Selection
+  add_selection_options(app, args.selection);
+  // The range check also refuses "-3", which would otherwise wrap to a huge unsigned value.
+  app.add_option("--min-us", opts.min_us, "Only calls that took at least this many microseconds")->group(kSelection)->type_name("US")->check(CLI::Range(std::uint64_t(0), std::uint64_t(1000000000000)));
+  app.add_flag("--errors", opts.errors_only, "Only calls that returned an error")->group(kSelection);
+  app.add_option("--tid", args.tid, "Only this thread")->group(kSelection)->type_name("TID");
+  // Output
+  app.add_option("-o,--output", opts.output_path, "Write the trace to FILE instead of standard output")->group(kOutput)->type_name("FILE")->check(kNotEmpty);
+  add_output_options(app, opts);
+  app.add_flag("--stack", opts.stack, "Capture and symbolise the user stack of each call (and of leaked allocations)")->group(kOutput);
+  app.add_option("--prometheus", opts.prometheus_address, "Serve Prometheus metrics at http://ADDRESS/metrics (HOST:PORT; :PORT for every address) instead of printing calls (docs/prometheus.md)")->group(kOutput)->type_name("ADDRESS")->check(kNotEmpty);
+  app.add_flag("--nvtx", opts.nvtx, "Give each call the NVTX ranges open on its thread (torch.cuda.nvtx, emit_nvtx; docs/nvtx.md)")->group(kOutput);
+  // Analysis
+  add_analysis_options(app, opts);
+  app.add_option("-i,--interval", opts.interval_s, "With --summary/--hist/--insights: also report every N seconds")->group(kAnalysis)->type_name("N");
+  app.add_option("-c,--count", opts.count, "With -i: stop after this many interval reports")->group(kAnalysis)->type_name("N");
+  app.add_flag("--by-range", opts.by_range, "With --summary: CUDA time, launches and bytes per NVTX range (implies --nvtx)")->group(kAnalysis);
+  // Tuning
+  app.add_option("--ring-mb", opts.ring_mb, "Ring buffer size in MiB, a power of two (default 16)")->group(kTuning)->type_name("MIB");
+  app.add_option("--buffer-mb", opts.buffer_mb, "Output not yet read by its consumer kept in memory, at most N MiB (default 128)")->group(kTuning)->type_name("MIB")->check(CLI::Range(1u, 65536u));
+  app.add_option("--dlopen-stop", args.dlopen_stop, "Pause a process while probes attach to a library it just loaded: auto (default: always, but not a -p target that is a job of an interactive shell), always, never")->group(kTuning)->type_name("WHEN")->check(kNotEmpty);
+  app.add_flag("--no-dlopen-stop", args.no_dlopen_stop, "Same as --dlopen-stop=never")->group(kTuning);
+  app.add_option("--attach", args.attach, "How uprobes are attached: auto (default: multi where the kernel has it), multi (uprobe_multi links, Linux 6.6) or perf (one perf-event uprobe per function and direction, Linux 5.15)")->group(kTuning)->type_name("HOW");
+  app.add_option("--max-overhead", args.max_overhead, "Keep the estimated tracing cost to each process under PCT % by sampling the launch, async memset and query probes; their counts are then estimates, marked (docs/fleet.md)")->group(kTuning)->type_name("PCT");
+  app.add_flag("--empty-probes", opts.empty_probes, "For benchmarks: place and attach every probe as usual, with BPF programs that do nothing (the cost of the traps alone); records nothing")->group(kTuning);
+  app.add_flag("--every-layer", opts.every_layer, "Also record the driver calls a runtime call makes (a cudaLaunchKernel's cuLaunchKernel), each with its latency and status, nested in it (implied by -f all)")->group(kTuning);
+  // Other
+  app.set_help_flag("-h,--help", "Print this help and exit")->group(kOther);
+  app.add_flag("--list-apis", args.list_apis, "List the traced APIs and exit")->group(kOther);
+  app.add_option("--write-nvtx-library", args.nvtx_library_path, "Write the NVTX injection library to FILE and exit (to start a program for -p --nvtx)")->group(kOther)->type_name("FILE")->check(kNotEmpty);
+  app.add_flag("-v,--verbose", opts.verbose, "Say which files are probed; show libbpf messages")->group(kOther);
+  app.add_flag("-V,--version", args.version, "Print the version and exit")->group(kOther);
+  app.prefix_command(true);
+}
+
+// The command: what follows the options (after --, or from the first word
+// that is no option).
+void take_command(const CLI::App& app, cudatrace::Options& opts) {
+  opts.command = app.remaining();
+  if (!opts.command.empty() && opts.command.front() == "--")
+    opts.command.erase(opts.command.begin());
+  else if (!opts.command.empty() && opts.command.front().rfind('-', 0) == 0)
+    usage_error("unknown option " + opts.command.front());
+}
+
+// --write-nvtx-library FILE, for a program started to be traced with -p --nvtx.
+int write_nvtx_library_file(const std::string& path) {
+  std::string error;
+  if (!cudatrace::write_nvtx_library(path, error)) {
+    std::fprintf(stderr, "cudatrace: %s\n", error.c_str());
+    return cudatrace::kExitOutput;
+  }
+  return 0;
+}
+
+// --nvtx, which --by-range (with --summary only) implies: the NVTX calls are
+// traced whatever -f says, as every call needs the range stack.
+void apply_nvtx(cudatrace::Options& opts, const SelectionArgs& selection) {
+  using namespace cudatrace;
+  if (opts.by_range && !opts.summary_tables) usage_error("--by-range needs --summary");
+  opts.nvtx |= opts.by_range;
+  if (!opts.nvtx) return;
+  opts.selection.layer[static_cast<int>(Layer::Nvtx)] = opts.display.layer[static_cast<int>(Layer::Nvtx)] = true;
+  opts.selection.group[static_cast<int>(Group::Nvtx)] = true;
+  // Without -f the range calls are printed too (the nvtx group is off by default only because it needs --nvtx).
+  if (selection.groups.empty()) opts.display.group[static_cast<int>(Group::Nvtx)] = true;
+}
+
+// --list-apis: the APIs -f selects, or with --lib those each file has.
+int list_apis(const cudatrace::Options& opts) {
+  using namespace cudatrace;
+  if (!opts.libs.empty()) {
+    std::string out, error;
+    if (!probe_list_markdown(opts.libs, opts.selection, out, error)) {
+      std::fprintf(stderr, "cudatrace: %s\n", error.c_str());
+      return kExitTarget;
+    }
+    std::fputs(out.c_str(), stdout);
+    return 0;
+  }
+  std::fputs((opts.json ? api_list_json(opts.display) : api_list_markdown(opts.display)).c_str(), stdout);
+  return 0;
+}
+
+// -p, --tid and --max-overhead: their text checked whole.
+void parse_numbers(const CLI::App& app, const LiveArgs& args, cudatrace::Options& opts) {
+  if (app.count("--pid")) opts.pid = parse_id(args.pid, "PID", "-p/--pid");
+  if (app.count("--tid")) opts.tid = parse_id(args.tid, "TID", "--tid");
+  if (app.count("--max-overhead")) opts.max_overhead_pct = parse_percentage(args.max_overhead);
+}
+
+// One target: -p, --all-processes or a command.
+void check_target(const LiveArgs& args, const cudatrace::Options& opts) {
+  if ((opts.pid > 0) + !opts.command.empty() + opts.all_processes > 1)
+    usage_error("give one of -p PID, --all-processes or a command");
+  if (opts.pid == 0 && opts.command.empty() && !opts.all_processes)
+    usage_error("nothing to trace: give -p PID, --all-processes or -- COMMAND");
+  if (opts.all_processes && (opts.tid || args.dlopen_stop == "always"))
+    usage_error("--all-processes traces every process and stops none: --tid and --dlopen-stop=always do not apply");
+}
+
+// --prometheus serves metrics instead of a trace.
+void check_prometheus(const cudatrace::Options& opts) {
+  if (opts.prometheus_address.empty()) return;
+  sockaddr_in addr{};
+  std::string error;
+  if (!cudatrace::parse_listen_address(opts.prometheus_address, addr, error)) usage_error(error);
+  if (opts.json || !opts.output_path.empty() || !opts.perfetto_path.empty() || opts.summary_tables || opts.hist ||
+      opts.insights || opts.gpu_time || opts.stack || opts.nvtx || opts.min_us || opts.errors_only || opts.tid)
+    usage_error("--prometheus serves metrics instead of a trace: it does not combine with --json, -o, --perfetto, "
+                "--summary, --hist, --insights, --gpu-time, --stack, --nvtx, --min-us, --errors or --tid");
+}
+
+// -i and -c report summaries; --min-us and --errors select calls to print.
+void check_reports(const CLI::App& app, const cudatrace::Options& opts) {
+  if (app.count("--interval") && opts.interval_s == 0) usage_error("-i takes a number of seconds from 1");
+  if (app.count("--count") && opts.count == 0) usage_error("-c takes a number of reports from 1");
+  if (opts.interval_s && !opts.summary) usage_error("-i needs --summary, --hist or --insights");
+  if (opts.count && !opts.interval_s) usage_error("-c needs -i");
+  if (opts.summary && (opts.min_us || opts.errors_only))
+    usage_error("--min-us and --errors select calls to print; they do not combine with --summary, --hist or --insights");
+}
+
+// --dlopen-stop, --attach and --ring-mb.
+void apply_tuning(const LiveArgs& args, cudatrace::Options& opts) {
+  using namespace cudatrace;
+  if (args.no_dlopen_stop && !args.dlopen_stop.empty() && args.dlopen_stop != "never")
+    usage_error("--no-dlopen-stop contradicts --dlopen-stop=" + args.dlopen_stop);
+  if (args.no_dlopen_stop || args.dlopen_stop == "never")
+    opts.dlopen_stop = Options::DlopenStop::Never;
+  else if (args.dlopen_stop == "always")
+    opts.dlopen_stop = Options::DlopenStop::Always;
+  else if (!args.dlopen_stop.empty() && args.dlopen_stop != "auto")
+    usage_error("--dlopen-stop must be auto, always or never, not '" + args.dlopen_stop + "'");
+  if (args.attach == "multi")
+    opts.attach = AttachRequest::Multi;
+  else if (args.attach == "perf")
+    opts.attach = AttachRequest::Perf;
+  else if (args.attach != "auto")
+    usage_error("--attach must be auto, multi or perf, not '" + args.attach + "'");
+  // A detached perf-event uprobe still traps until the keeper destroys it
+  // (uprobe_keeper.h): the budget would stop counting a cost still paid.
+  if (opts.attach == AttachRequest::Perf && opts.max_overhead_pct > 0)
+    usage_error("--max-overhead needs uprobe_multi links, not --attach perf (docs/fleet.md)");
+  if (opts.ring_mb == 0 || opts.ring_mb > 1024 || (opts.ring_mb & (opts.ring_mb - 1)))
+    usage_error("--ring-mb must be a power of two between 1 and 1024");
 }
 
 }  // namespace
@@ -307,148 +497,27 @@ int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "report") return report_main(argc - 1, argv + 1);
 
   Options opts;
-  std::string groups, layer = "all", dlopen_stop, attach = "auto";
-  bool no_dlopen_stop = false;
-  bool list_apis = false, version = false;
-  std::string nvtx_library_path, pid, tid, max_overhead;
-
+  LiveArgs args;
   CLI::App app{kDescription, "cudatrace"};
   app.formatter(std::make_shared<HelpFormatter>(kUsage));
   app.footer(std::string(kExamples) + groups_help() + kAfterGroups);
-  // One option per line, in blocks by --help group; a new option goes at the end of its block.
-  // Targets
-  app.add_option("-p,--pid", pid, "Trace the running process PID")->group(kTargets)->type_name("PID");
-  app.add_flag("--all-processes", opts.all_processes, "Trace every process of this host that maps a CUDA library, now and later; stops none (docs/prometheus.md)")->group(kTargets);
-  app.add_option("--lib", opts.libs, "Also probe this library or executable (repeatable)")->group(kTargets)->type_name("PATH")->check(kNotEmpty);
-  // Selection
-  app.add_option("-f,--filter", groups, "Trace only these groups, comma-separated; all: every group")->group(kSelection)->type_name("GROUPS")->check(kNotEmpty);
-  app.add_option("--layer", layer, "runtime, driver, nccl or all (default)")->group(kSelection)->type_name("LAYER");
-  // The range check also refuses "-3", which would otherwise wrap to a huge unsigned value.
-  app.add_option("--min-us", opts.min_us, "Only calls that took at least this many microseconds")->group(kSelection)->type_name("US")->check(CLI::Range(std::uint64_t(0), std::uint64_t(1000000000000)));
-  app.add_flag("--errors", opts.errors_only, "Only calls that returned an error")->group(kSelection);
-  app.add_option("--tid", tid, "Only this thread")->group(kSelection)->type_name("TID");
-  // Output
-  app.add_flag("--json", opts.json, "JSON Lines output (docs/json.md)")->group(kOutput);
-  app.add_option("-o,--output", opts.output_path, "Write the trace to FILE instead of standard output")->group(kOutput)->type_name("FILE")->check(kNotEmpty);
-  app.add_option("--perfetto", opts.perfetto_path, "Also write a timeline to FILE, for ui.perfetto.dev (docs/timeline.md)")->group(kOutput)->type_name("FILE")->check(kNotEmpty);
-  app.add_flag("--output-follow-symlinks", opts.output_follow_symlinks, "Let -o FILE and --perfetto FILE write through a symbolic link in a world-writable directory (/tmp)")->group(kOutput);
-  app.add_flag("--full-names", opts.full_names, "Print kernels by their whole demangled names (default: short names; JSON has both)")->group(kOutput);
-  app.add_flag("--stack", opts.stack, "Capture and symbolise the user stack of each call (and of leaked allocations)")->group(kOutput);
-  app.add_option("--prometheus", opts.prometheus_address, "Serve Prometheus metrics at http://ADDRESS/metrics (HOST:PORT; :PORT for every address) instead of printing calls (docs/prometheus.md)")->group(kOutput)->type_name("ADDRESS")->check(kNotEmpty);
-  app.add_flag("--nvtx", opts.nvtx, "Give each call the NVTX ranges open on its thread (torch.cuda.nvtx, emit_nvtx; docs/nvtx.md)")->group(kOutput);
-  // Analysis
-  app.add_flag("--summary", opts.summary_tables, "Print per-API, kernel, transfer, memory tables and insights, not calls (docs/summary.md)")->group(kAnalysis);
-  app.add_flag("--hist", opts.hist, "Print a log2 latency histogram per API instead of calls")->group(kAnalysis);
-  app.add_flag("--insights", opts.insights, "Print inferences about the host side (launch-bound, sync storms, ...)")->group(kAnalysis);
-  app.add_flag("--gpu-time", opts.gpu_time, "Bounds and estimates of GPU time from host events alone, in the summary and the timeline (docs/gpu-time.md)")->group(kAnalysis);
-  app.add_option("-i,--interval", opts.interval_s, "With --summary/--hist/--insights: also report every N seconds")->group(kAnalysis)->type_name("N");
-  app.add_option("-c,--count", opts.count, "With -i: stop after this many interval reports")->group(kAnalysis)->type_name("N");
-  app.add_flag("--by-range", opts.by_range, "With --summary: CUDA time, launches and bytes per NVTX range (implies --nvtx)")->group(kAnalysis);
-  // Tuning
-  app.add_option("--ring-mb", opts.ring_mb, "Ring buffer size in MiB, a power of two (default 16)")->group(kTuning)->type_name("MIB");
-  app.add_option("--buffer-mb", opts.buffer_mb, "Output not yet read by its consumer kept in memory, at most N MiB (default 128)")->group(kTuning)->type_name("MIB")->check(CLI::Range(1u, 65536u));
-  app.add_option("--dlopen-stop", dlopen_stop, "Pause a process while probes attach to a library it just loaded: auto (default: always, but not a -p target that is a job of an interactive shell), always, never")->group(kTuning)->type_name("WHEN")->check(kNotEmpty);
-  app.add_flag("--no-dlopen-stop", no_dlopen_stop, "Same as --dlopen-stop=never")->group(kTuning);
-  app.add_option("--attach", attach, "How uprobes are attached: auto (default: multi where the kernel has it), multi (uprobe_multi links, Linux 6.6) or perf (one perf-event uprobe per function and direction, Linux 5.15)")->group(kTuning)->type_name("HOW");
-  app.add_option("--max-overhead", max_overhead, "Keep the estimated tracing cost to each process under PCT % by sampling the launch, async memset and query probes; their counts are then estimates, marked (docs/fleet.md)")->group(kTuning)->type_name("PCT");
-  app.add_flag("--empty-probes", opts.empty_probes, "For benchmarks: place and attach every probe as usual, with BPF programs that do nothing (the cost of the traps alone); records nothing")->group(kTuning);
-  app.add_flag("--every-layer", opts.every_layer, "Also record the driver calls a runtime call makes (a cudaLaunchKernel's cuLaunchKernel), each with its latency and status, nested in it (implied by -f all)")->group(kTuning);
-  // Other
-  app.set_help_flag("-h,--help", "Print this help and exit")->group(kOther);
-  app.add_flag("--list-apis", list_apis, "List the traced APIs and exit")->group(kOther);
-  app.add_option("--write-nvtx-library", nvtx_library_path, "Write the NVTX injection library to FILE and exit (to start a program for -p --nvtx)")->group(kOther)->type_name("FILE")->check(kNotEmpty);
-  app.add_flag("-v,--verbose", opts.verbose, "Say which files are probed; show libbpf messages")->group(kOther);
-  app.add_flag("-V,--version", version, "Print the version and exit")->group(kOther);
-  app.prefix_command(true);
-
+  add_live_options(app, opts, args);
   parse_or_exit(app, argc, argv);
-  if (version) {
+  if (args.version) {
     std::printf("%s\n", kVersion);
     return 0;
   }
-
-  opts.command = app.remaining();
-  if (!opts.command.empty() && opts.command.front() == "--")
-    opts.command.erase(opts.command.begin());
-  else if (!opts.command.empty() && opts.command.front().rfind('-', 0) == 0)
-    usage_error("unknown option " + opts.command.front());
-
-  apply_selection(opts, groups, layer);
-
-  if (!nvtx_library_path.empty()) {
-    std::string error;
-    if (!write_nvtx_library(nvtx_library_path, error)) {
-      std::fprintf(stderr, "cudatrace: %s\n", error.c_str());
-      return kExitOutput;
-    }
-    return 0;
-  }
-  if (opts.by_range && !opts.summary_tables) usage_error("--by-range needs --summary");
-  opts.nvtx |= opts.by_range;
-  if (opts.nvtx) {  // traced whatever -f says: every call needs the range stack
-    opts.selection.layer[static_cast<int>(Layer::Nvtx)] = opts.display.layer[static_cast<int>(Layer::Nvtx)] = true;
-    opts.selection.group[static_cast<int>(Group::Nvtx)] = true;
-    // Without -f the range calls are printed too (the nvtx group is off by default only because it needs --nvtx).
-    if (groups.empty()) opts.display.group[static_cast<int>(Group::Nvtx)] = true;
-  }
-  if (list_apis && !opts.libs.empty()) {
-    std::string out, error;
-    if (!probe_list_markdown(opts.libs, opts.selection, out, error)) {
-      std::fprintf(stderr, "cudatrace: %s\n", error.c_str());
-      return kExitTarget;
-    }
-    std::fputs(out.c_str(), stdout);
-    return 0;
-  }
-  if (list_apis) {
-    std::fputs((opts.json ? api_list_json(opts.display) : api_list_markdown(opts.display)).c_str(), stdout);
-    return 0;
-  }
-  if (app.count("--pid")) opts.pid = parse_id(pid, "PID", "-p/--pid");
-  if (app.count("--tid")) opts.tid = parse_id(tid, "TID", "--tid");
-  if (app.count("--max-overhead")) opts.max_overhead_pct = parse_percentage(max_overhead);
-  if ((opts.pid > 0) + !opts.command.empty() + opts.all_processes > 1)
-    usage_error("give one of -p PID, --all-processes or a command");
-  if (opts.pid == 0 && opts.command.empty() && !opts.all_processes)
-    usage_error("nothing to trace: give -p PID, --all-processes or -- COMMAND");
-  if (opts.all_processes && (opts.tid || dlopen_stop == "always"))
-    usage_error("--all-processes traces every process and stops none: --tid and --dlopen-stop=always do not apply");
-  if (!opts.prometheus_address.empty()) {
-    sockaddr_in addr{};
-    std::string error;
-    if (!parse_listen_address(opts.prometheus_address, addr, error)) usage_error(error);
-    if (opts.json || !opts.output_path.empty() || !opts.perfetto_path.empty() || opts.summary_tables || opts.hist ||
-        opts.insights || opts.gpu_time || opts.stack || opts.nvtx || opts.min_us || opts.errors_only || opts.tid)
-      usage_error("--prometheus serves metrics instead of a trace: it does not combine with --json, -o, --perfetto, "
-                  "--summary, --hist, --insights, --gpu-time, --stack, --nvtx, --min-us, --errors or --tid");
-  }
-  opts.summary = opts.summary_tables || opts.hist || opts.insights || opts.gpu_time;
-  if (app.count("--interval") && opts.interval_s == 0) usage_error("-i takes a number of seconds from 1");
-  if (app.count("--count") && opts.count == 0) usage_error("-c takes a number of reports from 1");
-  if (opts.interval_s && !opts.summary) usage_error("-i needs --summary, --hist or --insights");
-  if (opts.count && !opts.interval_s) usage_error("-c needs -i");
-  if (opts.summary && (opts.min_us || opts.errors_only))
-    usage_error("--min-us and --errors select calls to print; they do not combine with --summary, --hist or --insights");
-  if (no_dlopen_stop && !dlopen_stop.empty() && dlopen_stop != "never")
-    usage_error("--no-dlopen-stop contradicts --dlopen-stop=" + dlopen_stop);
-  if (no_dlopen_stop || dlopen_stop == "never")
-    opts.dlopen_stop = Options::DlopenStop::Never;
-  else if (dlopen_stop == "always")
-    opts.dlopen_stop = Options::DlopenStop::Always;
-  else if (!dlopen_stop.empty() && dlopen_stop != "auto")
-    usage_error("--dlopen-stop must be auto, always or never, not '" + dlopen_stop + "'");
-  if (attach == "multi")
-    opts.attach = AttachRequest::Multi;
-  else if (attach == "perf")
-    opts.attach = AttachRequest::Perf;
-  else if (attach != "auto")
-    usage_error("--attach must be auto, multi or perf, not '" + attach + "'");
-  // A detached perf-event uprobe still traps until the keeper destroys it
-  // (uprobe_keeper.h): the budget would stop counting a cost still paid.
-  if (opts.attach == AttachRequest::Perf && opts.max_overhead_pct > 0)
-    usage_error("--max-overhead needs uprobe_multi links, not --attach perf (docs/fleet.md)");
-  if (opts.ring_mb == 0 || opts.ring_mb > 1024 || (opts.ring_mb & (opts.ring_mb - 1)))
-    usage_error("--ring-mb must be a power of two between 1 and 1024");
+  take_command(app, opts);
+  apply_selection(opts, args.selection);
+  if (!args.nvtx_library_path.empty()) return write_nvtx_library_file(args.nvtx_library_path);
+  apply_nvtx(opts, args.selection);
+  if (args.list_apis) return list_apis(opts);
+  parse_numbers(app, args, opts);
+  check_target(args, opts);
+  check_prometheus(opts);
+  apply_reports(opts);
+  check_reports(app, opts);
+  apply_tuning(args, opts);
   refuse_shared_file(opts.perfetto_path, opts.output_path, "");
   return run_tracer(opts);
 }

@@ -12,7 +12,7 @@
 #include "cudatrace/decode/api_overrides.h"
 #include "cudatrace/decode/arg_types.h"
 #include "cudatrace/decode/header_rows.h"
-#include "cudatrace/record.h"
+#include "cudatrace/bpf_abi.h"
 
 namespace cudatrace {
 namespace {
@@ -76,7 +76,7 @@ std::uint64_t make_cookie(const Api& api) {
   }
   if (api.spec->returns != Returns::Status) c |= CT_COOKIE_VOID;
   if (api.layer() == Layer::Nccl) c |= CT_COOKIE_NCCL_STATUS;
-  // The driver calls a runtime call makes are part of its record (record.h, bits 14 and 60).
+  // The driver calls a runtime call makes are part of its record (bpf_abi.h, bits 14 and 60).
   if (api.layer() == Layer::Runtime) c |= CT_COOKIE_RUNTIME;
   if (api.layer() == Layer::Driver) c |= CT_COOKIE_DRIVER;
   if (has_stack_struct(api)) c |= CT_COOKIE_STACK_ADDR;
@@ -198,7 +198,7 @@ std::string_view operation_name(std::string_view name) {
 // rows of functions no header declares. Rows traced by default (of the
 // default groups, and those that name kernels) come first, so that a default
 // --summary's per-CPU statistics, sized by the largest API id it probes
-// (recorder_bpf.cpp), stay small.
+// (record/bpf_object.cpp), stay small.
 std::vector<ApiSpec> build_rows() {
   std::unordered_map<std::string_view, const HeaderRow*> declared;
   for (const HeaderRow& h : header_rows()) declared.emplace(h.name, &h);

@@ -11,12 +11,10 @@
 
 #include "cudatrace/render/format.h"
 #include "cudatrace/render/output_file.h"
+#include "cudatrace/terminal.h"
 
 namespace cudatrace {
 namespace {
-
-void error_line(const std::string& msg) { std::fprintf(stderr, "cudatrace: %s\n", msg.c_str()); }
-void warn_line(const std::string& msg) { std::fprintf(stderr, "cudatrace: warning: %s\n", msg.c_str()); }
 
 // At the end, how long the output may make no progress (its consumer reads
 // nothing) before the driver stops waiting for it; a source that can wait
@@ -62,6 +60,23 @@ Driver::~Driver() {
   if (timeline_fd_ >= 0) close(timeline_fd_);
 }
 
+// Decided before the source starts, from the analyses built and the writers
+// run() builds: the BPF side sends only what they read.
+RecordsNeeded Driver::records_needed() const {
+  using Calls = RecordsNeeded::Calls;
+  const PipelineOptions& analyses = pipeline_.options();
+  RecordsNeeded needs;
+  needs.calls = metrics_ ? Calls::Export : analyses.tables ? Calls::Summary : Calls::Every;
+  // --by-range and --gpu-time read every launch and synchronisation.
+  needs.every_record = analyses.by_range || analyses.gpu_time;
+  // A timeline draws every launch and copy.
+  needs.counted_activity = needs.calls == Calls::Summary && !needs.every_record && opts_.perfetto_path.empty();
+  if (opts_.stack)  // a summary symbolises only the stacks it reports (the leaks')
+    needs.stacks = analyses.tables ? RecordsNeeded::Stacks::Addresses : RecordsNeeded::Stacks::Frames;
+  needs.trace_on_stdout = opts_.output_path.empty();
+  return needs;
+}
+
 // The -o file and the timeline are opened before the source starts: no
 // probe is attached while cudatrace waits for an output (a FIFO's reader),
 // so no traced program waits with it (issue 38). A start that fails then
@@ -97,7 +112,7 @@ int Driver::run() {
     }
   }
   if (int rc = open_outputs()) return rc;
-  if (const int rc = source_.start()) {
+  if (const int rc = source_.start(records_needed())) {
     remove_created_outputs();
     return rc;
   }

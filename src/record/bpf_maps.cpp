@@ -20,7 +20,7 @@ bool read_api_stats(int map_fd, std::size_t apis, std::vector<ct_api_stats>& out
   std::vector<ct_api_stats> per_cpu(static_cast<std::size_t>(ncpu));
   out.assign(apis, ct_api_stats{});
   for (__u32 id = 0; id < apis; ++id) {
-    // The map ends at the largest id probed (recorder_bpf.cpp): the rest were not.
+    // The map ends at the largest id probed (bpf_object.cpp): the rest were not.
     if (bpf_map_lookup_elem(map_fd, &id, per_cpu.data()) != 0) return id > 0 && errno == ENOENT;
     for (const ct_api_stats& s : per_cpu) add_stats(out[id], s);
   }

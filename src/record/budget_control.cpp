@@ -1,4 +1,4 @@
-// The budget's controller at work in a session (budget.h: BudgetControl):
+// The budget's controller at work while tracing (budget.h: BudgetControl):
 // reading hit counts, switching probes, scaling counts.
 #include <time.h>
 

@@ -8,7 +8,7 @@
 #include <tuple>
 
 #include "cudatrace/decode/transfer.h"
-#include "cudatrace/record/overhead.h"
+#include "cudatrace/record/cost.h"
 
 namespace cudatrace {
 
@@ -103,7 +103,7 @@ bool NodeStats::read(const std::function<bool(std::uint32_t)>& alive, std::vecto
 
 static_assert(static_cast<int>(Direction::Default) == CT_EXPORT_DIR_DEFAULT && static_cast<int>(Direction::HtoD) == 1 &&
                   static_cast<int>(Direction::DtoD) == 3,
-              "record.h's export directions are decode/transfer.h's Direction");
+              "bpf_abi.h's export directions are decode/transfer.h's Direction");
 
 ct_export_api export_api(const Api& api) {
   ct_export_api a{};

@@ -1,203 +1,150 @@
-// The recorder's course: start() loads and attaches (recorder_bpf.cpp,
-// recorder_attach.cpp), release() lets the command run, feed() drains the
-// ring until the target ends or a signal comes, finish() detaches and
-// reads the ring to its end; then the outcome is an exit status.
+// The recorder's course: start() prepares the target, loads the BPF object
+// for what the driver needs, opens the reader and attaches; release() lets
+// the target run; feed() reads until the target says tracing is over;
+// finish() detaches and reads the ring to its end.
 #include "cudatrace/record/recorder.h"
 
-#include <bpf/libbpf.h>
 #include <signal.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 
-#include "cudatrace/record.h"  // before the skeleton: its struct ct_config
-#include "cudatrace.skel.h"
-#include "cudatrace/target/process_state.h"
+#include "cudatrace/record/cost.h"
+#include "cudatrace/record/stop_signals.h"
+#include "cudatrace/terminal.h"
 
 namespace cudatrace {
 
-void error_line(const std::string& msg) { std::fprintf(stderr, "cudatrace: %s\n", msg.c_str()); }
-void warn_line(const std::string& msg) { std::fprintf(stderr, "cudatrace: warning: %s\n", msg.c_str()); }
+Recorder::Recorder(const Options& opts) : opts_(opts), target_(make_target(opts, symbolizer_)) {}
 
-namespace {
+Recorder::~Recorder() = default;
 
-volatile sig_atomic_t g_stop = 0;  // the signal that asked us to stop
-// What a stop signal does: set g_stop, which the drain loop and the steps
-// of the start-up look at; or, while nothing started needs undoing (loading
-// the BPF object, which the kernel frees at exit), end cudatrace at once:
-// the verifier alone takes seconds on a busy node, and libbpf would start
-// it over after the signal interrupted it.
-enum : int { kStopWhenAsked, kExitAtStop, kExitWithSignalAtStop };
-volatile sig_atomic_t g_at_stop = kStopWhenAsked;
-void on_signal(int sig) {
-  g_stop = sig;
-  if (g_at_stop != kStopWhenAsked) _exit(g_at_stop == kExitWithSignalAtStop ? 128 + sig : kExitOk);
-}
-
-// How SIGINT and SIGTERM were set when cudatrace started: its command gets them so.
-struct sigaction g_inherited_int {}, g_inherited_term {};
-
-void catch_stop_signals() {
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  // Also where the parent left them ignored (a background job of a script).
-  sigaction(SIGINT, &sa, &g_inherited_int);
-  sigaction(SIGTERM, &sa, &g_inherited_term);
-}
-
-// Whole-node mode with perf-event uprobes (kernels before 6.6) holds a link
-// per probe of every CUDA file: thousands, past the usual 1024 descriptors.
-void raise_file_limit() {
-  rlimit files{};
-  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
-    files.rlim_cur = files.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &files);
-  }
-}
-
-// After Ctrl-C in command mode, how long the command (which got the signal
-// too) has to exit, so that its last calls are still traced.
-constexpr std::uint64_t kCommandGraceNs = 2000000000ull;
-
-}  // namespace
-
-bool Recorder::stop_requested() { return g_stop != 0; }
-
-std::vector<std::pair<int, struct sigaction>> Recorder::inherited_stop_signals() {
-  return {{SIGINT, g_inherited_int}, {SIGTERM, g_inherited_term}};
-}
-
-Recorder::Recorder(const Options& opts) : opts_(opts) {}
-
-Recorder::~Recorder() {
-  budget_.reset();
-  probes_.reset();  // detach before the programs go away
-  cost_probes_.reset();
-  for (bpf_link* l : tp_links_) bpf_link__destroy(l);
-  cudatrace_bpf__destroy(skel_);
-  abandon_command(command_);
-  if (target_fd_ >= 0) close(target_fd_);
-}
-
-// A stop during the start-up: the command (never released) has not run.
-int Recorder::stopped_at_start() const { return command_mode() ? 128 + g_stop : kExitOk; }
-
-bool Recorder::private_trace() const { return trace_is_private(opts_.pid); }
-
-int Recorder::start() {
+int Recorder::start(const RecordsNeeded& needs) {
   start_ns_ = monotonic_ns();
   catch_stop_signals();  // first: a stop is honoured at any moment of the start-up
-  if (opts_.all_processes) raise_file_limit();
-  names_.set_symbolizer(
-      [this](std::uint32_t pid, std::uint64_t addr) { return symbolizer_.function_at(static_cast<pid_t>(pid), addr); });
-  read_string_ = [this](std::uint32_t pid, std::uint64_t addr, std::string& out) {
-    return symbolizer_.string_at(static_cast<pid_t>(pid), addr, CT_MAX_PAYLOAD, out);
-  };
   const std::uint64_t load_start_ns = monotonic_ns();
-  decide_dlopen_stop();
-  g_at_stop = command_mode() ? kExitWithSignalAtStop : kExitAtStop;
-  const int loaded = load();
-  g_at_stop = kStopWhenAsked;
-  if (stop_requested()) return stopped_at_start();
+  const TracedProcesses traced = target_->prepare();
+  bpf_ = std::make_unique<BpfObject>();
+  reader_ = std::make_unique<RecordReader>(*bpf_, *target_, symbolizer_, needs);
+  int loaded = kExitOk;
+  {
+    const ExitAtStop exit_at_stop([this](int signal) { return target_->stopped_at_start(signal); });
+    loaded = bpf_->load(opts_, needs, traced);
+    if (loaded == kExitOk) loaded = reader_->open(traced.every_exec_told);
+    if (loaded == kExitOk) {
+      per_hit_ = bpf_->measure_cost(opts_.verbose);
+      reader_->drain();  // the measurement's records, which name no API
+    }
+  }
+  if (stop_signal()) return target_->stopped_at_start(stop_signal());
   if (loaded) return loaded;
-  // -p: before the loader probe can stop the target. Command mode: after
-  // the command is forked (it waits to be released), so it is the first child.
-  if (opts_.pid > 0) start_stop_watchdog();
-  if (int rc = opts_.all_processes ? attach_node() : opts_.pid > 0 ? attach_pid_target() : start_command()) return rc;
-  if (stop_requested()) return stopped_at_start();
-  if (opts_.pid <= 0) start_stop_watchdog();
-  if (opts_.verbose)
-    std::fprintf(stderr, "cudatrace: BPF loaded and %zu probes attached in %.1f ms (%s)\n", probes_->probe_count(),
+  if (needs.calls == RecordsNeeded::Calls::Export) {
+    exporter_ = std::make_unique<ExporterCounts>(*bpf_);
+    target_->on_probed_process([this](pid_t pid) { exporter_->note_process(pid); });
+  }
+  if (int rc = target_->attach(*bpf_, needs)) return rc;
+  if (stop_signal()) return target_->stopped_at_start(stop_signal());
+  if (opts_.verbose) {
+    const Probes& probes = *bpf_->probes();
+    std::fprintf(stderr, "cudatrace: BPF loaded and %zu probes attached in %.1f ms (%s)\n", probes.probe_count(),
                  double(monotonic_ns() - load_start_ns) / 1e6,
-                 probes_->mode() == AttachMode::MultiSession ? "uprobe sessions"
-                 : probes_->mode() == AttachMode::PerfPair   ? "perf-event uprobe + uretprobe pairs"
-                                                             : "uprobe + uretprobe pairs");
+                 probes.mode() == AttachMode::MultiSession ? "uprobe sessions"
+                 : probes.mode() == AttachMode::PerfPair   ? "perf-event uprobe + uretprobe pairs"
+                                                           : "uprobe + uretprobe pairs");
+  }
   signal(SIGPIPE, SIG_IGN);  // after the command's fork: it keeps its own
   return kExitOk;
 }
 
 // Said once the outputs exist (the driver opens them between start and
-// release): whoever waits for this line finds the -o file there.
-void Recorder::announce() const {
-  if (opts_.all_processes)
-    std::fprintf(stderr, "cudatrace: tracing every process of this host (%zu files probed); Ctrl-C to stop\n",
-                 probed_files_.size());
-  if (waiting_for_cuda_)
-    std::fprintf(stderr,
-                 "cudatrace: process %d has no CUDA library loaded yet; waiting for it to load one (Ctrl-C to stop)\n",
-                 opts_.pid);
-  else if (opts_.pid > 0)
-    std::fprintf(stderr, "cudatrace: tracing process %d (%zu probes); Ctrl-C to stop\n", opts_.pid,
-                 probes_->probe_count());
-}
-
+// release): whoever waits for the target's line finds the -o file there.
 int Recorder::release() {
-  if (command_mode() && stop_requested()) return stopped_at_start();  // not started after all
-  announce();
-  std::string error;
-  if (!release_command(command_, error)) {
-    error_line(error);
-    return kExitTarget;
-  }
+  if (int rc = target_->release(stop_signal())) return rc;
   if (opts_.max_overhead_pct > 0) start_budget();
   return kExitOk;
 }
 
 bool Recorder::feed(CallConsumer& to, int wait_ms) {
-  consumer_ = &to;
-  // Library loads and execs first: they are waited for by no one, but a
-  // late attach misses calls (docs/prometheus.md).
-  if (control_ring_) control_ring_->drain();
-  // Most records are submitted without a wake-up: the timeout collects them.
-  if (!ring_->poll(budget_ ? budget_->timeout_ms(monotonic_ns(), wait_ms) : wait_ms)) {
-    error_line(std::string("reading the ring buffer: ") + std::strerror(errno));
-    return false;
-  }
+  reader_->hand_to(to);
+  reader_->drain_control();
+  if (!reader_->poll(budget_ ? budget_->timeout_ms(monotonic_ns(), wait_ms) : wait_ms)) return false;
   if (budget_) budget_->tick(monotonic_ns());
-  forget_exited();
-  if (opts_.all_processes) rescan_node();
-  if (target_gone()) return false;
-  if (!g_stop) return true;
-  if (command_.pid <= 0) return false;
-  // SIGTERM was sent to cudatrace alone (Ctrl-C reaches the command too): pass it on.
-  if (!stop_deadline_ns_ && g_stop == SIGTERM) kill(command_.pid, SIGTERM);
-  if (!stop_deadline_ns_) stop_deadline_ns_ = monotonic_ns() + kCommandGraceNs;
-  return monotonic_ns() <= stop_deadline_ns_;
+  reader_->forget_exited();
+  target_->refresh();
+  return target_->keep_tracing(stop_signal());
+}
+
+void Recorder::pass_counted(CallConsumer& to, bool final) {
+  reader_->hand_to(to);
+  reader_->pass_counted(final);
 }
 
 void Recorder::finish(CallConsumer& to) {
-  consumer_ = &to;
-  ring_->drain();
+  reader_->hand_to(to);
+  reader_->drain();
   // Detach first, then read the ring to its end: every record written is
   // seen, and a process stopped at a library load is continued.
   if (budget_) budget_->stop(monotonic_ns());
-  probes_.reset();
-  cost_probes_.reset();
-  for (bpf_link* l : tp_links_) bpf_link__destroy(l);
-  tp_links_.clear();
-  ring_->drain();
-  report_open_calls();
-  const std::vector<__u64> totals = read_counters();
+  bpf_->detach();
+  reader_->drain();
+  reader_->report_open_calls();
+  const std::vector<__u64> totals = bpf_->counters();
   if (totals[CT_CNT_ACTIVITY_FULL])
     warn_line(std::to_string(totals[CT_CNT_ACTIVITY_FULL]) + " launches and copies were sent as records: the BPF "
               "activity table (" + std::to_string(CT_ACTIVITY_ENTRIES) + " entries) was full; nothing is lost");
   if (opts_.verbose)
-    std::fprintf(stderr, "cudatrace: read %llu call records\n", static_cast<unsigned long long>(records_));
+    std::fprintf(stderr, "cudatrace: read %llu call records\n", static_cast<unsigned long long>(reader_->records()));
 }
 
-// The command's own status in command mode: 128 + the signal that ended it,
-// or that stopped cudatrace while it still ran (as a shell shows it).
-int Recorder::exit_status() const {
-  if (command_.pid > 0) {
-    if (!child_reaped_) return g_stop ? 128 + g_stop : kExitOk;
-    if (WIFEXITED(child_status_)) return WEXITSTATUS(child_status_);
-    if (WIFSIGNALED(child_status_)) return 128 + WTERMSIG(child_status_);
-  }
-  return kExitOk;
+int Recorder::exit_status() const { return target_->exit_status(stop_signal()); }
+
+std::vector<ct_api_stats> Recorder::api_stats() {
+  std::vector<ct_api_stats> run = bpf_->api_stats();
+  if (budget_) budget_->extrapolate(run);
+  return run;
+}
+
+std::optional<CostReport> Recorder::cost() {
+  if (!per_hit_ && !budget_) return std::nullopt;
+  std::vector<HitCount> counts;
+  read_hit_counts(bpf_->process_cost_fd(), bpf_->threads_fd(), counts);
+  CostReport r = price_hits(counts, per_hit_.value_or(ProbeCost{}), target_->cpu_at_start(),
+                            [](std::uint32_t pid) { return process_cpu_ns(pid); });
+  if (budget_) r.budget = budget_->report();
+  return r;
+}
+
+std::optional<NodeCounts> Recorder::node_counts() {
+  if (!exporter_) return std::nullopt;
+  NodeCounts s = exporter_->read(per_hit_.value_or(ProbeCost{}));
+  s.probed_files = target_->probed_files();
+  s.lost = bpf_->losses();
+  s.aggregation_full = bpf_->counters()[CT_CNT_EXPORT_FULL];
+  s.sampling = sampling();
+  if (budget_) s.budget = budget_->report();
+  return s;
+}
+
+std::string Recorder::location(std::uint32_t pid, std::uint64_t addr) {
+  if (!addr) return "an unknown call site";
+  const Symbolizer::Location loc = symbolizer_.locate(static_cast<pid_t>(pid), addr);
+  std::string site = fmt::format("{:#x}", addr);
+  if (!loc.module.empty()) site = fmt::format("{}+{:#x}", loc.module.substr(loc.module.rfind('/') + 1), loc.module_offset);
+  if (!loc.function.empty()) site += fmt::format(" ({}+{:#x})", loc.function, loc.function_offset);
+  return site;
+}
+
+std::string Recorder::gpu_code(std::uint32_t pid, std::uint64_t addr) {
+  return symbolizer_.gpu_code(static_cast<pid_t>(pid), addr);
+}
+
+void Recorder::start_budget() {
+  BudgetConfig config;
+  config.max_fraction = opts_.max_overhead_pct / 100;
+  bpf_->mark_hot_apis();
+  budget_ = std::make_unique<BudgetControl>(
+      config, *bpf_->probes(), per_hit_ ? &*per_hit_ : nullptr, bpf_->process_cost_fd(), bpf_->threads_fd(),
+      monotonic_ns(), [this](std::uint64_t ns) { bpf_->drop_hot_frames_before(ns); });
+  reader_->sample_with(*budget_);
 }
 
 }  // namespace cudatrace

@@ -12,7 +12,7 @@
 
 #include "cudatrace/decode/api_stats.h"
 #include "cudatrace/options.h"
-#include "cudatrace/target/terminal.h"
+#include "cudatrace/terminal.h"
 
 namespace cudatrace {
 namespace {
@@ -120,7 +120,7 @@ bool SavedTrace::private_trace() const {
   return found && S_ISREG(st.st_mode) && !(st.st_mode & S_IROTH);
 }
 
-int SavedTrace::start() {
+int SavedTrace::start(const RecordsNeeded&) {
   if (path_ == "-") {
     in_ = stdin;
   } else {

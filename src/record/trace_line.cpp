@@ -1,5 +1,5 @@
 // One line of a --json trace rebuilt into the ring-buffer record it was
-// written from (cli/trace_line.h).
+// written from (record/trace_line.h).
 #include "cudatrace/record/trace_line.h"
 
 #include <nlohmann/json.hpp>

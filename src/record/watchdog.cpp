@@ -12,7 +12,7 @@
 #include <cstddef>
 #include <string>
 
-#include "cudatrace/record.h"
+#include "cudatrace/bpf_abi.h"
 #include "cudatrace/record/ring_reader.h"
 
 namespace cudatrace {

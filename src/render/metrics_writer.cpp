@@ -1,5 +1,5 @@
 // Exporter mode's writer (--prometheus): the in-kernel counts of each look
-// (record/export.h), live device memory from the allocation and free calls
+// (node_counts.h), live device memory from the allocation and free calls
 // (the analyses' MemoryTracker), losses and what tracing cost, as
 // PrometheusMetrics labelled by process identity (docs/prometheus.md).
 #include <algorithm>

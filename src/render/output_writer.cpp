@@ -58,7 +58,7 @@ struct OutputWriter::State {
   std::size_t front_written = 0;  // bytes of the front chunk written
   Clock::time_point progress;     // when a write last made progress
   bool writing = false;           // the thread is in write() (or about to be)
-  bool abandon = false;           // stop writing: the consumer is stuck, or the session ends
+  bool abandon = false;           // stop writing: the consumer is stuck, or the trace ends
   int error = 0;
   pthread_t thread{};
 
@@ -70,7 +70,7 @@ void OutputWriter::State::run() {
   while (true) {
     cv.wait(lock, [&] { return abandon || !queue.empty(); });
     if (abandon) break;
-    Chunk& c = queue.front();  // stays put: the session only appends to the queue
+    Chunk& c = queue.front();  // stays put: the driver only appends to the queue
     if (front_written == c.bytes.size()) {
       Chunk finished = std::move(c);
       queue.pop_front();
@@ -112,7 +112,7 @@ OutputWriter::OutputWriter(int fd, std::size_t cap_bytes) : state_(std::make_sha
   struct sigaction sa {};
   sa.sa_handler = on_interrupt;  // no SA_RESTART
   sigaction(kInterruptSignal, &sa, nullptr);
-  // Signals are for the session's thread (Ctrl-C, SIGTERM): the writer, which
+  // Signals are for the driver's thread (Ctrl-C, SIGTERM): the writer, which
   // inherits this mask, takes only the one that interrupts it.
   sigset_t all, old;
   sigfillset(&all);

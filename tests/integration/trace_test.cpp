@@ -83,7 +83,7 @@ TEST_F(Trace, FakeRuntimeBasicSequenceExactly) {
 // fake_app nested: cudaMalloc makes cuMemAlloc_v2, cudaLaunchKernel makes
 // cuLaunchKernel. The driver allocation is recorded (its out-param is read);
 // the driver launch is part of the runtime launch's record unless
-// --every-layer (record.h, bit 60).
+// --every-layer (bpf_abi.h, bit 60).
 void expect_allocation_nested(const Result& r) {
   ASSERT_EQ(r.status, 0) << r.err;
   const auto alloc = calls(r, "cuMemAlloc_v2");

@@ -2,7 +2,7 @@
 """The source tree reads record -> decode -> analysis -> render, and no
 include runs back up (docs/architecture.md, "Stages"): each stage's files
 (src/STAGE/ and include/cudatrace/STAGE/) include only the stages below it.
-The top-level headers (record.h, options.h, accounting.h, clock.h,
+The top-level headers (bpf_abi.h, options.h, accounting.h, clock.h, terminal.h,
 node_counts.h, json_fields.h) are shared by every stage and include none but
 the bottom one, decode (options.h: the API selection).
 

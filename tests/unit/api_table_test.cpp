@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "cudatrace/record.h"
+#include "cudatrace/bpf_abi.h"
 
 namespace {
 
@@ -219,7 +219,7 @@ TEST(ApiCookie, NoArgumentApisHaveAnEmptyCookie) {
   EXPECT_EQ(a.cookie, a.id | CT_COOKIE_RUNTIME | std::uint64_t(a.id) << CT_COOKIE_OP_SHIFT);  // its own operation
 }
 
-// A driver call a runtime call makes is part of its record unless it has out-params (record.h, bit 60).
+// A driver call a runtime call makes is part of its record unless it has out-params (bpf_abi.h, bit 60).
 TEST(ApiCookie, LayersTellWhichDriverCallsArePartOfARuntimeCall) {
   EXPECT_TRUE(api("cudaLaunchKernel").cookie & CT_COOKIE_RUNTIME);
   EXPECT_FALSE(api("cudaLaunchKernel").cookie & CT_COOKIE_DRIVER);
@@ -233,7 +233,7 @@ TEST(ApiCookie, LayersTellWhichDriverCallsArePartOfARuntimeCall) {
 }
 
 // One operation id for an API's _ptsz/_ptds forms and _vN versions: a call of
-// one entered inside a call of another is a forward (record.h, ct_frame).
+// one entered inside a call of another is a forward (bpf_abi.h, ct_frame).
 TEST(ApiCookie, VariantsAndVersionsShareTheOperation) {
   const auto op = [](const char* symbol) { return CT_COOKIE_OP(api(symbol).cookie); };
   EXPECT_EQ(op("cudaLaunchKernel"), api("cudaLaunchKernel").id);

@@ -31,7 +31,10 @@ class FakeSource final : public Source {
  public:
   explicit FakeSource(std::vector<CallSpec> calls) : calls_(std::move(calls)) {}
 
-  int start() override { return kExitOk; }
+  int start(const RecordsNeeded& needs) override {
+    needs_ = needs;
+    return kExitOk;
+  }
   std::uint64_t start_ns() const override { return kStart; }
   bool private_trace() const override { return false; }
   int release() override { return kExitOk; }
@@ -55,17 +58,20 @@ class FakeSource final : public Source {
   SiteNames site_names() override { return {}; }
   std::string location(std::uint32_t, std::uint64_t addr) override { return fmt::format("app+{:#x}", addr); }
   int exit_status() const override { return 3; }
+  const RecordsNeeded& needs() const { return needs_; }
 
  private:
   std::vector<CallSpec> calls_;
   StreamFeed decoder_;
   std::vector<ct_api_stats> stats_ = std::vector<ct_api_stats>(apis().size());
   std::uint64_t now_ = kStart;
+  RecordsNeeded needs_;
 };
 
 struct Drove {
   int status;
   std::string out;
+  RecordsNeeded needs;  // what the driver asked the source to record
 };
 
 Drove drive(Options opts, const std::vector<CallSpec>& calls) {
@@ -80,6 +86,7 @@ Drove drive(Options opts, const std::vector<CallSpec>& calls) {
     Driver driver(opts, source);
     r.status = driver.run();
   }
+  r.needs = source.needs();
   std::ifstream in(path);
   std::stringstream text;
   text << in.rdbuf();
@@ -166,6 +173,48 @@ TEST(Driver, TextTraceStartsWithItsHeader) {
   EXPECT_EQ(r.out.rfind("TIME(s)      COMM", 0), 0u) << r.out;
   EXPECT_NE(r.out.find("cudaStreamSynchronize"), std::string::npos);
   EXPECT_NE(r.out.find("waited: s1: 2 copies HtoD 8.0 KiB"), std::string::npos) << r.out;
+}
+
+// The driver, not the record stage, says what BPF must send: from the
+// analyses and writers it builds.
+TEST(Driver, AsksForTheRecordsItsAnalysesAndWritersRead) {
+  using Calls = RecordsNeeded::Calls;
+  using Stacks = RecordsNeeded::Stacks;
+  Options trace;
+  RecordsNeeded n = drive(trace, {}).needs;
+  EXPECT_EQ(n.calls, Calls::Every);
+  EXPECT_FALSE(n.counted_activity);
+  EXPECT_EQ(n.stacks, Stacks::None);
+  EXPECT_FALSE(n.trace_on_stdout) << "-o takes the trace off standard output";
+
+  Options summary;
+  summary.summary = summary.summary_tables = true;
+  n = drive(summary, {}).needs;
+  EXPECT_EQ(n.calls, Calls::Summary);
+  EXPECT_FALSE(n.every_record);
+  EXPECT_TRUE(n.counted_activity) << "nothing reads each launch and copy";
+
+  Options timeline = summary;
+  char path[] = "/tmp/cudatrace-driver-test-XXXXXX";
+  close(mkstemp(path));
+  timeline.perfetto_path = path;
+  n = drive(timeline, {}).needs;
+  std::remove(path);
+  EXPECT_EQ(n.calls, Calls::Summary);
+  EXPECT_FALSE(n.counted_activity) << "a timeline draws each launch and copy";
+
+  Options gpu_time = summary;
+  gpu_time.gpu_time = true;
+  n = drive(gpu_time, {}).needs;
+  EXPECT_TRUE(n.every_record);
+  EXPECT_FALSE(n.counted_activity);
+
+  Options stacks = trace;
+  stacks.stack = true;
+  EXPECT_EQ(drive(stacks, {}).needs.stacks, Stacks::Frames) << "a trace prints each call's stack";
+  Options leak_stacks = summary;
+  leak_stacks.stack = true;
+  EXPECT_EQ(drive(leak_stacks, {}).needs.stacks, Stacks::Addresses) << "a summary names only the stacks it reports";
 }
 
 TEST(Pipeline, UndisplayedCallsFeedTheModelsButReachNoWriter) {

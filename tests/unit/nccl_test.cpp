@@ -17,7 +17,7 @@ namespace {
 
 using namespace cudatrace;
 
-// Feeds hand-built records to a tracker, decoding each like the session does.
+// Feeds hand-built records to a tracker, decoding each like the recorder does.
 class Feed {
  public:
   // Sets the arguments by name (slots from the table), then decodes and feeds.

@@ -15,7 +15,7 @@ namespace {
 using namespace cudatrace;
 using namespace cudatrace_test;
 
-// Feeds records to a tracker and annotates the CUDA calls, as the session does.
+// Feeds records to a tracker and annotates the CUDA calls, as the driver does.
 struct Feed {
   NvtxTracker tracker;
   RangeSummary summary;

@@ -824,7 +824,7 @@ std::string render_fed(Writer& out, StreamFeed& f) {
   return str(*out.buffer());
 }
 
-// Two streams, an event edge and a stream synchronisation, as the session
+// Two streams, an event edge and a stream synchronisation, as the driver
 // feeds them: the stream model first, then the output.
 class AnnotatedOutput : public ::testing::Test {
  protected:

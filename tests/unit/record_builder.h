@@ -14,7 +14,7 @@
 
 #include "cudatrace/decode/api_table.h"
 #include "cudatrace/decode/decode.h"
-#include "cudatrace/record.h"
+#include "cudatrace/bpf_abi.h"
 
 namespace cudatrace_test {
 

@@ -22,7 +22,7 @@ using cudatrace_test::CallSpec;
 using cudatrace_test::dim3_arg;
 using cudatrace_test::with_call;
 
-// The bucket formula of record.h, as bpf/cudatrace.bpf.c computes it.
+// The bucket formula of bpf_abi.h, as bpf/cudatrace.bpf.c computes it.
 unsigned bpf_bucket(std::uint64_t d) {
   if (d < CT_HIST_SUB) return static_cast<unsigned>(d);
   const unsigned p = 63 - __builtin_clzll(d);

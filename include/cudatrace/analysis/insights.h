@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "cudatrace/analysis/memory.h"
-#include "cudatrace/record.h"
+#include "cudatrace/bpf_abi.h"
 #include "cudatrace/analysis/summary.h"
 
 namespace cudatrace {

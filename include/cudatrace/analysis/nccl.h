@@ -20,7 +20,7 @@
 
 #include "cudatrace/decode/decode.h"
 #include "cudatrace/analysis/insights.h"
-#include "cudatrace/record.h"
+#include "cudatrace/bpf_abi.h"
 
 namespace cudatrace {
 

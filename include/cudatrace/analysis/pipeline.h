@@ -9,7 +9,7 @@
 //   4. memory accounting, which owns the one page-locked registry;
 //   5. the per-range summary (--by-range) and the kernel and transfer
 //      tables (summary mode).
-// What one call did is returned for the sinks (render/sink.h). Analyses
+// What one call did is returned for the writers (render/writer.h). Analyses
 // count an operation once, at its outermost call (Call::counted).
 #pragma once
 
@@ -31,7 +31,7 @@
 namespace cudatrace {
 
 struct PipelineOptions {
-  Selection display;      // APIs whose calls reach the sinks and the tables
+  Selection display;      // APIs whose calls reach the writers and the tables
   bool nvtx = false;      // --nvtx: keep range stacks, annotate calls with them
   bool by_range = false;  // --by-range: CUDA work per NVTX range
   bool tables = false;    // summary mode: kernels and transfers, for the run and for the -i window
@@ -41,7 +41,7 @@ struct PipelineOptions {
 // What one call did, beyond the annotations the analyses put on it (handle
 // ids, waits, NCCL info, NVTX ranges). Valid until the next call.
 struct CallAnalysis {
-  bool displayed = false;  // of a displayed API: the sinks get it
+  bool displayed = false;  // of a displayed API: the writers get it
   const StreamActivity* streams = nullptr;
   std::optional<NvtxClosed> closed_range;  // an NVTX range this call ended
   // The process's live device memory (managed included) after a counted

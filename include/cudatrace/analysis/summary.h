@@ -15,7 +15,7 @@
 #include "cudatrace/decode/decode.h"
 #include "cudatrace/decode/transfer.h"
 #include "cudatrace/decode/selection.h"
-#include "cudatrace/record.h"
+#include "cudatrace/bpf_abi.h"
 
 namespace cudatrace {
 

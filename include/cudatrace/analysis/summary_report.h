@@ -1,7 +1,8 @@
 // The summary report's content (--summary, --hist, --insights), as one
-// snapshot: what the text and the JSON renderers (render/summary_render.h)
-// print, computed once. The per-API statistics come from BPF (or, for
-// `cudatrace report`, from the trace); the rest from the pipeline.
+// snapshot: what the text and the JSON renderers (render/text_summary.cpp,
+// render/json_summary.cpp) print, computed once. The per-API statistics
+// come from BPF (or, for `cudatrace report`, from the trace); the rest from
+// the pipeline.
 #pragma once
 
 #include <array>
@@ -19,7 +20,7 @@
 #include "cudatrace/analysis/pipeline.h"
 #include "cudatrace/analysis/summary.h"
 #include "cudatrace/decode/selection.h"
-#include "cudatrace/record.h"
+#include "cudatrace/bpf_abi.h"
 #include "cudatrace/decode/stack_frame.h"
 
 namespace cudatrace {

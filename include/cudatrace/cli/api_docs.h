@@ -10,7 +10,7 @@ namespace cudatrace {
 
 // How each API's calls are recorded: each with its latency and status, a
 // driver call without out-params made by a runtime call as part of that
-// call's record (record.h, bit 60).
+// call's record (bpf_abi.h, bit 60).
 const char* recording(const Api& a);
 
 std::string api_list_markdown(const Selection& selection);

@@ -1,4 +1,4 @@
-// The per-API statistics of summary mode (record.h: ct_api_stats, a
+// The per-API statistics of summary mode (bpf_abi.h: ct_api_stats, a
 // log-linear histogram), as the BPF side fills them: adding calls and
 // readings up, and what they say (quantiles, spread). docs/summary.md
 // explains their precision.
@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "cudatrace/record.h"
+#include "cudatrace/bpf_abi.h"
 
 namespace cudatrace {
 

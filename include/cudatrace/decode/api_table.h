@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "cudatrace/decode/cuda_errors.h"
-#include "cudatrace/record.h"
+#include "cudatrace/bpf_abi.h"
 
 namespace cudatrace {
 
@@ -211,13 +211,13 @@ struct Api {
   std::uint16_t id;
   std::string symbol;       // e.g. cudaMemcpyAsync_ptsz
   const ApiSpec* spec;
-  // First argument slot of each spec->args[i] (record.h: registers, then
+  // First argument slot of each spec->args[i] (bpf_abi.h: registers, then
   // stack words), or kNotCaptured: an argument the BPF side does not save
   // (in an xmm register, a struct passed by value, beyond CT_MAX_ARGS).
   std::vector<std::uint8_t> slots;
   int out_index[2] = {-1, -1};      // spec->args index of out-params 0 and 1
   int payload_index = -1;           // spec->args index of the String/LaunchConfig/NcclUniqueId* argument
-  std::uint64_t cookie;             // what the BPF programs are told (record.h)
+  std::uint64_t cookie;             // what the BPF programs are told (bpf_abi.h)
   bool variant;                     // a _ptsz/_ptds form of spec->name
 
   Layer layer() const { return spec->layer; }

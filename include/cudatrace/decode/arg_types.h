@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "cudatrace/decode/decode.h"
-#include "cudatrace/record.h"
+#include "cudatrace/bpf_abi.h"
 
 namespace cudatrace {
 

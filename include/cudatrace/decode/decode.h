@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "cudatrace/decode/api_table.h"
-#include "cudatrace/record.h"
+#include "cudatrace/bpf_abi.h"
 #include "cudatrace/decode/stack_frame.h"
 
 namespace cudatrace {
@@ -89,7 +89,7 @@ struct Call {
   // NCCL calls: communicator id, rank, sequence number, group, bytes; set by
   // the NCCL model (nccl.h) and valid until its next call; else nullptr.
   const NcclInfo* nccl = nullptr;
-  // With --stack: the user stack, innermost first, symbolised by the session.
+  // With --stack: the user stack, innermost first, symbolised by the recorder.
   std::vector<StackFrame> stack;
   // With --nvtx: the NVTX ranges open on the call's thread and the process's
   // open start/end ranges, outermost first (nvtx.h); nullptr when none is.
@@ -146,7 +146,7 @@ std::string nccl_id_text(std::uint64_t id);
 // cudaStreamPerThread; nullptr for ordinary handles.
 const char* special_stream_name(std::uint64_t handle);
 
-// The stack frames stored after a record's payload (record.h), innermost first.
+// The stack frames stored after a record's payload (bpf_abi.h), innermost first.
 std::vector<std::uint64_t> record_stack(const ct_call& rec);
 
 // Decodes `rec` (with `payload_len` bytes of payload after it) into `call`,

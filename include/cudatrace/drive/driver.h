@@ -47,6 +47,8 @@ class Driver final : public CallConsumer {
   void forget_thread(std::uint32_t pid, std::uint32_t tid) override;
 
  private:
+  // What the analyses and writers this driver runs need recorded.
+  RecordsNeeded records_needed() const;
   int open_outputs();
   void remove_created_outputs();
   void warn_pageable_copy(const Call& c, std::uint64_t host_ptr);

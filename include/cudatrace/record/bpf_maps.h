@@ -1,4 +1,4 @@
-// The BPF maps summary mode fills (record.h): the per-CPU per-API
+// The BPF maps summary mode fills (bpf_abi.h): the per-CPU per-API
 // statistics, and the activity counted without records, its table of what
 // to count per API and the records rebuilt from its keys.
 #pragma once
@@ -10,14 +10,14 @@
 #include <vector>
 
 #include "cudatrace/decode/api_table.h"
-#include "cudatrace/record.h"
+#include "cudatrace/bpf_abi.h"
 
 namespace cudatrace {
 
 // Reads the per-CPU "api_stats" map (fd) and sums each API over CPUs.
 bool read_api_stats(int map_fd, std::size_t apis, std::vector<ct_api_stats>& out);
 
-// Reads the BPF "activity" map (record.h: ct_activity_key) incrementally:
+// Reads the BPF "activity" map (bpf_abi.h: ct_activity_key) incrementally:
 // BPF never deletes an entry, and each read passes on what an entry counted
 // since the previous read.
 class ActivityReader {
@@ -39,7 +39,7 @@ class ActivityReader {
   std::unordered_map<ct_activity_key, ct_activity, KeyHash, KeyEq> seen_;
 };
 
-// ---- Launches and copies counted in BPF (record.h: ct_activity_key) --------
+// ---- Launches and copies counted in BPF (bpf_abi.h: ct_activity_key) --------
 
 // How BPF counts calls of `api` in summary mode: by the arguments Activity
 // reads (the kernel, grid and block of launches; sizes and direction of

@@ -20,15 +20,15 @@
 #include <vector>
 
 #include "cudatrace/decode/api_table.h"
-#include "cudatrace/record.h"
-#include "cudatrace/record/overhead.h"
+#include "cudatrace/bpf_abi.h"
+#include "cudatrace/record/cost.h"
 
 namespace cudatrace {
 
 // The probe-cost estimate came out ~2x below the slowdown measured on the
 // H200 for launch-bound inference (8.5-10 % estimated, 15-19 % measured;
 // docs/benchmarks.md): the budget prices every hit (each kind at its own
-// start-up price, overhead.h) at this many times the start-up measurement,
+// start-up price, cost.h) at this many times the start-up measurement,
 // a margin above the exit line's kWorkloadFactor so that it holds for the
 // real cost. docs/fleet.md says where the number comes from.
 inline constexpr double kCostSafetyFactor = 2.0;
@@ -140,8 +140,8 @@ namespace cudatrace {
 
 class Probes;
 
-// The controller at work in a session: every window it reads the probe hits
-// of each process (overhead.h), prices them, and attaches or detaches the hot
+// The controller at work while tracing: every window it reads the probe hits
+// of each process (cost.h), prices them, and attaches or detaches the hot
 // probes through `probes`. Also scales what BPF counted by the sampling.
 class BudgetControl {
  public:

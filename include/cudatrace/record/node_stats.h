@@ -1,8 +1,8 @@
-// The in-kernel aggregation of exporter mode ("export_stats", record.h) and
+// The in-kernel aggregation of exporter mode ("export_stats", bpf_abi.h) and
 // the probe hits of "process_cost"/"threads", read as per-process counters.
 // Each read() returns what grew since the previous one (for Prometheus
 // counters) and keeps cumulative totals per running process (processes(),
-// for whatever needs per-process rates: the exporter, an overhead budget).
+// for whatever needs per-process rates: the exporter, a cost budget).
 // A process found gone is read one last time, then its entries are deleted
 // from the maps, so that they stay bounded on a node with churn.
 #pragma once
@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "cudatrace/decode/api_table.h"
-#include "cudatrace/record.h"
+#include "cudatrace/bpf_abi.h"
 
 namespace cudatrace {
 
@@ -56,7 +56,7 @@ class NodeStats {
   std::map<std::uint32_t, ProcessCounters> processes_;
 };
 
-// The export_apis row of an API (record.h ct_export_api): what BPF counts of it.
+// The export_apis row of an API (bpf_abi.h ct_export_api): what BPF counts of it.
 ct_export_api export_api(const Api& api);
 
 // The grown part of `now` over `before`, field by field (never negative).

@@ -28,7 +28,7 @@ struct bpf_program;
 
 namespace cudatrace {
 
-// How a call's entry and return are probed; chosen once per session.
+// How a call's entry and return are probed; chosen once, when the BPF object loads.
 enum class AttachMode : std::uint8_t {
   MultiPair,     // uprobe_multi links (Linux 6.6): ct_enter on entry, ct_exit on return
   MultiSession,  // one uprobe_multi session link (Linux 6.13): ct_session on both;
@@ -69,7 +69,7 @@ class Probes {
   bool attach_loader(const std::string& path, pid_t pid, std::string& error);
   // Attaches the entry program (and the return program if `with_return`) to
   // the function at file `offset` of `path` with `cookie`: for measuring
-  // what a probe hit costs (overhead.h).
+  // what a probe hit costs (cost.h).
   bool attach_function(const std::string& path, pid_t pid, std::uint64_t offset, std::uint64_t cookie,
                        bool with_return, std::string& error);
 
@@ -154,7 +154,7 @@ class Probes {
   // A file's hot probes, attached and detached as a group. The file is held
   // open: re-attaching goes through /proc/self/fd even after every process
   // that mapped it (through its /proc/PID/root path) has gone. uprobe_multi
-  // links only: the session refuses --max-overhead with perf-event uprobes,
+  // links only: cudatrace refuses --max-overhead with perf-event uprobes,
   // whose detached events would still trap (uprobe_keeper.h), and
   // set_hot_attached attaches from several threads at once.
   struct HotGroup {

@@ -1,58 +1,28 @@
-// The live source: loads the BPF object, attaches to the target, drains the
-// ring buffer and decodes each record into a Call, and reads what BPF
-// counted without records. Knows nothing of analyses or outputs. Its work
-// is spread over src/record/ by concern:
-//   recorder.cpp          the course: signals, start, release, feed, finish,
-//                         the exit status
-//   recorder_bpf.cpp      privileges and BTF, loading the object with the
-//                         options, the probe-cost measurement, the BPF
-//                         counters and maps, the budget
-//   recorder_attach.cpp   the target: -p or the command, --dlopen-stop,
-//                         attaching to what a process maps, exited processes
-//   recorder_records.cpp  ring-buffer records: validation, decoding, calls
-//                         still open at the end
-//   recorder_node.cpp     --all-processes (every process of the host) and
-//                         exporter mode's counts
+// The live source: a composition of the target (target.h: what is traced,
+// how its files are probed, when tracing ends), the BPF object
+// (bpf_object.h: configured for the records the driver needs) and the
+// record reader (record_reader.h: ring buffers into decoded calls), with
+// what tracing costs and --max-overhead's budget on it. Knows nothing of
+// analyses or outputs.
 #pragma once
 
-#include <signal.h>
-#include <sys/types.h>
-#include <unistd.h>
-
-#include <cstddef>
 #include <cstdint>
-#include <map>
 #include <memory>
-#include <set>
+#include <optional>
 #include <string>
-#include <tuple>
-#include <utility>
 #include <vector>
 
 #include "cudatrace/clock.h"
-#include "cudatrace/decode/decode.h"
-#include "cudatrace/decode/kernel_names.h"
 #include "cudatrace/options.h"
-#include "cudatrace/record/bpf_maps.h"
+#include "cudatrace/record/bpf_object.h"
 #include "cudatrace/record/budget.h"
-#include "cudatrace/record/node_stats.h"
-#include "cudatrace/record/overhead.h"
-#include "cudatrace/record/probes.h"
-#include "cudatrace/record/ring_reader.h"
+#include "cudatrace/record/exporter_counts.h"
+#include "cudatrace/record/record_reader.h"
 #include "cudatrace/record/source.h"
-#include "cudatrace/target/command.h"
-#include "cudatrace/target/nvtx_injection.h"
-#include "cudatrace/target/stacks.h"
+#include "cudatrace/record/target.h"
 #include "cudatrace/target/symbolizer.h"
 
-struct cudatrace_bpf;  // the BPF skeleton (cudatrace.skel.h)
-struct bpf_link;
-
 namespace cudatrace {
-
-// "cudatrace: MSG" and "cudatrace: warning: MSG" on stderr.
-void error_line(const std::string& msg);
-void warn_line(const std::string& msg);
 
 class Recorder final : public Source {
  public:
@@ -61,9 +31,9 @@ class Recorder final : public Source {
   Recorder(const Recorder&) = delete;
   Recorder& operator=(const Recorder&) = delete;
 
-  int start() override;
+  int start(const RecordsNeeded& needs) override;
   std::uint64_t start_ns() const override { return start_ns_; }
-  bool private_trace() const override;
+  bool private_trace() const override { return target_->private_trace(); }
   int release() override;
   bool feed(CallConsumer& to, int wait_ms) override;
   void pass_counted(CallConsumer& to, bool final) override;
@@ -71,96 +41,26 @@ class Recorder final : public Source {
   std::uint64_t now_ns() const override { return monotonic_ns(); }
   std::vector<ct_api_stats> api_stats() override;
   const Sampling* sampling() const override { return budget_ ? &budget_->sampling() : nullptr; }
-  LossCounts losses() override;
+  LossCounts losses() override { return bpf_->losses(); }
   std::optional<CostReport> cost() override;
   std::optional<NodeCounts> node_counts() override;
-  SiteNames site_names() override;
+  SiteNames site_names() override { return reader_->site_names(); }
   std::string location(std::uint32_t pid, std::uint64_t addr) override;
   std::string gpu_code(std::uint32_t pid, std::uint64_t addr) override;
   int exit_status() const override;
 
  private:
-  // recorder_bpf.cpp
-  int load();
-  void measure_cost();
-  void clear_counters();
-  std::vector<__u64> read_counters();
-  void read_activity(std::uint64_t below_gen, bool for_report = false);
   void start_budget();
 
-  // recorder_attach.cpp
-  void decide_dlopen_stop();
-  void start_stop_watchdog();
-  int attach_libs(pid_t pid);
-  int attach_pid_target();
-  int start_command();
-  void attach_mappings(pid_t pid);
-  bool target_gone();
-  void on_map_change(const ct_map_change& m);
-  void forget_exited();
-
-  // recorder_records.cpp
-  static bool on_record(void* ctx, const void* data, std::size_t size);
-  void on_call(const ct_call& rec);
-  void report_open_calls();
-
-  // recorder_node.cpp
-  int attach_node();
-  void rescan_node();
-  void probe_ahead();
-  void note_process(pid_t pid);
-
-  // recorder.cpp
-  bool command_mode() const { return opts_.pid <= 0 && !opts_.all_processes; }
-  static bool stop_requested();  // SIGINT or SIGTERM came
-  static std::vector<std::pair<int, struct sigaction>> inherited_stop_signals();
-  int stopped_at_start() const;
-  void announce() const;
-
   const Options& opts_;
-  cudatrace_bpf* skel_ = nullptr;
-  std::unique_ptr<RingReader> ring_;
-  std::unique_ptr<RingReader> control_ring_;  // --all-processes: map changes and execs
-  std::unique_ptr<Probes> probes_;
-  std::vector<bpf_link*> tp_links_;
-  KernelNames names_;
-  Symbolizer symbolizer_;
-  StackSymbolizer stacks_{symbolizer_};
-  std::unique_ptr<NvtxInjection> nvtx_library_;  // --nvtx in command mode
-  StringReader read_string_;
-  CallConsumer* consumer_ = nullptr;  // where the records being drained go
-  ActivityReader activity_;            // summary mode: launches and copies counted in BPF
-  bool activity_in_bpf_ = false;
-  std::uint64_t page_locked_changes_ = 0;  // calls that bumped the BPF page-locked generation
-  std::uint64_t records_ = 0;              // call records of traced APIs read (-v says how many)
-  ProbeCost probe_cost_;
-  bool cost_measured_ = false;
-  std::unique_ptr<Probes> cost_probes_;  // the measurement's, attached until the end
-  AttachMode attach_mode_ = AttachMode::MultiPair;
-  std::unique_ptr<BudgetControl> budget_;  // --max-overhead
-  // CPU time when tracing began: -p its target, whole node each process found.
-  std::map<std::uint32_t, std::uint64_t> cpu_at_start_;
-  Call call_;
+  Symbolizer symbolizer_;  // the traced processes' mappings: the target fills it, the reader names with it
+  std::unique_ptr<Target> target_;
+  std::unique_ptr<BpfObject> bpf_;
+  std::unique_ptr<RecordReader> reader_;
+  std::unique_ptr<ExporterCounts> exporter_;  // exporter mode
+  std::unique_ptr<BudgetControl> budget_;     // --max-overhead
+  std::optional<ProbeCost> per_hit_;          // what a probe hit costs, when it could be measured
   std::uint64_t start_ns_ = 0;
-  std::uint64_t stop_deadline_ns_ = 0;  // command mode after a stop signal: the command's grace
-  HeldCommand command_;  // command mode: the command, held before exec until released
-  int child_status_ = 0;
-  bool child_reaped_ = false;
-  int target_fd_ = -1;   // pidfd of the -p target
-  bool stop_at_loads_ = true;      // the loader probe stops processes (--dlopen-stop)
-  bool loader_probed_ = false;     // a dynamic loader's _dl_debug_state is probed
-  bool waiting_for_cuda_ = false;  // -p target without a CUDA library yet
-  std::set<std::tuple<pid_t, std::uint64_t, std::uint64_t>> seen_mappings_;  // pid, inode, start
-  std::vector<pid_t> exited_;  // found gone at the last look; forgotten at the next
-  std::vector<std::pair<std::uint32_t, std::uint32_t>> exited_threads_;  // pid, tid: the same
-  std::uint32_t last_pid_ = 0, last_tid_ = 0;  // of the last call handed on
-  std::set<std::uint32_t> tracked_pids_;  // processes whose calls were handed on (exits are looked for)
-  std::map<std::uint32_t, std::set<std::uint32_t>> tracked_tids_;
-  std::uint64_t next_exit_check_ns_ = 0;
-  std::uint64_t next_rescan_ns_ = 0;                // --all-processes
-  std::set<std::pair<dev_t, ino_t>> probed_files_;  // files with traced APIs
-  std::unique_ptr<NodeStats> node_stats_;           // exporter mode: the in-kernel counts
-  std::map<std::uint32_t, ProcessLabel> labels_;    // exporter mode: processes as first seen
 };
 
 }  // namespace cudatrace

@@ -36,8 +36,9 @@ class SavedTrace final : public Source {
   SavedTrace& operator=(const SavedTrace&) = delete;
 
   // Opens the trace and reads up to its first call line: its time is time
-  // 0 (the trace does not say when tracing started).
-  int start() override;
+  // 0 (the trace does not say when tracing started). What a live source
+  // must record is no matter: the trace holds what it holds.
+  int start(const RecordsNeeded&) override;
   std::uint64_t start_ns() const override { return start_ns_; }
   bool private_trace() const override;
   bool can_wait() const override { return true; }

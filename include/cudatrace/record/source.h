@@ -12,7 +12,7 @@
 #include "cudatrace/accounting.h"
 #include "cudatrace/decode/decode.h"
 #include "cudatrace/decode/stack_frame.h"
-#include "cudatrace/record.h"
+#include "cudatrace/bpf_abi.h"
 #include "cudatrace/node_counts.h"
 
 namespace cudatrace {
@@ -31,15 +31,44 @@ class CallConsumer {
   virtual void forget_thread(std::uint32_t pid, std::uint32_t tid) = 0;
 };
 
+// What the driver's analyses and writers need from a live source, as the
+// driver derives it from what it built: which calls BPF sends a record
+// for, and what it counts itself instead. A saved trace has its records
+// already and needs none of it.
+struct RecordsNeeded {
+  enum class Calls : std::uint8_t {
+    Every,    // a record per call: the trace is written
+    Summary,  // per-API statistics counted in BPF; records only for the
+              // calls the analyses read one by one (the summary)
+    Export,   // calls counted per process in BPF; records only for
+              // allocations and frees (the Prometheus exporter)
+  };
+  Calls calls = Calls::Every;
+  // Summary: a record for every call all the same (--by-range and
+  // --gpu-time read each launch and synchronisation).
+  bool every_record = false;
+  // Summary: launches and copies counted in BPF, without records (nothing
+  // needs them one by one: neither a timeline nor every_record).
+  bool counted_activity = false;
+  // --stack: each record carries its call's user stack, as Addresses (a
+  // summary names only the stacks it reports: SiteNames) or as Frames
+  // symbolised when the call is read (a trace prints every one).
+  enum class Stacks : std::uint8_t { None, Addresses, Frames };
+  Stacks stacks = Stacks::None;
+  // The trace goes to standard output: a command started for it writes its
+  // own output to standard error.
+  bool trace_on_stdout = true;
+};
+
 class Source {
  public:
   virtual ~Source() = default;
 
-  // Gets ready to feed: live, loads the BPF object and attaches to the
-  // target (a command is started, held before it runs); saved, opens the
-  // trace and reads up to its first call. An exit status (options.h):
-  // kExitOk, or why not, said on stderr.
-  virtual int start() = 0;
+  // Gets ready to feed: live, loads the BPF object for what `needs` asks
+  // and attaches to the target (a command is started, held before it
+  // runs); saved, opens the trace and reads up to its first call. An exit
+  // status (options.h): kExitOk, or why not, said on stderr.
+  virtual int start(const RecordsNeeded& needs) = 0;
   // The CLOCK_MONOTONIC time the outputs show as 0.
   virtual std::uint64_t start_ns() const = 0;
   // Whether the trace is not everyone's to read: files made of it get mode 0600.

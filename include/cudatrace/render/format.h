@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "cudatrace/target/terminal.h"
+#include "cudatrace/terminal.h"
 
 namespace cudatrace {
 

@@ -20,7 +20,7 @@
 #include "cudatrace/analysis/memory.h"
 #include "cudatrace/decode/api_table.h"
 #include "cudatrace/node_counts.h"
-#include "cudatrace/record.h"
+#include "cudatrace/bpf_abi.h"
 #include "cudatrace/render/writer.h"
 
 namespace cudatrace {
@@ -39,7 +39,7 @@ inline constexpr int kLossReasons = 5;
 class PrometheusMetrics {
  public:
   static constexpr std::size_t kMaxIdentities = 512;
-  // The histogram's upper bounds in seconds (record.h CT_EXPORT_BOUNDS_NS).
+  // The histogram's upper bounds in seconds (bpf_abi.h CT_EXPORT_BOUNDS_NS).
   static const double kDurationBounds[CT_EXPORT_BUCKETS - 1];
 
   // nullptr with `error` set when this build has no exporter.

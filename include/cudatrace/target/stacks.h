@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "cudatrace/record.h"
+#include "cudatrace/bpf_abi.h"
 #include "cudatrace/decode/stack_frame.h"
 
 namespace cudatrace {

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* Records and constants shared by the BPF program (bpf/cudatrace.bpf.c) and
- * the user-space reader. Plain C, fixed-width fields only. */
-#ifndef CUDATRACE_RECORD_H
-#define CUDATRACE_RECORD_H
+/* The BPF record ABI: the records, constants and read-only configuration
+ * shared by the BPF program (bpf/cudatrace.bpf.c) and user space. Plain C,
+ * fixed-width fields only. */
+#ifndef CUDATRACE_BPF_ABI_H
+#define CUDATRACE_BPF_ABI_H
 
 #ifndef __VMLINUX_H__
 #include <linux/types.h>
@@ -35,7 +36,8 @@
 
 /* What the BPF programs are told before they are loaded (read-only: the
  * verifier prunes the branches of the modes not asked for). Set by user
- * space from the options (src/record/recorder_bpf.cpp). */
+ * space from the records the driver needs, the target and the options
+ * (src/record/bpf_object.cpp). */
 struct ct_config {
 	__u64 min_dur_ns;     /* --min-us: calls shorter than this send no record */
 	__u32 filter_tgid;    /* trace only this process (0: see use_tgid_set) */

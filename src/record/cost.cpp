@@ -1,4 +1,4 @@
-#include "cudatrace/record/overhead.h"
+#include "cudatrace/record/cost.h"
 
 #include <bpf/bpf.h>
 #include <sys/syscall.h>
@@ -12,7 +12,7 @@
 
 #include "cudatrace/record/budget.h"
 #include "cudatrace/record/probes.h"
-#include "cudatrace/record.h"
+#include "cudatrace/bpf_abi.h"
 
 // The functions of the start-up measurement: never probed (bare), probed
 // at entry, at entry and return (both begin like CUDA's API functions, with

@@ -1,4 +1,4 @@
-#include "cudatrace/record/overhead.h"
+#include "cudatrace/record/cost.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -1,0 +1,89 @@
+// The BPF object (bpf/cudatrace.bpf.c) as the recorder runs it: the
+// skeleton, configured (ct_config) for the records the driver needs and the
+// processes the target names, its maps and counters, the tracepoints of
+// process lifetimes, and the probes attached with its programs. Destroyed,
+// it detaches every probe before its programs go.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "cudatrace/accounting.h"
+#include "cudatrace/bpf_abi.h"
+#include "cudatrace/options.h"
+#include "cudatrace/record/probes.h"
+#include "cudatrace/record/source.h"
+
+struct cudatrace_bpf;  // the skeleton (cudatrace.skel.h)
+struct bpf_link;
+
+namespace cudatrace {
+
+// Which processes BPF traces, and what it does at their library loads: the
+// target's part of the configuration (target.h: Target::prepare).
+struct TracedProcesses {
+  pid_t only = 0;               // this process alone (-p); 0: see the others
+  bool registered = false;      // the processes given to trace_process, and their descendants
+  bool every_exec_told = false;  // every process; each exec sends a map change on the control ring
+  bool stop_at_loads = false;   // a library load stops its process until probes are attached there
+};
+
+class BpfObject {
+ public:
+  BpfObject() = default;
+  ~BpfObject();
+  BpfObject(const BpfObject&) = delete;
+  BpfObject& operator=(const BpfObject&) = delete;
+
+  // Checks the privileges, BTF and the kernel's features, configures the
+  // object for what the driver `needs`, the `traced` processes and the
+  // options (filters, ring size, attach mode, --max-overhead), loads it and
+  // attaches the process tracepoints. An exit status (options.h), said on
+  // stderr.
+  int load(const Options& opts, const RecordsNeeded& needs, const TracedProcesses& traced);
+  // What one probe hit costs here (cost.h), measured with the object's own
+  // programs before anything is traced; the counters are cleared after it,
+  // and its records, which name no API, are left for the reader to drop.
+  // nullopt (said) when it cannot be measured.
+  std::optional<ProbeCost> measure_cost(bool verbose);
+
+  // The probes attached with the object's programs; null once detached.
+  Probes* probes() { return probes_.get(); }
+  // Detaches every probe and tracepoint: nothing is recorded after this.
+  void detach();
+  // Traces `pid`'s calls and its descendants' (TracedProcesses::registered).
+  bool trace_process(pid_t pid);
+
+  // The BPF counters (bpf_abi.h: CT_CNT_*), summed over the CPUs.
+  std::vector<__u64> counters();
+  LossCounts losses();
+  // Summary mode's per-API statistics, by API id; zeros (said) when the
+  // map cannot be read.
+  std::vector<ct_api_stats> api_stats();
+  // --max-overhead: tells BPF which APIs are hot (budget.h), and from when
+  // on their frames entered before the last detach are to be dropped.
+  void mark_hot_apis();
+  void drop_hot_frames_before(std::uint64_t ns);
+
+  int events_fd() const;
+  int control_fd() const;
+  int threads_fd() const;
+  int process_cost_fd() const;
+  int activity_fd() const;
+  int export_stats_fd() const;
+
+ private:
+  void clear_counters();
+
+  cudatrace_bpf* skel_ = nullptr;
+  std::vector<bpf_link*> tracepoints_;
+  AttachMode mode_ = AttachMode::MultiPair;
+  std::unique_ptr<Probes> probes_;
+  std::unique_ptr<Probes> cost_probes_;  // the measurement's, attached until the end
+};
+
+}  // namespace cudatrace

@@ -1,0 +1,122 @@
+// What cudatrace traces: a command it starts (`cudatrace -- CMD`, held
+// before exec, its children followed), a running process (-p) or every
+// process of the host (--all-processes). Each kind owns its processes, when
+// and how probes are attached to their files and kept up to date (library
+// loads, --dlopen-stop, rescans, probing ahead), and when tracing ends;
+// make_target chooses the kind once. The recorder takes a target through
+// its stages: prepare (before the BPF object loads), attach, release, then
+// refresh and keep_tracing at each feed.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <tuple>
+#include <utility>
+
+#include "cudatrace/options.h"
+#include "cudatrace/record/bpf_object.h"
+#include "cudatrace/target/symbolizer.h"
+
+namespace cudatrace {
+
+class Target {
+ public:
+  virtual ~Target() = default;
+  Target(const Target&) = delete;
+  Target& operator=(const Target&) = delete;
+
+  // Before the BPF object loads: which processes it traces and whether it
+  // stops them at library loads (said where a process that could be is not).
+  virtual TracedProcesses prepare() = 0;
+  // Attaches probes to the target's files; a command is started, held
+  // before it runs (its output kept off a trace on standard output, as
+  // `needs` says). An exit status (options.h), said on stderr.
+  virtual int attach(BpfObject& bpf, const RecordsNeeded& needs) = 0;
+  // Lets the target run (a command is released) and says what is traced.
+  // `stop_signal` (0: none) came during the start-up. An exit status.
+  virtual int release(int stop_signal) = 0;
+  // At each feed: looks for files to probe that no loader probe told of.
+  virtual void refresh() {}
+  // At each feed: whether tracing goes on; no once the target has ended,
+  // or a stop was asked for (`stop_signal`, 0: none).
+  virtual bool keep_tracing(int stop_signal) = 0;
+  // Once tracing has ended: the exit status (a command's own).
+  virtual int exit_status(int /*stop_signal*/) const { return kExitOk; }
+  // A stop signal came before the target ran: the exit status.
+  virtual int stopped_at_start(int /*stop_signal*/) const { return kExitOk; }
+  // Whether the trace is not everyone's to read (source.h).
+  virtual bool private_trace() const { return false; }
+
+  // A process's dynamic loader changed its maps (the loader probe): its new
+  // files are probed.
+  void on_map_change(pid_t pid);
+  // A process exited: what is kept of it goes (a reused pid is found afresh).
+  void forget_process(pid_t pid);
+  // Called with each process in which a file with traced APIs is probed
+  // (exporter mode reads who it is while it runs).
+  void on_probed_process(std::function<void(pid_t)> probed) { probed_process_ = std::move(probed); }
+  // CPU time of the traced processes when tracing began; those started
+  // traced are absent (cost.h: price_hits).
+  const std::map<std::uint32_t, std::uint64_t>& cpu_at_start() const { return cpu_at_start_; }
+  // Distinct files with traced APIs probed.
+  std::size_t probed_files() const { return probed_files_.size(); }
+
+ protected:
+  // How a kind of target attaches to what its processes map.
+  struct AttachPolicy {
+    // Probes attached for a process fire in it alone (-p); else in every
+    // process that maps the file, and BPF filters.
+    bool bound_to_process = false;
+    // Processes come and go unasked (the whole host): a stop signal cuts a
+    // scan short, a loader that cannot be probed (often a process that just
+    // exited) is said only with -v, and a process's cost counts from when
+    // it is found (it may have run for hours before).
+    bool unasked_processes = false;
+  };
+  Target(const Options& opts, Symbolizer& symbolizer, AttachPolicy policy)
+      : opts_(opts), symbolizer_(symbolizer), policy_(policy) {}
+
+  // Attaches to every CUDA-bearing file `pid` maps that was not seen
+  // before, and to its dynamic loader. Its paths are the process's to
+  // choose: every message escapes them.
+  void attach_mappings(pid_t pid);
+  // The --lib files, for `pid` (-1: every process); an exit status.
+  int attach_libs(pid_t pid);
+  // A file with traced APIs was probed.
+  void note_probed_file(const std::string& path);
+  // Where processes are stopped at library loads: a watchdog that continues
+  // them should cudatrace die (watchdog.h).
+  void start_stop_watchdog();
+  // The BPF object's probes, from attach on until the end detaches them.
+  Probes& probes() const { return *bpf_->probes(); }
+
+  const Options& opts_;
+  Symbolizer& symbolizer_;
+  BpfObject* bpf_ = nullptr;    // from attach on
+  bool stop_at_loads_ = false;  // the loader probe stops processes (--dlopen-stop)
+  bool loader_probed_ = false;  // a dynamic loader's _dl_debug_state is probed
+  std::map<std::uint32_t, std::uint64_t> cpu_at_start_;
+
+ private:
+  AttachPolicy policy_;
+  std::set<std::tuple<pid_t, std::uint64_t, std::uint64_t>> seen_mappings_;  // pid, inode, start
+  std::set<std::pair<dev_t, ino_t>> probed_files_;
+  std::function<void(pid_t)> probed_process_;
+};
+
+// The kinds, one file each in src/record/.
+std::unique_ptr<Target> make_command_target(const Options& opts, Symbolizer& symbolizer);
+std::unique_ptr<Target> make_pid_target(const Options& opts, Symbolizer& symbolizer);
+std::unique_ptr<Target> make_node_target(const Options& opts, Symbolizer& symbolizer);
+
+// The one that `opts` asks for: --all-processes, -p PID or the command after --.
+std::unique_ptr<Target> make_target(const Options& opts, Symbolizer& symbolizer);
+
+}  // namespace cudatrace

@@ -1,0 +1,109 @@
+// What every kind of target shares: attaching to what a process maps, the
+// --lib files, the stop watchdog, forgetting a process that exited; and
+// the choice of a kind.
+#include "cudatrace/record/target.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "cudatrace/record/cost.h"
+#include "cudatrace/record/stop_signals.h"
+#include "cudatrace/record/watchdog.h"
+#include "cudatrace/target/process.h"
+#include "cudatrace/terminal.h"
+
+namespace cudatrace {
+namespace {
+
+bool is_loader(const std::string& path) {
+  const std::string base = path.substr(path.rfind('/') + 1);
+  return base.rfind("ld-linux", 0) == 0 || base.rfind("ld-musl", 0) == 0 || base.rfind("ld.so", 0) == 0;
+}
+
+}  // namespace
+
+std::unique_ptr<Target> make_target(const Options& opts, Symbolizer& symbolizer) {
+  if (opts.all_processes) return make_node_target(opts, symbolizer);
+  if (opts.pid > 0) return make_pid_target(opts, symbolizer);
+  return make_command_target(opts, symbolizer);
+}
+
+void Target::on_map_change(pid_t pid) {
+  if (bpf_ && bpf_->probes()) attach_mappings(pid);  // not after the end's detach
+}
+
+void Target::forget_process(pid_t pid) {
+  cpu_at_start_.erase(static_cast<std::uint32_t>(pid));
+  seen_mappings_.erase(seen_mappings_.lower_bound({pid, 0, 0}), seen_mappings_.lower_bound({pid + 1, 0, 0}));
+}
+
+void Target::attach_mappings(pid_t pid) {
+  std::vector<Mapping> maps;
+  if (!read_maps(pid, maps)) return;
+  symbolizer_.capture(pid, maps);
+  const pid_t probe_pid = policy_.bound_to_process ? pid : -1;
+  for (const Mapping& m : maps) {
+    if (policy_.unasked_processes && stop_signal()) return;  // a process of many new files takes long
+    if (!m.exec || m.path.empty()) continue;
+    if (!seen_mappings_.emplace(pid, m.inode, m.start).second) continue;
+    const std::string path = host_path(pid, m);
+    std::string error;
+    if (is_loader(m.path)) {
+      if (probes().attach_loader(path, probe_pid, error))
+        loader_probed_ = true;
+      else if (!policy_.unasked_processes || opts_.verbose)
+        warn_line(terminal_safe(error));
+      continue;
+    }
+    Probes::FileResult r;
+    if (!probes().attach_file(path, probe_pid, r, error)) {
+      if (opts_.verbose) warn_line(terminal_safe(error));
+      continue;
+    }
+    if (r.apis) {
+      note_probed_file(path);
+      if (probed_process_) probed_process_(pid);
+      if (policy_.unasked_processes && !cpu_at_start_.count(static_cast<std::uint32_t>(pid)))
+        if (const auto cpu = process_cpu_ns(pid)) cpu_at_start_[static_cast<std::uint32_t>(pid)] = *cpu;
+    }
+    if (r.apis && opts_.verbose) {
+      std::fprintf(stderr, "cudatrace: pid %d: %s: %d APIs\n", pid, terminal_safe(m.path).c_str(), r.apis);
+      std::vector<PlannedProbe> planned;
+      if (probes().plan_file(path, planned, error))
+        std::fprintf(stderr, "cudatrace:   %s\n", terminal_safe(probe_summary(m.path, planned)).c_str());
+    }
+  }
+}
+
+int Target::attach_libs(pid_t pid) {
+  for (const std::string& lib : opts_.libs) {
+    Probes::FileResult r;
+    std::string error;
+    if (!probes().attach_file(lib, pid, r, error)) {
+      error_line(terminal_safe(error));
+      return kExitTarget;
+    }
+    if (r.apis == 0) {
+      error_line(lib + ": no traced CUDA API symbol in it (a stripped program has no symbol table left to find them in)");
+      return kExitTarget;
+    }
+    note_probed_file(lib);
+  }
+  return kExitOk;
+}
+
+void Target::note_probed_file(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) == 0) probed_files_.emplace(st.st_dev, st.st_ino);
+}
+
+void Target::start_stop_watchdog() {
+  if (stop_at_loads_ && start_watchdog(bpf_->events_fd()) < 0)
+    warn_line(std::string("cannot start the watchdog process: ") + std::strerror(errno) +
+              "; if cudatrace is killed while a process waits at a library load, send it SIGCONT");
+}
+
+}  // namespace cudatrace
