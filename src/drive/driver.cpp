@@ -229,8 +229,9 @@ void Driver::finish() {
   trace_->buffer()->clear();
   output_ok();
   if (output_closed_) return;
-  // The JSON end line did not get out: its counts go to stderr instead.
-  if (opts_.json && !end_written && !output_failed_) append_end_text(messages, stats_);
+  // The JSON end line did not get out (a full disk, a consumer that stopped
+  // reading): its counts, what was written and what was lost, go to stderr.
+  if (opts_.json && !end_written) append_end_text(messages, stats_);
   if (messages.size()) std::fwrite(messages.data(), 1, messages.size(), stderr);
   if (opts_.verbose) {
     rusage self{};

@@ -785,12 +785,20 @@ TEST_F(Faults, RootWithoutBpfCapabilitiesGetsOneLine) {
                          "runs as root without CAP_BPF and CAP_PERFMON", "with CAP_PERFMON only");
 }
 
+// Text: the header cannot be written, so nothing runs: one line. JSON has no
+// header: the calls are made and lost, and stderr says how many were
+// written and how many lost, as text mode does (JSON said only "No space").
 TEST_F(Faults, FullDiskGetsOneLineInBothFormats) {
-  for (const std::string format : {"", "--json "}) {
-    // (--layer runtime -f device: the fake libraries export every API asked for, so no warning either.)
-    const Result r = run(tracer() + " " + format + "--layer runtime -f device -o /dev/full -- " FAKE_APP " loop 10");
-    expect_one_clear_error(r, 6, "writing /dev/full: No space left on device", format);
-  }
+  // (--layer runtime -f device: the fake libraries export every API asked for, so no warning either.)
+  const Result text = run(tracer() + " --layer runtime -f device -o /dev/full -- " FAKE_APP " loop 10");
+  expect_one_clear_error(text, 6, "writing /dev/full: No space left on device", "text");
+  const Result json = run(tracer() + " --json --layer runtime -f query -o /dev/full -- " FAKE_APP " loop 10");
+  EXPECT_EQ(json.status, 6) << json.err;
+  EXPECT_EQ(json.err.rfind("cudatrace: writing /dev/full: No space left on device\n"
+                           "cudatrace: 0 calls traced, 10 lost, 0 unfinished\n"
+                           "cudatrace: lost 10 records that could not be written (writing /dev/full: No space left "
+                           "on device)\n", 0), 0u) << json.err;
+  EXPECT_TRUE(json.out.empty()) << json.out;
 }
 
 // A disk that fills up while tracing (a 64 KiB tmpfs, mounted in a mount
@@ -807,7 +815,9 @@ TEST_F(Faults, DiskFillingUpWhileTracingExitsSixForEveryOutput) {
   const Result r = run("unshare -m sh -c 'mount -t tmpfs -o size=64k tmpfs " + dir + " || exit 99\n" + tracer() +
                        " --perfetto " + dir + "/t.json -o /dev/null" + traced + "; echo timeline $? $(stat -c %s " +
                        dir + "/t.json)\n" + tracer() + " -o " + dir + "/t.txt" + traced + "; echo text $?\n" +
-                       "rm " + dir + "/t.txt; " + reporter() + " -f all --perfetto " + dir + "/r.json " + trace +
+                       "rm " + dir + "/t.txt; " + tracer() + " --json -o " + dir + "/t.jsonl" + traced +
+                       "; echo json $? $(wc -l <" + dir + "/t.jsonl)\n" + "rm " + dir + "/t.jsonl; " +
+                       reporter() + " -f all --perfetto " + dir + "/r.json " + trace +
                        " >/dev/null; echo report $? $(stat -c %s " + dir + "/r.json)'");
   rmdir(dir.c_str());
   std::remove(trace.c_str());
@@ -819,6 +829,16 @@ TEST_F(Faults, DiskFillingUpWhileTracingExitsSixForEveryOutput) {
   EXPECT_NE(r.err.find("cudatrace: writing " + dir + "/t.txt: No space left on device\n"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("records that could not be written (writing " + dir + "/t.txt: No space left on device)"),
             std::string::npos) << r.err;
+  // JSON says it too: the calls whose lines were written whole, and the rest lost.
+  std::smatch json;
+  ASSERT_TRUE(std::regex_search(r.out, json, std::regex("json 6 ([0-9]+)\n"))) << r.out << r.err;
+  std::smatch counts;
+  ASSERT_TRUE(std::regex_search(r.err, counts, std::regex("cudatrace: ([0-9]+) calls traced, ([0-9]+) lost, 0 unfinished\n"
+                                                          "cudatrace: lost [0-9]+ records that could not be written "
+                                                          "\\(writing " + dir + "/t.jsonl: No space left on device\\)\n")))
+      << r.err;
+  EXPECT_EQ(counts[1], json[1]) << "written: the whole lines in the file";
+  EXPECT_EQ(std::stoul(counts[1]) + std::stoul(counts[2]), 3000u) << r.err;
   EXPECT_EQ(r.err.find("consumer"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("--buffer-mb"), std::string::npos) << r.err;
   EXPECT_NE(r.out.find("report 6 0\n"), std::string::npos) << r.out << r.err;
