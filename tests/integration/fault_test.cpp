@@ -10,6 +10,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -917,6 +918,112 @@ TEST_F(Faults, ReportOfAFifoWaitsForAWriterForABoundedTime) {
   EXPECT_EQ(read_file(err),
             "cudatrace: cannot read " + lonely + ": it is a FIFO and no process opened it for writing within 10 s\n");
   for (const std::string& f : {lonely, fed, err}) std::remove(f.c_str());
+}
+
+// `cudatrace report ARGS` (stdout to /dev/null): its status, stderr and peak
+// RSS (from wait4), killed after `limit`.
+struct Measured {
+  int status = -1;
+  std::string err;
+  long peak_rss_kb = 0;
+};
+Measured report_measured(const std::vector<std::string>& args, std::chrono::seconds limit = 30s) {
+  const std::string err = temp_path("measured-err");
+  std::vector<std::string> argv = {CUDATRACE_BIN, "report"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  Child report = Child::start(argv, [&err] {
+    dup2(open("/dev/null", O_WRONLY), STDOUT_FILENO);
+    dup2(open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600), STDERR_FILENO);
+  });
+  Measured m;
+  int status = 0;
+  rusage usage{};
+  if (wait_until([&] { return wait4(report.pid, &status, WNOHANG, &usage) == report.pid; }, limit))
+    report.pid = -1;  // waited for
+  else
+    ADD_FAILURE() << "report " << args.back() << " did not end within " << limit.count() << " s";
+  m.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  m.err = read_file(err);
+  m.peak_rss_kb = usage.ru_maxrss;
+  std::remove(err.c_str());
+  return m;
+}
+
+// `report /dev/zero` grew to 3.4 GB in 6 s, one 100 MB line peaked at 643
+// MB: a line is read up to 1 MiB, then refused with its number, and memory
+// stays small whatever the input.
+TEST_F(Faults, ReportMemoryStaysBoundedWhateverTheInput) {
+  const std::string long_line = temp_path("long-line.jsonl"), nuls = temp_path("nuls.jsonl");
+  {
+    std::ofstream out(long_line, std::ios::binary);
+    out << R"({"type":"call","comm":")" << std::string(100 << 20, 'a') << "\"}\n";
+    std::ofstream(nuls, std::ios::binary) << std::string(64 << 20, '\0');
+  }
+  for (const std::string& input : {std::string("/dev/zero"), long_line, nuls}) {
+    const Measured m = report_measured({input});
+    EXPECT_EQ(m.status, 7) << input;
+    EXPECT_EQ(m.err, "cudatrace: " + input + ":1: a line longer than 1 MiB: not a line of a cudatrace trace\n");
+    EXPECT_LT(m.peak_rss_kb, 64 << 10) << input;
+    std::printf("report %s: peak RSS %.1f MiB\n", input.c_str(), m.peak_rss_kb / 1024.0);
+  }
+  std::remove(long_line.c_str());
+  std::remove(nuls.c_str());
+}
+
+// Calls are written when they return: a trace is in order of return. One
+// out of that order is put in order within a window (a reversed trace is
+// the trace); beyond it, refused with its line. An end line that does not
+// count the lines held is said (a trace of 34 calls held 1,020,000 lines).
+TEST_F(Faults, ReportPutsCallsInOrderOrRefusesWhatItCannot) {
+  const std::string trace = temp_path("order.jsonl"), edited = temp_path("order-edited.jsonl");
+  ASSERT_EQ(run(tracer() + " --json -o " + trace + " --layer runtime -- " FAKE_APP " async").status, 0);
+  std::vector<std::string> calls_of_trace, others;  // the call lines, and the warnings and the end line
+  for (const std::string& line : lines_of(read_file(trace)))
+    (json::parse(line)["type"] == "call" ? calls_of_trace : others).push_back(line);
+  ASSERT_GT(calls_of_trace.size(), 20u);
+  const auto write_trace = [&](const std::vector<std::string>& calls_written) {
+    std::ofstream out(edited);
+    for (const std::string& l : calls_written) out << l << "\n";
+    for (const std::string& l : others) out << l << "\n";
+  };
+  const std::vector<std::string> reversed(calls_of_trace.rbegin(), calls_of_trace.rend());
+  write_trace(reversed);
+  for (const std::string options : {"", "--summary --insights ", "--json "}) {
+    const Result original = run(reporter() + " " + options + trace), turned = run(reporter() + " " + options + edited);
+    EXPECT_EQ(original.status, 0) << original.err;
+    EXPECT_EQ(turned.status, 0) << turned.err;
+    EXPECT_EQ(turned.out, original.out) << options;
+    EXPECT_EQ(turned.err, original.err) << options;
+  }
+  // The first half moved 10 s later and 2 s apart (longer than the window:
+  // reported as it is read), then the second half, 10 s before it.
+  std::vector<std::string> shifted = calls_of_trace;
+  for (std::size_t i = 0; i < shifted.size() / 2; ++i) {
+    json call = json::parse(shifted[i]);
+    call["ts_ns"] = call["ts_ns"].get<std::uint64_t>() + (10 + 2 * i) * 1000000000ull;
+    shifted[i] = call.dump();
+  }
+  write_trace(shifted);
+  // (What was reported before it stays: a report is written as the trace is read.)
+  const Result refused = run(reporter() + " " + edited);
+  EXPECT_EQ(refused.status, 7);
+  EXPECT_EQ(refused.err.rfind("cudatrace: " + edited + ":" + std::to_string(shifted.size() / 2 + 1) +
+                                  ": out of order: this call returned ",
+                              0),
+            0u) << refused.err;
+  EXPECT_EQ(std::count(refused.err.begin(), refused.err.end(), '\n'), 1) << refused.err;
+  // Every call three times.
+  std::vector<std::string> tripled;
+  for (int i = 0; i < 3; ++i) tripled.insert(tripled.end(), calls_of_trace.begin(), calls_of_trace.end());
+  write_trace(tripled);
+  const Result counted = run(reporter() + " --summary " + edited);
+  EXPECT_EQ(counted.status, 0) << counted.err;
+  const std::string n = std::to_string(calls_of_trace.size()), n3 = std::to_string(3 * calls_of_trace.size());
+  EXPECT_NE(counted.err.find("cudatrace: warning: " + edited + ": its end line counts " + n + " calls and 0 unfinished, "
+                             "but it holds " + n3 + " and 0: lines were added or removed since cudatrace wrote it"),
+            std::string::npos) << counted.err;
+  std::remove(trace.c_str());
+  std::remove(edited.c_str());
 }
 
 // ---- 6. Hostile data -------------------------------------------------------------
