@@ -66,7 +66,8 @@ int Driver::open_outputs() {
 
 int Driver::run() {
   // Served before the source starts: an address that cannot be served is
-  // said before anything is loaded, and /metrics answers from then on.
+  // said before anything is loaded, and /metrics answers 503 until tracing
+  // has begun.
   if (!opts_.prometheus_address.empty()) {
     std::string error;
     metrics_ = MetricsWriter::serve(opts_.prometheus_address, error);
@@ -90,9 +91,11 @@ int Driver::run() {
     drop_nvtx_ = opts_.min_us || opts_.errors_only;
   }
   if (int rc = open_outputs()) return rc;
-  if (metrics_)
+  if (metrics_) {
+    metrics_->tracing_began();
     std::fprintf(stderr, "cudatrace: serving Prometheus metrics on port %d (%s/metrics)\n", metrics_->port(),
                  opts_.prometheus_address.c_str());
+  }
   writer_ = std::make_unique<OutputWriter>(out_fd_, std::size_t(opts_.buffer_mb) << 20);
   trace_->buffer()->reserve(OutputWriter::kChunkCapacity);
   if (!reporter_ && !metrics_) trace_->header();

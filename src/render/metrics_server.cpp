@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cctype>
 #include <charconv>
 #include <cerrno>
 #include <cstdint>
@@ -30,6 +32,9 @@ constexpr std::size_t kMaxRequestBytes = 16384;
 // connection and could cut the answer's end off on the client's side.
 constexpr int kDrainMs = 1000;
 constexpr int kAcceptPauseMs = 100;
+// Answered connections waiting for their client to close; past this many
+// the oldest is closed (its answer was sent whole).
+constexpr std::ptrdiff_t kMaxDraining = 1024;
 
 std::uint64_t now_ms() { return monotonic_ns() / 1000000; }
 
@@ -40,6 +45,8 @@ struct Connection {
   std::string in, out;
   std::size_t sent = 0;
   std::uint64_t deadline_ms;
+  std::uint64_t accepted_ms;
+  std::uint64_t progress_ms;  // when its answer last moved
 };
 
 std::string response(int status, const char* reason, const std::string& body, bool head) {
@@ -47,10 +54,18 @@ std::string response(int status, const char* reason, const std::string& body, bo
   r += status == 200 ? "Content-Type: text/plain; version=0.0.4; charset=utf-8\r\n"
                      : "Content-Type: text/plain; charset=utf-8\r\n";
   if (status == 405) r += "Allow: GET, HEAD\r\n";
+  if (status == 503) r += "Retry-After: 1\r\n";
   r += "Content-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n";
   if (!head) r += body;
   return r;
 }
+
+// RFC 9110's token characters, which a method is made of.
+bool token_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("!#$%&'*+-.^_`|~", c) != nullptr;
+}
+
+bool control_char(char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; }
 
 // A listening socket on HOST:PORT of `family` (AF_UNSPEC: any), -1 with `error`.
 int listen_at(const std::string& host, const std::string& port, int family, std::string& error) {
@@ -112,6 +127,39 @@ int bound_port(int fd) {
 
 }  // namespace
 
+RequestCheck check_request(std::string_view received) {
+  const std::size_t line_end = received.find('\n');
+  std::string_view line = received.substr(0, line_end);
+  const std::size_t space = line.find(' ');
+  // Whatever arrives is looked at at once: bytes that cannot begin a
+  // request (a port scanner's, TLS) are answered without waiting for more.
+  const std::string_view method = line.substr(0, space);
+  if (!std::all_of(method.begin(), method.end(), token_char) || (line_end != std::string_view::npos &&
+                                                                  (space == 0 || space == std::string_view::npos)))
+    return {400};
+  if (space == std::string_view::npos) return {};
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  if (line_end == std::string_view::npos) {
+    const std::string_view rest = line.substr(space + 1);
+    return std::any_of(rest.begin(), rest.end(), control_char) ? RequestCheck{400} : RequestCheck{};
+  }
+  const std::string_view rest = line.substr(space + 1);
+  const std::size_t second = rest.find(' ');
+  const std::string_view target = rest.substr(0, second);
+  if (target.empty() || std::any_of(rest.begin(), rest.end(), control_char)) return {400};
+  if (second == std::string_view::npos) return {505};  // "GET /metrics": HTTP/0.9
+  const std::string_view version = rest.substr(second + 1);
+  if (version.size() != 8 || version.substr(0, 5) != "HTTP/" || !std::isdigit(static_cast<unsigned char>(version[5])) ||
+      version[6] != '.' || !std::isdigit(static_cast<unsigned char>(version[7])))
+    return {400};
+  if (version[5] != '1') return {505};
+  if (received.find("\r\n\r\n") == std::string_view::npos && received.find("\n\n") == std::string_view::npos)
+    return {};  // the headers are still coming
+  const bool head = method == "HEAD";
+  if (method != "GET" && !head) return {405};
+  return {target.substr(0, target.find('?')) == "/metrics" ? 200 : 404, head};
+}
+
 class MetricsServer::Loop {
  public:
   Loop(int listener, Body body) : listener_(listener), wake_(eventfd(0, EFD_CLOEXEC)), body_(std::move(body)) {}
@@ -130,6 +178,7 @@ class MetricsServer::Loop {
     thread_ = std::thread([this] { run(); });
     return true;
   }
+  void ready() { ready_ = true; }
 
  private:
   void run() {
@@ -137,14 +186,23 @@ class MetricsServer::Loop {
     while (true) {
       const std::uint64_t now = now_ms();
       for (auto it = connections_.begin(); it != connections_.end();)
-        it = it->deadline_ms <= now ? drop(it) : std::next(it);
+        it = it->deadline_ms <= now ? expire(it) : std::next(it);
+      limit_draining();
       int timeout = -1;
-      for (const Connection& c : connections_) {
-        const int left = static_cast<int>(c.deadline_ms - now);
+      const auto wake_at = [&](std::uint64_t at) {
+        const int left = at > now ? static_cast<int>(at - now) : 0;
         timeout = timeout < 0 ? left : std::min(timeout, left);
+      };
+      for (const Connection& c : connections_) wake_at(c.deadline_ms);
+      // Full: the next connections wait in the listen queue until a slot
+      // frees, or until a connection may make room (make_room()).
+      bool listening = now >= accept_paused_until_ms_;
+      if (!listening) wake_at(accept_paused_until_ms_);
+      if (listening && busy() >= kMaxConnections) {
+        const auto [slowest, at] = slowest_connection();
+        listening = slowest != connections_.end() && at <= now;
+        if (slowest != connections_.end() && !listening) wake_at(at);
       }
-      const bool listening = now >= accept_paused_until_ms_;
-      if (!listening) timeout = timeout < 0 ? kAcceptPauseMs : std::min(timeout, kAcceptPauseMs);
       fds.clear();
       fds.push_back({wake_, POLLIN, 0});
       fds.push_back({listening ? listener_ : -1, POLLIN, 0});
@@ -155,7 +213,53 @@ class MetricsServer::Loop {
       // The connections in the order of fds, then the new ones.
       auto it = connections_.begin();
       for (std::size_t i = 2; i < fds.size(); ++i) it = fds[i].revents ? serve(it, fds[i].revents) : std::next(it);
-      if (fds[1].revents) accept_all();
+      if (fds[1].revents) accept_waiting();
+    }
+  }
+
+  std::size_t busy() const {
+    return static_cast<std::size_t>(std::count_if(connections_.begin(), connections_.end(), [](const Connection& c) {
+      return c.state != Connection::Draining;
+    }));
+  }
+
+  // The connection that may be closed first to make room, and from when:
+  // one that has not sent its whole request kSlowRequestMs after it was
+  // accepted (it is answered 408), or one whose answer went nowhere for
+  // kStalledAnswerMs (a reader that stopped reading). end() if none.
+  std::pair<std::list<Connection>::iterator, std::uint64_t> slowest_connection() {
+    auto slowest = connections_.end();
+    std::uint64_t slowest_at = 0;
+    for (auto it = connections_.begin(); it != connections_.end(); ++it) {
+      if (it->state == Connection::Draining) continue;
+      const std::uint64_t at = it->state == Connection::Reading ? it->accepted_ms + kSlowRequestMs
+                                                                : it->progress_ms + kStalledAnswerMs;
+      if (slowest == connections_.end() || at < slowest_at) slowest = it, slowest_at = at;
+    }
+    return {slowest, slowest_at};
+  }
+
+  // False when every connection is still within its time.
+  bool make_room(std::uint64_t now) {
+    const auto [slowest, at] = slowest_connection();
+    if (slowest == connections_.end() || at > now) return false;
+    if (slowest->state == Connection::Writing) {
+      drop(slowest);  // its answer is cut short: its Content-Length says so
+      return true;
+    }
+    answer(*slowest, response(408, "Request Timeout", "the request did not come in time\n", false));
+    serve(slowest, 0);
+    return true;
+  }
+
+  // Past kMaxDraining, the connections closest to their drain's end go now.
+  void limit_draining() {
+    auto draining = [](const Connection& c) { return c.state == Connection::Draining; };
+    for (auto n = std::count_if(connections_.begin(), connections_.end(), draining); n > kMaxDraining; --n) {
+      auto first = std::find_if(connections_.begin(), connections_.end(), draining);
+      for (auto it = first; it != connections_.end(); ++it)
+        if (draining(*it) && it->deadline_ms < first->deadline_ms) first = it;
+      drop(first);
     }
   }
 
@@ -164,22 +268,27 @@ class MetricsServer::Loop {
     return connections_.erase(it);
   }
 
-  void accept_all() {
+  // Past its deadline: a request that did not come in time is answered
+  // 408, an answer not read in time (or a drain) is given up.
+  std::list<Connection>::iterator expire(std::list<Connection>::iterator it) {
+    if (it->state != Connection::Reading) return drop(it);
+    answer(*it, response(408, "Request Timeout", "the request did not come in time\n", false));
+    return serve(it, 0);
+  }
+
+  void accept_waiting() {
     while (true) {
+      const std::uint64_t now = now_ms();
+      if (busy() >= kMaxConnections && (!make_room(now) || busy() >= kMaxConnections)) return;
       const int fd = accept4(listener_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) {
         // Out of descriptors or memory: the listener stays readable, so
         // look again in a moment rather than at once.
         if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
-          accept_paused_until_ms_ = now_ms() + kAcceptPauseMs;
+          accept_paused_until_ms_ = now + kAcceptPauseMs;
         return;
       }
-      if (connections_.size() >= kMaxConnections) {  // the oldest that is not being answered, else the oldest
-        auto victim = std::find_if(connections_.begin(), connections_.end(),
-                                   [](const Connection& c) { return c.state != Connection::Writing; });
-        drop(victim != connections_.end() ? victim : connections_.begin());
-      }
-      connections_.push_back({fd, Connection::Reading, {}, {}, 0, now_ms() + kRequestTimeoutMs});
+      connections_.push_back({fd, Connection::Reading, {}, {}, 0, now + kRequestTimeoutMs, now, now});
     }
   }
 
@@ -190,6 +299,7 @@ class MetricsServer::Loop {
         const ssize_t n = send(c.fd, c.out.data() + c.sent, c.out.size() - c.sent, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n < 0) return errno == EAGAIN || errno == EINTR ? std::next(it) : drop(it);
         c.sent += static_cast<std::size_t>(n);
+        c.progress_ms = now_ms();
       }
       shutdown(c.fd, SHUT_WR);
       c.out = {};
@@ -202,37 +312,45 @@ class MetricsServer::Loop {
     if (n < 0 && (errno == EAGAIN || errno == EINTR) && !(revents & (POLLERR | POLLHUP))) return std::next(it);
     if (n <= 0 || c.state == Connection::Draining) return n > 0 ? std::next(it) : drop(it);
     c.in.append(buf, static_cast<std::size_t>(n));
+    const RequestCheck request = check_request(c.in);
     if (c.in.size() > kMaxRequestBytes)
-      c.out = response(431, "Request Header Fields Too Large", "request too large\n", false);
-    else if (c.in.find("\r\n\r\n") == std::string::npos && c.in.find("\n\n") == std::string::npos)
+      answer(c, response(431, "Request Header Fields Too Large", "request too large\n", false));
+    else if (request.status == 0)
       return std::next(it);
     else
-      answer(c);
-    c.state = Connection::Writing;
-    c.deadline_ms = now_ms() + kResponseTimeoutMs;
+      answer(c, request);
     return serve(it, 0);  // most answers go out at once
   }
 
-  void answer(Connection& c) {
-    const std::string line = c.in.substr(0, c.in.find_first_of("\r\n"));
-    const auto space = line.find(' ');
-    const std::string method = line.substr(0, space);
-    std::string target = space == std::string::npos ? "" : line.substr(space + 1);
-    target = target.substr(0, target.find(' '));
-    target = target.substr(0, target.find('?'));
-    const bool head = method == "HEAD";
-    if (method != "GET" && !head)
-      c.out = response(405, "Method Not Allowed", "only GET and HEAD\n", false);
-    else if (target != "/metrics")
-      c.out = response(404, "Not Found", "the metrics are at /metrics\n", head);
-    else
-      c.out = response(200, "OK", body_(), head);
+  void answer(Connection& c, const RequestCheck& request) {
+    switch (request.status) {
+      case 200:
+        if (!ready_)  // nothing is traced yet: an answer now would look like a working agent's
+          return answer(c, response(503, "Service Unavailable", "cudatrace has not begun tracing yet\n", request.head));
+        return answer(c, response(200, "OK", body_(), request.head));
+      case 404:
+        return answer(c, response(404, "Not Found", "the metrics are at /metrics\n", request.head));
+      case 405:
+        return answer(c, response(405, "Method Not Allowed", "only GET and HEAD\n", false));
+      case 505:
+        return answer(c, response(505, "HTTP Version Not Supported", "HTTP/1.0 and HTTP/1.1 only\n", false));
+      default:
+        return answer(c, response(400, "Bad Request", "not an HTTP request\n", false));
+    }
+  }
+
+  void answer(Connection& c, std::string out) {
+    c.out = std::move(out);
     c.in = {};
+    c.state = Connection::Writing;
+    c.progress_ms = now_ms();
+    c.deadline_ms = c.progress_ms + kResponseTimeoutMs;
   }
 
   int listener_;
   int wake_;
   Body body_;
+  std::atomic<bool> ready_{false};
   std::list<Connection> connections_;  // oldest first
   std::uint64_t accept_paused_until_ms_ = 0;
   std::thread thread_;
@@ -241,6 +359,8 @@ class MetricsServer::Loop {
 MetricsServer::MetricsServer(int port, std::unique_ptr<Loop> loop) : port_(port), loop_(std::move(loop)) {}
 
 MetricsServer::~MetricsServer() = default;
+
+void MetricsServer::ready() { loop_->ready(); }
 
 std::unique_ptr<MetricsServer> MetricsServer::start(const std::string& address, Body body, std::string& error) {
   std::string why;

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "harness.h"
+#include "http_client.h"
 
 namespace fs = std::filesystem;
 
@@ -732,6 +733,73 @@ TEST_F(Faults, PrometheusPortInUseFailsAtOnce) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);  // (it took 3.4 s, after loading BPF)
   expect_one_clear_error(r, 6, "cannot serve Prometheus metrics on " + taken + ": Address already in use", taken);
   close(fd);
+}
+
+// /metrics answered 30 ms after start while tracing began 0.8 s later, and
+// past 64 connections at once the rest were reset. Now a scrape before
+// tracing gets 503 with Retry-After, then 200 with the time tracing began,
+// and 2,000 scrapes at once are every one answered.
+TEST_F(Faults, PrometheusAnswersEveryScrapeAnd503UntilTracing) {
+  const int probe = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr = http::loopback(0);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(bind(probe, reinterpret_cast<const sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(getsockname(probe, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  close(probe);  // a free port, for the tracer to take
+  const int port = ntohs(addr.sin_port);
+  const std::string err = temp_path("prometheus-err");
+  const auto unix_now = [] {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  };
+  const double started = unix_now();
+  std::vector<std::string> argv = tracer_argv();
+  argv.insert(argv.end(), {"--all-processes", "--prometheus", "127.0.0.1:" + std::to_string(port)});
+  Child exporter = Child::start(argv, [&err] {
+    const int fd = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(fd, STDERR_FILENO);
+  });
+  const std::string scrape = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+  int unavailable = 0;
+  double first_unavailable = 0;
+  std::string ok;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        const double asked = unix_now();
+        const std::string r = http::http_exchange(port, scrape);
+        if (r.rfind("HTTP/1.1 503 Service Unavailable\r\n", 0) == 0) {
+          EXPECT_NE(r.find("\r\nRetry-After: 1\r\n"), std::string::npos) << r;
+          if (!unavailable++) first_unavailable = asked;
+        } else if (r.rfind("HTTP/1.1 200 OK\r\n", 0) == 0) {
+          ok = r;
+        } else {
+          EXPECT_TRUE(r.empty()) << "neither 503 nor 200: " << r;  // (not listening yet)
+        }
+        return !ok.empty();
+      },
+      60s))
+      << read_file(err);
+  // Loading the BPF programs takes seconds in exporter mode: the first scrapes came before tracing began.
+  EXPECT_GT(unavailable, 0) << read_file(err);
+  std::smatch since;
+  const std::string body = http::body_of(ok);
+  ASSERT_TRUE(std::regex_search(body, since, std::regex("\ncudatrace_tracing_since_seconds ([0-9.e+]+)\n"))) << body;
+  const double began = std::stod(since[1]);
+  EXPECT_GT(began, first_unavailable) << "tracing began after the first 503";
+  EXPECT_GT(began, started);
+  EXPECT_LT(began, unix_now());
+  EXPECT_TRUE(wait_until([&] { return read_file(err).find("serving Prometheus metrics") != std::string::npos; }));
+
+  const auto scraped = std::chrono::steady_clock::now();
+  const std::vector<std::string> answers = http::many_exchanges(port, 2000, scrape, 60s * time_scale());
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - scraped);
+  std::map<std::string, int> statuses;
+  for (const std::string& a : answers) ++statuses[a.substr(0, a.find('\r'))];
+  EXPECT_EQ(statuses["HTTP/1.1 200 OK"], 2000) << testing::PrintToString(statuses);
+  std::printf("2,000 concurrent scrapes of cudatrace in %lld ms: %s\n", static_cast<long long>(took.count()),
+              testing::PrintToString(statuses).c_str());
+  kill(exporter.pid, SIGTERM);
+  EXPECT_EQ(exporter.wait(20s), 0) << read_file(err);
+  std::remove(err.c_str());
 }
 
 // Without .symtab a program with the fake runtime linked in has no symbol to
