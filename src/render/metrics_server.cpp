@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -32,22 +33,24 @@ constexpr std::size_t kMaxRequestBytes = 16384;
 // connection and could cut the answer's end off on the client's side.
 constexpr int kDrainMs = 1000;
 constexpr int kAcceptPauseMs = 100;
-// Answered connections waiting for their client to close; past this many
-// the oldest is closed (its answer was sent whole).
-constexpr std::ptrdiff_t kMaxDraining = 1024;
 
 std::uint64_t now_ms() { return monotonic_ns() / 1000000; }
 
 struct Connection {
-  enum State { Reading, Writing, Draining };
+  // Reading its request; Waiting with it whole for an answer slot (not
+  // polled); Writing the answer; Draining what the client still sends.
+  enum State { Reading, Waiting, Writing, Draining };
   int fd;
   State state = Reading;
   std::string in, out;
+  RequestCheck request;  // Waiting: what it asked for
   std::size_t sent = 0;
   std::uint64_t deadline_ms;
   std::uint64_t accepted_ms;
   std::uint64_t progress_ms;  // when its answer last moved
 };
+
+
 
 std::string response(int status, const char* reason, const std::string& body, bool head) {
   std::string r = "HTTP/1.1 " + std::to_string(status) + " " + reason + "\r\n";
@@ -183,44 +186,51 @@ class MetricsServer::Loop {
  private:
   void run() {
     std::vector<pollfd> fds;
+    std::vector<std::list<Connection>::iterator> polled;
     while (true) {
       const std::uint64_t now = now_ms();
       for (auto it = connections_.begin(); it != connections_.end();)
         it = it->deadline_ms <= now ? expire(it) : std::next(it);
       limit_draining();
+      const std::uint64_t turn_at = answer_waiting(now);
       int timeout = -1;
       const auto wake_at = [&](std::uint64_t at) {
         const int left = at > now ? static_cast<int>(at - now) : 0;
         timeout = timeout < 0 ? left : std::min(timeout, left);
       };
       for (const Connection& c : connections_) wake_at(c.deadline_ms);
-      // Full: the next connections wait in the listen queue until a slot
-      // frees, or until a connection may make room (make_room()).
+      if (turn_at) wake_at(turn_at);
+      // Full: the next connections wait in the listen queue until one
+      // closes, or until one may be closed to make room (make_room()).
       bool listening = now >= accept_paused_until_ms_;
       if (!listening) wake_at(accept_paused_until_ms_);
-      if (listening && busy() >= kMaxConnections) {
+      if (listening && count(open_states) >= open_limit()) {
         const auto [slowest, at] = slowest_connection();
         listening = slowest != connections_.end() && at <= now;
         if (slowest != connections_.end() && !listening) wake_at(at);
       }
       fds.clear();
+      polled.clear();
       fds.push_back({wake_, POLLIN, 0});
       fds.push_back({listening ? listener_ : -1, POLLIN, 0});
-      for (const Connection& c : connections_)
-        fds.push_back({c.fd, static_cast<short>(c.state == Connection::Writing ? POLLOUT : POLLIN), 0});
+      for (auto it = connections_.begin(); it != connections_.end(); ++it) {
+        if (it->state == Connection::Waiting) continue;
+        fds.push_back({it->fd, static_cast<short>(it->state == Connection::Writing ? POLLOUT : POLLIN), 0});
+        polled.push_back(it);
+      }
       if (poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR) return;
       if (fds[0].revents) return;
-      // The connections in the order of fds, then the new ones.
-      auto it = connections_.begin();
-      for (std::size_t i = 2; i < fds.size(); ++i) it = fds[i].revents ? serve(it, fds[i].revents) : std::next(it);
+      for (std::size_t i = 2; i < fds.size(); ++i)
+        if (fds[i].revents) serve(polled[i - 2], fds[i].revents);  // (serve may close only the one it is given)
       if (fds[1].revents) accept_waiting();
     }
   }
 
-  std::size_t busy() const {
-    return static_cast<std::size_t>(std::count_if(connections_.begin(), connections_.end(), [](const Connection& c) {
-      return c.state != Connection::Draining;
-    }));
+  static bool open_states(const Connection& c) { return c.state != Connection::Draining; }
+  static bool answering(const Connection& c) { return c.state == Connection::Writing; }
+  static bool draining(const Connection& c) { return c.state == Connection::Draining; }
+  std::size_t count(bool (*in_state)(const Connection&)) const {
+    return static_cast<std::size_t>(std::count_if(connections_.begin(), connections_.end(), in_state));
   }
 
   // The connection that may be closed first to make room, and from when:
@@ -231,7 +241,7 @@ class MetricsServer::Loop {
     auto slowest = connections_.end();
     std::uint64_t slowest_at = 0;
     for (auto it = connections_.begin(); it != connections_.end(); ++it) {
-      if (it->state == Connection::Draining) continue;
+      if (it->state != Connection::Reading && it->state != Connection::Writing) continue;
       const std::uint64_t at = it->state == Connection::Reading ? it->accepted_ms + kSlowRequestMs
                                                                 : it->progress_ms + kStalledAnswerMs;
       if (slowest == connections_.end() || at < slowest_at) slowest = it, slowest_at = at;
@@ -243,24 +253,49 @@ class MetricsServer::Loop {
   bool make_room(std::uint64_t now) {
     const auto [slowest, at] = slowest_connection();
     if (slowest == connections_.end() || at > now) return false;
-    if (slowest->state == Connection::Writing) {
+    if (slowest->state == Connection::Writing)
       drop(slowest);  // its answer is cut short: its Content-Length says so
-      return true;
-    }
-    answer(*slowest, response(408, "Request Timeout", "the request did not come in time\n", false));
-    serve(slowest, 0);
+    else
+      send_answer(*slowest, response(408, "Request Timeout", "the request did not come in time\n", false));
     return true;
   }
 
-  // Past kMaxDraining, the connections closest to their drain's end go now.
+  // Past open_limit() draining, those closest to their drain's end go now.
   void limit_draining() {
-    auto draining = [](const Connection& c) { return c.state == Connection::Draining; };
-    for (auto n = std::count_if(connections_.begin(), connections_.end(), draining); n > kMaxDraining; --n) {
+    for (std::size_t n = count(draining), limit = open_limit(); n > limit; --n) {
       auto first = std::find_if(connections_.begin(), connections_.end(), draining);
       for (auto it = first; it != connections_.end(); ++it)
         if (draining(*it) && it->deadline_ms < first->deadline_ms) first = it;
       drop(first);
     }
+  }
+
+  // The answer that went nowhere the longest (end() if none is written).
+  std::list<Connection>::iterator stalled_answer() {
+    auto stalled = connections_.end();
+    for (auto it = connections_.begin(); it != connections_.end(); ++it)
+      if (answering(*it) && (stalled == connections_.end() || it->progress_ms < stalled->progress_ms)) stalled = it;
+    return stalled;
+  }
+
+  // Requests that came while kMaxAnswering answers were being written, in
+  // the order they came; for them, an answer whose reader took nothing for
+  // kStalledAnswerMs is given up. When one must wait, the time it may be
+  // given a slot (0: none is waiting).
+  std::uint64_t answer_waiting(std::uint64_t now) {
+    std::size_t writing = count(answering);
+    for (auto it = connections_.begin(); it != connections_.end(); ++it) {
+      if (it->state != Connection::Waiting) continue;
+      if (writing >= kMaxAnswering) {
+        const auto stalled = stalled_answer();
+        if (stalled->progress_ms + kStalledAnswerMs > now) return stalled->progress_ms + kStalledAnswerMs;
+        drop(stalled);  // cut short: its Content-Length says so
+        --writing;
+      }
+      answer(*it, it->request);
+      writing += answering(*it);
+    }
+    return 0;
   }
 
   std::list<Connection>::iterator drop(std::list<Connection>::iterator it) {
@@ -269,17 +304,17 @@ class MetricsServer::Loop {
   }
 
   // Past its deadline: a request that did not come in time is answered
-  // 408, an answer not read in time (or a drain) is given up.
+  // 408; an answer not read in time, one never begun, or a drain is given up.
   std::list<Connection>::iterator expire(std::list<Connection>::iterator it) {
     if (it->state != Connection::Reading) return drop(it);
-    answer(*it, response(408, "Request Timeout", "the request did not come in time\n", false));
-    return serve(it, 0);
+    send_answer(*it, response(408, "Request Timeout", "the request did not come in time\n", false));
+    return std::next(it);
   }
 
   void accept_waiting() {
     while (true) {
       const std::uint64_t now = now_ms();
-      if (busy() >= kMaxConnections && (!make_room(now) || busy() >= kMaxConnections)) return;
+      if (count(open_states) >= open_limit() && (!make_room(now) || count(open_states) >= open_limit())) return;
       const int fd = accept4(listener_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) {
         // Out of descriptors or memory: the listener stays readable, so
@@ -288,63 +323,78 @@ class MetricsServer::Loop {
           accept_paused_until_ms_ = now + kAcceptPauseMs;
         return;
       }
-      connections_.push_back({fd, Connection::Reading, {}, {}, 0, now + kRequestTimeoutMs, now, now});
+      connections_.push_back({fd, Connection::Reading, {}, {}, {}, 0, now + kRequestTimeoutMs, now, now});
     }
   }
 
-  std::list<Connection>::iterator serve(std::list<Connection>::iterator it, short revents) {
+  void serve(std::list<Connection>::iterator it, short revents) {
     Connection& c = *it;
-    if (c.state == Connection::Writing) {
-      while (c.sent < c.out.size()) {
-        const ssize_t n = send(c.fd, c.out.data() + c.sent, c.out.size() - c.sent, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (n < 0) return errno == EAGAIN || errno == EINTR ? std::next(it) : drop(it);
-        c.sent += static_cast<std::size_t>(n);
-        c.progress_ms = now_ms();
-      }
-      shutdown(c.fd, SHUT_WR);
-      c.out = {};
-      c.state = Connection::Draining;
-      c.deadline_ms = now_ms() + kDrainMs;
-      return std::next(it);
-    }
+    if (c.state == Connection::Writing) return write_answer(it);
     char buf[4096];
     const ssize_t n = recv(c.fd, buf, sizeof buf, MSG_DONTWAIT);
-    if (n < 0 && (errno == EAGAIN || errno == EINTR) && !(revents & (POLLERR | POLLHUP))) return std::next(it);
-    if (n <= 0 || c.state == Connection::Draining) return n > 0 ? std::next(it) : drop(it);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR) && !(revents & (POLLERR | POLLHUP))) return;
+    if (n <= 0 || c.state == Connection::Draining) {
+      if (n <= 0) drop(it);
+      return;
+    }
     c.in.append(buf, static_cast<std::size_t>(n));
     const RequestCheck request = check_request(c.in);
-    if (c.in.size() > kMaxRequestBytes)
-      answer(c, response(431, "Request Header Fields Too Large", "request too large\n", false));
-    else if (request.status == 0)
-      return std::next(it);
-    else
-      answer(c, request);
-    return serve(it, 0);  // most answers go out at once
+    if (c.in.size() > kMaxRequestBytes) {
+      send_answer(c, response(431, "Request Header Fields Too Large", "request too large\n", false));
+    } else if (request.status != 0) {
+      c.in = {};
+      c.request = request;
+      c.state = Connection::Waiting;  // answered now if there is room, else in its turn
+      c.deadline_ms = now_ms() + kResponseTimeoutMs;
+      if (count(answering) < kMaxAnswering) answer(c, request);
+    }
   }
 
   void answer(Connection& c, const RequestCheck& request) {
     switch (request.status) {
       case 200:
         if (!ready_)  // nothing is traced yet: an answer now would look like a working agent's
-          return answer(c, response(503, "Service Unavailable", "cudatrace has not begun tracing yet\n", request.head));
-        return answer(c, response(200, "OK", body_(), request.head));
+          return send_answer(c, response(503, "Service Unavailable", "cudatrace has not begun tracing yet\n", request.head));
+        return send_answer(c, response(200, "OK", body_(), request.head));
       case 404:
-        return answer(c, response(404, "Not Found", "the metrics are at /metrics\n", request.head));
+        return send_answer(c, response(404, "Not Found", "the metrics are at /metrics\n", request.head));
       case 405:
-        return answer(c, response(405, "Method Not Allowed", "only GET and HEAD\n", false));
+        return send_answer(c, response(405, "Method Not Allowed", "only GET and HEAD\n", false));
       case 505:
-        return answer(c, response(505, "HTTP Version Not Supported", "HTTP/1.0 and HTTP/1.1 only\n", false));
+        return send_answer(c, response(505, "HTTP Version Not Supported", "HTTP/1.0 and HTTP/1.1 only\n", false));
       default:
-        return answer(c, response(400, "Bad Request", "not an HTTP request\n", false));
+        return send_answer(c, response(400, "Bad Request", "not an HTTP request\n", false));
     }
   }
 
-  void answer(Connection& c, std::string out) {
+  // Most answers go out at once; the rest as the client reads.
+  void send_answer(Connection& c, std::string out) {
     c.out = std::move(out);
     c.in = {};
+    c.sent = 0;
     c.state = Connection::Writing;
     c.progress_ms = now_ms();
     c.deadline_ms = c.progress_ms + kResponseTimeoutMs;
+    write_some(c);
+  }
+
+  void write_answer(std::list<Connection>::iterator it) {
+    if (!write_some(*it)) drop(it);
+  }
+
+  // False when the connection failed.
+  bool write_some(Connection& c) {
+    while (c.sent < c.out.size()) {
+      const ssize_t n = send(c.fd, c.out.data() + c.sent, c.out.size() - c.sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n < 0) return errno == EAGAIN || errno == EINTR;
+      c.sent += static_cast<std::size_t>(n);
+      c.progress_ms = now_ms();
+    }
+    shutdown(c.fd, SHUT_WR);
+    c.out = {};
+    c.state = Connection::Draining;
+    c.deadline_ms = now_ms() + kDrainMs;
+    return true;
   }
 
   int listener_;
@@ -359,6 +409,14 @@ class MetricsServer::Loop {
 MetricsServer::MetricsServer(int port, std::unique_ptr<Loop> loop) : port_(port), loop_(std::move(loop)) {}
 
 MetricsServer::~MetricsServer() = default;
+
+// Draining connections may be as many again: an eighth of the descriptors
+// each, tracing needs the rest (libraries, links).
+std::size_t MetricsServer::open_limit() {
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) != 0 || files.rlim_cur == RLIM_INFINITY) return kMaxConnections;
+  return std::clamp<std::size_t>(files.rlim_cur / 8, kMaxAnswering, kMaxConnections);
+}
 
 void MetricsServer::ready() { loop_->ready(); }
 

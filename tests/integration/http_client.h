@@ -18,6 +18,14 @@
 
 namespace cudatrace_test::http {
 
+// Lets this process open `files` descriptors, as far as its hard limit allows.
+inline void raise_file_limit(std::size_t files) {
+  rlimit limit{};
+  getrlimit(RLIMIT_NOFILE, &limit);
+  limit.rlim_cur = std::max<rlim_t>(limit.rlim_cur, std::min<rlim_t>(limit.rlim_max, files));
+  setrlimit(RLIMIT_NOFILE, &limit);
+}
+
 inline sockaddr_in loopback(int port) {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -64,10 +72,7 @@ inline std::string body_of(const std::string& response) {
 // connection that failed or was reset), all within `limit`.
 inline std::vector<std::string> many_exchanges(int port, std::size_t n, const std::string& request,
                                         std::chrono::milliseconds limit) {
-  rlimit files{};
-  getrlimit(RLIMIT_NOFILE, &files);
-  files.rlim_cur = std::max<rlim_t>(files.rlim_cur, std::min<rlim_t>(files.rlim_max, n + 256));
-  setrlimit(RLIMIT_NOFILE, &files);
+  raise_file_limit(n + 256);
   struct Client {
     int fd;
     std::size_t sent = 0;

@@ -44,15 +44,19 @@ class MetricsServer {
   // answered 408), and to read the answer (then it is closed).
   static constexpr int kRequestTimeoutMs = 10000;
   static constexpr int kResponseTimeoutMs = 30000;
-  // Connections read or answered at once. Past this, new ones wait in the
-  // listen queue until one is answered, or until one may be closed to make
-  // room: one that has not sent its request kSlowRequestMs after it was
-  // accepted (answered 408: a client that connects and says nothing holds
-  // no scrape back), or one whose reader took nothing of its answer for
-  // kStalledAnswerMs.
-  static constexpr std::size_t kMaxConnections = 64;
-  static constexpr int kSlowRequestMs = 200;
+  // Connections open at once (open_limit()), and answers written at once (each holds a copy of the body):
+  // past the first, new connections wait in the listen queue until one is
+  // answered, or until one may be closed to make room: one that has not
+  // sent its request kSlowRequestMs after it was accepted (answered 408: a
+  // client that connects and says nothing holds no scrape back for long),
+  // or one whose reader took nothing of its answer for kStalledAnswerMs.
+  // Past the second, whole requests wait for their turn.
+  static constexpr std::size_t kMaxConnections = 1024;
+  static constexpr std::size_t kMaxAnswering = 64;
+  static constexpr int kSlowRequestMs = 1000;
   static constexpr int kStalledAnswerMs = 1000;
+  // kMaxConnections within an eighth of the process's descriptor limit now.
+  static std::size_t open_limit();
 
   // Listens on ADDRESS: "HOST:PORT" (an address or a name), "[IPV6]:PORT",
   // ":PORT" for every address (IPv6 and IPv4); port 0 picks a free one.
