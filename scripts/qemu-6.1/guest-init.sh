@@ -37,7 +37,8 @@ fi
 # under /tmp or /run, the guest's own tmpfs hides the host's copies.
 for i in "${!CT_SHARES[@]}"; do
   dir=${CT_SHARES[$i]}
-  if ! mkdir -p "$dir" || ! mount -t 9p -o trans=virtio,version=9p2000.L,cache=loose,ro,msize=262144 "share$i" "$dir"; then
+  if ! mkdir -p "$dir" ||
+    ! mount -t 9p -o trans=virtio,version=9p2000.L,cache=loose,ro,msize=262144 "share$i" "$dir"; then
     echo "qemu-6.1 guest: cannot mount $dir (share$i)"
     poweroff_now
   fi

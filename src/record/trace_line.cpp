@@ -178,8 +178,9 @@ bool TraceLine::parse(std::string_view line, std::string& error) {
       type_ = Type::End;
       const Json& detail = field(j, "lost_detail");
       end_ = LossCounts{};
+      // "lost" is the sum of the details, but a line that says nonsense is no end line.
       end_calls_ = unsigned_of(field(j, "calls"), "\"calls\"");
-      unsigned_of(field(j, "lost"), "\"lost\"");  // the sum of the details: a line that says nonsense is no end line
+      unsigned_of(field(j, "lost"), "\"lost\"");
       end_unfinished_ = unsigned_of(field(j, "unfinished"), "\"unfinished\"");
       if (const auto it = detail.find("output"); it != detail.end()) unsigned_of(*it, "lost_detail.output");
       end_.ring_buffer = unsigned_of(field(detail, "ring_buffer"), "lost_detail.ring_buffer");

@@ -354,7 +354,8 @@ class MetricsServer::Loop {
     switch (request.status) {
       case 200:
         if (!ready_)  // nothing is traced yet: an answer now would look like a working agent's
-          return send_answer(c, response(503, "Service Unavailable", "cudatrace has not begun tracing yet\n", request.head));
+          return send_answer(
+              c, response(503, "Service Unavailable", "cudatrace has not begun tracing yet\n", request.head));
         return send_answer(c, response(200, "OK", body_(), request.head));
       case 404:
         return send_answer(c, response(404, "Not Found", "the metrics are at /metrics\n", request.head));

@@ -902,10 +902,10 @@ TEST_F(Faults, DiskFillingUpWhileTracingExitsSixForEveryOutput) {
   std::smatch json;
   ASSERT_TRUE(std::regex_search(r.out, json, std::regex("json 6 ([0-9]+)\n"))) << r.out << r.err;
   std::smatch counts;
-  ASSERT_TRUE(std::regex_search(r.err, counts, std::regex("cudatrace: ([0-9]+) calls traced, ([0-9]+) lost, 0 unfinished\n"
-                                                          "cudatrace: lost [0-9]+ records that could not be written "
-                                                          "\\(writing " + dir + "/t.jsonl: No space left on device\\)\n")))
-      << r.err;
+  const std::regex json_end("cudatrace: ([0-9]+) calls traced, ([0-9]+) lost, 0 unfinished\n"
+                            "cudatrace: lost [0-9]+ records that could not be written \\(writing " +
+                            dir + "/t.jsonl: No space left on device\\)\n");
+  ASSERT_TRUE(std::regex_search(r.err, counts, json_end)) << r.err;
   EXPECT_EQ(counts[1], json[1]) << "written: the whole lines in the file";
   EXPECT_EQ(std::stoul(counts[1]) + std::stoul(counts[2]), 3000u) << r.err;
   EXPECT_EQ(r.err.find("consumer"), std::string::npos) << r.err;
@@ -1087,8 +1087,9 @@ TEST_F(Faults, ReportPutsCallsInOrderOrRefusesWhatItCannot) {
   const Result counted = run(reporter() + " --summary " + edited);
   EXPECT_EQ(counted.status, 0) << counted.err;
   const std::string n = std::to_string(calls_of_trace.size()), n3 = std::to_string(3 * calls_of_trace.size());
-  EXPECT_NE(counted.err.find("cudatrace: warning: " + edited + ": its end line counts " + n + " calls and 0 unfinished, "
-                             "but it holds " + n3 + " and 0: lines were added or removed since cudatrace wrote it"),
+  EXPECT_NE(counted.err.find("cudatrace: warning: " + edited + ": its end line counts " + n +
+                             " calls and 0 unfinished, but it holds " + n3 +
+                             " and 0: lines were added or removed since cudatrace wrote it"),
             std::string::npos) << counted.err;
   std::remove(trace.c_str());
   std::remove(edited.c_str());

@@ -83,7 +83,8 @@ inline std::vector<std::string> many_exchanges(int port, std::size_t n, const st
   const sockaddr_in addr = loopback(port);
   for (std::size_t i = 0; i < n; ++i) {
     const int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    const bool started = fd >= 0 && (connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0 || errno == EINPROGRESS);
+    const bool started =
+        fd >= 0 && (connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0 || errno == EINPROGRESS);
     clients.push_back({fd, 0, {}, !started});
   }
   const auto end = std::chrono::steady_clock::now() + limit;

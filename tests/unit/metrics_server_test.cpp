@@ -55,10 +55,12 @@ TEST(MetricsServer, AnswersMetricsAndErrors) {
   // Versions other than 1.x, and requests that are not HTTP, answered at
   // once (the connection then closes: no wait for more).
   const auto start = Clock::now();
-  EXPECT_EQ(http_exchange(port, "GET /metrics HTTP/9.9\r\n\r\n").rfind("HTTP/1.1 505 HTTP Version Not Supported\r\n", 0), 0u);
+  const std::string version_9 = http_exchange(port, "GET /metrics HTTP/9.9\r\n\r\n");
+  EXPECT_EQ(version_9.rfind("HTTP/1.1 505 HTTP Version Not Supported\r\n", 0), 0u) << version_9;
   EXPECT_EQ(http_exchange(port, "GET /metrics HTTP/2.0\r\n\r\n").rfind("HTTP/1.1 505", 0), 0u);
   EXPECT_EQ(http_exchange(port, "GET /metrics\r\n").rfind("HTTP/1.1 505", 0), 0u);  // HTTP/0.9
-  EXPECT_EQ(http_exchange(port, std::string("\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", 11)).rfind("HTTP/1.1 400 Bad Request\r\n", 0), 0u);
+  const std::string tls_hello("\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", 11);
+  EXPECT_EQ(http_exchange(port, tls_hello).rfind("HTTP/1.1 400 Bad Request\r\n", 0), 0u);
   EXPECT_EQ(http_exchange(port, "GET /metrics HTTP/1.1 extra\r\n\r\n").rfind("HTTP/1.1 400", 0), 0u);
   EXPECT_EQ(http_exchange(port, "GET /metrics HTTQ/1.1\r\n\r\n").rfind("HTTP/1.1 400", 0), 0u);
   EXPECT_EQ(http_exchange(port, "GET /met\x01rics HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 400", 0), 0u);
