@@ -33,6 +33,16 @@ if ! mount -t 9p -o trans=virtio,version=9p2000.L job /tmp/job; then
   poweroff_now
 fi
 . /tmp/job/job
+# The repository and the build at their own paths (scripts/qemu-6.1/run.sh):
+# under /tmp or /run, the guest's own tmpfs hides the host's copies.
+for i in "${!CT_SHARES[@]}"; do
+  dir=${CT_SHARES[$i]}
+  if ! mkdir -p "$dir" ||
+    ! mount -t 9p -o trans=virtio,version=9p2000.L,cache=loose,ro,msize=262144 "share$i" "$dir"; then
+    echo "qemu-6.1 guest: cannot mount $dir (share$i)"
+    poweroff_now
+  fi
+done
 
 echo "qemu-6.1 guest: Linux $(uname -r), $(nproc) CPU, BTF: $(test -r /sys/kernel/btf/vmlinux && echo yes || echo no)"
 status=0

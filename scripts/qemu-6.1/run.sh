@@ -20,10 +20,18 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=$(realpath "${1:-build}")
 cache=$build/qemu-6.1
-# The guest mounts its own /tmp and /run over the host's root it shares.
-case $build/ in
-  /tmp/* | /run/*) echo "qemu-6.1: the guest cannot see $build (its /tmp and /run are its own): build elsewhere" >&2; exit 1 ;;
-esac
+# The repository and the build (when it is not inside the repository) are
+# shared with the guest apart from the host's root and mounted at their own
+# paths there: the guest mounts its own /tmp and /run, which would hide a
+# clone or a build that lives under them (a newcomer's first clone often does).
+repo=$(cd "$here/../.." && pwd -P)
+if [[ $build/ == "$repo"/* ]]; then
+  shares=("$repo")
+elif [[ $repo/ == "$build"/* ]]; then
+  shares=("$build")
+else
+  shares=("$repo" "$build")
+fi
 timeout_s=${CT_QEMU_TIMEOUT:-900}
 
 # Both suites but the tests whose assertions are about time, which emulation
@@ -72,6 +80,7 @@ job=$build/qemu-6.1/job
 rm -rf "$job" && mkdir -p "$job"
 {
   printf 'CT_BUILD=%q\n' "$build"
+  printf 'CT_SHARES=(%s)\n' "$(printf '%q ' "${shares[@]}")"
   printf 'CT_INTEGRATION_FILTER=%q\n' "$integration_filter"
   printf 'CT_FAULTS_FILTER=%q\n' "$faults_filter"
   # The guest stops the suites in time to report, before the host's timeout.
@@ -83,13 +92,18 @@ start=$(date +%s)
 # cache=loose on the root: without it one file can show several inodes, and
 # uprobes attach to one of them. /dev/kvm here is kvm-pvm, which cannot run a
 # stock kernel: emulation (TCG). panic=-1 with -no-reboot: a crash ends QEMU.
+share_devices=()
+for i in "${!shares[@]}"; do  # (a comma in a QEMU option value is written twice)
+  share_devices+=(-fsdev "local,id=share$i,path=${shares[$i]//,/,,},security_model=none,readonly=on,multidevs=remap"
+    -device "virtio-9p-pci,fsdev=share$i,mount_tag=share$i")
+done
 rc=0
 timeout --kill-after=10 "$timeout_s" qemu-system-x86_64 \
   -accel tcg -cpu max -smp 1 -m 2G -nodefaults -no-reboot -display none -serial stdio \
   -kernel "$kernel/unpacked/boot/vmlinuz-$release" -initrd "$kernel/initramfs.gz" \
   -append "console=ttyS0 panic=-1 loglevel=4 ct_init=$here/guest-init.sh" \
   -fsdev "local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap" \
-  -device virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot \
+  -device virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot "${share_devices[@]}" \
   -fsdev "local,id=job,path=$job,security_model=none" \
   -device virtio-9p-pci,fsdev=job,mount_tag=job </dev/null || rc=$?
 echo "qemu-6.1: guest ran $(($(date +%s) - start)) s"

@@ -102,7 +102,8 @@ void Driver::remove_created_outputs() {
 
 int Driver::run() {
   // Served before the source starts: an address that cannot be served is
-  // said before anything is loaded, and /metrics answers from then on.
+  // said before anything is loaded, and /metrics answers 503 until tracing
+  // has begun.
   if (!opts_.prometheus_address.empty()) {
     std::string error;
     metrics_ = MetricsWriter::serve(opts_.prometheus_address, error);
@@ -139,9 +140,11 @@ int Driver::run() {
     call_writers_.push_back(trace_.get());
     drop_nvtx_ = opts_.min_us || opts_.errors_only;
   }
-  if (metrics_)
+  if (metrics_) {
+    metrics_->tracing_began();
     std::fprintf(stderr, "cudatrace: serving Prometheus metrics on port %d (%s/metrics)\n", metrics_->port(),
                  opts_.prometheus_address.c_str());
+  }
   writer_ = std::make_unique<OutputWriter>(out_fd_, std::size_t(opts_.buffer_mb) << 20);
   trace_->buffer()->reserve(OutputWriter::kChunkCapacity);
   if (!reporter_ && !metrics_) trace_->header();
@@ -278,8 +281,9 @@ void Driver::finish() {
   trace_->buffer()->clear();
   output_ok();
   if (output_closed_) return;
-  // The JSON end line did not get out: its counts go to stderr instead.
-  if (opts_.json && !end_written && !output_failed_) append_end_text(messages, stats_);
+  // The JSON end line did not get out (a full disk, a consumer that stopped
+  // reading): its counts, what was written and what was lost, go to stderr.
+  if (opts_.json && !end_written) append_end_text(messages, stats_);
   if (messages.size()) std::fwrite(messages.data(), 1, messages.size(), stderr);
   if (opts_.verbose) {
     rusage self{};

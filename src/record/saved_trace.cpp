@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <functional>
 #include <cstdlib>
 #include <cstring>
 
@@ -19,6 +20,8 @@ namespace {
 
 // Lines handed on per feed: the driver flushes its outputs between feeds.
 constexpr int kLinesPerFeed = 4096;
+// Room for a read beyond the longest line.
+constexpr std::size_t kReadBlock = 65536;
 
 }  // namespace
 
@@ -59,15 +62,52 @@ std::FILE* open_trace(const std::string& path, std::chrono::milliseconds writer_
     close(fd);
     return nullptr;
   }
+  std::setvbuf(f, nullptr, _IONBF, 0);  // nothing read ahead: the reader goes on with read(2)
   if (first != EOF) std::ungetc(first, f);
   return f;
+}
+
+// `in` is unbuffered: one getc takes the byte open_trace put back (or reads
+// one), and stdio holds nothing more.
+SavedTrace::LineReader::LineReader(std::FILE* in)
+    : fd_(fileno(in)), first_(std::getc(in)), buf_(kMaxTraceLineBytes + kReadBlock) {}
+
+SavedTrace::LineReader::Result SavedTrace::LineReader::next(std::string_view& line) {
+  while (true) {
+    const char* at = buf_.data() + begin_;
+    if (const void* newline = std::memchr(at, '\n', end_ - begin_)) {
+      const std::size_t length = static_cast<const char*>(newline) - at;
+      line = std::string_view(at, length);
+      begin_ += length + 1;
+      return length > kMaxTraceLineBytes ? TooLong : Line;
+    }
+    if (end_ - begin_ > kMaxTraceLineBytes) return TooLong;
+    if (eof_) {
+      if (begin_ == end_) return End;
+      line = std::string_view(at, end_ - begin_);  // the last line, without a newline
+      begin_ = end_;
+      return Line;
+    }
+    std::memmove(buf_.data(), at, end_ - begin_);
+    end_ -= begin_;
+    begin_ = 0;
+    if (first_ != EOF) {
+      buf_[end_++] = static_cast<char>(first_);
+      first_ = EOF;
+      continue;
+    }
+    const ssize_t n = ::read(fd_, buf_.data() + end_, buf_.size() - end_);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Error;
+    end_ += static_cast<std::size_t>(n);
+    eof_ = n == 0;
+  }
 }
 
 SavedTrace::SavedTrace(std::string path)
     : path_(std::move(path)), name_(path_ == "-" ? "standard input" : path_) {}
 
 SavedTrace::~SavedTrace() {
-  std::free(buf_);
   if (in_ && in_ != stdin) std::fclose(in_);
 }
 
@@ -78,37 +118,73 @@ bool SavedTrace::fail(const std::string& why) {
   return false;
 }
 
-bool SavedTrace::next_line() {
+bool SavedTrace::read_line() {
   while (true) {
-    const ssize_t n = ::getline(&buf_, &capacity_, in_);
-    if (n < 0) {
-      if (std::ferror(in_)) {
-        std::fprintf(stderr, "cudatrace: reading %s: %s\n", name_.c_str(), std::strerror(errno));
-        failed_ = true;
-      }
+    std::string_view text;
+    const LineReader::Result read = reader_->next(text);
+    if (read == LineReader::End) {
+      read_to_end_ = true;
+      return false;
+    }
+    if (read == LineReader::Error) {
+      std::fprintf(stderr, "cudatrace: reading %s: %s\n", name_.c_str(), std::strerror(errno));
+      failed_ = true;
       return false;
     }
     ++number_;
-    std::string_view text(buf_, static_cast<std::size_t>(n));
-    if (!text.empty() && text.back() == '\n') text.remove_suffix(1);
+    if (read == LineReader::TooLong)
+      return fail(fmt::format("a line longer than {} MiB: not a line of a cudatrace trace", kMaxTraceLineBytes >> 20));
     if (text.empty()) continue;
     if (ended_) return fail("a line after the end line");
+    // Parsed into a free slot, which a call keeps until it is handed on.
+    if (free_slots_.empty()) {
+      free_slots_.push_back(static_cast<std::uint32_t>(slots_.size()));
+      slots_.emplace_back();
+    }
+    const std::uint32_t slot = free_slots_.back();
+    TraceLine& line = slots_[slot];
     std::string error;
-    if (!line_.parse(text, error)) return fail(error);
-    switch (line_.type()) {
+    if (!line.parse(text, error)) return fail(error);
+    switch (line.type()) {
       case TraceLine::Type::End:
         ended_ = true;
-        lost_ = line_.end();
+        lost_ = line.end();
+        end_calls_ = line.end_calls();
+        end_unfinished_ = line.end_unfinished();
         continue;
       case TraceLine::Type::Warning: {
-        const TraceLine::WarningSite& w = line_.warning();
-        locations_[{w.pid, w.caller}] = w.location;
-        if (!w.gpu_code.empty()) gpu_codes_[{w.pid, w.caller}] = w.gpu_code;
+        const TraceLine::WarningSite& w = line.warning();
+        if (locations_.size() < kMaxWarningSites) locations_[{w.pid, w.caller}] = w.location;
+        if (!w.gpu_code.empty() && gpu_codes_.size() < kMaxWarningSites) gpu_codes_[{w.pid, w.caller}] = w.gpu_code;
         continue;
       }
       case TraceLine::Type::Call:
-        return true;
+        break;
     }
+    const ct_call& rec = line.record();
+    const bool unfinished = rec.type == CT_REC_UNFINISHED;
+    ++(unfinished ? unfinished_read_ : calls_read_);
+    // An unfinished call is written where the tracer found it open (a thread
+    // that exited, the end of tracing): it keeps its place.
+    const std::uint64_t returned = unfinished ? std::max<std::uint64_t>(rec.ts_ns, newest_ns_)
+                                              : rec.ts_ns + std::min<std::uint64_t>(rec.dur_ns, ~rec.ts_ns);
+    if (released_line_ && returned < released_ns_)
+      return fail(fmt::format(
+          "out of order: this call returned {:.6f} s before the call of line {}, which was already reported (a "
+          "trace is read in the order cudatrace writes it, by return time, and put in order only within {} s or {} "
+          "lines)",
+          double(released_ns_ - returned) / 1e9, released_line_, kOrderWindowNs / 1000000000, kOrderWindowLines));
+    free_slots_.pop_back();
+    const Pending pending{returned, number_, text.size(), slot};
+    if (returned >= newest_ns_) {
+      in_order_.push_back(pending);
+      newest_ns_ = returned;
+    } else {
+      late_.push_back(pending);
+      std::push_heap(late_.begin(), late_.end(), std::greater<>());
+    }
+    window_bytes_ += text.size();
+    return true;
   }
 }
 
@@ -120,9 +196,42 @@ bool SavedTrace::private_trace() const {
   return found && S_ISREG(st.st_mode) && !(st.st_mode & S_IROTH);
 }
 
+const SavedTrace::Pending* SavedTrace::earliest() const {
+  if (in_order_.empty() || (!late_.empty() && in_order_.front() > late_.front()))
+    return late_.empty() ? nullptr : &late_.front();
+  return &in_order_.front();
+}
+
+bool SavedTrace::window_full() const {
+  const Pending* first = earliest();
+  return first && (newest_ns_ - first->returned_ns > kOrderWindowNs ||
+                   in_order_.size() + late_.size() > kOrderWindowLines || window_bytes_ > kOrderWindowBytes);
+}
+
+bool SavedTrace::next_call() {
+  if (current_ != kNoSlot) free_slots_.push_back(current_);  // handed on
+  current_ = kNoSlot;
+  while (!window_full() && read_line()) {
+  }
+  const Pending* first = earliest();
+  if (failed_ || !first) return false;
+  released_ns_ = first->returned_ns;
+  released_line_ = first->number;
+  window_bytes_ -= first->bytes;
+  current_ = first->slot;
+  if (first == &late_.front()) {
+    std::pop_heap(late_.begin(), late_.end(), std::greater<>());
+    late_.pop_back();
+  } else {
+    in_order_.pop_front();
+  }
+  return true;
+}
+
 int SavedTrace::start(const RecordsNeeded&) {
   if (path_ == "-") {
     in_ = stdin;
+    std::setvbuf(in_, nullptr, _IONBF, 0);  // as open_trace's
   } else {
     std::string error;
     in_ = open_trace(path_, kFifoWriterWait, error);
@@ -131,25 +240,36 @@ int SavedTrace::start(const RecordsNeeded&) {
       return kExitInput;
     }
   }
+  reader_ = std::make_unique<LineReader>(in_);
   api_stats_.assign(apis().size(), ct_api_stats{});
-  call_pending_ = next_line();
+  while (!window_full() && read_line()) {
+  }
   if (failed_) return kExitInput;
-  if (!call_pending_ && !ended_) {
+  if (!earliest() && !ended_) {
     std::fprintf(stderr, "cudatrace: %s: not a trace: no calls and no end line in it\n", name_.c_str());
     return kExitInput;
   }
-  // The trace does not say when tracing started: its first call is time 0
-  // (a trace of no calls: empty tables).
-  if (call_pending_) start_ns_ = last_ns_ = line_.record().ts_ns;
+  // The trace does not say when tracing started: the earliest call that
+  // began in its first window is time 0 (a trace of no calls: empty tables).
+  if (const Pending* first = earliest()) {
+    start_ns_ = slots_[first->slot].record().ts_ns;
+    const auto earlier = [this](const Pending& p) {
+      start_ns_ = std::min<std::uint64_t>(start_ns_, slots_[p.slot].record().ts_ns);
+    };
+    std::for_each(in_order_.begin(), in_order_.end(), earlier);
+    std::for_each(late_.begin(), late_.end(), earlier);
+    last_ns_ = start_ns_;
+  }
   return kExitOk;
 }
 
 void SavedTrace::hand_on(CallConsumer& to) {
-  const ct_call& rec = line_.record();
-  if (!line_.kernel_mangled().empty()) names_.add(rec.pid, line_.kernel_handle(), line_.kernel_mangled());
+  const TraceLine& line = slots_[current_];
+  const ct_call& rec = line.record();
+  if (!line.kernel_mangled().empty()) names_.add(rec.pid, line.kernel_handle(), line.kernel_mangled());
   if (!decode_call(rec, &names_, call_)) return;
   if (call_.api->group() == Group::Module) names_.learn(call_);
-  call_.stack = line_.stack();
+  call_.stack = line.stack();
   last_ns_ = std::max<std::uint64_t>(last_ns_, call_.end_ns());
   // What BPF counts live in summary mode.
   if (!call_.unfinished)
@@ -159,18 +279,24 @@ void SavedTrace::hand_on(CallConsumer& to) {
 
 bool SavedTrace::feed(CallConsumer& to, int) {
   for (int i = 0; i < kLinesPerFeed; ++i) {
-    if (!call_pending_) return false;
+    if (!next_call()) return false;
     hand_on(to);
-    call_pending_ = next_line();
   }
-  return call_pending_;
+  return true;
 }
 
 void SavedTrace::finish(CallConsumer&) {
-  if (!failed_ && !ended_ && !call_pending_)
+  if (failed_ || !read_to_end_ || earliest()) return;  // (the output failed: the rest was not read)
+  if (!ended_)
     std::fprintf(stderr,
                  "cudatrace: warning: %s has no end line: the trace was cut short, its last calls may be missing\n",
                  name_.c_str());
+  else if (calls_read_ != end_calls_ || unfinished_read_ != end_unfinished_)
+    std::fprintf(stderr,
+                 "cudatrace: warning: %s: its end line counts %s calls and %s unfinished, but it holds %s and %s: "
+                 "lines were added or removed since cudatrace wrote it (this report is of the lines it holds)\n",
+                 name_.c_str(), fmt::to_string(end_calls_).c_str(), fmt::to_string(end_unfinished_).c_str(),
+                 fmt::to_string(calls_read_).c_str(), fmt::to_string(unfinished_read_).c_str());
 }
 
 std::string SavedTrace::location(std::uint32_t pid, std::uint64_t addr) {

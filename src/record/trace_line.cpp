@@ -117,10 +117,10 @@ bool TraceLine::parse(std::string_view line, std::string& error) {
         return count(detail, name, std::string(kLostDetail.name()) + "." + std::string(name));
       };
       end_ = LossCounts{};
-      // Counted again from the calls, but a line that says nonsense is no end line.
-      count(j, kCalls.name(), quoted(kCalls.name()));
+      // "lost" is the sum of the details, but a line that says nonsense is no end line.
+      end_calls_ = count(j, kCalls.name(), quoted(kCalls.name()));
       count(j, kLost.name(), quoted(kLost.name()));
-      count(j, kUnfinishedCalls.name(), quoted(kUnfinishedCalls.name()));
+      end_unfinished_ = count(j, kUnfinishedCalls.name(), quoted(kUnfinishedCalls.name()));
       if (detail.contains(kOutput.name())) lost(kOutput.name());
       end_.ring_buffer = lost(kRingBuffer.name());
       end_.thread_table = lost(kThreadTable.name());

@@ -6,11 +6,14 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cctype>
 #include <charconv>
 #include <cerrno>
 #include <cstdint>
@@ -34,23 +37,38 @@ constexpr int kAcceptPauseMs = 100;
 std::uint64_t now_ms() { return monotonic_ns() / 1000000; }
 
 struct Connection {
-  enum State { Reading, Writing, Draining };
+  // Reading its request; Waiting with it whole for an answer slot (not
+  // polled); Writing the answer; Draining what the client still sends.
+  enum State { Reading, Waiting, Writing, Draining };
   int fd;
   State state = Reading;
   std::string in, out;
+  RequestCheck request;  // Waiting: what it asked for
   std::size_t sent = 0;
   std::uint64_t deadline_ms;
+  std::uint64_t accepted_ms;
+  std::uint64_t progress_ms;  // when its answer last moved
 };
+
+
 
 std::string response(int status, const char* reason, const std::string& body, bool head) {
   std::string r = "HTTP/1.1 " + std::to_string(status) + " " + reason + "\r\n";
   r += status == 200 ? "Content-Type: text/plain; version=0.0.4; charset=utf-8\r\n"
                      : "Content-Type: text/plain; charset=utf-8\r\n";
   if (status == 405) r += "Allow: GET, HEAD\r\n";
+  if (status == 503) r += "Retry-After: 1\r\n";
   r += "Content-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n";
   if (!head) r += body;
   return r;
 }
+
+// RFC 9110's token characters, which a method is made of.
+bool token_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("!#$%&'*+-.^_`|~", c) != nullptr;
+}
+
+bool control_char(char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; }
 
 // A listening socket on HOST:PORT of `family` (AF_UNSPEC: any), -1 with `error`.
 int listen_at(const std::string& host, const std::string& port, int family, std::string& error) {
@@ -112,6 +130,39 @@ int bound_port(int fd) {
 
 }  // namespace
 
+RequestCheck check_request(std::string_view received) {
+  const std::size_t line_end = received.find('\n');
+  std::string_view line = received.substr(0, line_end);
+  const std::size_t space = line.find(' ');
+  // Whatever arrives is looked at at once: bytes that cannot begin a
+  // request (a port scanner's, TLS) are answered without waiting for more.
+  const std::string_view method = line.substr(0, space);
+  if (!std::all_of(method.begin(), method.end(), token_char) || (line_end != std::string_view::npos &&
+                                                                  (space == 0 || space == std::string_view::npos)))
+    return {400};
+  if (space == std::string_view::npos) return {};
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  if (line_end == std::string_view::npos) {
+    const std::string_view rest = line.substr(space + 1);
+    return std::any_of(rest.begin(), rest.end(), control_char) ? RequestCheck{400} : RequestCheck{};
+  }
+  const std::string_view rest = line.substr(space + 1);
+  const std::size_t second = rest.find(' ');
+  const std::string_view target = rest.substr(0, second);
+  if (target.empty() || std::any_of(rest.begin(), rest.end(), control_char)) return {400};
+  if (second == std::string_view::npos) return {505};  // "GET /metrics": HTTP/0.9
+  const std::string_view version = rest.substr(second + 1);
+  if (version.size() != 8 || version.substr(0, 5) != "HTTP/" || !std::isdigit(static_cast<unsigned char>(version[5])) ||
+      version[6] != '.' || !std::isdigit(static_cast<unsigned char>(version[7])))
+    return {400};
+  if (version[5] != '1') return {505};
+  if (received.find("\r\n\r\n") == std::string_view::npos && received.find("\n\n") == std::string_view::npos)
+    return {};  // the headers are still coming
+  const bool head = method == "HEAD";
+  if (method != "GET" && !head) return {405};
+  return {target.substr(0, target.find('?')) == "/metrics" ? 200 : 404, head};
+}
+
 class MetricsServer::Loop {
  public:
   Loop(int listener, Body body) : listener_(listener), wake_(eventfd(0, EFD_CLOEXEC)), body_(std::move(body)) {}
@@ -130,33 +181,121 @@ class MetricsServer::Loop {
     thread_ = std::thread([this] { run(); });
     return true;
   }
+  void ready() { ready_ = true; }
 
  private:
   void run() {
     std::vector<pollfd> fds;
+    std::vector<std::list<Connection>::iterator> polled;
     while (true) {
       const std::uint64_t now = now_ms();
       for (auto it = connections_.begin(); it != connections_.end();)
-        it = it->deadline_ms <= now ? drop(it) : std::next(it);
+        it = it->deadline_ms <= now ? expire(it) : std::next(it);
+      limit_draining();
+      const std::uint64_t turn_at = answer_waiting(now);
       int timeout = -1;
-      for (const Connection& c : connections_) {
-        const int left = static_cast<int>(c.deadline_ms - now);
+      const auto wake_at = [&](std::uint64_t at) {
+        const int left = at > now ? static_cast<int>(at - now) : 0;
         timeout = timeout < 0 ? left : std::min(timeout, left);
+      };
+      for (const Connection& c : connections_) wake_at(c.deadline_ms);
+      if (turn_at) wake_at(turn_at);
+      // Full: the next connections wait in the listen queue until one
+      // closes, or until one may be closed to make room (make_room()).
+      bool listening = now >= accept_paused_until_ms_;
+      if (!listening) wake_at(accept_paused_until_ms_);
+      if (listening && count(open_states) >= open_limit()) {
+        const auto [slowest, at] = slowest_connection();
+        listening = slowest != connections_.end() && at <= now;
+        if (slowest != connections_.end() && !listening) wake_at(at);
       }
-      const bool listening = now >= accept_paused_until_ms_;
-      if (!listening) timeout = timeout < 0 ? kAcceptPauseMs : std::min(timeout, kAcceptPauseMs);
       fds.clear();
+      polled.clear();
       fds.push_back({wake_, POLLIN, 0});
       fds.push_back({listening ? listener_ : -1, POLLIN, 0});
-      for (const Connection& c : connections_)
-        fds.push_back({c.fd, static_cast<short>(c.state == Connection::Writing ? POLLOUT : POLLIN), 0});
+      for (auto it = connections_.begin(); it != connections_.end(); ++it) {
+        if (it->state == Connection::Waiting) continue;
+        fds.push_back({it->fd, static_cast<short>(it->state == Connection::Writing ? POLLOUT : POLLIN), 0});
+        polled.push_back(it);
+      }
       if (poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR) return;
       if (fds[0].revents) return;
-      // The connections in the order of fds, then the new ones.
-      auto it = connections_.begin();
-      for (std::size_t i = 2; i < fds.size(); ++i) it = fds[i].revents ? serve(it, fds[i].revents) : std::next(it);
-      if (fds[1].revents) accept_all();
+      for (std::size_t i = 2; i < fds.size(); ++i)
+        if (fds[i].revents) serve(polled[i - 2], fds[i].revents);  // (serve may close only the one it is given)
+      if (fds[1].revents) accept_waiting();
     }
+  }
+
+  static bool open_states(const Connection& c) { return c.state != Connection::Draining; }
+  static bool answering(const Connection& c) { return c.state == Connection::Writing; }
+  static bool draining(const Connection& c) { return c.state == Connection::Draining; }
+  std::size_t count(bool (*in_state)(const Connection&)) const {
+    return static_cast<std::size_t>(std::count_if(connections_.begin(), connections_.end(), in_state));
+  }
+
+  // The connection that may be closed first to make room, and from when:
+  // one that has not sent its whole request kSlowRequestMs after it was
+  // accepted (it is answered 408), or one whose answer went nowhere for
+  // kStalledAnswerMs (a reader that stopped reading). end() if none.
+  std::pair<std::list<Connection>::iterator, std::uint64_t> slowest_connection() {
+    auto slowest = connections_.end();
+    std::uint64_t slowest_at = 0;
+    for (auto it = connections_.begin(); it != connections_.end(); ++it) {
+      if (it->state != Connection::Reading && it->state != Connection::Writing) continue;
+      const std::uint64_t at = it->state == Connection::Reading ? it->accepted_ms + kSlowRequestMs
+                                                                : it->progress_ms + kStalledAnswerMs;
+      if (slowest == connections_.end() || at < slowest_at) slowest = it, slowest_at = at;
+    }
+    return {slowest, slowest_at};
+  }
+
+  // False when every connection is still within its time.
+  bool make_room(std::uint64_t now) {
+    const auto [slowest, at] = slowest_connection();
+    if (slowest == connections_.end() || at > now) return false;
+    if (slowest->state == Connection::Writing)
+      drop(slowest);  // its answer is cut short: its Content-Length says so
+    else
+      send_answer(*slowest, response(408, "Request Timeout", "the request did not come in time\n", false));
+    return true;
+  }
+
+  // Past open_limit() draining, those closest to their drain's end go now.
+  void limit_draining() {
+    for (std::size_t n = count(draining), limit = open_limit(); n > limit; --n) {
+      auto first = std::find_if(connections_.begin(), connections_.end(), draining);
+      for (auto it = first; it != connections_.end(); ++it)
+        if (draining(*it) && it->deadline_ms < first->deadline_ms) first = it;
+      drop(first);
+    }
+  }
+
+  // The answer that went nowhere the longest (end() if none is written).
+  std::list<Connection>::iterator stalled_answer() {
+    auto stalled = connections_.end();
+    for (auto it = connections_.begin(); it != connections_.end(); ++it)
+      if (answering(*it) && (stalled == connections_.end() || it->progress_ms < stalled->progress_ms)) stalled = it;
+    return stalled;
+  }
+
+  // Requests that came while kMaxAnswering answers were being written, in
+  // the order they came; for them, an answer whose reader took nothing for
+  // kStalledAnswerMs is given up. When one must wait, the time it may be
+  // given a slot (0: none is waiting).
+  std::uint64_t answer_waiting(std::uint64_t now) {
+    std::size_t writing = count(answering);
+    for (auto it = connections_.begin(); it != connections_.end(); ++it) {
+      if (it->state != Connection::Waiting) continue;
+      if (writing >= kMaxAnswering) {
+        const auto stalled = stalled_answer();
+        if (stalled->progress_ms + kStalledAnswerMs > now) return stalled->progress_ms + kStalledAnswerMs;
+        drop(stalled);  // cut short: its Content-Length says so
+        --writing;
+      }
+      answer(*it, it->request);
+      writing += answering(*it);
+    }
+    return 0;
   }
 
   std::list<Connection>::iterator drop(std::list<Connection>::iterator it) {
@@ -164,75 +303,105 @@ class MetricsServer::Loop {
     return connections_.erase(it);
   }
 
-  void accept_all() {
+  // Past its deadline: a request that did not come in time is answered
+  // 408; an answer not read in time, one never begun, or a drain is given up.
+  std::list<Connection>::iterator expire(std::list<Connection>::iterator it) {
+    if (it->state != Connection::Reading) return drop(it);
+    send_answer(*it, response(408, "Request Timeout", "the request did not come in time\n", false));
+    return std::next(it);
+  }
+
+  void accept_waiting() {
     while (true) {
+      const std::uint64_t now = now_ms();
+      if (count(open_states) >= open_limit() && (!make_room(now) || count(open_states) >= open_limit())) return;
       const int fd = accept4(listener_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) {
         // Out of descriptors or memory: the listener stays readable, so
         // look again in a moment rather than at once.
         if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
-          accept_paused_until_ms_ = now_ms() + kAcceptPauseMs;
+          accept_paused_until_ms_ = now + kAcceptPauseMs;
         return;
       }
-      if (connections_.size() >= kMaxConnections) {  // the oldest that is not being answered, else the oldest
-        auto victim = std::find_if(connections_.begin(), connections_.end(),
-                                   [](const Connection& c) { return c.state != Connection::Writing; });
-        drop(victim != connections_.end() ? victim : connections_.begin());
-      }
-      connections_.push_back({fd, Connection::Reading, {}, {}, 0, now_ms() + kRequestTimeoutMs});
+      connections_.push_back({fd, Connection::Reading, {}, {}, {}, 0, now + kRequestTimeoutMs, now, now});
     }
   }
 
-  std::list<Connection>::iterator serve(std::list<Connection>::iterator it, short revents) {
+  void serve(std::list<Connection>::iterator it, short revents) {
     Connection& c = *it;
-    if (c.state == Connection::Writing) {
-      while (c.sent < c.out.size()) {
-        const ssize_t n = send(c.fd, c.out.data() + c.sent, c.out.size() - c.sent, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (n < 0) return errno == EAGAIN || errno == EINTR ? std::next(it) : drop(it);
-        c.sent += static_cast<std::size_t>(n);
-      }
-      shutdown(c.fd, SHUT_WR);
-      c.out = {};
-      c.state = Connection::Draining;
-      c.deadline_ms = now_ms() + kDrainMs;
-      return std::next(it);
-    }
+    if (c.state == Connection::Writing) return write_answer(it);
     char buf[4096];
     const ssize_t n = recv(c.fd, buf, sizeof buf, MSG_DONTWAIT);
-    if (n < 0 && (errno == EAGAIN || errno == EINTR) && !(revents & (POLLERR | POLLHUP))) return std::next(it);
-    if (n <= 0 || c.state == Connection::Draining) return n > 0 ? std::next(it) : drop(it);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR) && !(revents & (POLLERR | POLLHUP))) return;
+    if (n <= 0 || c.state == Connection::Draining) {
+      if (n <= 0) drop(it);
+      return;
+    }
     c.in.append(buf, static_cast<std::size_t>(n));
-    if (c.in.size() > kMaxRequestBytes)
-      c.out = response(431, "Request Header Fields Too Large", "request too large\n", false);
-    else if (c.in.find("\r\n\r\n") == std::string::npos && c.in.find("\n\n") == std::string::npos)
-      return std::next(it);
-    else
-      answer(c);
-    c.state = Connection::Writing;
-    c.deadline_ms = now_ms() + kResponseTimeoutMs;
-    return serve(it, 0);  // most answers go out at once
+    const RequestCheck request = check_request(c.in);
+    if (c.in.size() > kMaxRequestBytes) {
+      send_answer(c, response(431, "Request Header Fields Too Large", "request too large\n", false));
+    } else if (request.status != 0) {
+      c.in = {};
+      c.request = request;
+      c.state = Connection::Waiting;  // answered now if there is room, else in its turn
+      c.deadline_ms = now_ms() + kResponseTimeoutMs;
+      if (count(answering) < kMaxAnswering) answer(c, request);
+    }
   }
 
-  void answer(Connection& c) {
-    const std::string line = c.in.substr(0, c.in.find_first_of("\r\n"));
-    const auto space = line.find(' ');
-    const std::string method = line.substr(0, space);
-    std::string target = space == std::string::npos ? "" : line.substr(space + 1);
-    target = target.substr(0, target.find(' '));
-    target = target.substr(0, target.find('?'));
-    const bool head = method == "HEAD";
-    if (method != "GET" && !head)
-      c.out = response(405, "Method Not Allowed", "only GET and HEAD\n", false);
-    else if (target != "/metrics")
-      c.out = response(404, "Not Found", "the metrics are at /metrics\n", head);
-    else
-      c.out = response(200, "OK", body_(), head);
+  void answer(Connection& c, const RequestCheck& request) {
+    switch (request.status) {
+      case 200:
+        if (!ready_)  // nothing is traced yet: an answer now would look like a working agent's
+          return send_answer(
+              c, response(503, "Service Unavailable", "cudatrace has not begun tracing yet\n", request.head));
+        return send_answer(c, response(200, "OK", body_(), request.head));
+      case 404:
+        return send_answer(c, response(404, "Not Found", "the metrics are at /metrics\n", request.head));
+      case 405:
+        return send_answer(c, response(405, "Method Not Allowed", "only GET and HEAD\n", false));
+      case 505:
+        return send_answer(c, response(505, "HTTP Version Not Supported", "HTTP/1.0 and HTTP/1.1 only\n", false));
+      default:
+        return send_answer(c, response(400, "Bad Request", "not an HTTP request\n", false));
+    }
+  }
+
+  // Most answers go out at once; the rest as the client reads.
+  void send_answer(Connection& c, std::string out) {
+    c.out = std::move(out);
     c.in = {};
+    c.sent = 0;
+    c.state = Connection::Writing;
+    c.progress_ms = now_ms();
+    c.deadline_ms = c.progress_ms + kResponseTimeoutMs;
+    write_some(c);
+  }
+
+  void write_answer(std::list<Connection>::iterator it) {
+    if (!write_some(*it)) drop(it);
+  }
+
+  // False when the connection failed.
+  bool write_some(Connection& c) {
+    while (c.sent < c.out.size()) {
+      const ssize_t n = send(c.fd, c.out.data() + c.sent, c.out.size() - c.sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n < 0) return errno == EAGAIN || errno == EINTR;
+      c.sent += static_cast<std::size_t>(n);
+      c.progress_ms = now_ms();
+    }
+    shutdown(c.fd, SHUT_WR);
+    c.out = {};
+    c.state = Connection::Draining;
+    c.deadline_ms = now_ms() + kDrainMs;
+    return true;
   }
 
   int listener_;
   int wake_;
   Body body_;
+  std::atomic<bool> ready_{false};
   std::list<Connection> connections_;  // oldest first
   std::uint64_t accept_paused_until_ms_ = 0;
   std::thread thread_;
@@ -241,6 +410,16 @@ class MetricsServer::Loop {
 MetricsServer::MetricsServer(int port, std::unique_ptr<Loop> loop) : port_(port), loop_(std::move(loop)) {}
 
 MetricsServer::~MetricsServer() = default;
+
+// Draining connections may be as many again: an eighth of the descriptors
+// each, tracing needs the rest (libraries, links).
+std::size_t MetricsServer::open_limit() {
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) != 0 || files.rlim_cur == RLIM_INFINITY) return kMaxConnections;
+  return std::clamp<std::size_t>(files.rlim_cur / 8, kMaxAnswering, kMaxConnections);
+}
+
+void MetricsServer::ready() { loop_->ready(); }
 
 std::unique_ptr<MetricsServer> MetricsServer::start(const std::string& address, Body body, std::string& error) {
   std::string why;

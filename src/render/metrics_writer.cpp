@@ -3,6 +3,7 @@
 // (the analyses' MemoryTracker), losses and what tracing cost, as
 // PrometheusMetrics labelled by process identity (docs/prometheus.md).
 #include <algorithm>
+#include <chrono>
 #include <map>
 
 #include "cudatrace/render/metrics.h"
@@ -13,6 +14,11 @@ std::unique_ptr<MetricsWriter> MetricsWriter::serve(const std::string& address, 
   std::unique_ptr<PrometheusMetrics> metrics = PrometheusMetrics::create(error);
   if (!metrics || !metrics->serve(address, error)) return nullptr;
   return std::unique_ptr<MetricsWriter>(new MetricsWriter(std::move(metrics)));
+}
+
+void MetricsWriter::tracing_began() {
+  const auto since_epoch = std::chrono::system_clock::now().time_since_epoch();
+  metrics_->tracing_began(std::chrono::duration<double>(since_epoch).count());
 }
 
 void MetricsWriter::counts(const NodeCounts& s, const MemoryTracker& memory) {

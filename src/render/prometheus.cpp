@@ -65,6 +65,9 @@ class PromCpp final : public PrometheusMetrics {
                   .Help("Processes with traced calls that are running").Register(*registry_).Add({})),
         files_(BuildGauge().Name("cudatrace_probed_files")
                    .Help("Distinct library and program files with probes attached").Register(*registry_).Add({})),
+        tracing_since_(BuildGauge().Name("cudatrace_tracing_since_seconds")
+                           .Help("Unix time at which tracing began (probes attached): calls before it were not seen")
+                           .Register(*registry_).Add({})),
         hit_cost_(BuildGauge().Name("cudatrace_probe_hit_cost_seconds")
                       .Help("CPU time one probe hit adds to a call, measured at start-up").Register(*registry_)),
         seen_ratio_(BuildGauge().Name("cudatrace_api_seen_ratio")
@@ -89,6 +92,11 @@ class PromCpp final : public PrometheusMetrics {
   }
 
   int port() const override { return server_ ? server_->port() : 0; }
+
+  void tracing_began(double unix_seconds) override {
+    tracing_since_.Set(unix_seconds);
+    if (server_) server_->ready();
+  }
 
   void add_calls(const MetricsIdentity& who, const Api& api, std::uint16_t status, std::uint8_t direction,
                  const ct_export_value& d) override {
@@ -184,6 +192,7 @@ class PromCpp final : public PrometheusMetrics {
   prometheus::Counter& folded_;
   prometheus::Gauge& node_;
   prometheus::Gauge& files_;
+  prometheus::Gauge& tracing_since_;
   prometheus::Family<prometheus::Gauge>& hit_cost_;
   prometheus::Family<prometheus::Gauge>& seen_ratio_;
   // Their one series each appears with the first set_budget.

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "harness.h"
+#include "http_client.h"
 
 namespace fs = std::filesystem;
 
@@ -822,6 +823,73 @@ TEST_F(Faults, PrometheusPortInUseFailsAtOnce) {
   close(fd);
 }
 
+// /metrics answered 30 ms after start while tracing began 0.8 s later, and
+// past 64 connections at once the rest were reset. Now a scrape before
+// tracing gets 503 with Retry-After, then 200 with the time tracing began,
+// and 2,000 scrapes at once are every one answered.
+TEST_F(Faults, PrometheusAnswersEveryScrapeAnd503UntilTracing) {
+  const int probe = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr = http::loopback(0);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(bind(probe, reinterpret_cast<const sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(getsockname(probe, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  close(probe);  // a free port, for the tracer to take
+  const int port = ntohs(addr.sin_port);
+  const std::string err = temp_path("prometheus-err");
+  const auto unix_now = [] {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  };
+  const double started = unix_now();
+  std::vector<std::string> argv = tracer_argv();
+  argv.insert(argv.end(), {"--all-processes", "--prometheus", "127.0.0.1:" + std::to_string(port)});
+  Child exporter = Child::start(argv, [&err] {
+    const int fd = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(fd, STDERR_FILENO);
+  });
+  const std::string scrape = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+  int unavailable = 0;
+  double first_unavailable = 0;
+  std::string ok;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        const double asked = unix_now();
+        const std::string r = http::http_exchange(port, scrape);
+        if (r.rfind("HTTP/1.1 503 Service Unavailable\r\n", 0) == 0) {
+          EXPECT_NE(r.find("\r\nRetry-After: 1\r\n"), std::string::npos) << r;
+          if (!unavailable++) first_unavailable = asked;
+        } else if (r.rfind("HTTP/1.1 200 OK\r\n", 0) == 0) {
+          ok = r;
+        } else {
+          EXPECT_TRUE(r.empty()) << "neither 503 nor 200: " << r;  // (not listening yet)
+        }
+        return !ok.empty();
+      },
+      60s))
+      << read_file(err);
+  // Loading the BPF programs takes seconds in exporter mode: the first scrapes came before tracing began.
+  EXPECT_GT(unavailable, 0) << read_file(err);
+  std::smatch since;
+  const std::string body = http::body_of(ok);
+  ASSERT_TRUE(std::regex_search(body, since, std::regex("\ncudatrace_tracing_since_seconds ([0-9.e+]+)\n"))) << body;
+  const double began = std::stod(since[1]);
+  EXPECT_GT(began, first_unavailable) << "tracing began after the first 503";
+  EXPECT_GT(began, started);
+  EXPECT_LT(began, unix_now());
+  EXPECT_TRUE(wait_until([&] { return read_file(err).find("serving Prometheus metrics") != std::string::npos; }));
+
+  const auto scraped = std::chrono::steady_clock::now();
+  const std::vector<std::string> answers = http::many_exchanges(port, 2000, scrape, 60s * time_scale());
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - scraped);
+  std::map<std::string, int> statuses;
+  for (const std::string& a : answers) ++statuses[a.substr(0, a.find('\r'))];
+  EXPECT_EQ(statuses["HTTP/1.1 200 OK"], 2000) << testing::PrintToString(statuses);
+  std::printf("2,000 concurrent scrapes of cudatrace in %lld ms: %s\n", static_cast<long long>(took.count()),
+              testing::PrintToString(statuses).c_str());
+  kill(exporter.pid, SIGTERM);
+  EXPECT_EQ(exporter.wait(20s), 0) << read_file(err);
+  std::remove(err.c_str());
+}
+
 // Without .symtab a program with the fake runtime linked in has no symbol to
 // probe; with it, the same program is traced (so the failure is the strip).
 // (A stripped program with the toolkit's real runtime is traced: its code is
@@ -874,12 +942,20 @@ TEST_F(Faults, RootWithoutBpfCapabilitiesGetsOneLine) {
                          "runs as root without CAP_BPF and CAP_PERFMON", "with CAP_PERFMON only");
 }
 
+// Text: the header cannot be written, so nothing runs: one line. JSON has no
+// header: the calls are made and lost, and stderr says how many were
+// written and how many lost, as text mode does (JSON said only "No space").
 TEST_F(Faults, FullDiskGetsOneLineInBothFormats) {
-  for (const std::string format : {"", "--json "}) {
-    // (--layer runtime -f device: the fake libraries export every API asked for, so no warning either.)
-    const Result r = run(tracer() + " " + format + "--layer runtime -f device -o /dev/full -- " FAKE_APP " loop 10");
-    expect_one_clear_error(r, 6, "writing /dev/full: No space left on device", format);
-  }
+  // (--layer runtime -f device: the fake libraries export every API asked for, so no warning either.)
+  const Result text = run(tracer() + " --layer runtime -f device -o /dev/full -- " FAKE_APP " loop 10");
+  expect_one_clear_error(text, 6, "writing /dev/full: No space left on device", "text");
+  const Result json = run(tracer() + " --json --layer runtime -f query -o /dev/full -- " FAKE_APP " loop 10");
+  EXPECT_EQ(json.status, 6) << json.err;
+  EXPECT_EQ(json.err.rfind("cudatrace: writing /dev/full: No space left on device\n"
+                           "cudatrace: 0 calls traced, 10 lost, 0 unfinished\n"
+                           "cudatrace: lost 10 records that could not be written (writing /dev/full: No space left "
+                           "on device)\n", 0), 0u) << json.err;
+  EXPECT_TRUE(json.out.empty()) << json.out;
 }
 
 // A disk that fills up while tracing (a 64 KiB tmpfs, mounted in a mount
@@ -896,7 +972,9 @@ TEST_F(Faults, DiskFillingUpWhileTracingExitsSixForEveryOutput) {
   const Result r = run("unshare -m sh -c 'mount -t tmpfs -o size=64k tmpfs " + dir + " || exit 99\n" + tracer() +
                        " --perfetto " + dir + "/t.json -o /dev/null" + traced + "; echo timeline $? $(stat -c %s " +
                        dir + "/t.json)\n" + tracer() + " -o " + dir + "/t.txt" + traced + "; echo text $?\n" +
-                       "rm " + dir + "/t.txt; " + reporter() + " -f all --perfetto " + dir + "/r.json " + trace +
+                       "rm " + dir + "/t.txt; " + tracer() + " --json -o " + dir + "/t.jsonl" + traced +
+                       "; echo json $? $(wc -l <" + dir + "/t.jsonl)\n" + "rm " + dir + "/t.jsonl; " +
+                       reporter() + " -f all --perfetto " + dir + "/r.json " + trace +
                        " >/dev/null; echo report $? $(stat -c %s " + dir + "/r.json)'");
   rmdir(dir.c_str());
   std::remove(trace.c_str());
@@ -908,6 +986,16 @@ TEST_F(Faults, DiskFillingUpWhileTracingExitsSixForEveryOutput) {
   EXPECT_NE(r.err.find("cudatrace: writing " + dir + "/t.txt: No space left on device\n"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("records that could not be written (writing " + dir + "/t.txt: No space left on device)"),
             std::string::npos) << r.err;
+  // JSON says it too: the calls whose lines were written whole, and the rest lost.
+  std::smatch json;
+  ASSERT_TRUE(std::regex_search(r.out, json, std::regex("json 6 ([0-9]+)\n"))) << r.out << r.err;
+  std::smatch counts;
+  const std::regex json_end("cudatrace: ([0-9]+) calls traced, ([0-9]+) lost, 0 unfinished\n"
+                            "cudatrace: lost [0-9]+ records that could not be written \\(writing " +
+                            dir + "/t.jsonl: No space left on device\\)\n");
+  ASSERT_TRUE(std::regex_search(r.err, counts, json_end)) << r.err;
+  EXPECT_EQ(counts[1], json[1]) << "written: the whole lines in the file";
+  EXPECT_EQ(std::stoul(counts[1]) + std::stoul(counts[2]), 3000u) << r.err;
   EXPECT_EQ(r.err.find("consumer"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("--buffer-mb"), std::string::npos) << r.err;
   EXPECT_NE(r.out.find("report 6 0\n"), std::string::npos) << r.out << r.err;
@@ -986,6 +1074,131 @@ TEST_F(Faults, ReportOfAFifoWaitsForAWriterForABoundedTime) {
   EXPECT_EQ(read_file(err),
             "cudatrace: cannot read " + lonely + ": it is a FIFO and no process opened it for writing within 10 s\n");
   for (const std::string& f : {lonely, fed, err}) std::remove(f.c_str());
+}
+
+// The peak RSS of process `pid` since its exec (VmHWM), 0 before its exec
+// or once it is gone. (wait4's ru_maxrss is no use here: a forked child
+// carries the peak of the test process it was copied from across its exec.)
+long peak_rss_kb_after_exec(pid_t pid, const std::string& program) {
+  const std::string proc = "/proc/" + std::to_string(pid);
+  if (read_file(proc + "/comm") != program + "\n") return 0;
+  std::istringstream status(read_file(proc + "/status"));
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("VmHWM:", 0) == 0) return std::atol(line.c_str() + 6);
+  return 0;
+}
+
+// `cudatrace report ARGS` (stdout to /dev/null): its status, stderr and the
+// highest peak RSS seen while it ran (looked at every millisecond: a report
+// that grows does so for longer); killed (a failure) once that passes
+// `max_rss_kb` (the old report grew by 0.5 GB a second) or after `limit`.
+struct Measured {
+  int status = -1;
+  std::string err;
+  long peak_rss_kb = 0;
+};
+Measured report_measured(const std::vector<std::string>& args, long max_rss_kb, std::chrono::seconds limit = 30s) {
+  const std::string err = temp_path("measured-err");
+  std::vector<std::string> argv = {CUDATRACE_BIN, "report"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  Child report = Child::start(argv, [&err] {
+    dup2(open("/dev/null", O_WRONLY), STDOUT_FILENO);
+    dup2(open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600), STDERR_FILENO);
+  });
+  Measured m;
+  int status = 0;
+  const auto end = std::chrono::steady_clock::now() + limit * time_scale();
+  while (waitpid(report.pid, &status, WNOHANG) != report.pid) {
+    m.peak_rss_kb = std::max(m.peak_rss_kb, peak_rss_kb_after_exec(report.pid, "cudatrace"));
+    if (m.peak_rss_kb > max_rss_kb || std::chrono::steady_clock::now() > end) {
+      ADD_FAILURE() << "report " << args.back() << ": " << m.peak_rss_kb << " KiB after "
+                    << (m.peak_rss_kb > max_rss_kb ? "less than " : "") << limit.count() << " s";
+      return m;  // (the Child kills it)
+    }
+    std::this_thread::sleep_for(1ms);
+  }
+  report.pid = -1;  // waited for
+  m.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  m.err = read_file(err);
+  std::remove(err.c_str());
+  return m;
+}
+
+// `report /dev/zero` grew to 3.4 GB in 6 s, one 100 MB line peaked at 643
+// MB: a line is read up to 1 MiB, then refused with its number, and memory
+// stays small whatever the input.
+TEST_F(Faults, ReportMemoryStaysBoundedWhateverTheInput) {
+  const std::string long_line = temp_path("long-line.jsonl"), nuls = temp_path("nuls.jsonl");
+  {
+    std::ofstream out(long_line, std::ios::binary);
+    out << R"({"type":"call","comm":")" << std::string(100 << 20, 'a') << "\"}\n";
+    std::ofstream(nuls, std::ios::binary) << std::string(64 << 20, '\0');
+  }
+  for (const std::string& input : {std::string("/dev/zero"), long_line, nuls}) {
+    const Measured m = report_measured({input}, 64 << 10);
+    EXPECT_EQ(m.status, 7) << input;
+    EXPECT_EQ(m.err, "cudatrace: " + input + ":1: a line longer than 1 MiB: not a line of a cudatrace trace\n");
+    std::printf("report %s: highest peak RSS seen %.1f MiB\n", input.c_str(), m.peak_rss_kb / 1024.0);
+  }
+  std::remove(long_line.c_str());
+  std::remove(nuls.c_str());
+}
+
+// Calls are written when they return: a trace is in order of return. One
+// out of that order is put in order within a window (a reversed trace is
+// the trace); beyond it, refused with its line. An end line that does not
+// count the lines held is said (a trace of 34 calls held 1,020,000 lines).
+TEST_F(Faults, ReportPutsCallsInOrderOrRefusesWhatItCannot) {
+  const std::string trace = temp_path("order.jsonl"), edited = temp_path("order-edited.jsonl");
+  ASSERT_EQ(run(tracer() + " --json -o " + trace + " --layer runtime -- " FAKE_APP " async").status, 0);
+  std::vector<std::string> calls_of_trace, others;  // the call lines, and the warnings and the end line
+  for (const std::string& line : lines_of(read_file(trace)))
+    (json::parse(line)["type"] == "call" ? calls_of_trace : others).push_back(line);
+  ASSERT_GT(calls_of_trace.size(), 20u);
+  const auto write_trace = [&](const std::vector<std::string>& calls_written) {
+    std::ofstream out(edited);
+    for (const std::string& l : calls_written) out << l << "\n";
+    for (const std::string& l : others) out << l << "\n";
+  };
+  const std::vector<std::string> reversed(calls_of_trace.rbegin(), calls_of_trace.rend());
+  write_trace(reversed);
+  for (const std::string options : {"", "--summary --insights ", "--json "}) {
+    const Result original = run(reporter() + " " + options + trace), turned = run(reporter() + " " + options + edited);
+    EXPECT_EQ(original.status, 0) << original.err;
+    EXPECT_EQ(turned.status, 0) << turned.err;
+    EXPECT_EQ(turned.out, original.out) << options;
+    EXPECT_EQ(turned.err, original.err) << options;
+  }
+  // The first half moved 10 s later and 2 s apart (longer than the window:
+  // reported as it is read), then the second half, 10 s before it.
+  std::vector<std::string> shifted = calls_of_trace;
+  for (std::size_t i = 0; i < shifted.size() / 2; ++i) {
+    json call = json::parse(shifted[i]);
+    call["ts_ns"] = call["ts_ns"].get<std::uint64_t>() + (10 + 2 * i) * 1000000000ull;
+    shifted[i] = call.dump();
+  }
+  write_trace(shifted);
+  // (What was reported before it stays: a report is written as the trace is read.)
+  const Result refused = run(reporter() + " " + edited);
+  EXPECT_EQ(refused.status, 7);
+  EXPECT_EQ(refused.err.rfind("cudatrace: " + edited + ":" + std::to_string(shifted.size() / 2 + 1) +
+                                  ": out of order: this call returned ",
+                              0),
+            0u) << refused.err;
+  EXPECT_EQ(std::count(refused.err.begin(), refused.err.end(), '\n'), 1) << refused.err;
+  // Every call three times.
+  std::vector<std::string> tripled;
+  for (int i = 0; i < 3; ++i) tripled.insert(tripled.end(), calls_of_trace.begin(), calls_of_trace.end());
+  write_trace(tripled);
+  const Result counted = run(reporter() + " --summary " + edited);
+  EXPECT_EQ(counted.status, 0) << counted.err;
+  const std::string n = std::to_string(calls_of_trace.size()), n3 = std::to_string(3 * calls_of_trace.size());
+  EXPECT_NE(counted.err.find("cudatrace: warning: " + edited + ": its end line counts " + n +
+                             " calls and 0 unfinished, but it holds " + n3 +
+                             " and 0: lines were added or removed since cudatrace wrote it"),
+            std::string::npos) << counted.err;
+  std::remove(trace.c_str());
+  std::remove(edited.c_str());
 }
 
 // ---- 6. Hostile data -------------------------------------------------------------

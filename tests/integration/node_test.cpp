@@ -23,6 +23,7 @@
 #include <thread>
 
 #include "harness.h"
+#include "http_client.h"
 
 namespace cudatrace_test {
 namespace {
@@ -94,25 +95,8 @@ class Daemon {
 
 // One HTTP GET on loopback; the body, or "" on any failure (5 s limit).
 std::string http_get(int port, const std::string& target) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return {};
-  timeval tv{5, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<std::uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  std::string response;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
-    const std::string request = "GET " + target + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-    if (write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
-      char buf[65536];
-      ssize_t n;
-      while ((n = read(fd, buf, sizeof buf)) > 0) response.append(buf, static_cast<std::size_t>(n));
-    }
-  }
-  close(fd);
+  const std::string response =
+      http::http_exchange(port, "GET " + target + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
   const auto body = response.find("\r\n\r\n");
   return response.rfind("HTTP/1.", 0) == 0 && response.find(" 200 ") < body && body != std::string::npos
              ? response.substr(body + 4)

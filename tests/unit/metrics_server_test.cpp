@@ -1,63 +1,34 @@
 // The /metrics endpoint on loopback: answers, errors, and that no client
 // (idle, slow, too many) holds another's scrape back or delays stopping.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <thread>
 #include <vector>
 
+#include "../integration/http_client.h"
 #include "cudatrace/render/metrics_server.h"
 
 namespace cudatrace {
 namespace {
 
+using namespace cudatrace_test::http;
 using Clock = std::chrono::steady_clock;
-
-// A connected loopback socket with 5 s timeouts, -1 on failure.
-int connect_to(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  timeval tv{5, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<std::uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-// The whole response to `request`, "" when the connection fails.
-std::string http_exchange(int port, const std::string& request) {
-  const int fd = connect_to(port);
-  if (fd < 0) return {};
-  std::string response;
-  if (write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
-    char buf[65536];
-    ssize_t n;
-    while ((n = read(fd, buf, sizeof buf)) > 0) response.append(buf, static_cast<std::size_t>(n));
-  }
-  close(fd);
-  return response;
-}
 
 std::string get(int port, const std::string& target) {
   return http_exchange(port, "GET " + target + " HTTP/1.1\r\nHost: x\r\n\r\n");
 }
 
-std::unique_ptr<MetricsServer> serve(MetricsServer::Body body) {
+// A server that serves its body at once (tracing has begun), unless `ready` is false.
+std::unique_ptr<MetricsServer> serve(MetricsServer::Body body, bool ready = true) {
   std::string error;
   auto server = MetricsServer::start("127.0.0.1:0", std::move(body), error);
   EXPECT_TRUE(server) << error;
   if (server) EXPECT_GT(server->port(), 0);
+  if (server && ready) server->ready();
   return server;
 }
 
@@ -81,12 +52,90 @@ TEST(MetricsServer, AnswersMetricsAndErrors) {
   EXPECT_EQ(http_exchange(port, "POST /metrics HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 405", 0), 0u);
   EXPECT_EQ(http_exchange(port, "GET /metrics HTTP/1.1\r\nX: " + std::string(20000, 'x') + "\r\n\r\n").rfind("HTTP/1.1 431", 0),
             0u);
-  EXPECT_EQ(bodies, 3);  // GET, GET with a query, HEAD
+  // Versions other than 1.x, and requests that are not HTTP, answered at
+  // once (the connection then closes: no wait for more).
+  const auto start = Clock::now();
+  const std::string version_9 = http_exchange(port, "GET /metrics HTTP/9.9\r\n\r\n");
+  EXPECT_EQ(version_9.rfind("HTTP/1.1 505 HTTP Version Not Supported\r\n", 0), 0u) << version_9;
+  EXPECT_EQ(http_exchange(port, "GET /metrics HTTP/2.0\r\n\r\n").rfind("HTTP/1.1 505", 0), 0u);
+  EXPECT_EQ(http_exchange(port, "GET /metrics\r\n").rfind("HTTP/1.1 505", 0), 0u);  // HTTP/0.9
+  const std::string tls_hello("\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", 11);
+  EXPECT_EQ(http_exchange(port, tls_hello).rfind("HTTP/1.1 400 Bad Request\r\n", 0), 0u);
+  EXPECT_EQ(http_exchange(port, "GET /metrics HTTP/1.1 extra\r\n\r\n").rfind("HTTP/1.1 400", 0), 0u);
+  EXPECT_EQ(http_exchange(port, "GET /metrics HTTQ/1.1\r\n\r\n").rfind("HTTP/1.1 400", 0), 0u);
+  EXPECT_EQ(http_exchange(port, "GET /met\x01rics HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 400", 0), 0u);
+  EXPECT_EQ(http_exchange(port, "\r\n\r\n").rfind("HTTP/1.1 400", 0), 0u);
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(2));
+  EXPECT_EQ(http_exchange(port, "BREW /metrics HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 405", 0), 0u);
+  EXPECT_EQ(get(port, "/metrics").rfind("HTTP/1.1 200", 0), 0u);  // HTTP/1.1 (and 1.0, above)
+  EXPECT_EQ(bodies, 4);  // the GETs and the HEAD of /metrics
 }
 
-std::string body_of(const std::string& response) {
-  const auto end = response.find("\r\n\r\n");
-  return end == std::string::npos ? std::string() : response.substr(end + 4);
+TEST(RequestCheck, SaysWhatARequestAsksForAsSoonAsItCan) {
+  const std::map<std::string, int> statuses = {
+      {"", 0},
+      {"GE", 0},
+      {"GET /metr", 0},
+      {"GET /metrics HTTP/1.1\r", 0},
+      {"GET /metrics HTTP/1.1\r\nHost: x\r\n", 0},
+      {"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", 200},
+      {"GET /metrics?name=x HTTP/1.0\n\n", 200},
+      {"GET /metrics HTTP/1.2\r\n\r\n", 200},  // a later 1.x is read as 1.1
+      {"GET / HTTP/1.1\r\n\r\n", 404},
+      {"POST /metrics HTTP/1.1\r\n\r\n", 405},
+      {"GET /metrics HTTP/0.9\r\n", 505},
+      {"GET /metrics HTTP/3.0\r\n", 505},
+      {"GET /metrics\n", 505},
+      {"G\xc3T", 400},
+      {"\x16\x03", 400},
+      {"GET\r\n", 400},
+      {" GET / HTTP/1.1\r\n", 400},
+      {"GET  / HTTP/1.1\r\n", 400},
+      {"GET /\x7f", 400},
+      {"GET / HTTP/1.1x\r\n", 400},
+      {"GET / HTTP/a.1\r\n", 400},
+  };
+  for (const auto& [request, status] : statuses) EXPECT_EQ(check_request(request).status, status) << request;
+  EXPECT_TRUE(check_request("HEAD /metrics HTTP/1.1\r\n\r\n").head);
+  EXPECT_FALSE(check_request("GET /metrics HTTP/1.1\r\n\r\n").head);
+}
+
+// Until tracing has begun, /metrics says so: 503 with Retry-After, never
+// an answer that looks like a working agent's with nothing counted.
+TEST(MetricsServer, NotReadyIsServiceUnavailable) {
+  std::atomic<int> bodies{0};
+  auto server = serve(
+      [&] {
+        ++bodies;
+        return std::string("up 1\n");
+      },
+      false);
+  const std::string early = get(server->port(), "/metrics");
+  EXPECT_EQ(early.rfind("HTTP/1.1 503 Service Unavailable\r\n", 0), 0u) << early;
+  EXPECT_NE(early.find("\r\nRetry-After: 1\r\n"), std::string::npos) << early;
+  EXPECT_EQ(http_exchange(server->port(), "HEAD /metrics HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 503", 0), 0u);
+  EXPECT_EQ(get(server->port(), "/").rfind("HTTP/1.1 404", 0), 0u);
+  EXPECT_EQ(bodies, 0);
+  server->ready();
+  EXPECT_EQ(body_of(get(server->port(), "/metrics")), "up 1\n");
+}
+
+// 2,000 clients at once (64 were answered, 1,936 reset): every one is
+// answered, those past the limit waiting in the listen queue.
+TEST(MetricsServer, TwoThousandConcurrentScrapesAreAllAnswered) {
+  auto server = serve([] { return std::string(3000, 'x') + "\n"; });
+  const auto start = Clock::now();
+  const std::vector<std::string> responses =
+      many_exchanges(server->port(), 2000, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", std::chrono::seconds(30));
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+  std::size_t ok = 0;
+  std::map<std::string, int> others;
+  for (const std::string& r : responses) {
+    if (r.rfind("HTTP/1.1 200", 0) == 0 && body_of(r).size() == 3001) ++ok;
+    else ++others[r.substr(0, r.find('\r'))];
+  }
+  EXPECT_EQ(ok, responses.size()) << "in " << took << " ms; others: " << testing::PrintToString(others);
+  std::printf("2,000 concurrent scrapes: %zu answered 200 in %lld ms\n", ok, static_cast<long long>(took));
 }
 
 TEST(MetricsServer, LargeBodyToASlowReader) {
@@ -110,17 +159,22 @@ TEST(MetricsServer, LargeBodyToASlowReader) {
 }
 
 TEST(MetricsServer, IdleConnectionsDoNotHoldScrapesBack) {
+  raise_file_limit(8 * MetricsServer::kMaxConnections + 256);
   auto server = serve([] { return std::string("up 1\n"); });
   std::vector<int> idle;
   for (int i = 0; i < 10; ++i) idle.push_back(connect_to(server->port()));
-  const auto start = Clock::now();
+  auto start = Clock::now();
   EXPECT_EQ(get(server->port(), "/metrics").rfind("HTTP/1.1 200", 0), 0u);
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(1));
-  // Past the limit, the oldest connections are closed for the new ones.
-  for (std::size_t i = 0; i < MetricsServer::kMaxConnections; ++i) idle.push_back(connect_to(server->port()));
+  // Past the limit, the connections that sent no request in time are
+  // answered 408 and closed, to make room for the ones waiting.
+  for (std::size_t i = 0; i < MetricsServer::open_limit(); ++i) idle.push_back(connect_to(server->port()));
+  start = Clock::now();
   EXPECT_EQ(get(server->port(), "/metrics").rfind("HTTP/1.1 200", 0), 0u);
-  char c;
-  EXPECT_EQ(read(idle.front(), &c, 1), 0) << "the oldest idle connection is closed";
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(3));
+  char buf[64] = {};
+  EXPECT_GT(read(idle.front(), buf, sizeof buf - 1), 0);
+  EXPECT_EQ(std::string(buf).rfind("HTTP/1.1 408 Request Timeout\r\n", 0), 0u) << buf;
   for (int fd : idle) close(fd);
 }
 
@@ -156,6 +210,7 @@ TEST(MetricsServer, EveryAddressTakesIpv4) {
   std::string error;
   auto server = MetricsServer::start(":0", [] { return std::string("up 1\n"); }, error);
   ASSERT_TRUE(server) << error;
+  server->ready();
   EXPECT_EQ(get(server->port(), "/metrics").rfind("HTTP/1.1 200", 0), 0u);
 }
 

@@ -197,8 +197,9 @@ TEST(TraceLine, LongCommIsCutBetweenUtf8Characters) {
   EXPECT_EQ(std::string(line.record().comm), "ab\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");  // 14 bytes, not 15
 }
 
-// run_report on a file: its exit status and what it wrote to stderr.
-std::pair<int, std::string> report_file(const std::string& text, bool summary = false) {
+// run_report on a file: its exit status and what it wrote to stderr (to
+// stdout: in `out`, if given).
+std::pair<int, std::string> report_file(const std::string& text, bool summary = false, std::string* out = nullptr) {
   char path[] = "/tmp/cudatrace-offline-XXXXXX";
   const int fd = mkstemp(path);
   EXPECT_GE(fd, 0);
@@ -210,7 +211,8 @@ std::pair<int, std::string> report_file(const std::string& text, bool summary = 
   testing::internal::CaptureStdout();
   testing::internal::CaptureStderr();
   const int rc = run_report(opts, path);
-  testing::internal::GetCapturedStdout();
+  const std::string stdout_text = testing::internal::GetCapturedStdout();
+  if (out) *out = stdout_text;
   std::string err = testing::internal::GetCapturedStderr();
   unlink(path);
   for (auto at = err.find(path); at != std::string::npos; at = err.find(path)) err.replace(at, std::strlen(path), "TRACE");
@@ -225,6 +227,25 @@ const std::string kEnd =
     R"({"type":"end","calls":2,"lost":0,"unfinished":0,"lost_detail":{"ring_buffer":0,"thread_table":0,)"
     R"("depth_overflow":0,"control":0},"unmatched":0})"
     "\n";
+
+// An end line counting `calls` calls.
+std::string end_line(int calls) {
+  std::string end = kEnd;
+  return end.replace(end.find("\"calls\":2"), 9, "\"calls\":" + std::to_string(calls));
+}
+
+// A call line of cudaFree returning at ts_ns + dur_ns ("unfinished": dur_ns < 0).
+std::string call_line(std::uint64_t ts_ns, std::int64_t dur_ns, std::uint32_t tid = 1, std::uint64_t ptr = 0xd000) {
+  if (dur_ns < 0)
+    return fmt::format(R"({{"type":"unfinished","ts_ns":{},"pid":1,"tid":{},"comm":"a","layer":"runtime",)"
+                       R"("api":"cudaFree","depth":0,"args":{{"devPtr":"{:#x}"}}}})"
+                       "\n",
+                       ts_ns, tid, ptr);
+  return fmt::format(R"({{"type":"call","ts_ns":{},"pid":1,"tid":{},"comm":"a","layer":"runtime","api":"cudaFree",)"
+                     R"("dur_ns":{},"ret":0,"ret_name":"cudaSuccess","depth":0,"args":{{"devPtr":"{:#x}"}}}})"
+                     "\n",
+                     ts_ns, tid, dur_ns, ptr);
+}
 
 TEST(RunReport, BadInputNamesTheLine) {
   EXPECT_EQ(report_file(kCall + kCall + kEnd), std::make_pair(0, std::string("cudatrace: 2 calls traced, 0 lost, 0 unfinished\n")));
@@ -258,7 +279,7 @@ TEST(RunReport, WarningsAndBadLinesReachTheTerminalEscaped) {
       R"("dur_ns":5,"ret":0,"ret_name":"cudaSuccess","depth":0,"args":{"dst":"0xd000","src":"0x7000","count":64,)"
       R"("kind":"cudaMemcpyHostToDevice","stream":"0x0"},"caller":"0x401000"})"
       "\n";
-  EXPECT_EQ(report_file(warning + copy + kEnd).second,
+  EXPECT_EQ(report_file(warning + copy + end_line(1)).second,
             "cudatrace: warning: cudaMemcpyAsync from pageable host memory 0x7000 at app "
             "\\x1b]0;owned\\x07\\x0d\\x0a\\xc2\\x9b: the copy is synchronous\n"
             "cudatrace: 1 calls traced, 0 lost, 0 unfinished\n");
@@ -297,6 +318,75 @@ TEST(OpenTrace, FifoWithoutAWriterFailsAfterItsWait) {
   std::fclose(in);
   writer.join();
   unlink(fifo.c_str());
+}
+
+// Whatever the input, a line is read only up to kMaxTraceLineBytes: /dev/zero
+// and a file of NULs (lines without end) are one line, refused.
+TEST(RunReport, LinesLongerThanTheLimitAreRefused) {
+  const std::string too_long = "cudatrace: TRACE:2: a line longer than 1 MiB: not a line of a cudatrace trace\n";
+  EXPECT_EQ(report_file(kCall + std::string(kMaxTraceLineBytes + 1, 'x') + "\n" + kEnd), std::make_pair(7, too_long));
+  EXPECT_EQ(report_file(kCall + std::string(3 * kMaxTraceLineBytes, 'x')), std::make_pair(7, too_long));  // no newline
+  EXPECT_EQ(report_file(kCall + std::string(3 * kMaxTraceLineBytes, '\0')), std::make_pair(7, too_long));
+  EXPECT_EQ(report_file(std::string(8, '\0') + "\n"), std::make_pair(7, std::string("cudatrace: TRACE:1: not JSON\n")));
+  // As long as the limit: read (and found to be no trace line).
+  std::string longest = kCall;
+  longest.replace(longest.find("\"comm\":\"a\""), 10, "\"comm\":\"" + std::string(kMaxTraceLineBytes + 2 - kCall.size(), 'a') + "\"");
+  ASSERT_EQ(longest.size(), kMaxTraceLineBytes + 1);  // with its newline
+  EXPECT_EQ(report_file(longest + end_line(1)).first, 0);
+}
+
+// Lines are written when their calls return, so a trace is in order of
+// return: a nested call comes before its parent. Lines out of that order
+// within the window are put in order; the reversed trace is reported as
+// the trace itself.
+TEST(RunReport, CallsAreReportedInTheOrderTheyReturned) {
+  // In the order of return: 0xb at 2,500 ns, 0xc, 0xa (which began first, at 1,000 ns), 0xd.
+  const std::vector<std::string> lines = {call_line(2000, 500, 2, 0xb), call_line(3000, 50, 1, 0xc),
+                                          call_line(1000, 5000, 1, 0xa), call_line(2500, 9000, 2, 0xd)};
+  std::string ordered, reversed;
+  EXPECT_EQ(report_file(lines[0] + lines[1] + lines[2] + lines[3] + end_line(4), false, &ordered).first, 0);
+  EXPECT_EQ(report_file(lines[3] + lines[2] + lines[1] + lines[0] + end_line(4), false, &reversed).first, 0);
+  EXPECT_EQ(reversed, ordered);
+  EXPECT_LT(ordered.find("0xb"), ordered.find("0xc"));
+  EXPECT_LT(ordered.find("0xc"), ordered.find("0xa"));
+  EXPECT_LT(ordered.find("0xa"), ordered.find("0xd"));
+  // Time 0 is the earliest entry (0xa's), not the first line's.
+  EXPECT_NE(ordered.find("\n0.000002     a"), std::string::npos) << ordered;  // 0xc, at 3,000 ns
+  EXPECT_NE(ordered.find("\n0.000000     a"), std::string::npos) << ordered;  // 0xa
+}
+
+// What the window cannot put in order is refused with the line it is on:
+// a call that returned 1 s before one already reported (line 1).
+TEST(RunReport, WhatCannotBePutInOrderIsRefused) {
+  const std::uint64_t s = 1000000000;
+  EXPECT_EQ(report_file(call_line(2 * s, 5) + call_line(4 * s, 5) + call_line(1 * s, 5) + end_line(3)),
+            std::make_pair(7, std::string("cudatrace: TRACE:3: out of order: this call returned 1.000000 s before the "
+                                          "call of line 1, which was already reported (a trace is read in the order "
+                                          "cudatrace writes it, by return time, and put in order only within 1 s or "
+                                          "65536 lines)\n")));
+  // A reversed trace longer than the window.
+  std::string reversed;
+  for (int i = 10; i > 0; --i) reversed += call_line(i * s, 5);
+  EXPECT_EQ(report_file(reversed + end_line(10)).first, 7);
+  // An unfinished call is written where it was found open, whenever it began.
+  std::string out;
+  EXPECT_EQ(report_file(call_line(1000, 5, 1, 0xa) + call_line(3 * s, 5, 2, 0xb) + call_line(500, -1, 3, 0xc) +
+                            R"({"type":"end","calls":2,"lost":0,"unfinished":1,"lost_detail":{"ring_buffer":0,)"
+                            R"("thread_table":0,"depth_overflow":0,"control":0},"unmatched":0})"
+                            "\n",
+                        false, &out),
+            std::make_pair(0, std::string("cudatrace: 2 calls traced, 0 lost, 1 unfinished\n")));
+  EXPECT_LT(out.find("0xb"), out.find("0xc")) << out;
+}
+
+// An end line that does not count the lines the trace holds: one warning.
+TEST(RunReport, EndLineThatDoesNotCountTheLinesIsSaid) {
+  EXPECT_EQ(report_file(kCall + kCall + kCall + kEnd),
+            std::make_pair(0, std::string("cudatrace: warning: TRACE: its end line counts 2 calls and 0 unfinished, "
+                                          "but it holds 3 and 0: lines were added or removed since cudatrace wrote it "
+                                          "(this report is of the lines it holds)\n"
+                                          "cudatrace: 3 calls traced, 0 lost, 0 unfinished\n")));
+  EXPECT_EQ(report_file(kCall + kCall + kEnd).second, "cudatrace: 2 calls traced, 0 lost, 0 unfinished\n");
 }
 
 TEST(RunReport, UnreadableFile) {

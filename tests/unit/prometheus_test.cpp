@@ -83,7 +83,9 @@ TEST(Prometheus, NamesFollowTheConventionsAndNoPidLabel) {
   m->set_lost(LossReason::AggregationFull, 7);
   m->set_lost(LossReason::AggregationFull, 9);
   m->set_node(1, 2, 1e-6, 2e-6);
+  m->tracing_began(1764763200.5);
   const std::string t = m->text();
+  EXPECT_NE(t.find("\ncudatrace_tracing_since_seconds 1764763200.5\n"), std::string::npos) << t;
   EXPECT_NE(t.find("cuda_transfer_bytes_total{comm=\"app\",container_id=\"\",direction=\"HtoD\",pod_uid=\"\"} 8192"),
             std::string::npos) << t;
   EXPECT_NE(t.find("cuda_kernel_launches_total{comm=\"app\",container_id=\"\",pod_uid=\"\"} 5"), std::string::npos);
@@ -103,7 +105,7 @@ TEST(Prometheus, NamesFollowTheConventionsAndNoPidLabel) {
     if (type == "histogram") EXPECT_NE(name.find("_seconds"), std::string::npos) << name;
     EXPECT_TRUE(name.rfind("cuda_", 0) == 0 || name.rfind("cudatrace_", 0) == 0) << name;
   }
-  EXPECT_EQ(types.size(), 13u);
+  EXPECT_EQ(types.size(), 14u);
   for (const char* forbidden : {"pid=", "tid=", "stream=", "kernel=", "address="})
     EXPECT_EQ(t.find(forbidden), std::string::npos) << forbidden;
 }

@@ -2,13 +2,21 @@
 // --json (docs/json.md). Each call line is rebuilt into the record the
 // tracer decoded it from (trace_line.h), so that the decoding, the analyses
 // and the writers run on it exactly as they do live.
+//
+// Whatever the input, memory stays bounded: a line longer than
+// kMaxTraceLineBytes is refused, and the calls are put in order (by the
+// time they returned, the order the tracer writes them in) within a
+// bounded window; a line that the window cannot put in order is refused.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <deque>
 #include <map>
+#include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -21,10 +29,25 @@ namespace cudatrace {
 // How long `report FIFO` waits for a process to open the FIFO for writing
 // (the tracer writing it opens it only once it has attached).
 inline constexpr std::chrono::seconds kFifoWriterWait{10};
+// The longest line `report` reads. The tracer's longest lines are launches
+// of kernels with names of a few KiB and calls with 64-frame stacks
+// (docs/reliability.md, section 5): far below this.
+inline constexpr std::size_t kMaxTraceLineBytes = std::size_t(1) << 20;
+// Calls are written when they return, from every CPU: lines can be a
+// little out of order (a thread preempted between its return and its
+// write). They are sorted by return time within this much trace time, at
+// most this many lines and bytes of lines held at once.
+inline constexpr std::uint64_t kOrderWindowNs = 1000000000;
+inline constexpr std::size_t kOrderWindowLines = 65536;
+inline constexpr std::size_t kOrderWindowBytes = std::size_t(64) << 20;
+// Call sites named by the trace's warnings that are kept (past them, a
+// warning found again names its call site by address).
+inline constexpr std::size_t kMaxWarningSites = 65536;
 
 // Opens a trace file for reading; nullptr with `error` set when it cannot,
 // also when it is a FIFO that no process opened for writing within
-// `writer_wait` (a plain open would wait for one for ever).
+// `writer_wait` (a plain open would wait for one for ever). The stream is
+// unbuffered: stdio reads nothing ahead of what is asked of it.
 std::FILE* open_trace(const std::string& path, std::chrono::milliseconds writer_wait, std::string& error);
 
 class SavedTrace final : public Source {
@@ -35,9 +58,9 @@ class SavedTrace final : public Source {
   SavedTrace(const SavedTrace&) = delete;
   SavedTrace& operator=(const SavedTrace&) = delete;
 
-  // Opens the trace and reads up to its first call line: its time is time
-  // 0 (the trace does not say when tracing started). What a live source
-  // must record is no matter: the trace holds what it holds.
+  // Opens the trace and reads its first window of calls: the earliest
+  // call's entry there is time 0 (the trace does not say when tracing
+  // started).
   int start(const RecordsNeeded&) override;
   std::uint64_t start_ns() const override { return start_ns_; }
   bool private_trace() const override;
@@ -56,22 +79,68 @@ class SavedTrace final : public Source {
   int exit_status() const override;
 
  private:
-  // The next line that is not empty, parsed into line_; false at the end
-  // of the trace or on a line that is not one (failed_).
-  bool next_line();
+  // Lines of at most kMaxTraceLineBytes, read with read(2) into a buffer
+  // of fixed size: a pipe's lines come as they are written.
+  class LineReader {
+   public:
+    enum Result { Line, End, TooLong, Error };
+    explicit LineReader(std::FILE* in);
+    // The next line, without its newline; valid until the next call.
+    Result next(std::string_view& line);
+
+   private:
+    int fd_;
+    int first_;  // the byte open_trace put back, EOF once taken
+    std::vector<char> buf_;
+    std::size_t begin_ = 0, end_ = 0;  // what is read and not yet handed out
+    bool eof_ = false;
+  };
+  // A call line read, waiting for its turn.
+  struct Pending {
+    std::uint64_t returned_ns;  // when the tracer wrote it (an unfinished call: where it stood)
+    std::size_t number;         // its line: ties keep the trace's order
+    std::size_t bytes;
+    std::uint32_t slot;  // in slots_
+    bool operator>(const Pending& o) const {
+      return returned_ns != o.returned_ns ? returned_ns > o.returned_ns : number > o.number;
+    }
+  };
+
+  // Reads the next line that is not empty: a call goes into the window, a
+  // warning or the end line is taken in. False at the end of the trace or
+  // on a line that is not one (failed_).
+  bool read_line();
+  // The next call in order into current_; false when there is none (the
+  // trace ended, or failed_).
+  bool next_call();
+  const Pending* earliest() const;  // in the window; nullptr when it is empty
+  bool window_full() const;
   bool fail(const std::string& why);
   void hand_on(CallConsumer& to);
 
   std::string path_, name_;
   std::FILE* in_ = nullptr;
-  char* buf_ = nullptr;
-  std::size_t capacity_ = 0;
+  std::unique_ptr<LineReader> reader_;
   std::size_t number_ = 0;  // of the line read last
-  TraceLine line_;
-  bool call_pending_ = false;  // line_ is a call not handed on yet
-  bool ended_ = false;         // the end line was read
+  // Parsed lines, kept in place while the heap moves their Pendings.
+  std::vector<TraceLine> slots_;
+  std::vector<std::uint32_t> free_slots_;
+  // The window: the calls read in order (each returned no earlier than
+  // those before it), and a min-heap of the others, fewer.
+  std::deque<Pending> in_order_;
+  std::vector<Pending> late_;
+  std::size_t window_bytes_ = 0;
+  std::uint64_t newest_ns_ = 0;  // the latest return read so far
+  std::uint64_t released_ns_ = 0;  // the return time of the call handed on last...
+  std::size_t released_line_ = 0;  // ...and its line (0: none yet)
+  static constexpr std::uint32_t kNoSlot = ~std::uint32_t(0);
+  std::uint32_t current_ = kNoSlot;  // the slot of the call being handed on
+  bool ended_ = false;             // the end line was read
+  bool read_to_end_ = false;       // of the input
   bool failed_ = false;
   std::uint64_t start_ns_ = 0, last_ns_ = 0;
+  std::uint64_t calls_read_ = 0, unfinished_read_ = 0;  // checked against the end line's counts
+  std::uint64_t end_calls_ = 0, end_unfinished_ = 0;
   KernelNames names_;
   Call call_;
   std::vector<ct_api_stats> api_stats_;  // what BPF counts live, by API id

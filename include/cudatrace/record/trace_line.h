@@ -41,8 +41,12 @@ class TraceLine {
     std::string gpu_code;  // a failed launch's, when it had none for the GPU
   };
   const WarningSite& warning() const { return warning_; }
-  // Type::End: the loss counters (calls and unfinished are counted again).
+  // Type::End: the loss counters, and the calls and unfinished calls the
+  // trace holds by its own count (report counts them again, and says when
+  // they differ).
   const LossCounts& end() const { return end_; }
+  std::uint64_t end_calls() const { return end_calls_; }
+  std::uint64_t end_unfinished() const { return end_unfinished_; }
 
  private:
   Type type_ = Type::Call;
@@ -52,6 +56,7 @@ class TraceLine {
   std::vector<StackFrame> stack_;
   WarningSite warning_;
   LossCounts end_;
+  std::uint64_t end_calls_ = 0, end_unfinished_ = 0;
 };
 
 }  // namespace cudatrace

@@ -51,6 +51,10 @@ class PrometheusMetrics {
   virtual bool serve(const std::string& address, std::string& error) = 0;
   // The port actually bound (serve() with port 0 picks a free one).
   virtual int port() const = 0;
+  // Tracing has begun (probes attached) at `unix_seconds`: the time goes in
+  // cudatrace_tracing_since_seconds, and /metrics, answered 503 until
+  // now, is served.
+  virtual void tracing_began(double unix_seconds) = 0;
 
   // What one aggregation entry (process, API, status, copy direction) grew by.
   virtual void add_calls(const MetricsIdentity& who, const Api& api, std::uint16_t status, std::uint8_t direction,
@@ -88,6 +92,8 @@ class MetricsWriter final : public Writer {
   static std::unique_ptr<MetricsWriter> serve(const std::string& address, std::string& error);
 
   void counts(const NodeCounts& s, const MemoryTracker& memory) override;
+  // Tracing has begun now: /metrics is served from here on.
+  void tracing_began();
   int port() const { return metrics_->port(); }
   std::uint64_t calls_counted() const { return calls_counted_; }  // by every look so far
   const PrometheusMetrics& metrics() const { return *metrics_; }
