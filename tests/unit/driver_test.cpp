@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -29,7 +30,8 @@ constexpr std::uint64_t kStart = 1'000'000'000;
 // Feeds its calls in one go, decoded as a recorder decodes them.
 class FakeSource final : public Source {
  public:
-  explicit FakeSource(std::vector<CallSpec> calls) : calls_(std::move(calls)) {}
+  // `lost`: the records it says were lost in the ring buffer.
+  FakeSource(std::vector<CallSpec> calls, std::uint64_t lost) : calls_(std::move(calls)), lost_(lost) {}
 
   int start() override { return kExitOk; }
   std::uint64_t start_ns() const override { return kStart; }
@@ -49,7 +51,7 @@ class FakeSource final : public Source {
   std::vector<ct_api_stats> api_stats() override { return stats_; }
   LossCounts losses() override {
     LossCounts lost;
-    lost.ring_buffer = 2;
+    lost.ring_buffer = lost_;
     return lost;
   }
   SiteNames site_names() override { return {}; }
@@ -58,6 +60,7 @@ class FakeSource final : public Source {
 
  private:
   std::vector<CallSpec> calls_;
+  std::uint64_t lost_;
   StreamFeed decoder_;
   std::vector<ct_api_stats> stats_ = std::vector<ct_api_stats>(apis().size());
   std::uint64_t now_ = kStart;
@@ -68,13 +71,15 @@ struct Drove {
   std::string out;
 };
 
-Drove drive(Options opts, const std::vector<CallSpec>& calls) {
+// `display`: the APIs shown (every one unless given); `lost`: records the source lost.
+Drove drive(Options opts, const std::vector<CallSpec>& calls, std::optional<Selection> display = std::nullopt,
+            std::uint64_t lost = 2) {
   char path[] = "/tmp/cudatrace-driver-test-XXXXXX";
   const int fd = mkstemp(path);
   close(fd);
   opts.output_path = path;
-  opts.display = StreamFeed::all_apis().display;
-  FakeSource source(calls);
+  opts.display = display ? *display : StreamFeed::all_apis().display;
+  FakeSource source(calls, lost);
   Drove r;
   {
     Driver driver(opts, source);
@@ -168,6 +173,50 @@ TEST(Driver, TextTraceStartsWithItsHeader) {
   EXPECT_NE(r.out.find("waited: s1: 2 copies HtoD 8.0 KiB"), std::string::npos) << r.out;
 }
 
+// Selection as apply_selection (cli/main.cpp) makes it for -f GROUPS: the groups shown, at every layer.
+Selection only_groups(std::initializer_list<Group> groups) {
+  Selection s;
+  for (Group g : groups) s.group[static_cast<int>(g)] = true;
+  return s;
+}
+
+TEST(Driver, AnEmptyTraceSaysWhichSelectionMatchedNothing) {
+  Options opts;
+  opts.json = true;
+  const Drove json = drive(opts, stream_calls(), only_groups({Group::Launch}), 0);
+  const JsonValue end = lines(json.out).back();
+  EXPECT_EQ(end.get("calls")->text, "0");
+  ASSERT_NE(end.get("empty_because"), nullptr) << json.out;
+  EXPECT_EQ(end.get("empty_because")->text, "this selection (-f launch) matched no call the program made");
+
+  opts.json = false;
+  opts.errors_only = true;
+  Selection runtime_only = only_groups({Group::Launch, Group::Graph});
+  runtime_only.layer[static_cast<int>(Layer::Driver)] = runtime_only.layer[static_cast<int>(Layer::Nccl)] = false;
+  testing::internal::CaptureStderr();
+  drive(opts, stream_calls(), runtime_only, 0);
+  EXPECT_NE(testing::internal::GetCapturedStderr().find(
+                "cudatrace: 0 calls traced, 0 lost, 0 unfinished: this selection (-f launch,graph --layer runtime "
+                "--errors) matched no call the program made\n"),
+            std::string::npos);
+}
+
+TEST(Driver, AnEmptyTraceWithoutASelectionSaysSo) {
+  Options opts;
+  opts.json = true;
+  Selection defaults;
+  for (int g = 0; g < kGroupCount; ++g) defaults.group[g] = group_on_by_default(static_cast<Group>(g));
+  const Drove r = drive(opts, {}, defaults, 0);
+  const std::vector<JsonValue> v = lines(r.out);
+  ASSERT_EQ(v.size(), 1u) << r.out;
+  ASSERT_NE(v[0].get("empty_because"), nullptr) << r.out;
+  EXPECT_EQ(v[0].get("empty_because")->text,
+            "the program made no call of the groups shown by default (-f all shows every group)");
+  // A trace with calls has no such field, nor one whose calls were lost: the loss says why.
+  EXPECT_EQ(lines(drive(opts, stream_calls(), std::nullopt, 0).out).back().get("empty_because"), nullptr);
+  EXPECT_EQ(lines(drive(opts, {}, defaults, 2).out).back().get("empty_because"), nullptr);
+}
+
 TEST(Pipeline, UndisplayedCallsFeedTheModelsButReachNoWriter) {
   PipelineOptions only_streams;
   only_streams.display.group[static_cast<int>(Group::Stream)] = true;
@@ -190,6 +239,21 @@ TEST(Pipeline, UndisplayedCallsFeedTheModelsButReachNoWriter) {
   EXPECT_FALSE(analyse(launch).displayed);
   EXPECT_EQ(decoder.id_of("stream"), "s1") << "the stream model saw the undisplayed launch";
   EXPECT_TRUE(pipeline.memory().devices().empty());
+}
+
+// report -f launch of a trace with the allocation: no pageable warning for
+// page-locked memory whose allocation the selection does not show.
+TEST(Pipeline, PageLockedMemoryIsFollowedThroughCallsNotShown) {
+  Pipeline pipeline(PipelineOptions{only_groups({Group::Launch})});
+  StreamFeed decoder;
+  const std::vector<CallSpec> calls = stream_calls();
+  for (std::size_t i = 0; i < 3; ++i) EXPECT_FALSE(pipeline.on_call(decoder.decode(calls[i])).displayed);
+  const CallAnalysis& pinned_copy = pipeline.on_call(decoder.decode(calls[3]));
+  EXPECT_FALSE(pinned_copy.streams->pageable_host_ptr) << "from cudaMallocHost's memory";
+  const CallAnalysis& pageable_copy = pipeline.on_call(decoder.decode(calls[4]));
+  ASSERT_TRUE(pageable_copy.streams->pageable_host_ptr);
+  EXPECT_EQ(*pageable_copy.streams->pageable_host_ptr, 0x7f0000u);
+  EXPECT_TRUE(pipeline.memory().devices().empty()) << "device memory is accounted for shown calls only";
 }
 
 }  // namespace
