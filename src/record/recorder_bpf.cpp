@@ -210,8 +210,9 @@ int Recorder::load() {
     node_stats_ = std::make_unique<NodeStats>(bpf_map__fd(skel_->maps.export_stats),
                                               bpf_map__fd(skel_->maps.process_cost), bpf_map__fd(skel_->maps.threads));
   }
+  const auto note = [](const std::string& msg) { std::fprintf(stderr, "cudatrace: %s\n", terminal_safe(msg).c_str()); };
   probes_ = std::make_unique<Probes>(skel_->progs.ct_enter, skel_->progs.ct_exit, skel_->progs.ct_map_change,
-                                     opts_.selection, warn_escaped);
+                                     opts_.selection, warn_escaped, opts_.verbose ? Probes::Warn(note) : nullptr);
   if (mode == AttachMode::MultiSession) probes_->use_session(skel_->progs.ct_session);
   if (mode == AttachMode::PerfPair) probes_->use_perf_events();
   // uprobe_multi links given a pid fired only in the thread of that id

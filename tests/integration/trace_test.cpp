@@ -245,6 +245,27 @@ TEST_F(Trace, LayerAndGroupFiltersAttachOnlyWhatIsAsked) {
   }
 }
 
+// The APIs a CUDA library of another version lacks are nothing a user can
+// act on: said with -v only (the fake libraries lack many).
+TEST_F(Trace, MissingExportsAreANoteForVerboseOnly) {
+  Result r = run(tracer() + " -- " FAKE_APP " basic");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err.find("does not export"), std::string::npos) << r.err;
+  r = run(tracer() + " -v -- " FAKE_APP " basic");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("cudatrace: libcudart.so.13 does not export "), std::string::npos) << r.err;
+}
+
+// An empty trace says why (issue 41): here, the selection matched nothing.
+TEST_F(Trace, AnEmptyTraceSaysWhy) {
+  const Result r = run(tracer() + " -f graph -- " FAKE_APP " basic");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("cudatrace: 0 calls traced, 0 lost, 0 unfinished: this selection (-f graph) matched no call "
+                       "the program made\n"),
+            std::string::npos)
+      << r.err;
+}
+
 TEST_F(Trace, ErrorsAndMinDurationFilters) {
   Result r = run(tracer() + " --json --errors -- " FAKE_APP " basic");
   ASSERT_EQ(r.status, 0) << r.err;
