@@ -15,7 +15,8 @@ listing=$("$bin" -f all --nvtx --list-apis)
   echo "\`src/decode/api_overrides.cpp\` on top."
   echo "Select groups with \`-f\` and layers with \`--layer\`; without \`-f\`, the groups marked"
   echo "\"traced by default\" in the table at the end are traced."
-  echo "The nvtx rows are the probe targets of cudatrace's NVTX injection library, traced with \`--nvtx\` (docs/nvtx.md)."
+  echo "The nvtx rows are NVTX's range calls, each probed at a function of cudatrace's NVTX injection library, traced"
+  echo "with \`--nvtx\` (docs/nvtx.md)."
   echo "An argument \"not read\" is shown as \`?\` (\`null\` in JSON): a float or double (passed in an xmm register),"
   echo "a struct passed by value, or an argument beyond the 11 saved argument slots."
   echo

@@ -164,7 +164,7 @@ const Probes::FileSymbols* Probes::symbols_of(const std::string& path, std::stri
   if (!elf) return nullptr;
   static const auto kWanted = [] {
     std::unordered_set<std::string_view> names;
-    for (const Api& a : apis()) names.insert(a.symbol);
+    for (const Api& a : apis()) names.insert(probe_symbol(a));
     return names;
   }();
   // One probe per address: aliases (a variant exported at its base

@@ -121,7 +121,7 @@ std::vector<CallSpec> stream_calls() {
   calls[4].caller = 0x401000;
   calls[5].symbol = "cudaStreamSynchronize";
   calls[5].args = {{"stream", kStream}};
-  calls[6].symbol = "cudatrace_nvtx_push";
+  calls[6].symbol = "nvtxRangePush";
   return calls;
 }
 
@@ -153,7 +153,7 @@ TEST(Driver, MinUsAndErrorsLeaveNvtxCallsOut) {
   const std::vector<JsonValue> v = lines(r.out);
   ASSERT_EQ(v.size(), 8u) << r.out;
   EXPECT_EQ(v.back().get("calls")->text, "6");
-  EXPECT_EQ(r.out.find("cudatrace_nvtx_push"), std::string::npos);
+  EXPECT_EQ(r.out.find("nvtxRangePush"), std::string::npos);
 }
 
 TEST(Driver, SummaryModeWritesTheReportNotTheCalls) {
