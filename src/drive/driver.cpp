@@ -159,7 +159,7 @@ int Driver::run() {
     next_report_ns_ = source_.start_ns() + std::uint64_t(opts_.interval_s) * 1000000000ull;
   } else if (!metrics_) {
     call_writers_.push_back(trace_.get());
-    drop_nvtx_ = opts_.min_us || opts_.errors_only;
+    filtered_in_kernel_ = opts_.min_us || opts_.errors_only;
   }
   if (metrics_)
     std::fprintf(stderr, "cudatrace: serving Prometheus metrics on port %d (%s/metrics)\n", metrics_->port(),
@@ -193,9 +193,10 @@ void Driver::on_call(Call& c) {
   if (analysis.closed_range)
     for (Writer* w : call_writers_) w->nvtx_range(*analysis.closed_range);
   if (!analysis.displayed) return;
+  if (filtered_in_kernel_) c.waited = nullptr;  // unknown, not "waited: nothing"
   for (Writer* w : call_writers_) {
     if (w == trace_.get()) {
-      if (drop_nvtx_ && c.api->layer() == Layer::Nvtx) continue;
+      if (filtered_in_kernel_ && c.api->layer() == Layer::Nvtx) continue;
       ++(c.unfinished ? stats_.unfinished : stats_.calls);
       w->call(c, analysis);
       chunk_.record_ends.push_back(Chunk::record_end(trace_->buffer()->size(), c.unfinished));
