@@ -4,7 +4,8 @@ is re-run here and compared, or it says that it is a quoted run (issue 41).
 
 A fenced block (man page: .EX/.EE) is
   - checked when its first line is `$ sudo build/...` or `$ build/...` (more
-    `$ ` lines: more commands, run in order, each followed by its output), or
+    `$ ` lines: more commands, run in order, each followed by its output: a
+    `jq` of the file the first wrote), or
     when the line before it is `<!-- check: COMMAND -->` (man page:
     `.\\" check: COMMAND`); such a block may begin with a `$ ` line shown to
     the reader, which is not compared;
@@ -22,7 +23,8 @@ The block holds the command's standard output, then its standard error.
 Before comparing, both sides are masked the same way, for what differs
 from run to run and nothing else: times and durations, PIDs and TIDs (as
 <PID1>, <PID2>, ... in order of appearance, so which call is whose still
-counts), user-space addresses (ASLR: hex of 2^40 or more), percentages,
+counts), user-space addresses (ASLR: hex of 2^40 or more), the hashes of
+NCCL unique ids (random), percentages,
 probe hits (they depend on the kernel: uprobe sessions), and the time,
 percent and PID columns of tables (their widths follow the numbers, so
 table cells are compared without their padding). Latency histograms' rows
@@ -100,7 +102,7 @@ def classify(lang, marker, body, roff):
         return {"check": "checked", "quoted": "quoted", "not output": "not output"}[marker.group(1)]
     first = roff_unescape(body[0]) if roff and body else (body[0] if body else "")
     if first.startswith("$ "):
-        return "checked" if all(is_build_command(c) for c, _ in segments(body, roff)) else "unmarked"
+        return "checked" if is_build_command(segments(body, roff)[0][0]) else "unmarked"
     if lang in INPUT_LANGUAGES and not (lang == "json" and any(l.startswith('{"type":') for l in body)):
         return "not output"
     return "unmarked"
@@ -139,8 +141,11 @@ HEX = re.compile(r"0x[0-9a-fA-F]+")
 TIME_UNIT = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?\s?(?:ns|us|µs|ms|s)\b")
 PERCENT = re.compile(r"(?<![\w.])\d+(?:\.\d+)?\s?%")
 TRACE_LINE = re.compile(r"^(\d+\.\d{6}) +(.+?) +(\d+) +(\d+) (\s*)(\S+) +([\d.]+|-) (.*)$")
+# An ncclUniqueId's hash (comm_id): random in every run.
+NCCL_ID = re.compile(r"(?<![\w+])[0-9a-f]{16}(?![\w+])")
 DASHES = re.compile(r"^ *-+(?: +-+)* *$")
 HIST_ROW = re.compile(r"^\s*\d+ -> \d+\s+: \d+\s+\|[* ]*\|$")
+BY_RANGE_HEADER = re.compile(r"^\s+Self ms\s+Calls\s+Launches\s+Bytes copied\s+Total ms\s+Total launches\s+Range$")
 VARYING_COLUMN = re.compile(r"\((?:ns|us|ms|s|%)\)|GB/s|^PID$|^Address$| ms$")
 # Only there on some runs of a virtual machine (text_writer.cpp, append_cost_text).
 VOLATILE = re.compile(r"^cudatrace: here a probed call takes ")
@@ -159,7 +164,8 @@ class Masker:
         return HEX.sub(lambda m: "<ADDR>" if int(m.group(0), 16) >= 1 << 40 else m.group(0), text)
 
     def free_text(self, text):
-        text = re.sub(r"(\(PID |\bpid |_pid=|\bPID )(\d+)", lambda m: m.group(1) + self.pid(m.group(2)), text)
+        text = re.sub(r"(\(PID |\bpid |_pid=|\bPID |\btid |\bprocess )(\d+)", lambda m: m.group(1) + self.pid(m.group(2)), text)
+        text = NCCL_ID.sub("<ID>", text)
         text = re.sub(r"\([\d,]+ probe hits\)", "(<N> probe hits)", text)
         text = TIME_UNIT.sub("<TIME>", self.addresses(text))
         return PERCENT.sub("<PCT>", text)
@@ -185,18 +191,19 @@ class Masker:
             return [c.strip() for c in out]
 
         names = cells(header)
-        out = [" | ".join(names)]
+        units = []  # a row and the stack frames under it
         for row in rows:
-            if re.match(r"^\s+#\d+\s+0x", row):  # a stack frame under a row
-                out.append(self.free_text(row.strip()))
+            if re.match(r"^\s+#\d+\s+0x", row) and units:
+                units[-1].append(self.free_text(row.strip()))
                 continue
             masked = []
             for name, cell in zip(names, cells(row)):
                 if VARYING_COLUMN.search(name) and cell not in ("-", "0"):
                     cell = self.pid(cell) if name == "PID" else "<N>"
                 masked.append(self.free_text(cell))
-            out.append(" | ".join(masked))
-        return out
+            units.append([" | ".join(masked)])
+        # Rows are ordered by a time (the API table by total time): their order varies.
+        return [" | ".join(names)] + [line for unit in sorted(units) for line in unit]
 
     def lines(self, lines):
         out, i = [], 0
@@ -210,6 +217,15 @@ class Masker:
                 while end < len(lines) and lines[end].strip():
                     end += 1
                 out += self.table(line, lines[i + 1], lines[i + 2:end])
+                i = end
+                continue
+            if BY_RANGE_HEADER.match(line):  # --by-range: no dashes; its times vary, its rows are ordered by them
+                end = i + 1
+                while end < len(lines) and re.match(r"^\s+([\d.]+|-)\s+\d", lines[end]):
+                    end += 1
+                rows = [re.split(r"\s+", row.strip(), maxsplit=6) for row in lines[i + 1:end]]
+                out += [" ".join(line.split())] + sorted(
+                    " | ".join("<N>" if k in (0, 4) and f != "-" else f for k, f in enumerate(r)) for r in rows)
                 i = end
                 continue
             if HIST_ROW.match(line):
@@ -249,15 +265,15 @@ def scratch_tree(source, build):
 
 
 def run(command, cwd):
-    cmd = re.sub(r"^sudo ", "", command)
-    cmd = re.sub(r"\| sudo ", "| ", cmd)
+    cmd = re.sub(r"(^|[;&|(]\s*)sudo ", r"\1", command)  # root already
     env = dict(os.environ, LC_ALL="C.UTF-8", TZ="UTC")
     env.pop("COLUMNS", None)
     p = subprocess.run(["bash", "-c", cmd], cwd=cwd, capture_output=True, env=env, timeout=TIMEOUT_S)
     out = p.stdout.decode("utf-8", "replace")
     if out and not out.endswith("\n"):
         out += "\n"
-    return (out + p.stderr.decode("utf-8", "replace")).rstrip("\n").split("\n")
+    out = (out + p.stderr.decode("utf-8", "replace")).rstrip("\n")
+    return out.split("\n") if out else []
 
 
 def rewrite(block, actual_runs):
@@ -371,8 +387,9 @@ def main():
     if problems:
         print("\n\n".join(problems))
         sys.exit(1)
-    print(f"{counts['checked']} checked blocks true, {counts['quoted']} quoted, {counts['not output']} not output "
-          f"in {len(names)} files")
+    if not args.update:
+        print(f"{counts['checked']} checked blocks true, {counts['quoted']} quoted, {counts['not output']} not "
+              f"output in {len(names)} files")
 
 
 if __name__ == "__main__":
