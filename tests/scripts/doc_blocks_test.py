@@ -150,7 +150,8 @@ VARYING_COLUMN = re.compile(r"\((?:ns|us|ms|s|%)\)|GB/s|^PID$|^Address$| ms$")
 # Only there on some runs of a virtual machine (text_writer.cpp, append_cost_text).
 VOLATILE = re.compile(r"^cudatrace: here a probed call takes ")
 # JSON keys whose values vary: times, durations, rates, shares, ids of processes.
-VARYING_KEY = re.compile(r"(?:_ns|_us|_ms|_s|_pct|_ratio|_gbps|_per_s)$|^(?:pid|tid|pids|ranks_pids)$")
+# Probe hits too, as in the text: they depend on the kernel (uprobe sessions).
+VARYING_KEY = re.compile(r"(?:_ns|_us|_ms|_s|_pct|_ratio|_gbps|_per_s|_hits)$|^(?:pid|tid)$")
 
 
 class Masker:
