@@ -10,7 +10,7 @@ apt-get install -y -qq --no-install-recommends \
   libbpf-dev bpftool libelf-dev zlib1g-dev libzstd-dev \
   libcli11-dev libfmt-dev libgtest-dev nlohmann-json3-dev \
   prometheus-cpp-dev prometheus systemd python3-yaml \
-  python3 libclang-rt-14-dev man-db jq qemu-system-x86 busybox-static cpio >/dev/null  # python3: scripts/bench.py, render-timeline.py; libFuzzer and the sanitizer runtimes for clang (scripts/fuzz.sh); man-db: scripts/package-check.sh; jq: the output tests
+  python3 libclang-rt-14-dev man-db jq curl qemu-system-x86 busybox-static cpio >/dev/null  # python3: scripts/bench.py, render-timeline.py; libFuzzer and the sanitizer runtimes for clang (scripts/fuzz.sh); man-db: scripts/package-check.sh; jq: the output tests and the docs' examples; curl: the docs' Prometheus examples (doc_blocks)
 # prometheus-cpp-dev: --prometheus (the server binary `prometheus` runs in its
 # integration test); systemd (systemd-analyze) and python3-yaml: the deploy/
 # checks of scripts/test.sh. qemu-system-x86, busybox-static, cpio: the

@@ -104,6 +104,7 @@ struct EndStats {
   std::uint64_t lost_output = 0;  // records formatted but not written: the output's consumer fell behind,
   std::string output_failure;     // or writing failed: why ("writing F: No space left on device"), else empty
   std::optional<CostReport> cost;  // what tracing cost, if it was measured
+  std::string empty_because;       // why nothing was traced, when nothing was ("this selection (-f launch) ...")
   std::uint64_t lost() const { return kernel.calls() + lost_output; }
 };
 

@@ -75,6 +75,7 @@ inline constexpr auto kLost = field("lost");
 inline constexpr auto kUnfinishedCalls = field("unfinished");
 inline constexpr auto kUnmatched = field("unmatched");
 inline constexpr auto kLostDetail = field("lost_detail");
+inline constexpr auto kEmptyBecause = field("empty_because");  // only when nothing was traced
 // Of "lost_detail".
 inline constexpr auto kRingBuffer = field("ring_buffer");
 inline constexpr auto kThreadTable = field("thread_table");

@@ -15,7 +15,7 @@ namespace cudatrace {
 // --attach: how uprobes are to be attached.
 enum class AttachRequest { Auto, Multi, Perf };
 
-// Exit statuses (documented in README.md).
+// Exit statuses (documented in docs/guide.md and the man page).
 enum ExitStatus : int {
   kExitOk = 0,
   kExitUsage = 2,       // bad command line

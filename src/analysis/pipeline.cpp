@@ -30,7 +30,11 @@ const CallAnalysis& Pipeline::on_call(Call& c) {
   c.nccl = nccl_.on_call(c);
   analysis_.first_failed_launch = launch_failures_.first_of_its_cause(c);
   analysis_.displayed = opts_.display.wants(*c.api);
-  if (!analysis_.displayed) return analysis_;
+  if (!analysis_.displayed) {
+    // A later copy is judged by every allocation, also those -f hides (report -f launch).
+    memory_.follow_page_locked(c);
+    return analysis_;
+  }
   // After the stream model: a copy is judged by the page-locked memory
   // before it (no call both copies and changes page-locked memory).
   const Effect effect = c.api->effect();

@@ -93,12 +93,13 @@ const std::vector<ApiSpec> kHandRows = {
   // A stub that reads no argument and returns 0 (`xor eax,eax; ret`); CUPTI reports it, so it has a row.
   {"__cudaGetProcAddress", RT, INFO, E::None, {}, Returns::Value},
 
-  // ---- NVTX: the probe targets of cudatrace's injection library (src/target/nvtx_inject.c), with --nvtx
-  {"cudatrace_nvtx_push", NVTXL, NVTX, E::NvtxPush, {{"message", A::String}, {"domain", A::Handle}}, Returns::Void},
-  {"cudatrace_nvtx_pop", NVTXL, NVTX, E::NvtxPop, {{"domain", A::Handle}}, Returns::Void},
-  {"cudatrace_nvtx_start", NVTXL, NVTX, E::NvtxStart, {{"message", A::String}, {"domain", A::Handle}, {"id", A::Size}}, Returns::Void},
-  {"cudatrace_nvtx_end", NVTXL, NVTX, E::NvtxEnd, {{"id", A::Size}}, Returns::Void},
-  {"cudatrace_nvtx_mark", NVTXL, NVTX, E::NvtxMark, {{"message", A::String}, {"domain", A::Handle}}, Returns::Void},
+  // ---- NVTX, with --nvtx: each row is a family of NVTX calls (nvtxRangePush: A, W, Ex and the domain form),
+  // probed at its function in cudatrace's injection library (probe_symbol, src/target/nvtx_inject.c).
+  {"nvtxRangePush", NVTXL, NVTX, E::NvtxPush, {{"message", A::String}, {"domain", A::Handle}}, Returns::Void},
+  {"nvtxRangePop", NVTXL, NVTX, E::NvtxPop, {{"domain", A::Handle}}, Returns::Void},
+  {"nvtxRangeStart", NVTXL, NVTX, E::NvtxStart, {{"message", A::String}, {"domain", A::Handle}, {"id", A::Size}}, Returns::Void},
+  {"nvtxRangeEnd", NVTXL, NVTX, E::NvtxEnd, {{"id", A::Size}}, Returns::Void},
+  {"nvtxMark", NVTXL, NVTX, E::NvtxMark, {{"message", A::String}, {"domain", A::Handle}}, Returns::Void},
   // ---- NCCL (nccl.h of 2.28; a version without some of these rows gets a warning): communicators,
   // collectives, point to point, groups.
   // ncclAllReduce is a weak alias of pncclAllReduce: one probe per address.

@@ -367,10 +367,25 @@ const std::vector<Api>& apis() {
 
 const Api* api_by_id(std::uint16_t id) { return id < apis().size() ? &apis()[id] : nullptr; }
 
+std::string_view probe_symbol(const Api& a) {
+  // Named apart from NVTX's own functions, which a program's libnvToolsExt exports too.
+  static constexpr std::pair<std::string_view, std::string_view> kInjectionTargets[] = {
+      {"nvtxRangePush", "cudatrace_nvtx_push"}, {"nvtxRangePop", "cudatrace_nvtx_pop"},
+      {"nvtxRangeStart", "cudatrace_nvtx_start"}, {"nvtxRangeEnd", "cudatrace_nvtx_end"},
+      {"nvtxMark", "cudatrace_nvtx_mark"}};
+  if (a.layer() == Layer::Nvtx)
+    for (const auto& [row, target] : kInjectionTargets)
+      if (a.symbol == row) return target;
+  return a.symbol;
+}
+
 const Api* api_by_symbol(std::string_view symbol) {
   static const auto kIndex = [] {
     std::unordered_map<std::string_view, const Api*> m;
-    for (const Api& a : apis()) m.emplace(a.symbol, &a);
+    for (const Api& a : apis()) {
+      m.emplace(a.symbol, &a);
+      m.emplace(probe_symbol(a), &a);  // and the traces of versions that showed the probe targets
+    }
     return m;
   }();
   auto it = kIndex.find(symbol);

@@ -4,6 +4,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -44,6 +45,42 @@ ResidentMemory resident_memory() {
   }
   std::fclose(f);
   return m;
+}
+
+// The options that narrow what is shown, as a command line writes them
+// ("-f launch --errors"); empty when none does.
+std::string narrowing_options(const Options& opts) {
+  std::string groups;
+  bool defaults = true, all = true;
+  for (int g = 0; g < kGroupCount; ++g) {
+    const auto group = static_cast<Group>(g);
+    if (group == Group::Nvtx) continue;  // --nvtx's, not -f's
+    const bool on = opts.display.group[g];
+    defaults = defaults && on == group_on_by_default(group);
+    all = all && on;
+    if (on) groups += (groups.empty() ? "" : ",") + std::string(group_name(group));
+  }
+  std::string out;
+  const auto add = [&out](const std::string& option) { out += (out.empty() ? "" : " ") + option; };
+  if (!defaults) add("-f " + (all ? std::string("all") : groups));
+  std::vector<Layer> layers;  // --layer names one, or all
+  for (Layer l : {Layer::Runtime, Layer::Driver, Layer::Nccl})
+    if (opts.display.layer[static_cast<int>(l)]) layers.push_back(l);
+  if (layers.size() == 1) add(std::string("--layer ") + layer_name(layers[0]));
+  if (opts.errors_only) add("--errors");
+  if (opts.min_us) add("--min-us " + std::to_string(opts.min_us));
+  if (opts.tid) add("--tid " + std::to_string(opts.tid));
+  return out;
+}
+
+// Why a trace holds no call: what the end line says after "0 calls traced".
+std::string empty_because(const Options& opts, const std::optional<CostReport>& cost) {
+  if (const std::string narrowing = narrowing_options(opts); !narrowing.empty())
+    return "this selection (" + narrowing + ") matched no call the program made";
+  const bool probed_any = cost && std::any_of(cost->processes.begin(), cost->processes.end(),
+                                              [](const ProcessCost& p) { return p.hits() > 0; });
+  if (cost && !probed_any) return "no probed CUDA function was called (-v lists the files probed)";
+  return "the program made no call of the groups shown by default (-f all shows every group)";
 }
 
 PipelineOptions pipeline_options(const Options& opts) {
@@ -138,7 +175,7 @@ int Driver::run() {
     next_report_ns_ = source_.start_ns() + std::uint64_t(opts_.interval_s) * 1000000000ull;
   } else if (!metrics_) {
     call_writers_.push_back(trace_.get());
-    drop_nvtx_ = opts_.min_us || opts_.errors_only;
+    filtered_in_kernel_ = opts_.min_us || opts_.errors_only;
   }
   if (metrics_) {
     metrics_->tracing_began();
@@ -174,9 +211,10 @@ void Driver::on_call(Call& c) {
   if (analysis.closed_range)
     for (Writer* w : call_writers_) w->nvtx_range(*analysis.closed_range);
   if (!analysis.displayed) return;
+  if (filtered_in_kernel_) c.waited = nullptr;  // unknown, not "waited: nothing"
   for (Writer* w : call_writers_) {
     if (w == trace_.get()) {
-      if (drop_nvtx_ && c.api->layer() == Layer::Nvtx) continue;
+      if (filtered_in_kernel_ && c.api->layer() == Layer::Nvtx) continue;
       ++(c.unfinished ? stats_.unfinished : stats_.calls);
       w->call(c, analysis);
       chunk_.record_ends.push_back(Chunk::record_end(trace_->buffer()->size(), c.unfinished));
@@ -271,6 +309,8 @@ void Driver::finish() {
                           opts_.output_path.empty() ? std::string("standard output") : opts_.output_path,
                           std::chrono::duration_cast<std::chrono::seconds>(stall).count(),
                           drained.unwritten.total()));
+  if (!metrics_ && !opts_.empty_probes && stats_.calls == 0 && stats_.unfinished == 0 && stats_.lost() == 0)
+    stats_.empty_because = empty_because(opts_, stats_.cost);
   fmt::memory_buffer messages;  // for stderr
   trace_->end(stats_, messages);
   bool end_written = false;

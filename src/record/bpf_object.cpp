@@ -198,8 +198,9 @@ int BpfObject::load(const Options& opts, const RecordsNeeded& needs, const Trace
     }
     tracepoints_.push_back(l);
   }
+  const auto note = [](const std::string& msg) { std::fprintf(stderr, "cudatrace: %s\n", terminal_safe(msg).c_str()); };
   probes_ = std::make_unique<Probes>(skel_->progs.ct_enter, skel_->progs.ct_exit, skel_->progs.ct_map_change,
-                                     opts.selection, warn_escaped);
+                                     opts.selection, warn_escaped, opts.verbose ? Probes::Warn(note) : nullptr);
   if (mode_ == AttachMode::MultiSession) probes_->use_session(skel_->progs.ct_session);
   if (mode_ == AttachMode::PerfPair) probes_->use_perf_events();
   // uprobe_multi links given a pid fired only in the thread of that id

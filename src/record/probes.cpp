@@ -40,7 +40,7 @@ std::string basename_of(const std::string& path) {
 }
 
 // Libraries whose every table row is expected to be exported; a missing
-// row there means a CUDA version we do not cover, worth a warning.
+// row there means a CUDA version other than the table's, worth a note (-v).
 bool is_cuda_library(const std::string& path, Layer layer) {
   const std::string base = basename_of(path);
   // Indexed by Layer; nvtx: cudatrace's own injection library, never a CUDA one.
@@ -96,8 +96,14 @@ AttachMode Probes::detect_mode() {
   return mode;
 }
 
-Probes::Probes(bpf_program* enter, bpf_program* exit, bpf_program* map_change, Selection selection, Warn warn)
-    : enter_(enter), exit_(exit), map_change_(map_change), selection_(selection), warn_(std::move(warn)) {}
+Probes::Probes(bpf_program* enter, bpf_program* exit, bpf_program* map_change, Selection selection, Warn warn,
+               Warn note)
+    : enter_(enter),
+      exit_(exit),
+      map_change_(map_change),
+      selection_(selection),
+      warn_(std::move(warn)),
+      note_(std::move(note)) {}
 
 // Closing a uprobe link waits for an RCU Tasks Trace grace period (Linux
 // 6.12+; 25-35 ms each on the loaded build VM), outside any lock: closed from
@@ -158,7 +164,7 @@ const Probes::FileSymbols* Probes::symbols_of(const std::string& path, std::stri
   if (!elf) return nullptr;
   static const auto kWanted = [] {
     std::unordered_set<std::string_view> names;
-    for (const Api& a : apis()) names.insert(a.symbol);
+    for (const Api& a : apis()) names.insert(probe_symbol(a));
     return names;
   }();
   // One probe per address: aliases (a variant exported at its base
@@ -402,15 +408,17 @@ bool Probes::attach_file(const std::string& path, pid_t pid, FileResult& result,
     }
     hot_.push_back(std::move(hot));
   }
+  // Nothing a user can do about it (their CUDA is older or newer than the
+  // table): a note for -v.
   for (Layer layer : {Layer::Runtime, Layer::Driver, Layer::Nccl}) {
-    if (!present[static_cast<int>(layer)] || !is_cuda_library(path, layer)) continue;
+    if (!note_ || !present[static_cast<int>(layer)] || !is_cuda_library(path, layer)) continue;
     std::string missing;
     int n = 0;
     for (const Api& a : apis()) {
       if (a.variant || a.layer() != layer || !is_core_api(a) || !selection_.wants(a) || found.count(&a)) continue;
       if (n++ < 5) missing += (missing.empty() ? "" : ", ") + a.symbol;
     }
-    if (n) warn_(basename_of(path) + " does not export " + std::to_string(n) + " traced API(s) (" + missing +
+    if (n) note_(basename_of(path) + " does not export " + std::to_string(n) + " traced API(s) (" + missing +
                  (n > 5 ? ", ..." : "") + "); tracing the rest");
   }
   attached_.emplace(key, r);

@@ -265,6 +265,10 @@ class JsonWriter final : public Writer {
     count(kControl, s.kernel.control);
     buf_.push_back('}');
     count(kUnmatched, s.kernel.unmatched);
+    if (!s.empty_because.empty()) {
+      buf_.append(kEmptyBecause.key());
+      append_json_string(buf_, s.empty_because);
+    }
     if (s.cost) {
       buf_.append(std::string_view(",\"overhead\":"));
       append_cost_json(buf_, *s.cost);

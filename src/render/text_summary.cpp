@@ -30,6 +30,11 @@ void append_apis(Buf& out, const SummarySnapshot& s) {
                         group_tenths(r.p99_ns), group_digits(r.stats.errors), r.api->symbol});
   out.append(std::string_view("\nCUDA API summary:\n\n"));
   append_lines(out, api.lines());
+  // Said where Min/Max do not add up with the run's (docs/summary.md, "Histogram and precision").
+  if (!s.final && !s.apis.empty())
+    out.append(std::string_view(
+        "\nThis interval's calls only. Min and Max are exact when they are the run's extremes so far, else the\n"
+        "bounds of the latency bucket that holds them.\n"));
   if (s.sampling && s.sampling->any_estimated())
     fmt::format_to(std::back_inserter(out),
                    "\n~ estimated (--max-overhead): traced in sampled windows that saw about {:.2f} % of their calls; "

@@ -267,7 +267,9 @@ void append_cost_text(Buf& out, const CostReport& r) {
 
 void append_end_text(Buf& out, const EndStats& s) {
   auto it = std::back_inserter(out);
-  fmt::format_to(it, "cudatrace: {} calls traced, {} lost, {} unfinished\n", s.calls, s.lost(), s.unfinished);
+  fmt::format_to(it, "cudatrace: {} calls traced, {} lost, {} unfinished", s.calls, s.lost(), s.unfinished);
+  if (!s.empty_because.empty()) fmt::format_to(it, ": {}", s.empty_because);
+  out.push_back('\n');
   if (const std::uint64_t in_bpf = s.lost() - s.lost_output)
     fmt::format_to(it,
                    "cudatrace: lost {} records (ring buffer full: {}, thread table full: {}, nesting deeper than "

@@ -4,9 +4,10 @@
  * library named by NVTX_INJECTION64_PATH at a process's first NVTX call and
  * call InitializeInjectionNvtx2, which fills NVTX's function slots with the
  * handlers below. Each handler turns its NVTX call into one call of a tiny
- * probe target (cudatrace_nvtx_*) with a plain C string, so cudatrace reads
- * every range with its generic uprobe programs and a string payload: the BPF
- * side decodes no NVTX structure. The probe targets do nothing themselves. */
+ * probe target (cudatrace_nvtx_*, shown as nvtxRangePush etc.: probe_symbol
+ * in api_table.h) with a plain C string, so cudatrace reads every range with
+ * its generic uprobe programs and a string payload: the BPF side decodes no
+ * NVTX structure. The probe targets do nothing themselves. */
 /* Types and ids only: NVTX's own implementation (its loader) is not wanted
  * here, nor its newer glibc symbols (dlopen@GLIBC_2.34). */
 #define NVTX_NO_IMPL

@@ -65,14 +65,14 @@ TEST_F(Nvtx, EveryCallCarriesTheRangesOpenOnItsThread) {
   }
   EXPECT_TRUE(calls(r, "cuLaunchKernel").empty());
   // The range calls themselves are records of the nvtx layer; the mark is one.
-  const auto marks = calls(r, "cudatrace_nvtx_mark");
+  const auto marks = calls(r, "nvtxMark");
   ASSERT_EQ(marks.size(), 1u);
   EXPECT_EQ(marks[0]["layer"], "nvtx");
   EXPECT_EQ(marks[0]["args"]["message"], "checkpoint");
-  EXPECT_EQ(calls(r, "cudatrace_nvtx_push").size(), 6u);
-  EXPECT_EQ(calls(r, "cudatrace_nvtx_pop").size(), 6u);
-  EXPECT_EQ(calls(r, "cudatrace_nvtx_start").size(), 1u);
-  EXPECT_EQ(calls(r, "cudatrace_nvtx_end").size(), 1u);
+  EXPECT_EQ(calls(r, "nvtxRangePush").size(), 6u);
+  EXPECT_EQ(calls(r, "nvtxRangePop").size(), 6u);
+  EXPECT_EQ(calls(r, "nvtxRangeStart").size(), 1u);
+  EXPECT_EQ(calls(r, "nvtxRangeEnd").size(), 1u);
   EXPECT_EQ(end_of(r.lines)["lost"], 0) << r.out;
 }
 
@@ -81,7 +81,7 @@ TEST_F(Nvtx, FiltersKeepTheRangeStacks) {
   const Result r = run(tracer() + " --nvtx --json -f mem -- " NVTX_APP);
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(malloc_stacks(r), kExpected);
-  EXPECT_TRUE(calls(r, "cudatrace_nvtx_push").empty());
+  EXPECT_TRUE(calls(r, "nvtxRangePush").empty());
   // --min-us drops the fast calls in BPF, never the NVTX ones the stacks are
   // built from; the NVTX records themselves are not printed.
   const Result slow = run(tracer() + " --nvtx --json --min-us 1 -- " NVTX_APP);

@@ -245,6 +245,27 @@ TEST_F(Trace, LayerAndGroupFiltersAttachOnlyWhatIsAsked) {
   }
 }
 
+// The APIs a CUDA library of another version lacks are nothing a user can
+// act on: said with -v only (the fake libraries lack many).
+TEST_F(Trace, MissingExportsAreANoteForVerboseOnly) {
+  Result r = run(tracer() + " -- " FAKE_APP " basic");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err.find("does not export"), std::string::npos) << r.err;
+  r = run(tracer() + " -v -- " FAKE_APP " basic");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("cudatrace: libcudart.so.13 does not export "), std::string::npos) << r.err;
+}
+
+// An empty trace says why (issue 41): here, the selection matched nothing.
+TEST_F(Trace, AnEmptyTraceSaysWhy) {
+  const Result r = run(tracer() + " -f graph -- " FAKE_APP " basic");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("cudatrace: 0 calls traced, 0 lost, 0 unfinished: this selection (-f graph) matched no call "
+                       "the program made\n"),
+            std::string::npos)
+      << r.err;
+}
+
 TEST_F(Trace, ErrorsAndMinDurationFilters) {
   Result r = run(tracer() + " --json --errors -- " FAKE_APP " basic");
   ASSERT_EQ(r.status, 0) << r.err;
@@ -726,15 +747,15 @@ TEST_F(Trace, ListApisMatchesTheDocs) {
   ASSERT_EQ(r.status, 0);
   EXPECT_EQ(r.out, read_file(SOURCE_DIR "/docs/apis.md").substr(read_file(SOURCE_DIR "/docs/apis.md").find("| API |")))
       << "regenerate docs/apis.md with scripts/gen-docs.sh";
-  // The README's table of groups, between its markers.
+  // The guide's table of groups, between its markers.
   const auto table = r.out.find("\n| group |") + 1;
   const std::string groups = r.out.substr(table, r.out.find("\n\n", table) + 1 - table);
-  const std::string readme = read_file(SOURCE_DIR "/README.md");
+  const std::string guide = read_file(SOURCE_DIR "/docs/guide.md");
   const std::string start = "<!-- api-groups: scripts/gen-docs.sh writes this table from the API table -->\n";
-  const auto at = readme.find(start);
+  const auto at = guide.find(start);
   ASSERT_NE(at, std::string::npos);
-  EXPECT_EQ(readme.substr(at + start.size(), groups.size()), groups) << "regenerate README.md with scripts/gen-docs.sh";
-  EXPECT_EQ(readme.substr(at + start.size() + groups.size(), 21), "<!-- /api-groups -->\n");
+  EXPECT_EQ(guide.substr(at + start.size(), groups.size()), groups) << "regenerate docs/guide.md with scripts/gen-docs.sh";
+  EXPECT_EQ(guide.substr(at + start.size() + groups.size(), 21), "<!-- /api-groups -->\n");
 }
 
 }  // namespace

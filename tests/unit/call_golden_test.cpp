@@ -90,11 +90,11 @@ std::vector<CallSpec> calls() {
   CallSpec registered = spec("__cudaRegisterFunction", {{"fatCubinHandle", 0x1}, {"hostFun", 0xa4}});  // void
   registered.payload = bytes_of("_Z2k4v");
   c.push_back(registered);
-  CallSpec push = spec("cudatrace_nvtx_push", {{"domain", 0}});                               // an NVTX range opens
+  CallSpec push = spec("nvtxRangePush", {{"domain", 0}});                               // an NVTX range opens
   push.payload = bytes_of("step");
   c.push_back(push);
   c.push_back(spec("cudaDeviceSynchronize", {}));                                             // inside it: nvtx
-  c.push_back(spec("cudatrace_nvtx_pop", {{"domain", 0}}));
+  c.push_back(spec("nvtxRangePop", {{"domain", 0}}));
   CallSpec id = spec("ncclGetUniqueId", {{"uniqueId", 0x7100}});                              // NcclUniqueIdPtr
   id.payload.assign(kNcclUniqueIdBytes, 7);
   c.push_back(id);

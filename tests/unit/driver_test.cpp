@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -29,7 +30,8 @@ constexpr std::uint64_t kStart = 1'000'000'000;
 // Feeds its calls in one go, decoded as a recorder decodes them.
 class FakeSource final : public Source {
  public:
-  explicit FakeSource(std::vector<CallSpec> calls) : calls_(std::move(calls)) {}
+  // `lost`: the records it says were lost in the ring buffer.
+  FakeSource(std::vector<CallSpec> calls, std::uint64_t lost) : calls_(std::move(calls)), lost_(lost) {}
 
   int start(const RecordsNeeded& needs) override {
     needs_ = needs;
@@ -52,7 +54,7 @@ class FakeSource final : public Source {
   std::vector<ct_api_stats> api_stats() override { return stats_; }
   LossCounts losses() override {
     LossCounts lost;
-    lost.ring_buffer = 2;
+    lost.ring_buffer = lost_;
     return lost;
   }
   SiteNames site_names() override { return {}; }
@@ -62,6 +64,7 @@ class FakeSource final : public Source {
 
  private:
   std::vector<CallSpec> calls_;
+  std::uint64_t lost_;
   StreamFeed decoder_;
   std::vector<ct_api_stats> stats_ = std::vector<ct_api_stats>(apis().size());
   std::uint64_t now_ = kStart;
@@ -74,13 +77,15 @@ struct Drove {
   RecordsNeeded needs;  // what the driver asked the source to record
 };
 
-Drove drive(Options opts, const std::vector<CallSpec>& calls) {
+// `display`: the APIs shown (every one unless given); `lost`: records the source lost.
+Drove drive(Options opts, const std::vector<CallSpec>& calls, std::optional<Selection> display = std::nullopt,
+            std::uint64_t lost = 2) {
   char path[] = "/tmp/cudatrace-driver-test-XXXXXX";
   const int fd = mkstemp(path);
   close(fd);
   opts.output_path = path;
-  opts.display = StreamFeed::all_apis().display;
-  FakeSource source(calls);
+  opts.display = display ? *display : StreamFeed::all_apis().display;
+  FakeSource source(calls, lost);
   Drove r;
   {
     Driver driver(opts, source);
@@ -123,7 +128,7 @@ std::vector<CallSpec> stream_calls() {
   calls[4].caller = 0x401000;
   calls[5].symbol = "cudaStreamSynchronize";
   calls[5].args = {{"stream", kStream}};
-  calls[6].symbol = "cudatrace_nvtx_push";
+  calls[6].symbol = "nvtxRangePush";
   return calls;
 }
 
@@ -155,7 +160,9 @@ TEST(Driver, MinUsAndErrorsLeaveNvtxCallsOut) {
   const std::vector<JsonValue> v = lines(r.out);
   ASSERT_EQ(v.size(), 8u) << r.out;
   EXPECT_EQ(v.back().get("calls")->text, "6");
-  EXPECT_EQ(r.out.find("cudatrace_nvtx_push"), std::string::npos);
+  EXPECT_EQ(r.out.find("nvtxRangePush"), std::string::npos);
+  // The kernel dropped calls the stream model would have needed: no wait is claimed.
+  EXPECT_EQ(r.out.find("waited_for"), std::string::npos) << r.out;
 }
 
 TEST(Driver, SummaryModeWritesTheReportNotTheCalls) {
@@ -217,6 +224,50 @@ TEST(Driver, AsksForTheRecordsItsAnalysesAndWritersRead) {
   EXPECT_EQ(drive(leak_stacks, {}).needs.stacks, Stacks::Addresses) << "a summary names only the stacks it reports";
 }
 
+// Selection as apply_selection (cli/main.cpp) makes it for -f GROUPS: the groups shown, at every layer.
+Selection only_groups(std::initializer_list<Group> groups) {
+  Selection s;
+  for (Group g : groups) s.group[static_cast<int>(g)] = true;
+  return s;
+}
+
+TEST(Driver, AnEmptyTraceSaysWhichSelectionMatchedNothing) {
+  Options opts;
+  opts.json = true;
+  const Drove json = drive(opts, stream_calls(), only_groups({Group::Launch}), 0);
+  const JsonValue end = lines(json.out).back();
+  EXPECT_EQ(end.get("calls")->text, "0");
+  ASSERT_NE(end.get("empty_because"), nullptr) << json.out;
+  EXPECT_EQ(end.get("empty_because")->text, "this selection (-f launch) matched no call the program made");
+
+  opts.json = false;
+  opts.errors_only = true;
+  Selection runtime_only = only_groups({Group::Launch, Group::Graph});
+  runtime_only.layer[static_cast<int>(Layer::Driver)] = runtime_only.layer[static_cast<int>(Layer::Nccl)] = false;
+  testing::internal::CaptureStderr();
+  drive(opts, stream_calls(), runtime_only, 0);
+  EXPECT_NE(testing::internal::GetCapturedStderr().find(
+                "cudatrace: 0 calls traced, 0 lost, 0 unfinished: this selection (-f launch,graph --layer runtime "
+                "--errors) matched no call the program made\n"),
+            std::string::npos);
+}
+
+TEST(Driver, AnEmptyTraceWithoutASelectionSaysSo) {
+  Options opts;
+  opts.json = true;
+  Selection defaults;
+  for (int g = 0; g < kGroupCount; ++g) defaults.group[g] = group_on_by_default(static_cast<Group>(g));
+  const Drove r = drive(opts, {}, defaults, 0);
+  const std::vector<JsonValue> v = lines(r.out);
+  ASSERT_EQ(v.size(), 1u) << r.out;
+  ASSERT_NE(v[0].get("empty_because"), nullptr) << r.out;
+  EXPECT_EQ(v[0].get("empty_because")->text,
+            "the program made no call of the groups shown by default (-f all shows every group)");
+  // A trace with calls has no such field, nor one whose calls were lost: the loss says why.
+  EXPECT_EQ(lines(drive(opts, stream_calls(), std::nullopt, 0).out).back().get("empty_because"), nullptr);
+  EXPECT_EQ(lines(drive(opts, {}, defaults, 2).out).back().get("empty_because"), nullptr);
+}
+
 TEST(Pipeline, UndisplayedCallsFeedTheModelsButReachNoWriter) {
   PipelineOptions only_streams;
   only_streams.display.group[static_cast<int>(Group::Stream)] = true;
@@ -239,6 +290,21 @@ TEST(Pipeline, UndisplayedCallsFeedTheModelsButReachNoWriter) {
   EXPECT_FALSE(analyse(launch).displayed);
   EXPECT_EQ(decoder.id_of("stream"), "s1") << "the stream model saw the undisplayed launch";
   EXPECT_TRUE(pipeline.memory().devices().empty());
+}
+
+// report -f launch of a trace with the allocation: no pageable warning for
+// page-locked memory whose allocation the selection does not show.
+TEST(Pipeline, PageLockedMemoryIsFollowedThroughCallsNotShown) {
+  Pipeline pipeline(PipelineOptions{only_groups({Group::Launch})});
+  StreamFeed decoder;
+  const std::vector<CallSpec> calls = stream_calls();
+  for (std::size_t i = 0; i < 3; ++i) EXPECT_FALSE(pipeline.on_call(decoder.decode(calls[i])).displayed);
+  const CallAnalysis& pinned_copy = pipeline.on_call(decoder.decode(calls[3]));
+  EXPECT_FALSE(pinned_copy.streams->pageable_host_ptr) << "from cudaMallocHost's memory";
+  const CallAnalysis& pageable_copy = pipeline.on_call(decoder.decode(calls[4]));
+  ASSERT_TRUE(pageable_copy.streams->pageable_host_ptr);
+  EXPECT_EQ(*pageable_copy.streams->pageable_host_ptr, 0x7f0000u);
+  EXPECT_TRUE(pipeline.memory().devices().empty()) << "device memory is accounted for shown calls only";
 }
 
 }  // namespace

@@ -37,8 +37,8 @@ struct Feed {
     // Arguments in table order: message (pointer), domain, id; or domain; or id.
     int slot = 0;
     if (has_message) buf.rec.args[slot++] = 0x1000;
-    if (symbol != "cudatrace_nvtx_end") buf.rec.args[slot++] = domain;
-    if (symbol == "cudatrace_nvtx_start" || symbol == "cudatrace_nvtx_end") buf.rec.args[slot++] = id;
+    if (symbol != "nvtxRangeEnd") buf.rec.args[slot++] = domain;
+    if (symbol == "nvtxRangeStart" || symbol == "nvtxRangeEnd") buf.rec.args[slot++] = id;
     ASSERT_TRUE(decode_call(buf.rec, nullptr, call));
     tracker.annotate(call);
     EXPECT_EQ(call.nvtx, nullptr);  // NVTX calls carry no stack of their own
@@ -74,70 +74,70 @@ TEST(NvtxTracker, PushAndPopPerThread) {
   Feed f;
   EXPECT_EQ(f.cuda(1), S{});
   EXPECT_EQ(f.call.nvtx, nullptr);
-  f.nvtx("cudatrace_nvtx_push", 1, "step 1");
-  f.nvtx("cudatrace_nvtx_push", 1, "forward");
-  f.nvtx("cudatrace_nvtx_push", 2, "worker");
+  f.nvtx("nvtxRangePush", 1, "step 1");
+  f.nvtx("nvtxRangePush", 1, "forward");
+  f.nvtx("nvtxRangePush", 2, "worker");
   EXPECT_EQ(f.cuda(1), (S{"step 1", "forward"}));
   EXPECT_EQ(f.cuda(2), (S{"worker"}));
-  f.nvtx("cudatrace_nvtx_pop", 1, "", 0, 0, 5000);
+  f.nvtx("nvtxRangePop", 1, "", 0, 0, 5000);
   EXPECT_EQ(f.cuda(1), (S{"step 1"}));
   ASSERT_EQ(f.closed.size(), 1u);
   EXPECT_EQ(f.closed[0].range.message, "forward");
   EXPECT_EQ(f.closed[0].end_ns, 5000u);
   EXPECT_FALSE(f.closed[0].process_wide);
-  f.nvtx("cudatrace_nvtx_pop", 1, "");
+  f.nvtx("nvtxRangePop", 1, "");
   EXPECT_EQ(f.cuda(1), S{});
   EXPECT_EQ(f.call.nvtx, nullptr);  // an empty stack is no stack
 }
 
 TEST(NvtxTracker, ADomainsPopClosesThatDomainsInnermostRange) {
   Feed f;
-  f.nvtx("cudatrace_nvtx_push", 1, "outer");
-  f.nvtx("cudatrace_nvtx_push", 1, "in domain", 0xabc);
-  f.nvtx("cudatrace_nvtx_push", 1, "inner");
-  f.nvtx("cudatrace_nvtx_pop", 1, "", 0xabc);
+  f.nvtx("nvtxRangePush", 1, "outer");
+  f.nvtx("nvtxRangePush", 1, "in domain", 0xabc);
+  f.nvtx("nvtxRangePush", 1, "inner");
+  f.nvtx("nvtxRangePop", 1, "", 0xabc);
   EXPECT_EQ(f.cuda(1), (S{"outer", "inner"}));
-  f.nvtx("cudatrace_nvtx_pop", 1, "", 0xdef);  // nothing open in that domain
+  f.nvtx("nvtxRangePop", 1, "", 0xdef);  // nothing open in that domain
   EXPECT_EQ(f.cuda(1), (S{"outer", "inner"}));
 }
 
 TEST(NvtxTracker, APopWithNothingOpenClosesNothing) {
   // Its push came before tracing started (-p).
   Feed f;
-  f.nvtx("cudatrace_nvtx_pop", 1, "");
+  f.nvtx("nvtxRangePop", 1, "");
   EXPECT_TRUE(f.closed.empty());
   EXPECT_EQ(f.cuda(1), S{});
 }
 
 TEST(NvtxTracker, StartEndRangesArePerProcessAndEndOnAnyThread) {
   Feed f;
-  f.nvtx("cudatrace_nvtx_start", 1, "load", 0, 7);
-  f.nvtx("cudatrace_nvtx_start", 1, "save", 0, 8);
+  f.nvtx("nvtxRangeStart", 1, "load", 0, 7);
+  f.nvtx("nvtxRangeStart", 1, "save", 0, 8);
   EXPECT_EQ(f.cuda(2), S{});
   EXPECT_EQ(f.process_ranges(), (S{"load", "save"}));
-  f.nvtx("cudatrace_nvtx_end", 2, "", 0, 7);
+  f.nvtx("nvtxRangeEnd", 2, "", 0, 7);
   f.cuda(1);
   EXPECT_EQ(f.process_ranges(), (S{"save"}));
   ASSERT_EQ(f.closed.size(), 1u);
   EXPECT_TRUE(f.closed[0].process_wide);
   EXPECT_EQ(f.closed[0].range.id, 7u);
-  f.nvtx("cudatrace_nvtx_end", 2, "", 0, 99);  // unknown id
+  f.nvtx("nvtxRangeEnd", 2, "", 0, 99);  // unknown id
   EXPECT_EQ(f.closed.size(), 1u);
 }
 
 TEST(NvtxTracker, MarksChangeNothing) {
   Feed f;
-  f.nvtx("cudatrace_nvtx_push", 1, "a");
-  f.nvtx("cudatrace_nvtx_mark", 1, "checkpoint");
+  f.nvtx("nvtxRangePush", 1, "a");
+  f.nvtx("nvtxMark", 1, "checkpoint");
   EXPECT_EQ(f.cuda(1), (S{"a"}));
   EXPECT_TRUE(f.closed.empty());
 }
 
 TEST(NvtxOutput, JsonAndText) {
   Feed f;
-  f.nvtx("cudatrace_nvtx_push", 1, "step \"1\"");
-  f.nvtx("cudatrace_nvtx_push", 1, "aten::linear");
-  f.nvtx("cudatrace_nvtx_start", 1, "load", 0, 3);
+  f.nvtx("nvtxRangePush", 1, "step \"1\"");
+  f.nvtx("nvtxRangePush", 1, "aten::linear");
+  f.nvtx("nvtxRangeStart", 1, "load", 0, 3);
   f.cuda(1);
   fmt::memory_buffer json, text;
   append_nvtx_json(json, f.call);
@@ -167,10 +167,10 @@ std::string ranges_line(const RangeSummary& ranges) {
 TEST(RangeSummary, SelfTotalAndOutside) {
   Feed f;
   f.cuda(1);  // outside
-  f.nvtx("cudatrace_nvtx_push", 1, "step");
+  f.nvtx("nvtxRangePush", 1, "step");
   f.cuda(1, "cudaLaunchKernel");
   f.cuda(1, "cuLaunchKernel", 1);  // nested: part of the launch above
-  f.nvtx("cudatrace_nvtx_push", 1, "step");  // the same name twice on the stack
+  f.nvtx("nvtxRangePush", 1, "step");  // the same name twice on the stack
   f.cuda(1, "cudaLaunchKernel");
   EXPECT_EQ(ranges_line(f.summary),
             "{\"type\":\"nvtx_ranges\",\"ranges\":[{\"name\":\"step\",\"calls\":2,\"api_ns\":5000,\"launches\":2,"
@@ -181,7 +181,7 @@ TEST(RangeSummary, SelfTotalAndOutside) {
 // A launch that failed is a call of the range, not a launch of it.
 TEST(RangeSummary, FailedLaunchesAreCallsNotLaunches) {
   Feed f;
-  f.nvtx("cudatrace_nvtx_push", 1, "step");
+  f.nvtx("nvtxRangePush", 1, "step");
   f.cuda(1, "cudaLaunchKernel", 0, 209);  // cudaErrorNoKernelImageForDevice
   f.cuda(1, "cudaLaunchKernel");
   f.cuda(1, "cudaMalloc");

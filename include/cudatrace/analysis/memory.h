@@ -90,6 +90,11 @@ class MemoryTracker {
   bool pinned(std::uint32_t pid, std::uint64_t addr, std::uint64_t bytes) const {
     return page_locked_.contains(pid, addr, bytes);
   }
+  // Follows the page-locked ranges only, for a call not otherwise counted
+  // (of an API the outputs do not show).
+  void follow_page_locked(const Call& c) {
+    if (c.counted()) page_locked_.on_call(c);
+  }
   // The page-locked ranges it follows: the one registry of the pipeline.
   const PageLockedMemory& page_locked() const { return page_locked_; }
   void forget_page_locked(std::uint32_t pid) { page_locked_.forget(pid); }

@@ -6,7 +6,9 @@
 //   3. NCCL (communicator, rank and sequence of each collective), and
 //      failed launches (the first of each cause in a process is told);
 //   then, for calls of displayed APIs only (the ones the outputs show):
-//   4. memory accounting, which owns the one page-locked registry;
+//   4. memory accounting, which owns the one page-locked registry (that
+//      registry follows every call: a copy is judged by allocations that
+//      are not shown too);
 //   5. the per-range summary (--by-range) and the kernel and transfer
 //      tables (summary mode).
 // What one call did is returned for the writers (render/writer.h). Analyses

@@ -17,7 +17,7 @@ std::string api_list_markdown(const Selection& selection);
 // One JSON line per API.
 std::string api_list_json(const Selection& selection);
 // The groups: traced by default or not, how many APIs of each layer, what
-// they hold (the end of --list-apis, docs/apis.md and the README).
+// they hold (the end of --list-apis, docs/apis.md and docs/guide.md).
 std::string api_groups_markdown();
 // The groups traced by default, or the others: "mem, xfer, ...".
 std::string group_names(bool traced_by_default);

@@ -237,6 +237,11 @@ bool is_hot_api(const Api& a);
 const std::vector<ApiSpec>& api_rows();
 const std::vector<Api>& apis();
 const Api* api_by_id(std::uint16_t id);
+// The API whose row or probed function (probe_symbol) is `symbol`.
 const Api* api_by_symbol(std::string_view symbol);
+// The function probed for `a`: its symbol, but for the NVTX rows, probed at
+// the functions of cudatrace's injection library (src/target/nvtx_inject.c)
+// that NVTX's calls end in: nvtxRangePush at cudatrace_nvtx_push, ...
+std::string_view probe_symbol(const Api& a);
 
 }  // namespace cudatrace

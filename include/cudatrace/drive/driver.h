@@ -81,7 +81,10 @@ class Driver final : public CallConsumer {
   std::uint64_t next_report_ns_ = 0;  // with -i
   unsigned reports_ = 0;
   std::uint64_t next_count_ns_ = 0;  // exporter mode: the next look at the node's counts
-  bool drop_nvtx_ = false;        // --min-us or --errors: NVTX calls are never slow or failed
+  // --min-us or --errors: the kernel dropped the other calls, so the trace
+  // has no NVTX calls (never slow or failed) and no waits (what was queued
+  // is not known).
+  bool filtered_in_kernel_ = false;
   bool output_failed_ = false;    // writing the output failed (said on stderr)
   bool output_closed_ = false;    // the output's reader went away (| head): end quietly
   bool timeline_failed_ = false;  // writing the --perfetto file failed (said on stderr)

@@ -2,7 +2,7 @@
 // start-up (loading a tiny program, creating a link on a bad target), never
 // from the version number: distribution kernels backport BPF features.
 // Probing needs the privileges that loading BPF programs needs.
-// README.md "Kernel requirements" lists the feature per kernel version.
+// docs/design.md "Kernel requirements" lists the feature per kernel version.
 #pragma once
 
 #include <string>

@@ -51,7 +51,10 @@ std::string probe_summary(const std::string& path, const std::vector<PlannedProb
 class Probes {
  public:
   using Warn = std::function<void(const std::string&)>;
-  Probes(bpf_program* enter, bpf_program* exit, bpf_program* map_change, Selection selection, Warn warn);
+  // `warn`: what a user can act on; `note` (-v): what only explains, such as
+  // the APIs a CUDA library of another version does not export. No note: not said.
+  Probes(bpf_program* enter, bpf_program* exit, bpf_program* map_change, Selection selection, Warn warn,
+         Warn note = nullptr);
   ~Probes();
 
   struct FileResult {
@@ -176,7 +179,7 @@ class Probes {
   bpf_program *enter_, *exit_, *map_change_, *session_ = nullptr;
   AttachMode mode_ = AttachMode::MultiPair;
   Selection selection_;
-  Warn warn_;
+  Warn warn_, note_;
   std::map<std::tuple<dev_t, ino_t>, FileSymbols> symbols_;
   std::map<std::tuple<dev_t, ino_t, pid_t>, FileResult> attached_;
   std::set<std::tuple<dev_t, ino_t, pid_t>> loaders_;

@@ -71,7 +71,7 @@ class PrometheusMetrics {
   virtual void set_lost(LossReason reason, std::uint64_t total) = 0;
   virtual void set_node(std::size_t traced_processes, std::size_t probed_files, double entry_hit_seconds,
                         double return_hit_seconds) = 0;
-  // The exposition as a scrape gets it (tests, the README).
+  // The exposition as a scrape gets it (tests, docs/guide.md).
   virtual std::string text() const = 0;
 };
 

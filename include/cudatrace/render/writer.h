@@ -69,7 +69,7 @@ class Writer {
 
 // The trace as bcc-style text columns; `start_ns` (CLOCK_MONOTONIC) is
 // shown as time 0. Kernels by their short names (KernelNames::short_name)
-// unless `full_names`. docs and README.md show the layout.
+// unless `full_names`. README.md and docs/guide.md show the layout.
 std::unique_ptr<Writer> make_text_writer(std::uint64_t start_ns, bool full_names);
 // JSON Lines, documented in docs/json.md.
 std::unique_ptr<Writer> make_json_writer();
