@@ -422,7 +422,13 @@ def main():
                 print(f"  WARNING: {len(unnamed)} unnamed {layer} launch records, e.g. "
                       f"{ex.get('api')} ts_ns={ex.get('ts_ns')} args={json.dumps(ex.get('args'))}")
     # A launch is attributed to the first kernel_mangled found, outermost first.
-    ct_k = Counter(next(filter(None, map(mangled, g)), "(unnamed)") for g in groups)
+    # A launch that failed (its outermost record's status) ran nothing: CUPTI
+    # counts the kernels that ran.
+    failed = [g for g in groups if g[0].get("ret", 0) != 0]
+    if failed:
+        print(f"  {len(failed)} launches failed (status {sorted({g[0].get('ret') for g in failed})}): "
+              "not compared with the kernels that ran")
+    ct_k = Counter(next(filter(None, map(mangled, g)), "(unnamed)") for g in groups if g[0].get("ret", 0) == 0)
     recs_k = {layer: Counter(mangled(r) or "(unnamed)" for r in trace.launches
                              if (r.get("layer") or layer_of(r.get("api", ""))) == layer)
               for layer in LAYERS}

@@ -209,16 +209,18 @@ void KernelNames::learn(const Call& call) {
     if (name) remember(pid, func, *name);
     return;
   }
+  const Pooled* named_out = nullptr;
   if (name) {
     // cuModuleGetFunction / cuLibraryGetKernel / cudaLibraryGetKernel: looked up by name in a module.
-    remember(pid, out, *name);
+    named_out = remember(pid, out, *name);
     module = arg_value(call, ArgType::Handle).value_or(0);
   } else if (const Name* known = find(pid, func)) {
     // __cudaGetKernel / cudaGetKernel / cuKernelGetFunction: a new handle for a known one.
     // (The view points into the pool, which keeps the name while `func` uses it.)
-    remember(pid, out, known->mangled);
+    named_out = remember(pid, out, known->mangled);
     if (const auto it = module_of_.find({pid, func}); it != module_of_.end()) module = it->second;
   }
+  if (named_out && learn_handle_ && learn_handle_(pid, out, named_out->first)) forget_unknown();
   if (!module || !out) return;
   if (std::uint64_t& of = module_of_[{pid, out}]; of != module) {
     of = module;

@@ -161,7 +161,19 @@ bool measure_probe_cost(Probes& probes, int threads_fd, std::uint64_t cookie, Pr
     ret_wall.push_back(both.wall - entry.wall);
     stepped_wall.push_back(stepped.wall - bare.wall);
   }
+  // The oracle: every call of a probed function was a hit. Fewer, and the
+  // differences measured something else (a probe that did not fire).
+  ct_thread_state after{};
+  const bool read = bpf_map_lookup_elem(threads_fd, &tid, &after) == 0;
   bpf_map_delete_elem(threads_fd, &tid);
+  const std::uint64_t rounds = entry_cpu.size();
+  const std::uint64_t entries = rounds * (2 * kCalls + kSteppedCalls), returns = rounds * kCalls;
+  if (!read || after.entry_hits != entries || after.return_hits != returns) {
+    error = "the probes on cudatrace's own functions fired " + std::to_string(after.entry_hits) + " times at entry and " +
+            std::to_string(after.return_hits) + " at return, not " + std::to_string(entries) + " and " +
+            std::to_string(returns);
+    return false;
+  }
   out.entry_ns = std::max(0.0, median(entry_cpu));
   out.return_ns = std::max(0.0, median(ret_cpu));
   out.stepped_ns = std::max(out.entry_ns, median(stepped_cpu));

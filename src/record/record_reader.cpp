@@ -62,8 +62,21 @@ RecordReader::RecordReader(BpfObject& bpf, Target& target, Symbolizer& symbolize
       symbolizer_(symbolizer),
       stack_frames_(needs.stacks == RecordsNeeded::Stacks::Frames),
       counted_activity_(needs.counted_activity) {
-  names_.set_symbolizer(
-      [this](std::uint32_t pid, std::uint64_t addr) { return symbolizer_.function_at(static_cast<pid_t>(pid), addr); });
+  names_.set_symbolizer([this](std::uint32_t pid, std::uint64_t addr) {
+    std::string name = symbolizer_.function_at(static_cast<pid_t>(pid), addr);
+    // Reading the stubs' handle variables may have taught the symbolizer to
+    // name handles made before attach: those it could not name are tried again.
+    if (symbolizer_.handle_layouts_learnt() != handle_layouts_seen_) {
+      handle_layouts_seen_ = symbolizer_.handle_layouts_learnt();
+      names_.forget_unknown();
+    }
+    return name;
+  });
+  names_.set_handle_learner([this](std::uint32_t pid, std::uint64_t handle, std::string_view mangled) {
+    if (!symbolizer_.learn_handle(static_cast<pid_t>(pid), handle, mangled)) return false;
+    handle_layouts_seen_ = symbolizer_.handle_layouts_learnt();
+    return true;  // KernelNames tries its unnamed handles again
+  });
   read_string_ = [this](std::uint32_t pid, std::uint64_t addr, std::string& out) {
     return symbolizer_.string_at(static_cast<pid_t>(pid), addr, CT_MAX_PAYLOAD, out);
   };

@@ -88,11 +88,13 @@ void Recorder::finish(CallConsumer& to) {
   reader_->drain();
   reader_->report_open_calls();
   const std::vector<__u64> totals = bpf_->counters();
+  // Nothing is lost when the activity table fills, so only -v says so.
+  if (!opts_.verbose) return;
   if (totals[CT_CNT_ACTIVITY_FULL])
-    warn_line(std::to_string(totals[CT_CNT_ACTIVITY_FULL]) + " launches and copies were sent as records: the BPF "
-              "activity table (" + std::to_string(CT_ACTIVITY_ENTRIES) + " entries) was full; nothing is lost");
-  if (opts_.verbose)
-    std::fprintf(stderr, "cudatrace: read %llu call records\n", static_cast<unsigned long long>(reader_->records()));
+    std::fprintf(stderr, "cudatrace: %llu launches and copies were sent as records: the BPF activity table (%d "
+                 "entries) was full; nothing is lost\n", static_cast<unsigned long long>(totals[CT_CNT_ACTIVITY_FULL]),
+                 CT_ACTIVITY_ENTRIES);
+  std::fprintf(stderr, "cudatrace: read %llu call records\n", static_cast<unsigned long long>(reader_->records()));
 }
 
 int Recorder::exit_status() const { return target_->exit_status(stop_signal()); }

@@ -17,6 +17,7 @@
 #include <unordered_set>
 
 #include "cudatrace/target/elf_file.h"
+#include "cudatrace/target/handle_names.h"
 
 namespace cudatrace {
 
@@ -28,14 +29,6 @@ constexpr const char* kGetKernel = "__cudaGetKernel";
 // the ten arguments' set-up (four pushes, six registers) is under 64 bytes.
 constexpr std::size_t kLookBack = 80;
 constexpr std::size_t kMaxName = 4096;
-
-bool identifier(std::string_view s) {
-  if (s.empty()) return false;
-  return std::all_of(s.begin(), s.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '$' ||
-           c == '.';
-  });
-}
 
 // The PLT entries (16 bytes each) of `section` that jump through one of `slots`.
 void add_plt_stubs(const ElfFile& elf, std::string_view section, const std::unordered_set<std::uint64_t>& slots,
@@ -98,7 +91,7 @@ bool ElfFile::registered_kernel(std::uint64_t vaddr, std::string_view& name) con
     for_each_call_with_loads(*this, kRegister, kRdx, [&](std::uint64_t stub, std::uint64_t name_at) {
       const std::string_view bytes = bytes_at(name_at).substr(0, kMaxName);
       const std::string_view mangled = bytes.substr(0, bytes.find('\0'));
-      if (mangled.size() < bytes.size() && identifier(mangled)) registrations_->emplace(stub, mangled);
+      if (mangled.size() < bytes.size() && kernel_identifier(mangled)) registrations_->emplace(stub, mangled);
     });
   }
   const auto it = registrations_->find(vaddr);

@@ -52,6 +52,7 @@ void Symbolizer::release(pid_t pid) {
 void Symbolizer::forget(pid_t pid) {
   release(pid);
   kernel_handles_.erase(pid);
+  handle_names_.forget(pid);
   maps_.erase(pid);
   files_of_.erase(pid);
   read_for_a_miss_.erase(pid);
@@ -116,8 +117,15 @@ std::string Symbolizer::kernel_handle_name(pid_t pid, std::uint64_t handle) {
   if (const auto it = known.names.find(handle); it != known.names.end()) return it->second;
   constexpr std::uint64_t kRereadNs = 1000000000;
   const std::uint64_t now = monotonic_ns();
-  if (known.read_ns && now - known.read_ns < kRereadNs) return {};
-  known.read_ns = now;
+  if (!known.read_ns || now - known.read_ns >= kRereadNs) {
+    known.read_ns = now;
+    read_kernel_handles(pid, known);
+    if (const auto it = known.names.find(handle); it != known.names.end()) return it->second;
+  }
+  return handle_names_.name_of(pid, handle);
+}
+
+void Symbolizer::read_kernel_handles(pid_t pid, KernelHandles& known) {
   const std::vector<Mapping>& maps = maps_[pid];
   std::unordered_set<const ElfFile*> read;
   for (std::size_t i = 0; i < maps.size(); ++i) {
@@ -130,11 +138,19 @@ std::string Symbolizer::kernel_handle_name(pid_t pid, std::uint64_t handle) {
     variables.reserve(slots.size());
     for (const ElfFile::KernelHandleSlot& slot : slots) variables.push_back(bias + slot.variable);
     const std::vector<std::uint64_t> handles = read_process_words(pid, variables);
-    for (std::size_t k = 0; k < slots.size(); ++k)
-      if (handles[k]) known.names[handles[k]] = std::string(slots[k].name);
+    for (std::size_t k = 0; k < slots.size(); ++k) {
+      if (!handles[k]) continue;
+      auto [at, added] = known.names.try_emplace(handles[k], slots[k].name);
+      // Each handle a stub's variable names is a known pair for the layout.
+      if (added) learn_handle(pid, handles[k], at->second);
+    }
   }
-  const auto it = known.names.find(handle);
-  return it != known.names.end() ? it->second : std::string();
+}
+
+bool Symbolizer::learn_handle(pid_t pid, std::uint64_t handle, std::string_view mangled) {
+  if (!handle_names_.learn(pid, handle, mangled)) return false;
+  ++layouts_learnt_;
+  return true;
 }
 
 Symbolizer::Location Symbolizer::locate(pid_t pid, std::uint64_t addr) {

@@ -576,4 +576,60 @@ TEST_F(ProbePlan, AttachedAfterTheKernelLookupDriverLaunchesAreUnnamed) {
   attach_after_the_lookup({"--layer", "driver"}, "cuLaunchKernel", "?");
 }
 
+// Handles made before attach that point to driver objects (driver_app
+// before-attach, fake_cuda_driver.c: the name's pointer at byte 24 of the
+// object). Until three traced lookups have shown where names are kept, they
+// stay unnamed; then each is named from the driver's object, as a trace
+// from the start names it, and a handle that is no such object stays unnamed.
+TEST_F(ProbePlan, AttachedHandlesAreNamedFromTheDriverObjectsOnceTheirLayoutIsLearnt) {
+  Child app({DRIVER_APP, "before-attach"});
+  ASSERT_EQ(app.read_line().rfind("ready", 0), 0u);
+  const std::string out = temp_path("objects.jsonl"), err = temp_path("objects.err");
+  const pid_t tracer_pid = fork();
+  if (tracer_pid == 0) {
+    const int o = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600), e = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(o, STDOUT_FILENO);
+    dup2(e, STDERR_FILENO);
+    exec_tracer({"-v", "--json", "-f", "launch", "-p", std::to_string(app.pid)});
+  }
+  ASSERT_TRUE(wait_until([&] { return read_file(err).find("cudatrace: tracing process") != std::string::npos; }))
+      << read_file(err);
+  app.go();
+  ASSERT_EQ(app.read_line(), "launched\n");
+  // Named while the process lives: its memory holds the driver's objects.
+  constexpr std::string_view kCallLine = "{\"type\":\"call\",";
+  const auto written_calls = [&] {  // whole lines only: the writer may be mid-line
+    const std::string text = read_file(out);
+    std::size_t calls = 0;
+    for (std::size_t at = 0, nl; (nl = text.find('\n', at)) != std::string::npos; at = nl + 1)
+      calls += text.compare(at, kCallLine.size(), kCallLine) == 0;
+    return calls;
+  };
+  EXPECT_TRUE(wait_until([&] { return written_calls() >= 9; })) << read_file(out);
+  app.go();
+  EXPECT_EQ(app.wait(), 0);
+  int status = 0;
+  EXPECT_TRUE(wait_until([&] { return waitpid(tracer_pid, &status, WNOHANG) == tracer_pid; }));
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << read_file(err);
+  const std::vector<json> lines = parse_lines(read_file(out));
+  std::remove(out.c_str());
+  std::remove(err.c_str());
+  std::vector<std::string> names;
+  for (const json& c : records(lines, "call")) names.push_back(c["kernel_mangled"]);
+  const std::vector<std::string> expected = {"?", "?", "_Z5late1v", "_Z5late2v", "_Z5late3v",
+                                             "_Z9gemm_tilePKfPfi", "triton_poi_fused_add_0", "_Z9gemm_tilePKfPfi",
+                                             "?"};
+  EXPECT_EQ(names, expected);
+
+  // From the start, the lookups name every handle alike.
+  const Result start = run(tracer() + " --json -f launch -- " DRIVER_APP " before-attach </dev/null");
+  ASSERT_EQ(start.status, 0) << start.err;
+  names.clear();
+  for (const json& c : calls(start)) names.push_back(c["kernel_mangled"]);
+  EXPECT_EQ(names, (std::vector<std::string>{"_Z9gemm_tilePKfPfi", "triton_poi_fused_add_0", "_Z5late1v", "_Z5late2v",
+                                             "_Z5late3v", "_Z9gemm_tilePKfPfi", "triton_poi_fused_add_0",
+                                             "_Z9gemm_tilePKfPfi", "?"}))
+      << start.out;
+}
+
 }  // namespace

@@ -43,7 +43,15 @@ class KernelNames {
   // Maps a host address in process `pid` to the ELF symbol covering it, or "".
   using Symbolizer = std::function<std::string(std::uint32_t pid, std::uint64_t addr)>;
 
+  // Told each driver handle that a traced lookup names (not a host stub):
+  // how the driver's objects hold names is learnt from them. Returns true
+  // when that makes unknown handles worth looking up again.
+  using HandleLearner = std::function<bool(std::uint32_t pid, std::uint64_t handle, std::string_view mangled)>;
+
   void set_symbolizer(Symbolizer s) { symbolize_ = std::move(s); }
+  void set_handle_learner(HandleLearner l) { learn_handle_ = std::move(l); }
+  // Handles found unnamed are looked up again (the symbolizer learnt more).
+  void forget_unknown() { unknown_.clear(); }
 
   // Learns from a completed module-group call: a registration or lookup
   // names a handle; unloading a module or library (or a load that returns
@@ -92,6 +100,7 @@ class KernelNames {
   std::unordered_map<const Pooled*, decltype(demangled_)::iterator> demangled_of_;
   Name current_;
   Symbolizer symbolize_;
+  HandleLearner learn_handle_;
   std::unordered_map<std::string, std::string> short_names_;   // by demangled name
   std::unordered_map<std::string, unsigned> base_name_uses_;   // kernels seen per base name
 };

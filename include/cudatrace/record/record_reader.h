@@ -106,6 +106,7 @@ class RecordReader {
   Symbolizer& symbolizer_;
   StackSymbolizer stacks_{symbolizer_};
   KernelNames names_;
+  std::uint64_t handle_layouts_seen_ = 0;  // Symbolizer::handle_layouts_learnt() when last looked
   StringReader read_string_;
   bool stack_frames_;  // symbolise each call's stack as it is read
   std::unique_ptr<RingReader> ring_;

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "cudatrace/target/elf_file.h"
+#include "cudatrace/target/handle_names.h"
 #include "cudatrace/target/process.h"
 
 namespace cudatrace {
@@ -27,8 +28,15 @@ class Symbolizer {
   // The function symbol starting exactly at `addr` (exact: a kernel's host
   // stub is its start address; anything else would be a guess), or "".
   // An address outside the process's code may be a kernel handle that a
-  // host stub keeps (ElfFile::kernel_handle_slots): its kernel's name then.
+  // host stub keeps (ElfFile::kernel_handle_slots): its kernel's name then;
+  // or a handle the driver made before cudatrace came, named from the
+  // driver's object once its layout is learnt (handle_names.h).
   std::string function_at(pid_t pid, std::uint64_t addr);
+  // A kernel handle whose name a traced lookup gave: teaches where the
+  // driver keeps names. True when that layout was learnt just now.
+  bool learn_handle(pid_t pid, std::uint64_t handle, std::string_view mangled);
+  // How many times a layout was learnt: a name unknown before may be known now.
+  std::uint64_t handle_layouts_learnt() const { return layouts_learnt_; }
   // Where a code address lies: the file mapped there and the offset in it,
   // and the function symbol whose [start, start + size) holds it.
   // The module of a frame in the kernel's uprobes page (Mapping::uprobes_area).
@@ -80,7 +88,10 @@ class Symbolizer {
     std::unordered_map<std::uint64_t, std::string> names;
   };
   std::string kernel_handle_name(pid_t pid, std::uint64_t handle);
+  void read_kernel_handles(pid_t pid, KernelHandles& known);
   std::unordered_map<pid_t, KernelHandles> kernel_handles_;
+  HandleNames handle_names_;
+  std::uint64_t layouts_learnt_ = 0;
 };
 
 // The 8-byte words at `addrs` in `pid`, IOV_MAX of them a system call (a
