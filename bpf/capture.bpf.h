@@ -144,8 +144,8 @@ static __always_inline void fill_call(struct ct_call *c, __u32 type, __u64 pid_t
 	c->flags = flags;
 }
 
-/* Sends the record of a completed call. */
-static __always_inline void emit_call(void *ctx, __u64 pid_tgid, struct ct_thread_state *st, struct ct_frame *f,
+/* Sends the record of a completed call; false when the ring could not take it. */
+static __always_inline bool emit_call(void *ctx, __u64 pid_tgid, struct ct_thread_state *st, struct ct_frame *f,
 				      __u64 dur, __s64 ret, __u64 caller, __u8 flags)
 {
 	__u64 cookie = f->cookie;
@@ -154,7 +154,7 @@ static __always_inline void emit_call(void *ctx, __u64 pid_tgid, struct ct_threa
 		struct ct_call *c = bpf_ringbuf_reserve(&events, sizeof(*c), 0);
 		if (!c) {
 			count(CT_CNT_LOST_RINGBUF);
-			return;
+			return false;
 		}
 		fill_call(c, CT_REC_CALL, pid_tgid, st, f, flags);
 		c->dur_ns = dur;
@@ -163,13 +163,13 @@ static __always_inline void emit_call(void *ctx, __u64 pid_tgid, struct ct_threa
 		c->payload_len = 0;
 		c->stack_len = 0;
 		bpf_ringbuf_submit(c, ring_flags());
-		return;
+		return true;
 	}
 
 	__u32 zero = 0;
 	struct exit_scratch *s = bpf_map_lookup_elem(&scratch, &zero);
 	if (!s)
-		return;
+		return false;
 	struct ct_call *c = &s->call;
 	fill_call(c, CT_REC_CALL, pid_tgid, st, f, flags);
 	c->dur_ns = dur;
@@ -195,6 +195,9 @@ static __always_inline void emit_call(void *ctx, __u64 pid_tgid, struct ct_threa
 	}
 	if (size > sizeof(*s))
 		size = sizeof(*s);
-	if (bpf_ringbuf_output(&events, s, size, ring_flags()))
+	if (bpf_ringbuf_output(&events, s, size, ring_flags())) {
 		count(CT_CNT_LOST_RINGBUF);
+		return false;
+	}
+	return true;
 }

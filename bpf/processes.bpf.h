@@ -66,8 +66,17 @@ static __always_inline void fold_cost(struct task_struct *task, __u32 tgid, stru
 		__sync_fetch_and_add(&c->return_hits, st->return_hits);
 		__sync_fetch_and_add(&c->stepped_hits, st->stepped_hits);
 	}
-	if (last)
-		c->cpu_ns = BPF_CORE_READ(task, signal, sum_sched_runtime) + BPF_CORE_READ(task, se.sum_exec_runtime);
+	if (!last)
+		return;
+	/* The signal's sum holds the threads released so far; a group leader is
+	 * released only once the group is empty, so where another thread exits
+	 * last (a CUDA program's helper thread, after main's exit_group), the
+	 * leader's time, most of a program's, is still its own. */
+	struct task_struct *leader = BPF_CORE_READ(task, group_leader);
+	__u64 cpu = BPF_CORE_READ(task, signal, sum_sched_runtime) + BPF_CORE_READ(task, se.sum_exec_runtime);
+	if (leader != task)
+		cpu += BPF_CORE_READ(leader, se.sum_exec_runtime);
+	c->cpu_ns = cpu;
 }
 
 /* A thread that exits inside a probed call never returns from it: report its

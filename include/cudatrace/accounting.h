@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "cudatrace/bpf_abi.h"
+
 namespace cudatrace {
 
 // Records the kernel side dropped or could not pair (BPF counters, bpf_abi.h).
@@ -20,6 +22,9 @@ struct LossCounts {
   std::uint64_t depth_overflow = 0;  // calls not tracked: nesting too deep
   std::uint64_t unmatched = 0;       // frames skipped by longjmp/exceptions (not a loss of calls)
   std::uint64_t control = 0;         // loader/exit notifications dropped
+  // A trace's calls whose records the ring could not take, counted and timed
+  // in BPF by API id: with the lines held they give exact per-API counts.
+  std::map<std::uint16_t, ct_api_stats> ring_buffer_calls;
   // Call records lost in the kernel (unmatched frames and control records are not calls).
   std::uint64_t calls() const { return ring_buffer + thread_table + depth_overflow; }
 };
@@ -105,6 +110,9 @@ struct EndStats {
   std::string output_failure;     // or writing failed: why ("writing F: No space left on device"), else empty
   std::optional<CostReport> cost;  // what tracing cost, if it was measured
   std::string empty_because;       // why nothing was traced, when nothing was ("this selection (-f launch) ...")
+  // A trace: whether its lines and the lost calls counted by API (LossCounts::
+  // ring_buffer_calls) together count every call exactly. Unset for a summary.
+  std::optional<bool> counts_exact;
   std::uint64_t lost() const { return kernel.calls() + lost_output; }
 };
 

@@ -76,6 +76,17 @@ inline constexpr auto kUnfinishedCalls = field("unfinished");
 inline constexpr auto kUnmatched = field("unmatched");
 inline constexpr auto kLostDetail = field("lost_detail");
 inline constexpr auto kEmptyBecause = field("empty_because");  // only when nothing was traced
+inline constexpr auto kCountsExact = field("counts_exact");    // a trace's
+// Of "lost_detail": a trace's lost calls by API, each {"calls", "errors",
+// "total_ns", "min_ns", "max_ns", "sum_sq_hi", "sum_sq_lo", "hist": [[bucket, n], ...]}.
+inline constexpr auto kRingBufferCalls = field("ring_buffer_calls");
+inline constexpr auto kErrors = field("errors");
+inline constexpr auto kTotalNs = field("total_ns");
+inline constexpr auto kMinNs = field("min_ns");
+inline constexpr auto kMaxNs = field("max_ns");
+inline constexpr auto kSumSqHi = field("sum_sq_hi");
+inline constexpr auto kSumSqLo = field("sum_sq_lo");
+inline constexpr auto kHist = field("hist");
 // Of "lost_detail".
 inline constexpr auto kRingBuffer = field("ring_buffer");
 inline constexpr auto kThreadTable = field("thread_table");

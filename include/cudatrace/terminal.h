@@ -36,8 +36,27 @@ inline std::string terminal_safe(std::string_view s) {
   return fmt::to_string(out);
 }
 
-// "cudatrace: MSG" and "cudatrace: warning: MSG" on stderr.
-inline void error_line(const std::string& msg) { std::fprintf(stderr, "cudatrace: %s\n", msg.c_str()); }
-inline void warn_line(const std::string& msg) { std::fprintf(stderr, "cudatrace: warning: %s\n", msg.c_str()); }
+// A message kept to one line: its control bytes as \xNN. Names made
+// terminal_safe() in it have none left, so they are not escaped twice; a
+// name put in raw (a path from the command line) gets its line break escaped.
+inline std::string one_line(const std::string& msg) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(msg.size());
+  for (const char ch : msg) {
+    const auto u = static_cast<unsigned char>(ch);
+    if (u < 0x20 || u == 0x7f)
+      out.append({'\\', 'x', kHex[u >> 4], kHex[u & 15]});
+    else
+      out.push_back(ch);
+  }
+  return out;
+}
+
+// "cudatrace: MSG" and "cudatrace: warning: MSG" on stderr, one line each.
+inline void error_line(const std::string& msg) { std::fprintf(stderr, "cudatrace: %s\n", one_line(msg).c_str()); }
+inline void warn_line(const std::string& msg) {
+  std::fprintf(stderr, "cudatrace: warning: %s\n", one_line(msg).c_str());
+}
 
 }  // namespace cudatrace

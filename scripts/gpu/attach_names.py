@@ -85,6 +85,21 @@ def serve(kind):
     print(json.dumps({"kind": kind, "steps": steps}), flush=True)
 
 
+def mapping_of(maps, address):
+    """The /proc/PID/maps line holding `address` (a hex string), as "path+offset perms"."""
+    try:
+        at = int(address, 16)
+    except (TypeError, ValueError):
+        return "no address"
+    for line in maps:
+        fields = line.split()
+        start, end = (int(x, 16) for x in fields[0].split("-"))
+        if start <= at < end:
+            path = fields[5] if len(fields) > 5 else "[anonymous]"
+            return f"{path}+{at - start + int(fields[2], 16):#x} {fields[1]}"
+    return "no mapping"
+
+
 def check(kind, cudatrace, cupti_lib, outdir, seconds):
     os.makedirs(outdir, exist_ok=True)
     base = os.path.join(outdir, f"attach_{kind}")
@@ -93,7 +108,7 @@ def check(kind, cudatrace, cupti_lib, outdir, seconds):
     env = dict(os.environ, CUDA_INJECTION64_PATH=cupti_lib, CUPTI_COUNT_OUT=cupti_out)
     service = subprocess.Popen([sys.executable, os.path.abspath(__file__), "serve", kind], stdin=subprocess.PIPE,
                                stdout=subprocess.PIPE, stderr=open(base + ".service.err", "w"), text=True, env=env)
-    problems = []
+    problems, maps = [], []
     try:
         deadline = time.monotonic() + WARM_TIMEOUT_S
         line = ""
@@ -115,6 +130,7 @@ def check(kind, cudatrace, cupti_lib, outdir, seconds):
                 break
             time.sleep(0.02)
         time.sleep(seconds)
+        maps = open(f"/proc/{service.pid}/maps").read().splitlines()  # where unnamed handles lie
         tracer.send_signal(signal.SIGINT)
         try:
             rc = tracer.wait(timeout=60)
@@ -137,7 +153,7 @@ def check(kind, cudatrace, cupti_lib, outdir, seconds):
           f"({probes.group(1)} probes)" if probes else "",
           f"peak RSS {rss.group(1)} MiB" if rss else "(no peak RSS line)")
     for l in err.splitlines():
-        if "lost" in l or "warning" in l:
+        if "lost" in l or "warning" in l or "kernel handles made before attach" in l:
             print(f"  | {l}")
     cupti = json.load(open(cupti_out)) if os.path.exists(cupti_out) else {}
     ran = set((cupti.get("kernels") or {}).keys())
@@ -162,7 +178,10 @@ def check(kind, cudatrace, cupti_lib, outdir, seconds):
     print(f"attach {kind}: all: {total} launches, {total_named} named ({share:.2f} %), "
           f"{len(names)} kernels named, CUPTI saw {len(ran)} kernels run")
     for (api, handle), n in unnamed.most_common(5):
-        print(f"  unnamed: {api} {handle}: {n} launches")
+        print(f"  unnamed: {api} {handle}: {n} launches, in {mapping_of(maps, handle)}")
+    unseen = sorted(ran - set(names))
+    if unseen:
+        print(f"  CUPTI's kernels never named: {', '.join(unseen[:8])}")
     if not total or share < 99.5:
         problems.append(f"{share:.2f} % of {total} launches named (at least 99.5 % wanted)")
     if not ran:

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -23,6 +24,7 @@
 #include "cudatrace/render/metrics_server.h"
 #include "cudatrace/render/output_file.h"
 #include "cudatrace/target/nvtx_injection.h"
+#include "cudatrace/terminal.h"
 
 namespace {
 
@@ -141,7 +143,7 @@ class HelpFormatter : public CLI::Formatter {
 };
 
 [[noreturn]] void usage_error(const std::string& msg) {
-  std::fprintf(stderr, "cudatrace: %s (see --help)\n", msg.c_str());
+  std::fprintf(stderr, "cudatrace: %s (see --help)\n", cudatrace::one_line(msg).c_str());
   std::exit(cudatrace::kExitUsage);
 }
 
@@ -149,6 +151,19 @@ class HelpFormatter : public CLI::Formatter {
 const CLI::Validator kNotEmpty(
     [](std::string& value) { return value.empty() ? std::string("needs a value, not an empty string") : std::string(); },
     "", "not empty");
+
+// Numbers are decimal and nothing else: CLI11 would read "020" as octal,
+// "0x10" as hex, and take "+5" and " 5". Leading zeros are dropped here, so
+// that "020" is twenty.
+const CLI::Validator kDecimal(
+    [](std::string& value) {
+      if (value.empty() || value.size() > 19 ||
+          !std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; }))
+        return "takes a decimal number, not '" + value + "'";
+      value.erase(0, std::min(value.find_first_not_of('0'), value.size() - 1));
+      return std::string();
+    },
+    "", "decimal");
 
 // The highest process id Linux can give (PID_MAX_LIMIT - 1 on 64-bit).
 constexpr long kMaxPid = 4194303;
@@ -167,8 +182,13 @@ pid_t parse_id(const std::string& text, const char* what, const char* option) {
 double parse_percentage(const std::string& text) {
   char* end = nullptr;
   errno = 0;
-  const double pct = text.empty() ? 0 : std::strtod(text.c_str(), &end);
-  if (text.empty() || *end != '\0' || errno != 0 || !std::isfinite(pct) || pct < 0.01 || pct > 100)
+  // Decimal digits with an optional fraction: strtod alone takes " 5", "+5", "1e1", "0x1p3" and "inf".
+  const bool decimal = !text.empty() && std::isdigit(static_cast<unsigned char>(text.front())) &&
+                       std::isdigit(static_cast<unsigned char>(text.back())) &&
+                       text.find_first_not_of("0123456789.") == std::string::npos &&
+                       std::count(text.begin(), text.end(), '.') <= 1;
+  const double pct = decimal ? std::strtod(text.c_str(), &end) : 0;
+  if (!decimal || *end != '\0' || errno != 0 || !std::isfinite(pct) || pct < 0.01 || pct > 100)
     usage_error("--max-overhead takes a percentage from 0.01 to 100, not '" + text + "'");
   return pct;
 }
@@ -251,6 +271,10 @@ void apply_selection(cudatrace::Options& opts, const SelectionArgs& args) {
                     ", all)");
     }
   }
+  const auto& rows = apis();
+  if (std::none_of(rows.begin(), rows.end(), [&](const Api& a) { return opts.display.wants(a); }))
+    usage_error("-f " + (args.groups.empty() ? std::string("(the default groups)") : args.groups) + " --layer " +
+                layer + " selects no API: none of these groups is at that layer (--list-apis lists them)");
   // What a graph launch runs comes from its capture and instantiation: known whenever launches are.
   opts.display.graph_model = opts.display.group[static_cast<int>(Group::Launch)];
   opts.selection = opts.display;
@@ -344,7 +368,7 @@ void add_live_options(CLI::App& app, cudatrace::Options& opts, LiveArgs& args) {
   // Selection
   add_selection_options(app, args.selection);
   // The range check also refuses "-3", which would otherwise wrap to a huge unsigned value.
-  app.add_option("--min-us", opts.min_us, "Only calls that took at least this many microseconds")->group(kSelection)->type_name("US")->check(CLI::Range(std::uint64_t(0), std::uint64_t(1000000000000)));
+  app.add_option("--min-us", opts.min_us, "Only calls that took at least this many microseconds")->group(kSelection)->type_name("US")->transform(kDecimal)->check(CLI::Range(std::uint64_t(0), std::uint64_t(1000000000000)));
   app.add_flag("--errors", opts.errors_only, "Only calls that returned an error")->group(kSelection);
   app.add_option("--tid", args.tid, "Only this thread")->group(kSelection)->type_name("TID");
   // Output
@@ -355,12 +379,12 @@ void add_live_options(CLI::App& app, cudatrace::Options& opts, LiveArgs& args) {
   app.add_flag("--nvtx", opts.nvtx, "Give each call the NVTX ranges open on its thread (torch.cuda.nvtx, emit_nvtx; docs/nvtx.md)")->group(kOutput);
   // Analysis
   add_analysis_options(app, opts);
-  app.add_option("-i,--interval", opts.interval_s, "With --summary/--hist/--insights: also report every N seconds")->group(kAnalysis)->type_name("N");
-  app.add_option("-c,--count", opts.count, "With -i: stop after this many interval reports")->group(kAnalysis)->type_name("N");
+  app.add_option("-i,--interval", opts.interval_s, "With --summary/--hist/--insights: also report every N seconds")->group(kAnalysis)->type_name("N")->transform(kDecimal);
+  app.add_option("-c,--count", opts.count, "With -i: stop after this many interval reports")->group(kAnalysis)->type_name("N")->transform(kDecimal);
   app.add_flag("--by-range", opts.by_range, "With --summary: CUDA time, launches and bytes per NVTX range (implies --nvtx)")->group(kAnalysis);
   // Tuning
-  app.add_option("--ring-mb", opts.ring_mb, "Ring buffer size in MiB, a power of two (default 16)")->group(kTuning)->type_name("MIB");
-  app.add_option("--buffer-mb", opts.buffer_mb, "Output not yet read by its consumer kept in memory, at most N MiB (default 128)")->group(kTuning)->type_name("MIB")->check(CLI::Range(1u, 65536u));
+  app.add_option("--ring-mb", opts.ring_mb, "Ring buffer size in MiB, a power of two (default 16)")->group(kTuning)->type_name("MIB")->transform(kDecimal);
+  app.add_option("--buffer-mb", opts.buffer_mb, "Output not yet read by its consumer kept in memory, at most N MiB (default 128)")->group(kTuning)->type_name("MIB")->transform(kDecimal)->check(CLI::Range(1u, 65536u));
   app.add_option("--dlopen-stop", args.dlopen_stop, "Pause a process while probes attach to a library it just loaded: auto (default: always, but not a -p target that is a job of an interactive shell), always, never")->group(kTuning)->type_name("WHEN")->check(kNotEmpty);
   app.add_flag("--no-dlopen-stop", args.no_dlopen_stop, "Same as --dlopen-stop=never")->group(kTuning);
   app.add_option("--attach", args.attach, "How uprobes are attached: auto (default: multi where the kernel has it), multi (uprobe_multi links, Linux 6.6) or perf (one perf-event uprobe per function and direction, Linux 5.15)")->group(kTuning)->type_name("HOW");
@@ -390,7 +414,7 @@ void take_command(const CLI::App& app, cudatrace::Options& opts) {
 int write_nvtx_library_file(const std::string& path) {
   std::string error;
   if (!cudatrace::write_nvtx_library(path, error)) {
-    std::fprintf(stderr, "cudatrace: %s\n", error.c_str());
+    cudatrace::error_line(error);
     return cudatrace::kExitOutput;
   }
   return 0;
@@ -415,7 +439,7 @@ int list_apis(const cudatrace::Options& opts) {
   if (!opts.libs.empty()) {
     std::string out, error;
     if (!probe_list_markdown(opts.libs, opts.selection, out, error)) {
-      std::fprintf(stderr, "cudatrace: %s\n", error.c_str());
+      error_line(error);
       return kExitTarget;
     }
     std::fputs(out.c_str(), stdout);

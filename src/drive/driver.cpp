@@ -311,6 +311,12 @@ void Driver::finish() {
                           drained.unwritten.total()));
   if (!metrics_ && !opts_.empty_probes && stats_.calls == 0 && stats_.unfinished == 0 && stats_.lost() == 0)
     stats_.empty_because = empty_because(opts_, stats_.cost);
+  if (!reporter_ && !metrics_) {  // a trace: are its lines and the lost calls counted by API every call?
+    std::uint64_t counted = 0;
+    for (const auto& [id, st] : stats_.kernel.ring_buffer_calls) counted += st.calls;
+    stats_.counts_exact = counted == stats_.kernel.ring_buffer && stats_.kernel.thread_table == 0 &&
+                          stats_.kernel.depth_overflow == 0 && stats_.lost_output == 0;
+  }
   fmt::memory_buffer messages;  // for stderr
   trace_->end(stats_, messages);
   bool end_written = false;

@@ -149,10 +149,11 @@ int BpfObject::load(const Options& opts, const RecordsNeeded& needs, const Trace
   ro->activity_in_bpf = needs.counted_activity;
   ro->capture_stack = needs.stacks != RecordsNeeded::Stacks::None;
   // Per-CPU statistics for the APIs probed (ids of the default groups come
-  // first, api_table.cpp), only where they are kept: summary mode.
+  // first, api_table.cpp): of every call in summary mode, of the calls whose
+  // record the ring could not take in a trace (their counts stay exact).
   std::size_t stats_entries = 1;
   for (const Api& a : apis())
-    if (needs.calls == Calls::Summary && opts.selection.wants(a)) stats_entries = a.id + std::size_t(1);
+    if (needs.calls != Calls::Export && opts.selection.wants(a)) stats_entries = a.id + std::size_t(1);
   bpf_map__set_max_entries(skel_->maps.api_stats, static_cast<__u32>(stats_entries));
   bpf_map__set_max_entries(skel_->maps.activity_apis, static_cast<__u32>(apis().size()));
   bpf_map__set_max_entries(skel_->maps.export_apis, static_cast<__u32>(apis().size()));

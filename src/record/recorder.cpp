@@ -20,6 +20,7 @@ Recorder::~Recorder() = default;
 
 int Recorder::start(const RecordsNeeded& needs) {
   start_ns_ = monotonic_ns();
+  trace_records_ = needs.calls == RecordsNeeded::Calls::Every;
   catch_stop_signals();  // first: a stop is honoured at any moment of the start-up
   const std::uint64_t load_start_ns = monotonic_ns();
   const TracedProcesses traced = target_->prepare();
@@ -95,6 +96,7 @@ void Recorder::finish(CallConsumer& to) {
                  "entries) was full; nothing is lost\n", static_cast<unsigned long long>(totals[CT_CNT_ACTIVITY_FULL]),
                  CT_ACTIVITY_ENTRIES);
   std::fprintf(stderr, "cudatrace: read %llu call records\n", static_cast<unsigned long long>(reader_->records()));
+  for (const std::string& note : symbolizer_.handle_layout_notes()) std::fprintf(stderr, "cudatrace: %s\n", note.c_str());
 }
 
 int Recorder::exit_status() const { return target_->exit_status(stop_signal()); }
@@ -103,6 +105,16 @@ std::vector<ct_api_stats> Recorder::api_stats() {
   std::vector<ct_api_stats> run = bpf_->api_stats();
   if (budget_) budget_->extrapolate(run);
   return run;
+}
+
+LossCounts Recorder::losses() {
+  LossCounts lost = bpf_->losses();
+  if (trace_records_ && lost.ring_buffer) {
+    const std::vector<ct_api_stats> counted = bpf_->api_stats();
+    for (std::size_t id = 0; id < counted.size(); ++id)
+      if (counted[id].calls) lost.ring_buffer_calls[static_cast<std::uint16_t>(id)] = counted[id];
+  }
+  return lost;
 }
 
 std::optional<CostReport> Recorder::cost() {

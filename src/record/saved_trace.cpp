@@ -127,7 +127,7 @@ bool SavedTrace::read_line() {
       return false;
     }
     if (read == LineReader::Error) {
-      std::fprintf(stderr, "cudatrace: reading %s: %s\n", name_.c_str(), std::strerror(errno));
+      error_line("reading " + name_ + ": " + std::strerror(errno));
       failed_ = true;
       return false;
     }
@@ -236,7 +236,7 @@ int SavedTrace::start(const RecordsNeeded&) {
     std::string error;
     in_ = open_trace(path_, kFifoWriterWait, error);
     if (!in_) {
-      std::fprintf(stderr, "cudatrace: %s\n", error.c_str());
+      error_line(error);
       return kExitInput;
     }
   }
@@ -246,7 +246,7 @@ int SavedTrace::start(const RecordsNeeded&) {
   }
   if (failed_) return kExitInput;
   if (!earliest() && !ended_) {
-    std::fprintf(stderr, "cudatrace: %s: not a trace: no calls and no end line in it\n", name_.c_str());
+    error_line(name_ + ": not a trace: no calls and no end line in it");
     return kExitInput;
   }
   // The trace does not say when tracing started: the earliest call that
@@ -310,5 +310,12 @@ std::string SavedTrace::gpu_code(std::uint32_t pid, std::uint64_t addr) {
 }
 
 int SavedTrace::exit_status() const { return failed_ ? kExitInput : kExitOk; }
+
+std::vector<ct_api_stats> SavedTrace::api_stats() {
+  std::vector<ct_api_stats> all = api_stats_;
+  for (const auto& [id, lost] : lost_.ring_buffer_calls)
+    if (id < all.size()) add_stats(all[id], lost);
+  return all;
+}
 
 }  // namespace cudatrace

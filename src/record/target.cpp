@@ -46,7 +46,7 @@ void Target::attach_mappings(pid_t pid) {
   symbolizer_.capture(pid, maps);
   const pid_t probe_pid = policy_.bound_to_process ? pid : -1;
   for (const Mapping& m : maps) {
-    if (policy_.unasked_processes && stop_signal()) return;  // a process of many new files takes long
+    if (stop_signal()) return;  // many new files take long to probe (seconds as perf events); Ctrl-C must not wait
     if (!m.exec || m.path.empty()) continue;
     if (!seen_mappings_.emplace(pid, m.inode, m.start).second) continue;
     const std::string path = host_path(pid, m);

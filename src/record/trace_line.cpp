@@ -57,6 +57,43 @@ std::uint64_t hex_of(const Json& v, const std::string& what) {
   return *n;
 }
 
+// lost_detail.ring_buffer_calls: the lost calls of each API, counted and
+// timed in BPF (json_writer.cpp).
+std::map<std::uint16_t, ct_api_stats> lost_calls(const Json& by_api) {
+  const std::string where = "lost_detail." + std::string(kRingBufferCalls.name());
+  if (!by_api.is_object()) bad(where + " is not an object");
+  std::map<std::uint16_t, ct_api_stats> out;
+  for (const auto& [symbol, v] : by_api.items()) {
+    const Api* api = api_by_symbol(symbol);
+    const std::string what = where + "." + symbol;
+    if (!api) bad(what + ": not an API cudatrace traces");
+    if (!v.is_object()) bad(what + " is not an object");
+    ct_api_stats& st = out[api->id];
+    const auto number = [&](const auto& f) { return unsigned_of(field(v, f.name()), what + "." + std::string(f.name())); };
+    st.calls = number(kCalls);
+    st.errors = number(kErrors);
+    st.total_ns = number(kTotalNs);
+    st.min_ns = number(kMinNs);
+    st.max_ns = number(kMaxNs);
+    st.sum_sq_hi = number(kSumSqHi);
+    st.sum_sq_lo = number(kSumSqLo);
+    const Json& hist = field(v, kHist.name());
+    const std::string hist_what = what + "." + std::string(kHist.name());
+    if (!hist.is_array()) bad(hist_what + " is not an array");
+    std::uint64_t in_hist = 0;
+    for (const Json& bucket : hist) {
+      if (!bucket.is_array() || bucket.size() != 2) bad(hist_what + " holds something other than [bucket, calls]");
+      const std::uint64_t b = unsigned_of(bucket[0], hist_what + " bucket"), n = unsigned_of(bucket[1], hist_what);
+      if (b >= CT_HIST_BUCKETS) bad(hist_what + ": no bucket " + std::to_string(b));
+      st.hist[b] += n;
+      in_hist += n;
+    }
+    if (in_hist != st.calls || st.errors > st.calls || st.min_ns > st.max_ns)
+      bad(what + " does not add up (its histogram, errors or min and max disagree with its calls)");
+  }
+  return out;
+}
+
 // An argument's value as the JSON writer wrote it (append_json_value), or
 // nullopt for none of its forms.
 std::optional<Value> written_value(const Json& v) {
@@ -127,6 +164,8 @@ bool TraceLine::parse(std::string_view line, std::string& error) {
       end_.depth_overflow = lost(kDepthOverflow.name());
       end_.control = lost(kControl.name());
       end_.unmatched = count(j, kUnmatched.name(), quoted(kUnmatched.name()));
+      if (const auto calls = detail.find(kRingBufferCalls.name()); calls != detail.end())
+        end_.ring_buffer_calls = lost_calls(*calls);
       return true;
     } else if (type == kSummary) {
       bad("a --summary report, not a trace of calls (record the trace with --json alone)");

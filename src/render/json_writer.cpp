@@ -3,6 +3,7 @@
 // line. Hand-formatted like the text format (fmt's format-string parsing
 // dominated the reader's time).
 #include <iterator>
+#include <map>
 
 #include "cudatrace/json_fields.h"
 #include "cudatrace/render/format.h"
@@ -263,8 +264,13 @@ class JsonWriter final : public Writer {
     count(kDepthOverflow, s.kernel.depth_overflow);
     count(kOutput, s.lost_output);
     count(kControl, s.kernel.control);
+    if (!s.kernel.ring_buffer_calls.empty()) lost_calls(s.kernel.ring_buffer_calls);
     buf_.push_back('}');
     count(kUnmatched, s.kernel.unmatched);
+    if (s.counts_exact) {
+      buf_.append(kCountsExact.key());
+      buf_.append(std::string_view(*s.counts_exact ? "true" : "false"));
+    }
     if (!s.empty_because.empty()) {
       buf_.append(kEmptyBecause.key());
       append_json_string(buf_, s.empty_because);
@@ -277,6 +283,45 @@ class JsonWriter final : public Writer {
   }
 
  private:
+  // ,"ring_buffer_calls":{"API":{"calls":..,...,"hist":[[bucket,n],...]},...}: what report adds to the lines.
+  void lost_calls(const std::map<std::uint16_t, ct_api_stats>& by_api) {
+    buf_.append(kRingBufferCalls.key());
+    char sep = '{';
+    for (const auto& [id, st] : by_api) {
+      const Api* api = api_by_id(id);
+      if (!api) continue;
+      buf_.push_back(sep);
+      sep = ',';
+      append_quoted(buf_, api->symbol);
+      buf_.push_back(':');
+      buf_.push_back('{');
+      buf_.append(kCalls.first_key());
+      append_uint(buf_, st.calls);
+      for (const auto& [field, value] : {std::pair{kErrors.key(), st.errors}, {kTotalNs.key(), st.total_ns},
+                                         {kMinNs.key(), st.min_ns}, {kMaxNs.key(), st.max_ns},
+                                         {kSumSqHi.key(), st.sum_sq_hi}, {kSumSqLo.key(), st.sum_sq_lo}}) {
+        buf_.append(field);
+        append_uint(buf_, value);
+      }
+      buf_.append(kHist.key());
+      char bucket_sep = '[';
+      for (unsigned b = 0; b < CT_HIST_BUCKETS; ++b) {
+        if (!st.hist[b]) continue;
+        buf_.push_back(bucket_sep);
+        bucket_sep = ',';
+        buf_.push_back('[');
+        append_uint(buf_, b);
+        buf_.push_back(',');
+        append_uint(buf_, st.hist[b]);
+        buf_.push_back(']');
+      }
+      if (bucket_sep == '[') buf_.push_back('[');
+      buf_.append(std::string_view("]}"));
+    }
+    if (sep == '{') buf_.push_back('{');
+    buf_.push_back('}');
+  }
+
   // ,"ts_ns":..,"pid":..,"tid":..
   void when_and_who(const Call& c) {
     buf_.append(kTsNs.key());

@@ -3,9 +3,13 @@
 // tracing cost) as lines on stderr. Hand-formatted: this runs for every
 // traced call, and fmt's format-string parsing and float formatting
 // dominated the reader's time. The summary tables: text_summary.cpp.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <iterator>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "cudatrace/decode/arg_types.h"
 #include "cudatrace/render/format.h"
@@ -275,6 +279,20 @@ void append_end_text(Buf& out, const EndStats& s) {
                    "cudatrace: lost {} records (ring buffer full: {}, thread table full: {}, nesting deeper than "
                    "{}: {}); try a larger --ring-mb or fewer groups with -f\n",
                    in_bpf, s.kernel.ring_buffer, s.kernel.thread_table, CT_MAX_DEPTH, s.kernel.depth_overflow);
+  if (!s.kernel.ring_buffer_calls.empty()) {
+    std::vector<std::pair<std::uint64_t, std::string_view>> by_count;
+    for (const auto& [id, st] : s.kernel.ring_buffer_calls)
+      if (const Api* api = api_by_id(id)) by_count.emplace_back(st.calls, api->symbol);
+    std::sort(by_count.begin(), by_count.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    fmt::format_to(it, "cudatrace: the calls the ring buffer lost, counted by API:");
+    std::string_view sep = " ";
+    for (const auto& [n, symbol] : by_count) {
+      fmt::format_to(it, "{}{} {}", sep, symbol, n);
+      sep = ", ";
+    }
+    fmt::format_to(it, "{}\n", s.counts_exact.value_or(false) ? " (every call is counted: the trace's lines and these)"
+                                                              : "");
+  }
   if (s.lost_output && !s.output_failure.empty())
     fmt::format_to(it, "cudatrace: lost {} records that could not be written ({})\n", s.lost_output, s.output_failure);
   else if (s.lost_output)

@@ -1,5 +1,7 @@
 #include "cudatrace/target/handle_names.h"
 
+#include <array>
+#include <functional>
 #include <vector>
 
 #include "cudatrace/target/symbolizer.h"
@@ -21,19 +23,39 @@ bool HandleNames::learn(pid_t pid, std::uint64_t handle, std::string_view mangle
   if (!handle || mangled.empty() || layout.tried >= kMaxTried) return false;
   ++layout.tried;
   const std::vector<std::uint64_t> words = object_words(pid, handle);
-  std::string text;
+  std::array<std::string, kWords> texts;
+  std::array<bool, kWords> read{};
+  bool named_somewhere = false;
   for (std::size_t i = 0; i < kWords; ++i) {
-    const bool read = words[i] && read_process_string(pid, words[i], kMaxName, text);
-    if (read && text == mangled)
-      ++layout.agreeing[i];
-    else if (read && kernel_identifier(text))
-      layout.contradicted[i] = true;  // another name: this word would name kernels wrongly
-    else
-      ++layout.disagreeing[i];
+    read[i] = words[i] && read_process_string(pid, words[i], kMaxName, texts[i]);
+    named_somewhere |= read[i] && texts[i] == mangled;
   }
-  // The word that names the most known handles, (nearly) all of them and no
-  // other name: a handle whose module was unloaded before it was read may
-  // have nothing there any more.
+  for (std::size_t i = 0; i < kWords; ++i) {
+    if (read[i] && texts[i] == mangled)
+      ++layout.agreeing[i];
+    else if (read[i] && kernel_identifier(texts[i]))
+      layout.contradicted[i] = true;  // another name: this word would name kernels wrongly
+    else if (named_somewhere)
+      ++layout.disagreeing[i];
+    // (A handle whose object points to its name nowhere is no driver object
+    // of this kind, a static runtime's own handle, as JAX's libraries hold:
+    // only a word that names another kernel counts against it.)
+  }
+  const int before = layout.word;
+  layout.word = chosen_word(layout);
+  return before < 0 && layout.word >= 0;
+}
+
+// Known handles teach first; unknown ones only where known ones do not.
+int HandleNames::chosen_word(const Layout& layout) {
+  const int known = known_word(layout);
+  return known >= 0 ? known : self_evident_word(layout);
+}
+
+// The word that names the most known handles, (nearly) all of them and no
+// other name: a handle whose module was unloaded before it was read may
+// have nothing there any more.
+int HandleNames::known_word(const Layout& layout) {
   int best = -1;
   for (std::size_t i = 0; i < kWords; ++i) {
     const std::uint32_t agree = layout.agreeing[i];
@@ -41,9 +63,44 @@ bool HandleNames::learn(pid_t pid, std::uint64_t handle, std::string_view mangle
         (best < 0 || agree > layout.agreeing[best]))
       best = static_cast<int>(i);
   }
-  const bool learnt_now = layout.word < 0 && best >= 0;
-  layout.word = best;
-  return learnt_now;
+  return best;
+}
+
+bool HandleNames::observe(pid_t pid, std::uint64_t handle) {
+  Layout& layout = layouts_[pid];
+  if (!handle || layout.word >= 0 || layout.observed >= kMaxTried) return false;
+  ++layout.observed;
+  const std::vector<std::uint64_t> words = object_words(pid, handle);
+  std::string text;
+  for (std::size_t i = 0; i < kEvidentWords; ++i) {
+    const bool named = words[i] && read_process_string(pid, words[i], kMaxName, text) && kernel_like_name(text);
+    const std::size_t hash = named ? std::hash<std::string>()(text) : 0;
+    layout.digest[i] = layout.digest[i] * 1000003 + hash;
+    if (!named) {
+      ++layout.unnamed_unknown[i];
+      continue;
+    }
+    ++layout.named_unknown[i];
+    if (layout.unknown_names[i].size() < kMinAgreeing) layout.unknown_names[i].insert(hash);  // all it needs to know
+  }
+  layout.word = chosen_word(layout);
+  return layout.word >= 0;
+}
+
+// The word that gave (nearly) every unknown handle a kernel-like name, at
+// least kMinAgreeing different ones (not a field the kernels share), that no
+// known handle contradicts; -1 unless every such word said the same.
+int HandleNames::self_evident_word(const Layout& layout) {
+  int found = -1;
+  for (std::size_t i = 0; i < kEvidentWords; ++i) {
+    const std::uint32_t named = layout.named_unknown[i];
+    const bool evident = layout.unknown_names[i].size() >= kMinAgreeing && layout.unnamed_unknown[i] * 16 <= named &&
+                         !layout.contradicted[i] && layout.disagreeing[i] * 16 <= layout.agreeing[i] + named;
+    if (!evident) continue;
+    if (found >= 0 && layout.digest[i] != layout.digest[found]) return -1;  // two readings: trust neither
+    if (found < 0) found = static_cast<int>(i);
+  }
+  return found;
 }
 
 std::string HandleNames::name_of(pid_t pid, std::uint64_t handle) const {
@@ -53,6 +110,31 @@ std::string HandleNames::name_of(pid_t pid, std::uint64_t handle) const {
   std::string name;
   if (!at || !read_process_string(pid, at, kMaxName, name) || !kernel_identifier(name)) return {};
   return name;
+}
+
+std::vector<std::string> HandleNames::describe() const {
+  std::vector<std::string> lines;
+  for (const auto& [pid, layout] : layouts_) {
+    if (!layout.tried && !layout.observed) continue;
+    std::string line = "pid " + std::to_string(pid) + ": kernel handles made before attach: ";
+    const int known = known_word(layout);
+    if (layout.word >= 0)
+      line += "named by the pointer at byte " + std::to_string(layout.word * 8) + " of the driver's object, learnt from " +
+              (known >= 0 ? std::to_string(layout.agreeing[known]) + " known handles"
+                          : std::to_string(layout.named_unknown[layout.word]) + " unknown ones");
+    else
+      line += "no layout learnt";
+    line += " (" + std::to_string(layout.tried) + " known, " + std::to_string(layout.observed) + " unknown handles read";
+    for (std::size_t i = 0; i < kEvidentWords; ++i)
+      if (layout.named_unknown[i] || layout.agreeing[i])
+        line += "; byte " + std::to_string(i * 8) + ": " + std::to_string(layout.agreeing[i]) + " known names, " +
+                std::to_string(layout.named_unknown[i]) + " unknown named (" +
+                std::to_string(layout.unknown_names[i].size()) +
+                (layout.unknown_names[i].size() >= kMinAgreeing ? "+" : "") + " different)" +
+                (layout.contradicted[i] ? ", contradicted" : "");
+    lines.push_back(line + ")");
+  }
+  return lines;
 }
 
 int HandleNames::learnt_offset(pid_t pid) const {

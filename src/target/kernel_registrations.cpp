@@ -10,10 +10,18 @@
 // keeps those calls: they are how the runtime itself learns the names.
 // cudatrace reads them when it attaches to a process whose kernels were
 // registered before it came (-p), and so never saw the registration calls.
+// A runtime linked in statically and stripped (cuBLASLt's) has no symbol for
+// its __cudaRegisterFunction: the function is known by the shape of its
+// calls instead, `lea stub(%rip),%rsi`, `mov $-1,%r8d` and the name in %rdx
+// (or loaded into %rcx and copied to %rdx), the one function called that
+// way most, at least twice (a tie with a single look-alike call is no
+// answer; and a wrong one would only be asked about stubs, which it never
+// registered).
 // Since CUDA 12.x a stub launches through a handle that it gets once,
 // `__cudaGetKernel(&__handle, stub)`, and keeps in a static variable: those
 // calls say which variable holds the handle of which kernel.
 #include <algorithm>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "cudatrace/target/elf_file.h"
@@ -43,10 +51,54 @@ void add_plt_stubs(const ElfFile& elf, std::string_view section, const std::unor
 // directly) in .text, each with the targets of the last `lea disp(%rip)` into
 // %rsi and into the second register wanted (%rdx or %rdi) before it, since
 // the previous such call.
-enum : unsigned char { kRdx = 0x15, kRsi = 0x35, kRdi = 0x3d };  // ModRM of lea disp(%rip),reg
+enum : unsigned char { kRcx = 0x0d, kRdx = 0x15, kRsi = 0x35, kRdi = 0x3d };  // ModRM of lea disp(%rip),reg
+constexpr unsigned kMinStaticRegistrations = 2;
 
+// The kernel-like name NUL-terminated at `vaddr` of `elf`, or "".
+std::string_view name_at(const ElfFile& elf, std::uint64_t vaddr) {
+  const std::string_view bytes = elf.bytes_at(vaddr).substr(0, kMaxName);
+  const std::string_view name = bytes.substr(0, bytes.find('\0'));
+  return name.size() < bytes.size() && kernel_identifier(name) ? name : std::string_view();
+}
+
+// The statically linked __cudaRegisterFunction (see the top), or 0.
+std::uint64_t static_register_function(const ElfFile& elf) {
+  const auto text = elf.section(".text");
+  if (!text) return 0;
+  const std::string_view code = elf.contents().substr(text->offset, text->size);
+  const auto in_text = [&](std::uint64_t a) { return a >= text->address && a < text->address + text->size; };
+  std::unordered_map<std::uint64_t, unsigned> calls;
+  ReleasingScan scan(elf, code, kLookBack + 8);
+  std::size_t previous_call = 0;
+  for (std::size_t i = 0; i + 5 <= code.size(); ++i) {
+    scan.at(i);
+    if (static_cast<unsigned char>(code[i]) != 0xe8) continue;
+    const std::uint64_t callee = text->address + i + 5 + rel32_at(code, i + 1);
+    if (!in_text(callee)) continue;
+    const std::size_t from = std::max(previous_call, i >= kLookBack ? i - kLookBack : 0);
+    previous_call = i + 5;
+    bool stub = false, name = false, minus_one = false;
+    for (std::size_t k = from; k + 6 <= i; ++k) {
+      if (code.compare(k, 6, "\x41\xb8\xff\xff\xff\xff") == 0) minus_one = true;
+      if (k + 7 > i || code[k] != '\x48' || code[k + 1] != '\x8d') continue;
+      const auto modrm = static_cast<unsigned char>(code[k + 2]);
+      const std::uint64_t target = text->address + k + 7 + rel32_at(code, k + 3);
+      if (modrm == kRsi) stub = in_text(target);
+      if ((modrm == kRdx || modrm == kRcx) && !in_text(target) && !name_at(elf, target).empty()) name = true;
+    }
+    if (stub && name && minus_one) ++calls[callee];
+  }
+  std::uint64_t best = 0;
+  unsigned most = 0;
+  for (const auto& [callee, n] : calls)
+    if (n > most) best = callee, most = n;
+  return most >= kMinStaticRegistrations ? best : 0;
+}
+
+// Calls to `callee` and the `lea disp(%rip)` loads before each (below).
 template <typename Fn>
-void for_each_call_with_loads(const ElfFile& elf, const char* callee, unsigned char second, Fn&& fn) {
+void for_each_call_with_loads(const ElfFile& elf, const char* callee, unsigned char second, Fn&& fn,
+                              bool or_static = false) {
   const auto text = elf.section(".text");
   const std::vector<std::uint64_t> got = elf.got_slots(callee);
   const std::unordered_set<std::uint64_t> slots(got.begin(), got.end());
@@ -54,6 +106,8 @@ void for_each_call_with_loads(const ElfFile& elf, const char* callee, unsigned c
   add_plt_stubs(elf, ".plt", slots, targets);
   add_plt_stubs(elf, ".plt.sec", slots, targets);
   for (const auto& [name, address] : elf.find_functions({callee})) targets.insert(address);
+  if (or_static && slots.empty() && targets.empty())
+    if (const std::uint64_t linked_in = static_register_function(elf)) targets.insert(linked_in);
   if (!text || (slots.empty() && targets.empty())) return;
   const std::string_view code = elf.contents().substr(text->offset, text->size);
   ReleasingScan scan(elf, code, kLookBack + 8);
@@ -75,7 +129,8 @@ void for_each_call_with_loads(const ElfFile& elf, const char* callee, unsigned c
       const auto modrm = static_cast<unsigned char>(code[k + 2]);
       const std::uint64_t target = text->address + k + 7 + rel32_at(code, k + 3);
       if (modrm == kRsi) rsi = target;
-      if (modrm == second) other = target;
+      // The name may come into %rcx first and be copied to %rdx (both name arguments).
+      if (modrm == second || (second == kRdx && modrm == kRcx && !other)) other = target;
     }
     previous_call = i + length;
     if (rsi && other) fn(rsi, other);
@@ -88,11 +143,13 @@ bool ElfFile::registered_kernel(std::uint64_t vaddr, std::string_view& name) con
   if (!registrations_) {
     registrations_ = std::make_unique<std::unordered_map<std::uint64_t, std::string_view>>();
     // __cudaRegisterFunction(handle, stub, name, name, -1, ...): %rsi, %rdx.
-    for_each_call_with_loads(*this, kRegister, kRdx, [&](std::uint64_t stub, std::uint64_t name_at) {
-      const std::string_view bytes = bytes_at(name_at).substr(0, kMaxName);
-      const std::string_view mangled = bytes.substr(0, bytes.find('\0'));
-      if (mangled.size() < bytes.size() && kernel_identifier(mangled)) registrations_->emplace(stub, mangled);
-    });
+    for_each_call_with_loads(
+        *this, kRegister, kRdx,
+        [&](std::uint64_t stub, std::uint64_t name_vaddr) {
+          const std::string_view mangled = name_at(*this, name_vaddr);
+          if (!mangled.empty()) registrations_->emplace(stub, mangled);
+        },
+        /*or_static=*/true);
   }
   const auto it = registrations_->find(vaddr);
   if (it == registrations_->end()) return false;

@@ -14,6 +14,15 @@
 
 namespace cudatrace {
 
+// The kernel writes a newline in a mapped file's path as "\012", its only
+// escape there (seq_file_path(..., "\n")): the path is given back its newline,
+// which terminal_safe() shows as "\x0a" (a file whose name holds "\012"
+// itself is still opened: host_path() falls back to /proc/PID/map_files).
+static std::string unescape_maps_path(std::string path) {
+  for (auto at = path.find("\\012"); at != std::string::npos; at = path.find("\\012", at + 1)) path.replace(at, 4, "\n");
+  return path;
+}
+
 bool read_maps(pid_t pid, std::vector<Mapping>& out) {
   out.clear();
   std::ifstream in("/proc/" + std::to_string(pid) + "/maps");
@@ -34,7 +43,7 @@ bool read_maps(pid_t pid, std::vector<Mapping>& out) {
     m.inode = inode;
     m.exec = perms[2] == 'x';
     if (path_pos > 0 && static_cast<std::size_t>(path_pos) < line.size() && line[path_pos] == '/')
-      m.path = line.substr(path_pos);
+      m.path = unescape_maps_path(line.substr(path_pos));
     m.uprobes_area = path_pos > 0 && line.compare(path_pos, std::string::npos, "[uprobes]") == 0;
     out.push_back(std::move(m));
   }

@@ -122,7 +122,13 @@ std::string Symbolizer::kernel_handle_name(pid_t pid, std::uint64_t handle) {
     read_kernel_handles(pid, known);
     if (const auto it = known.names.find(handle); it != known.names.end()) return it->second;
   }
-  return handle_names_.name_of(pid, handle);
+  std::string name = handle_names_.name_of(pid, handle);
+  // Unnamed: the handle may teach the layout itself (handles all made before attach).
+  if (name.empty() && handle_names_.observe(pid, handle)) {
+    ++layouts_learnt_;
+    name = handle_names_.name_of(pid, handle);
+  }
+  return name;
 }
 
 void Symbolizer::read_kernel_handles(pid_t pid, KernelHandles& known) {

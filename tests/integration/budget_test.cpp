@@ -91,7 +91,12 @@ TEST_F(Budget, SummarySamplesLaunchesAndKeepsAllocationsExact) {
   EXPECT_GT(entry_hits, expected / 2) << budget.dump();
   EXPECT_LT(entry_hits, expected * 2) << budget.dump();
   EXPECT_LT(entry_hits, 0.8 * 2 * double(truth.launches)) << "fewer hits than tracing every launch";
-  EXPECT_EQ(api_row(summaries[0], "cuLaunchKernel"), nullptr) << "no driver launch seen outside its runtime launch";
+  // The runtime's probes attach before the driver's: a driver launch is seen
+  // without its runtime launch only when that runtime launch was under way
+  // across a whole attach (a thread preempted there, docs/fleet.md). Tracing
+  // in the other order, or both at once, would show nearly every launch so.
+  if (const json* driver = api_row(summaries[0], "cuLaunchKernel"))
+    EXPECT_LT((*driver)["calls"].get<double>(), 0.01 * launches) << "driver launches seen outside their runtime launch";
 
   EXPECT_EQ(budget["max_pct"], 5);
   EXPECT_GE(budget["switches"].get<int>(), 2);

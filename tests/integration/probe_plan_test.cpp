@@ -576,14 +576,23 @@ TEST_F(ProbePlan, AttachedAfterTheKernelLookupDriverLaunchesAreUnnamed) {
   attach_after_the_lookup({"--layer", "driver"}, "cuLaunchKernel", "?");
 }
 
-// Handles made before attach that point to driver objects (driver_app
-// before-attach, fake_cuda_driver.c: the name's pointer at byte 24 of the
-// object). Until three traced lookups have shown where names are kept, they
-// stay unnamed; then each is named from the driver's object, as a trace
-// from the start names it, and a handle that is no such object stays unnamed.
-TEST_F(ProbePlan, AttachedHandlesAreNamedFromTheDriverObjectsOnceTheirLayoutIsLearnt) {
-  Child app({DRIVER_APP, "before-attach"});
-  ASSERT_EQ(app.read_line().rfind("ready", 0), 0u);
+// The CPU time a process spent while traced counts every thread, also when
+// the leader exits first and another thread last (a CUDA program's helper
+// threads after main's exit_group): the leader's time is still its own then.
+TEST_F(ProbePlan, CpuTimeWhileTracedCountsTheLeaderThatExitedFirst) {
+  const Result r = run(tracer() + " --json -f all -- " FAKE_APP " main-exits-first 300");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(calls(r).size(), 6u) << r.out;
+  const json& processes = end_of(r.lines)["overhead"]["processes"];
+  ASSERT_EQ(processes.size(), 1u) << processes;
+  EXPECT_GE(processes[0]["cpu_ns"].get<double>(), 300e6) << processes;
+}
+
+// driver_app MODE traced with -p once it is ready (its handles made before
+// attach): the kernel names of its `launches` launches, read while it lives.
+std::vector<std::string> names_of_launches_after_attach(const std::string& mode, std::size_t launches) {
+  Child app({DRIVER_APP, mode});
+  EXPECT_EQ(app.read_line().rfind("ready", 0), 0u);
   const std::string out = temp_path("objects.jsonl"), err = temp_path("objects.err");
   const pid_t tracer_pid = fork();
   if (tracer_pid == 0) {
@@ -592,10 +601,10 @@ TEST_F(ProbePlan, AttachedHandlesAreNamedFromTheDriverObjectsOnceTheirLayoutIsLe
     dup2(e, STDERR_FILENO);
     exec_tracer({"-v", "--json", "-f", "launch", "-p", std::to_string(app.pid)});
   }
-  ASSERT_TRUE(wait_until([&] { return read_file(err).find("cudatrace: tracing process") != std::string::npos; }))
+  EXPECT_TRUE(wait_until([&] { return read_file(err).find("cudatrace: tracing process") != std::string::npos; }))
       << read_file(err);
   app.go();
-  ASSERT_EQ(app.read_line(), "launched\n");
+  EXPECT_EQ(app.read_line(), "launched\n");
   // Named while the process lives: its memory holds the driver's objects.
   constexpr std::string_view kCallLine = "{\"type\":\"call\",";
   const auto written_calls = [&] {  // whole lines only: the writer may be mid-line
@@ -605,7 +614,7 @@ TEST_F(ProbePlan, AttachedHandlesAreNamedFromTheDriverObjectsOnceTheirLayoutIsLe
       calls += text.compare(at, kCallLine.size(), kCallLine) == 0;
     return calls;
   };
-  EXPECT_TRUE(wait_until([&] { return written_calls() >= 9; })) << read_file(out);
+  EXPECT_TRUE(wait_until([&] { return written_calls() >= launches; })) << read_file(out);
   app.go();
   EXPECT_EQ(app.wait(), 0);
   int status = 0;
@@ -616,20 +625,37 @@ TEST_F(ProbePlan, AttachedHandlesAreNamedFromTheDriverObjectsOnceTheirLayoutIsLe
   std::remove(err.c_str());
   std::vector<std::string> names;
   for (const json& c : records(lines, "call")) names.push_back(c["kernel_mangled"]);
+  return names;
+}
+
+// Handles made before attach that point to driver objects (driver_app
+// before-attach, fake_cuda_driver.c: the name's pointer at byte 24 of the
+// object). Until three traced lookups have shown where names are kept, they
+// stay unnamed; then each is named from the driver's object, as a trace
+// from the start names it, and a handle that is no such object stays unnamed.
+TEST_F(ProbePlan, AttachedHandlesAreNamedFromTheDriverObjectsOnceTheirLayoutIsLearnt) {
   const std::vector<std::string> expected = {"?", "?", "_Z5late1v", "_Z5late2v", "_Z5late3v",
                                              "_Z9gemm_tilePKfPfi", "triton_poi_fused_add_0", "_Z9gemm_tilePKfPfi",
                                              "?"};
-  EXPECT_EQ(names, expected);
+  EXPECT_EQ(names_of_launches_after_attach("before-attach", 9), expected);
 
   // From the start, the lookups name every handle alike.
   const Result start = run(tracer() + " --json -f launch -- " DRIVER_APP " before-attach </dev/null");
   ASSERT_EQ(start.status, 0) << start.err;
-  names.clear();
+  std::vector<std::string> names;
   for (const json& c : calls(start)) names.push_back(c["kernel_mangled"]);
   EXPECT_EQ(names, (std::vector<std::string>{"_Z9gemm_tilePKfPfi", "triton_poi_fused_add_0", "_Z5late1v", "_Z5late2v",
                                              "_Z5late3v", "_Z9gemm_tilePKfPfi", "triton_poi_fused_add_0",
                                              "_Z9gemm_tilePKfPfi", "?"}))
       << start.out;
+}
+
+// Every handle made before attach, none looked up after (a Triton or XLA
+// service): the unknown handles teach the layout, from the third on.
+TEST_F(ProbePlan, HandlesAllMadeBeforeAttachTeachTheLayoutThemselves) {
+  EXPECT_EQ(names_of_launches_after_attach("all-before-attach", 7),
+            (std::vector<std::string>{"?", "?", "loop_add_fusion.1", "_ZN3xla6reduceEPf", "_Z9gemm_tilePKfPfi",
+                                      "_Z9gemm_tilePKfPfi", "?"}));
 }
 
 }  // namespace

@@ -609,12 +609,15 @@ TEST(HostPath, SameInodeGoesThroughProcRoot) {
 #ifdef REAL_APP_SHARED
 // nvcc's registration code names each kernel's host stub, with or without
 // symbols: the stubs of the unstripped program (its symbols say which they
-// are) are named alike in the stripped copy, which has no symbol for them.
-TEST(RegisteredKernel, StubsOfAStrippedProgramAreNamedByItsRegistrationCode) {
+// are) are named alike in the stripped copy, which has no symbol for them;
+// with the runtime linked in statically (cuBLASLt's way), not even for
+// __cudaRegisterFunction, which is then known by its calls' shape.
+void expect_stubs_named_by_registration_code(const char* unstripped, const char* stripped_copy) {
+  SCOPED_TRACE(stripped_copy);
   std::string error;
-  const auto full = ElfFile::open(REAL_APP_SHARED, error);
+  const auto full = ElfFile::open(unstripped, error);
   ASSERT_NE(full, nullptr) << error;
-  const auto stripped = ElfFile::open(REAL_APP_SHARED_STRIPPED, error);
+  const auto stripped = ElfFile::open(stripped_copy, error);
   ASSERT_NE(stripped, nullptr) << error;
   ASSERT_FALSE(stripped->has_symtab());
   const auto stubs = full->find_functions({"_Z6addOnePfi", "_ZN2nsL5scaleIfEEvPT_S1_"});
@@ -638,6 +641,11 @@ TEST(RegisteredKernel, StubsOfAStrippedProgramAreNamedByItsRegistrationCode) {
   std::string_view name;
   EXPECT_FALSE(stripped->registered_kernel(main_fn.begin()->second, name));
   EXPECT_FALSE(stripped->registered_kernel(stubs.begin()->second + 1, name));
+}
+
+TEST(RegisteredKernel, StubsOfAStrippedProgramAreNamedByItsRegistrationCode) {
+  expect_stubs_named_by_registration_code(REAL_APP_SHARED, REAL_APP_SHARED_STRIPPED);
+  expect_stubs_named_by_registration_code(REAL_APP_STATIC, REAL_APP_STRIPPED);
 }
 
 // Each stub keeps its kernel's handle in a static variable of its own, which

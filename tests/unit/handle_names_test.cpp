@@ -15,7 +15,7 @@ namespace {
 
 // A driver object: a pointer to its name `name_word` words in, other words around it.
 struct Object {
-  std::array<const void*, 8> words{};
+  std::array<const void*, HandleNames::kWords> words{};  // all the words HandleNames reads
   Object(int name_word, const char* name, const char* other) {
     for (auto& w : words) w = other;
     words[name_word] = name;
@@ -79,6 +79,81 @@ TEST(HandleNames, AWordThatNamesAnotherKernelIsNeverUsed) {
   EXPECT_FALSE(names.learn(self, wrong.handle(), "_Z4goodv"));
   for (std::size_t i = 0; i < objects.size(); ++i) EXPECT_FALSE(names.learn(self, objects[i].handle(), mangled[i]));
   EXPECT_EQ(names.learnt_offset(self), -1);
+}
+
+// No known handle (all made before attach): the unknown ones teach the word
+// that gives each of them a different kernel-like name.
+TEST(HandleNames, UnknownHandlesTeachTheWordThatNamesEachDifferently) {
+  const pid_t self = getpid();
+  const Object a(2, "triton_poi_fused_add_0", kOther), b(2, "triton_red_fused_sum_1", kOther),
+      c(2, "_ZN3xla4gemmEv", kOther), d(2, "loop_add_fusion.1", kOther);
+  HandleNames names;
+  EXPECT_FALSE(names.observe(self, a.handle()));
+  EXPECT_FALSE(names.observe(self, b.handle()));
+  EXPECT_EQ(names.name_of(self, d.handle()), "") << "two handles are not enough";
+  EXPECT_TRUE(names.observe(self, c.handle()));
+  EXPECT_EQ(names.learnt_offset(self), 16);
+  EXPECT_EQ(names.name_of(self, d.handle()), "loop_add_fusion.1");
+}
+
+// A field the kernels share (their module's name), or a few stray bytes, is no name.
+TEST(HandleNames, ASharedStringOrStrayBytesTeachNothing) {
+  const pid_t self = getpid();
+  const char* const stray[] = {"A", "1", "x7"};
+  std::vector<Object> objects;
+  for (const char* s : stray) objects.emplace_back(5, s, "module_main");
+  HandleNames names;
+  for (const Object& o : objects) EXPECT_FALSE(names.observe(self, o.handle()));
+  EXPECT_EQ(names.learnt_offset(self), -1);
+}
+
+// Two words that name the unknown handles differently: neither is trusted;
+// two that always say the same are one.
+TEST(HandleNames, TwoReadingsOfUnknownHandlesTeachNothing) {
+  const pid_t self = getpid();
+  const char* const first[] = {"_Z1av", "_Z1bv", "_Z1cv", "_Z1dv"};
+  const char* const second[] = {"kernel_p", "kernel_q", "kernel_r", "kernel_s"};
+  std::vector<Object> two, same;
+  for (int i = 0; i < 4; ++i) {
+    two.emplace_back(1, first[i], kOther);
+    two.back().words[6] = second[i];
+    same.emplace_back(1, first[i], kOther);
+    same.back().words[6] = first[i];
+  }
+  HandleNames ambiguous, agreeing;
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_FALSE(ambiguous.observe(self, two[i].handle()));
+    agreeing.observe(self, same[i].handle());
+  }
+  EXPECT_EQ(ambiguous.learnt_offset(self), -1);
+  EXPECT_EQ(agreeing.learnt_offset(self), 8);
+}
+
+// A known handle that the word names wrongly rules it out for unknown ones too.
+TEST(HandleNames, AKnownHandleOverrulesUnknownOnes) {
+  const pid_t self = getpid();
+  const Object known(3, "_Z5otherv", kOther);
+  const Object a(3, "_Z1av", kOther), b(3, "_Z1bv", kOther), c(3, "_Z1cv", kOther);
+  HandleNames names;
+  EXPECT_FALSE(names.learn(self, known.handle(), "_Z5knownv"));
+  for (const Object* o : {&a, &b, &c}) EXPECT_FALSE(names.observe(self, o->handle()));
+  EXPECT_EQ(names.learnt_offset(self), -1);
+}
+
+// Known handles whose objects point to their names nowhere (a static
+// runtime's own handles, as JAX's libraries keep) are no evidence either way.
+TEST(HandleNames, KnownHandlesThatAreNoDriverObjectsAreIgnored) {
+  const pid_t self = getpid();
+  std::vector<Object> runtime_handles;
+  runtime_handles.reserve(40);
+  for (int i = 0; i < 40; ++i) runtime_handles.emplace_back(0, kOther, kOther);
+  const Object a(1, "loop_add_fusion", kOther), b(1, "input_reduce_fusion", kOther), c(1, "gemm_fusion_dot", kOther);
+  HandleNames names;
+  for (const Object& o : runtime_handles) EXPECT_FALSE(names.learn(self, o.handle(), "_Z6kernelv"));
+  EXPECT_FALSE(names.observe(self, a.handle()));
+  EXPECT_FALSE(names.observe(self, b.handle()));
+  EXPECT_TRUE(names.observe(self, c.handle()));
+  EXPECT_EQ(names.learnt_offset(self), 8);
 }
 
 TEST(HandleNames, KernelIdentifiers) {

@@ -41,7 +41,7 @@ class Recorder final : public Source {
   std::uint64_t now_ns() const override { return monotonic_ns(); }
   std::vector<ct_api_stats> api_stats() override;
   const Sampling* sampling() const override { return budget_ ? &budget_->sampling() : nullptr; }
-  LossCounts losses() override { return bpf_->losses(); }
+  LossCounts losses() override;
   std::optional<CostReport> cost() override;
   std::optional<NodeCounts> node_counts() override;
   SiteNames site_names() override { return reader_->site_names(); }
@@ -61,6 +61,7 @@ class Recorder final : public Source {
   std::unique_ptr<BudgetControl> budget_;     // --max-overhead
   std::optional<ProbeCost> per_hit_;          // what a probe hit costs, when it could be measured
   std::uint64_t start_ns_ = 0;
+  bool trace_records_ = false;  // a record per call: the statistics map counts only the lost ones
 };
 
 }  // namespace cudatrace

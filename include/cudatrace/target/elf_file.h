@@ -47,7 +47,8 @@ class ElfFile {
   // The device function that the host stub at `vaddr` registers, when the
   // file has no symbol for the stub (stripped, or hidden in .symtab only):
   // read from the module's registration code, the calls
-  // __cudaRegisterFunction(handle, stub, name, ...) that nvcc writes
+  // __cudaRegisterFunction(handle, stub, name, ...) that nvcc writes, also
+  // where that function is a stripped copy linked in (cuBLASLt's runtime)
   // (kernel_registrations.cpp). Found once per file, on first use.
   bool registered_kernel(std::uint64_t vaddr, std::string_view& name) const;
 

@@ -37,6 +37,8 @@ class Symbolizer {
   bool learn_handle(pid_t pid, std::uint64_t handle, std::string_view mangled);
   // How many times a layout was learnt: a name unknown before may be known now.
   std::uint64_t handle_layouts_learnt() const { return layouts_learnt_; }
+  // What each live process's handles taught (HandleNames::describe), for -v.
+  std::vector<std::string> handle_layout_notes() const { return handle_names_.describe(); }
   // Where a code address lies: the file mapped there and the offset in it,
   // and the function symbol whose [start, start + size) holds it.
   // The module of a frame in the kernel's uprobes page (Mapping::uprobes_area).
