@@ -29,21 +29,29 @@ constexpr std::uint64_t kCountEveryNs = 1000000000ull;
 
 // This process's resident memory now, from /proc/self/status: anonymous,
 // and file-backed or shared (mapped files, the ring buffer's pages).
+// And the proportional set size, from /proc/self/smaps_rollup: each page
+// divided by the mappings that share it, so the ring buffer, whose data
+// pages are mapped twice in a row, counts once.
 struct ResidentMemory {
-  unsigned long anon_kib = 0, file_kib = 0;
+  unsigned long anon_kib = 0, file_kib = 0, pss_kib = 0;
 };
 ResidentMemory resident_memory() {
   ResidentMemory m;
-  std::FILE* f = std::fopen("/proc/self/status", "r");
-  if (!f) return m;
   char line[256];
-  while (std::fgets(line, sizeof line, f)) {
-    unsigned long kib = 0;
-    if (std::sscanf(line, "RssAnon: %lu", &kib) == 1) m.anon_kib += kib;
-    if (std::sscanf(line, "RssFile: %lu", &kib) == 1 || std::sscanf(line, "RssShmem: %lu", &kib) == 1)
-      m.file_kib += kib;
+  if (std::FILE* f = std::fopen("/proc/self/status", "r")) {
+    while (std::fgets(line, sizeof line, f)) {
+      unsigned long kib = 0;
+      if (std::sscanf(line, "RssAnon: %lu", &kib) == 1) m.anon_kib += kib;
+      if (std::sscanf(line, "RssFile: %lu", &kib) == 1 || std::sscanf(line, "RssShmem: %lu", &kib) == 1)
+        m.file_kib += kib;
+    }
+    std::fclose(f);
   }
-  std::fclose(f);
+  if (std::FILE* f = std::fopen("/proc/self/smaps_rollup", "r")) {
+    while (std::fgets(line, sizeof line, f))
+      if (std::sscanf(line, "Pss: %lu", &m.pss_kib) == 1) break;
+    std::fclose(f);
+  }
   return m;
 }
 
@@ -337,11 +345,13 @@ void Driver::finish() {
     const ResidentMemory now = resident_memory();
     std::fprintf(stderr,
                  "cudatrace: tracer used %.2f s CPU, peak RSS %.1f MiB; at exit %.1f MiB: %.1f anonymous, %.1f "
-                 "file-backed and mapped (the ring buffer's %u MiB count twice: it is mapped twice)\n",
+                 "file-backed and mapped, in which the ring buffer's %u MiB count twice (mapped twice); counted "
+                 "once (PSS) %.1f MiB\n",
                  double(self.ru_utime.tv_sec + self.ru_stime.tv_sec) +
                      double(self.ru_utime.tv_usec + self.ru_stime.tv_usec) / 1e6,
                  double(self.ru_maxrss) / 1024, double(now.anon_kib + now.file_kib) / 1024,
-                 double(now.anon_kib) / 1024, double(now.file_kib) / 1024, opts_.ring_mb);
+                 double(now.anon_kib) / 1024, double(now.file_kib) / 1024, opts_.ring_mb,
+                 double(now.pss_kib) / 1024);
   }
   const StreamTracker::Forgotten& forgotten = pipeline_.streams().forgotten();
   if (forgotten.streams || forgotten.events)

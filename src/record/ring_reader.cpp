@@ -40,6 +40,10 @@ std::unique_ptr<RingReader> RingReader::open(int map_fd, Handler handler, void* 
     error = std::string("mapping the ring buffer: ") + std::strerror(errno);
     return nullptr;
   }
+  // The helpers cudatrace forks (the stop watchdog, the probe keeper) and
+  // the command never read it: not theirs, so not in their RSS either.
+  madvise(r->consumer_page_, r->page_size_, MADV_DONTFORK);
+  madvise(r->producer_area_, r->page_size_ + 2 * r->data_size_, MADV_DONTFORK);
   r->epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
   epoll_event ev{};
   ev.events = EPOLLIN;

@@ -491,6 +491,44 @@ TEST_F(Faults, AnOutputWithoutAReaderStopsNothing) {
   std::remove(fifo.c_str());
 }
 
+// The sizes of the ring buffers (their data area mapped twice, from
+// /proc/PID/maps: "anon_inode:bpf-map" mappings of 32 MiB or more) that
+// process `pid` maps.
+std::vector<unsigned long> ring_mappings(pid_t pid) {
+  std::vector<unsigned long> sizes;
+  std::istringstream maps(read_file("/proc/" + std::to_string(pid) + "/maps"));
+  for (std::string line; std::getline(maps, line);) {
+    unsigned long start = 0, end = 0;
+    if (line.find("anon_inode:bpf-map") != std::string::npos && std::sscanf(line.c_str(), "%lx-%lx", &start, &end) == 2 &&
+        end - start >= (32ul << 20))
+      sizes.push_back(end - start);
+  }
+  return sizes;
+}
+
+// The ring buffer is mapped by cudatrace alone (issue 38): the helpers it
+// forks (the stop watchdog) never read it, and do not hold it in their RSS.
+TEST_F(Faults, OnlyTheTracerMapsTheRingBuffer) {
+  Tracer t({"--", FAKE_APP, "block"});
+  std::vector<pid_t> helpers;
+  const auto find_helpers = [&] {
+    helpers.clear();
+    for (const auto& entry : fs::directory_iterator("/proc")) {
+      const std::string name = entry.path().filename();
+      if (name.find_first_not_of("0123456789") != std::string::npos || std::stoi(name) == t.proc.pid) continue;
+      const std::string cmdline = read_file("/proc/" + name + "/cmdline");
+      if (read_file("/proc/" + name + "/comm") == "cudatrace\n" && cmdline.find(FAKE_APP) != std::string::npos)
+        helpers.push_back(std::stoi(name));
+    }
+    return !helpers.empty();
+  };
+  ASSERT_TRUE(wait_until([&] { return !ring_mappings(t.proc.pid).empty() && find_helpers(); })) << read_file(t.err);
+  EXPECT_EQ(ring_mappings(t.proc.pid), std::vector<unsigned long>{4096 + (32ul << 20)}) << "the default 16 MiB ring, twice";
+  for (pid_t helper : helpers) EXPECT_TRUE(ring_mappings(helper).empty()) << "helper " << helper;
+  ASSERT_EQ(kill(t.proc.pid, SIGINT), 0);
+  EXPECT_NE(t.proc.wait(30s), -1) << read_file(t.err);
+}
+
 // Outputs are opened before tracing starts; a start that fails removes the
 // files it created (and only those).
 TEST_F(Faults, AFailedStartLeavesNoOutputFileItCreated) {
