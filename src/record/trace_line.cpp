@@ -63,7 +63,8 @@ std::map<std::uint16_t, ct_api_stats> lost_calls(const Json& by_api) {
   const std::string where = "lost_detail." + std::string(kRingBufferCalls.name());
   if (!by_api.is_object()) bad(where + " is not an object");
   std::map<std::uint16_t, ct_api_stats> out;
-  for (const auto& [symbol, v] : by_api.items()) {
+  for (const auto& [symbol, value] : by_api.items()) {
+    const Json& v = value;  // a lambda below uses it: a structured binding cannot be captured before C++20
     const Api* api = api_by_symbol(symbol);
     const std::string what = where + "." + symbol;
     if (!api) bad(what + ": not an API cudatrace traces");
