@@ -219,7 +219,7 @@ bool SavedTrace::next_call() {
   released_line_ = first->number;
   window_bytes_ -= first->bytes;
   current_ = first->slot;
-  if (first == &late_.front()) {
+  if (!late_.empty() && first == &late_.front()) {
     std::pop_heap(late_.begin(), late_.end(), std::greater<>());
     late_.pop_back();
   } else {
