@@ -183,7 +183,9 @@ TEST_F(Output, ConsumerThatNeverReadsLosesCountedRecordsInBoundedMemory) {
   const std::uint64_t lost = number_after(e, R"(calls traced, (\d+) lost)");
   const std::uint64_t lost_output = number_after(e, R"(lost (\d+) records the output's consumer did not read)");
   EXPECT_EQ(traced, whole_lines) << e;
-  EXPECT_GT(lost_output, kRecords / 2) << e;
+  // Most records reach the output and are lost there, unless the reader is
+  // slow (the sanitized build's): then the ring loses most of them first.
+  EXPECT_GT(lost_output, kSanitized ? 0 : kRecords / 2) << e;
   EXPECT_EQ(traced + lost, kRecords) << e;  // every record written or counted, exactly
   // Memory: the buffer's cap plus what any run of cudatrace takes (the ring
   // buffer's 16 MiB, the BPF object, libraries); without the cap the whole
