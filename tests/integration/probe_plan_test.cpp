@@ -526,6 +526,18 @@ TEST_F(ProbePlan, CommandModeNamesRegisteredKernelsByTheirStubAndDriverHandle) {
   }
 }
 
+// cudatrace ARGS in the background, its stdout in `out` and stderr in `err`.
+pid_t start_tracer(const std::vector<std::string>& args, const std::string& out, const std::string& err) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int o = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600), e = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(o, STDOUT_FILENO);
+    dup2(e, STDERR_FILENO);
+    exec_tracer(args);
+  }
+  return pid;
+}
+
 // Attached after the lookup: cudatrace never saw handle 0xc010 named, but
 // the runtime launch's host stub names the kernel.
 void attach_after_the_lookup(const std::vector<std::string>& options, const std::string& api,
@@ -533,16 +545,10 @@ void attach_after_the_lookup(const std::vector<std::string>& options, const std:
   Child app({FAKE_APP, "registered", "3"});
   ASSERT_EQ(app.read_line().rfind("ready", 0), 0u);
   const std::string out = temp_path("naming.jsonl"), err = temp_path("naming.err");
-  const pid_t tracer_pid = fork();
-  if (tracer_pid == 0) {
-    const int o = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600), e = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    dup2(o, STDOUT_FILENO);
-    dup2(e, STDERR_FILENO);
-    std::vector<std::string> args = {"-v", "--json", "-f", "launch"};
-    args.insert(args.end(), options.begin(), options.end());
-    args.insert(args.end(), {"-p", std::to_string(app.pid)});
-    exec_tracer(args);
-  }
+  std::vector<std::string> args = {"-v", "--json", "-f", "launch"};
+  args.insert(args.end(), options.begin(), options.end());
+  args.insert(args.end(), {"-p", std::to_string(app.pid)});
+  const pid_t tracer_pid = start_tracer(args, out, err);
   ASSERT_TRUE(wait_until([&] { return read_file(err).find("cudatrace: tracing process") != std::string::npos; }))
       << read_file(err);
   app.go();
@@ -594,13 +600,7 @@ std::vector<std::string> names_of_launches_after_attach(const std::string& mode,
   Child app({DRIVER_APP, mode});
   EXPECT_EQ(app.read_line().rfind("ready", 0), 0u);
   const std::string out = temp_path("objects.jsonl"), err = temp_path("objects.err");
-  const pid_t tracer_pid = fork();
-  if (tracer_pid == 0) {
-    const int o = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600), e = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    dup2(o, STDOUT_FILENO);
-    dup2(e, STDERR_FILENO);
-    exec_tracer({"-v", "--json", "-f", "launch", "-p", std::to_string(app.pid)});
-  }
+  const pid_t tracer_pid = start_tracer({"-v", "--json", "-f", "launch", "-p", std::to_string(app.pid)}, out, err);
   EXPECT_TRUE(wait_until([&] { return read_file(err).find("cudatrace: tracing process") != std::string::npos; }))
       << read_file(err);
   app.go();
