@@ -10,8 +10,9 @@ namespace cudatrace {
 
 namespace {
 
-std::vector<std::uint64_t> object_words(pid_t pid, std::uint64_t handle) {
-  std::vector<std::uint64_t> addrs(HandleNames::kWords);
+// The first `count` words of the object at `handle`.
+std::vector<std::uint64_t> object_words(pid_t pid, std::uint64_t handle, std::size_t count) {
+  std::vector<std::uint64_t> addrs(count);
   for (std::size_t i = 0; i < addrs.size(); ++i) addrs[i] = handle + 8 * i;
   return read_process_words(pid, addrs);
 }
@@ -22,7 +23,7 @@ bool HandleNames::learn(pid_t pid, std::uint64_t handle, std::string_view mangle
   Layout& layout = layouts_[pid];
   if (!handle || mangled.empty() || layout.tried >= kMaxTried) return false;
   ++layout.tried;
-  const std::vector<std::uint64_t> words = object_words(pid, handle);
+  const std::vector<std::uint64_t> words = object_words(pid, handle, kWords);
   std::array<std::string, kWords> texts;
   std::array<bool, kWords> read{};
   bool named_somewhere = false;
@@ -70,7 +71,7 @@ bool HandleNames::observe(pid_t pid, std::uint64_t handle) {
   Layout& layout = layouts_[pid];
   if (!handle || layout.word >= 0 || layout.observed >= kMaxTried) return false;
   ++layout.observed;
-  const std::vector<std::uint64_t> words = object_words(pid, handle);
+  const std::vector<std::uint64_t> words = object_words(pid, handle, kEvidentWords);
   std::string text;
   for (std::size_t i = 0; i < kEvidentWords; ++i) {
     const bool named = words[i] && read_process_string(pid, words[i], kMaxName, text) && kernel_like_name(text);

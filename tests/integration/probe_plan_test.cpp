@@ -526,17 +526,39 @@ TEST_F(ProbePlan, CommandModeNamesRegisteredKernelsByTheirStubAndDriverHandle) {
   }
 }
 
-// cudatrace ARGS in the background, its stdout in `out` and stderr in `err`.
-pid_t start_tracer(const std::vector<std::string>& args, const std::string& out, const std::string& err) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const int o = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600), e = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    dup2(o, STDOUT_FILENO);
-    dup2(e, STDERR_FILENO);
-    exec_tracer(args);
+// `cudatrace -v --json -f launch OPTIONS -p PID` in the background, its
+// stdout and stderr in files, for the tests that attach to a process whose
+// kernels were looked up before.
+struct LaunchTracer {
+  std::string out = temp_path("naming.jsonl"), err = temp_path("naming.err");
+  pid_t pid = -1;
+  LaunchTracer(pid_t target, const std::vector<std::string>& options) {
+    std::vector<std::string> args = {"-v", "--json", "-f", "launch"};
+    args.insert(args.end(), options.begin(), options.end());
+    args.insert(args.end(), {"-p", std::to_string(target)});
+    pid = fork();
+    if (pid == 0) {
+      const int o = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600), e = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      dup2(o, STDOUT_FILENO);
+      dup2(e, STDERR_FILENO);
+      exec_tracer(args);
+    }
   }
-  return pid;
-}
+  bool attached() const {
+    return wait_until([&] { return read_file(err).find("cudatrace: tracing process") != std::string::npos; });
+  }
+  // Once the target has exited: cudatrace ends with status 0; its lines.
+  std::vector<json> lines() {
+    int status = 0;
+    EXPECT_TRUE(wait_until([&] { return waitpid(pid, &status, WNOHANG) == pid; }));
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << read_file(err);
+    return parse_lines(read_file(out));
+  }
+  ~LaunchTracer() {
+    std::remove(out.c_str());
+    std::remove(err.c_str());
+  }
+};
 
 // Attached after the lookup: cudatrace never saw handle 0xc010 named, but
 // the runtime launch's host stub names the kernel.
@@ -544,22 +566,12 @@ void attach_after_the_lookup(const std::vector<std::string>& options, const std:
                              const std::string& kernel) {
   Child app({FAKE_APP, "registered", "3"});
   ASSERT_EQ(app.read_line().rfind("ready", 0), 0u);
-  const std::string out = temp_path("naming.jsonl"), err = temp_path("naming.err");
-  std::vector<std::string> args = {"-v", "--json", "-f", "launch"};
-  args.insert(args.end(), options.begin(), options.end());
-  args.insert(args.end(), {"-p", std::to_string(app.pid)});
-  const pid_t tracer_pid = start_tracer(args, out, err);
-  ASSERT_TRUE(wait_until([&] { return read_file(err).find("cudatrace: tracing process") != std::string::npos; }))
-      << read_file(err);
+  LaunchTracer tracer(app.pid, options);
+  ASSERT_TRUE(tracer.attached()) << read_file(tracer.err);
   app.go();
   app.go();
   EXPECT_EQ(app.wait(), 0);
-  int status = 0;
-  EXPECT_TRUE(wait_until([&] { return waitpid(tracer_pid, &status, WNOHANG) == tracer_pid; }));
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << read_file(err);
-  const std::vector<json> lines = parse_lines(read_file(out));
-  std::remove(out.c_str());
-  std::remove(err.c_str());
+  const std::vector<json> lines = tracer.lines();
   std::size_t launches = 0;
   for (const json& c : records(lines, "call")) {
     EXPECT_EQ(c["api"], api) << c;
@@ -599,30 +611,23 @@ TEST_F(ProbePlan, CpuTimeWhileTracedCountsTheLeaderThatExitedFirst) {
 std::vector<std::string> names_of_launches_after_attach(const std::string& mode, std::size_t launches) {
   Child app({DRIVER_APP, mode});
   EXPECT_EQ(app.read_line().rfind("ready", 0), 0u);
-  const std::string out = temp_path("objects.jsonl"), err = temp_path("objects.err");
-  const pid_t tracer_pid = start_tracer({"-v", "--json", "-f", "launch", "-p", std::to_string(app.pid)}, out, err);
-  EXPECT_TRUE(wait_until([&] { return read_file(err).find("cudatrace: tracing process") != std::string::npos; }))
-      << read_file(err);
+  LaunchTracer tracer(app.pid, {});
+  EXPECT_TRUE(tracer.attached()) << read_file(tracer.err);
   app.go();
   EXPECT_EQ(app.read_line(), "launched\n");
   // Named while the process lives: its memory holds the driver's objects.
   constexpr std::string_view kCallLine = "{\"type\":\"call\",";
   const auto written_calls = [&] {  // whole lines only: the writer may be mid-line
-    const std::string text = read_file(out);
+    const std::string text = read_file(tracer.out);
     std::size_t calls = 0;
     for (std::size_t at = 0, nl; (nl = text.find('\n', at)) != std::string::npos; at = nl + 1)
       calls += text.compare(at, kCallLine.size(), kCallLine) == 0;
     return calls;
   };
-  EXPECT_TRUE(wait_until([&] { return written_calls() >= launches; })) << read_file(out);
+  EXPECT_TRUE(wait_until([&] { return written_calls() >= launches; })) << read_file(tracer.out);
   app.go();
   EXPECT_EQ(app.wait(), 0);
-  int status = 0;
-  EXPECT_TRUE(wait_until([&] { return waitpid(tracer_pid, &status, WNOHANG) == tracer_pid; }));
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << read_file(err);
-  const std::vector<json> lines = parse_lines(read_file(out));
-  std::remove(out.c_str());
-  std::remove(err.c_str());
+  const std::vector<json> lines = tracer.lines();
   std::vector<std::string> names;
   for (const json& c : records(lines, "call")) names.push_back(c["kernel_mangled"]);
   return names;
