@@ -17,6 +17,10 @@
 #                exported symbols), 1,000 launches
 #   libllvm      one that dlopens libLLVM (~45,000 exported functions, like
 #                PyTorch's big libraries); a launch names a function in it
+#   bigsyms      one that dlopens a generated library of 300,000 exported
+#                functions with long C++ names (115 MiB of symbol tables,
+#                .dynsym in hash order, like libtorch_cuda's); a launch
+#                names a function in it
 #   attach-toolkit  -p to a running process that has the toolkit's 17 big
 #                libraries loaded (cuBLAS, cuBLASLt, cuDNN, cuFFT, cuSPARSE,
 #                cuSOLVER, cuRAND, NCCL, NVRTC: 2 GB, each with its own
@@ -35,11 +39,11 @@ while [ $# -gt 0 ]; do
     --build) build="$2"; shift 2 ;;
     --calls) calls="$2"; shift 2 ;;
     --summary) mode=(--summary); shift ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
     *) scenarios+=("$1"); shift ;;
   esac
 done
-[ ${#scenarios[@]} -gt 0 ] || scenarios=(launch-loop streams threads children cublaslt libllvm attach-toolkit)
+[ ${#scenarios[@]} -gt 0 ] || scenarios=(launch-loop streams threads children cublaslt libllvm bigsyms attach-toolkit)
 cudatrace="${CUDATRACE:-$build/cudatrace}"
 app="$build/tests/fixtures/insights_app"
 [ -x "$cudatrace" ] && [ -x "$app" ] || { echo "bench-memory: build cudatrace and the fixtures in $build first" >&2; exit 2; }
@@ -65,6 +69,22 @@ measure() {
   local end; end=$(date +%s.%N)
   printf '%-12s %s  RssAnon max %6.1f MiB  VmHWM %6.1f MiB  %6.1f s\n' "$scenario" "${mode[0]}" \
     "$(echo "$peak / 1024" | bc -l)" "$(echo "${hwm:-0} / 1024" | bc -l)" "$(echo "$end - $start" | bc -l)"
+}
+
+# A library with libtorch_cuda's shape of symbol tables, in a temporary directory.
+big_symbols_library() {
+  local dir; dir=$(mktemp -d)
+  python3 - "$dir/big.s" <<'PY'
+import sys
+with open(sys.argv[1], "w") as out:
+    out.write(".text\n")
+    for i in range(300000):
+        name = (f"_ZN2at6native12_GLOBAL__N_1{i:07d}launch_vectorized_kernel_with_a_long_templated_name_IZZZNS0_"
+                f"23direct_copy_kernel_cudaERNS_18TensorIteratorBaseEENKUlvE0_clEvE{i}_EEvT_")
+        out.write(f".globl {name}\n.type {name},@function\n{name}:\n ret\n.size {name},1\n")
+    out.write('.section .note.GNU-stack,"",@progbits\n')
+PY
+  gcc -shared -o "$dir/libbigsyms.so" "$dir/big.s" && rm "$dir/big.s" && echo "$dir/libbigsyms.so"
 }
 
 # -p to a process holding the toolkit's libraries: VmHWM and cudatrace -v's attach time.
@@ -104,6 +124,10 @@ for scenario in "${scenarios[@]}"; do
     children) measure "$app" children 100 $((calls / 200)) ;;
     cublaslt) measure "$app" dlopen /usr/local/cuda/lib64/libcublasLt.so.13 1000 ;;
     libllvm) measure "$app" dlopen "$(ls /usr/lib/x86_64-linux-gnu/libLLVM-1*.so.1 | head -1)" 1000 ;;
+    bigsyms)
+      big=$(big_symbols_library)
+      measure "$app" dlopen "$big" 1000
+      rm -r "$(dirname "$big")" ;;
     attach-toolkit) attach_toolkit ;;
     *) echo "bench-memory: unknown scenario $scenario" >&2; exit 2 ;;
   esac

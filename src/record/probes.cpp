@@ -229,10 +229,11 @@ bool Probes::attach_multi(bpf_program* prog, const std::string& path, pid_t pid,
 
 namespace {
 
-// Open while it lives: the keeper destroys no event meanwhile.
+// Open while it lives: the keeper destroys no event meanwhile. Holds the
+// owner, which drops a keeper that stops answering midway.
 class AttachWindow {
  public:
-  explicit AttachWindow(UprobeKeeper* keeper) : keeper_(keeper) {
+  explicit AttachWindow(const std::unique_ptr<UprobeKeeper>& keeper) : keeper_(keeper) {
     if (keeper_) keeper_->attaching(true);
   }
   ~AttachWindow() {
@@ -242,7 +243,7 @@ class AttachWindow {
   AttachWindow& operator=(const AttachWindow&) = delete;
 
  private:
-  UprobeKeeper* keeper_;
+  const std::unique_ptr<UprobeKeeper>& keeper_;
 };
 
 }  // namespace
@@ -254,14 +255,15 @@ bool Probes::attach_pairs(bpf_program* entry, bpf_program* ret, const std::strin
     return (!ret || attach_multi(ret, path, pid, offsets, cookies, MultiLink::Return, into, error)) &&
            attach_multi(entry, path, pid, offsets, cookies, MultiLink::Entry, into, error);
   if (!keeper_ && !keeper_failed_) {
-    std::string why;
-    keeper_ = UprobeKeeper::connect(why);
+    std::string why, notice;
+    keeper_ = UprobeKeeper::connect(why, notice);
     keeper_failed_ = !keeper_;
+    if (!notice.empty()) warn_(notice);
     if (!keeper_)
       warn_("cannot start the process that keeps perf-event uprobes (" + why +
             "); cudatrace will take longer to exit");
   }
-  const AttachWindow window(keeper_.get());
+  const AttachWindow window(keeper_);
   return (!ret || attach_perf(ret, path, file, offsets, cookies, true, into, error)) &&
          attach_perf(entry, path, file, offsets, cookies, false, into, error);
 }
@@ -290,6 +292,12 @@ bool Probes::attach_perf(bpf_program* prog, const std::string& path, const std::
     LIBBPF_OPTS(bpf_link_create_opts, opts, .perf_event = {.bpf_cookie = cookies[i]});
     int link = -1;
     int event = keeper_ ? keeper_->take(key) : -1;
+    if (keeper_ && !keeper_->answering()) {
+      warn_("the process that keeps perf-event uprobes stopped answering; attaching without it, so cudatrace "
+            "will take longer to exit");
+      keeper_failed_ = true;
+      keeper_.reset();  // closing the socket gives back what it holds for this run
+    }
     // Not linkable (EEXIST: the run that had it died a moment ago and its
     // link is not closed yet): make a new one.
     if (event >= 0 && (link = bpf_link_create(prog_fd, event, BPF_PERF_EVENT, &opts)) < 0) {

@@ -334,6 +334,10 @@ int connect_shared() {
   return sock;
 }
 
+// Set once the machine's keeper left this process's first question
+// unanswered: every later connection goes to a private keeper at once.
+bool shared_keeper_silent = false;
+
 }  // namespace
 
 void run_uprobe_keeper(int listener, const std::vector<int>& clients, int idle_ms) {
@@ -344,8 +348,22 @@ void run_uprobe_keeper(int listener, const std::vector<int>& clients, int idle_m
   if (listener >= 0) close(listener);
 }
 
-std::unique_ptr<UprobeKeeper> UprobeKeeper::connect(std::string& error) {
-  if (const int sock = connect_shared(); sock >= 0) return over(sock);
+std::unique_ptr<UprobeKeeper> UprobeKeeper::over(int sock) {
+  const timeval limit{UprobeKeeper::kAnswerMs / 1000, UprobeKeeper::kAnswerMs % 1000 * 1000};
+  setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
+  setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof limit);
+  return std::unique_ptr<UprobeKeeper>(new UprobeKeeper(sock));
+}
+
+std::unique_ptr<UprobeKeeper> UprobeKeeper::connect(std::string& error, std::string& notice) {
+  if (const int sock = shared_keeper_silent ? -1 : connect_shared(); sock >= 0) {
+    auto shared = over(sock);
+    // Asking for the event of no file: any keeper that serves answers no.
+    if (shared->take(UprobeKey{}) < 0 && shared->answering()) return shared;
+    shared_keeper_silent = true;
+    notice = "the machine's perf-event uprobe keeper (ct-uprobes, " + std::string(kSocket) + ") did not answer in " +
+             std::to_string(kAnswerMs / 1000) + " s; this run starts its own";
+  }
   // A private keeper: nobody else to reuse the events, so none is kept idle.
   int socks[2];
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, socks) != 0 || !start_keeper(-1, socks[1], 0)) {
@@ -357,11 +375,14 @@ std::unique_ptr<UprobeKeeper> UprobeKeeper::connect(std::string& error) {
 }
 
 int UprobeKeeper::take(const UprobeKey& key) {
+  if (!answering_) return -1;
   const Request r = request(kTake, key);
-  if (!send_message(sock_, &r, sizeof r, -1)) return -1;
   char answer = 0;
   int fd = -1;
-  if (receive_message(sock_, &answer, 1, fd) != 1 || answer != 'y') {
+  const bool answered = send_message(sock_, &r, sizeof r, -1) && receive_message(sock_, &answer, 1, fd) == 1;
+  // A late answer would be read as the next question's: never ask again.
+  if (!answered) answering_ = false;
+  if (!answered || answer != 'y') {
     if (fd >= 0) close(fd);
     return -1;
   }

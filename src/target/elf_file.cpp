@@ -76,6 +76,10 @@ std::unique_ptr<ElfFile> ElfFile::open(const std::string& path, std::string& err
                                                strs.sh_size});
     (sh[i].sh_type == SHT_DYNSYM ? elf->dynsym_ : elf->symtab_) = std::move(table);
   }
+  for (int i = 0; i < eh->e_shnum && elf->dynsym_; ++i)
+    if (sh[i].sh_type == SHT_GNU_versym && sh[i].sh_offset % 2 == 0 && in_file(sh[i].sh_offset, sh[i].sh_size) &&
+        sh[i].sh_size / 2 == elf->dynsym_->count)
+      elf->versions_ = reinterpret_cast<const std::uint16_t*>(elf->data_ + sh[i].sh_offset);
   return elf;
 }
 
@@ -95,15 +99,30 @@ void ElfFile::release(std::string_view part) const {
 
 template <typename Fn>
 void ElfFile::for_each_function(const Table& t, Fn&& fn) const {
+  // A big library's tables are over 100 MiB, and .dynsym is in hash order,
+  // not in the order of its names: read in entry order, every name would
+  // bring its neighbours in (64 KiB of fault-around each). So the entries
+  // are read first, then the names in the order they lie in the file; both
+  // reads let go of what they have read as they go (ReleasingScan).
   const auto* syms = static_cast<const Elf64_Sym*>(t.syms);
-  for (std::size_t i = 0; i < t.count; ++i) {
-    const Elf64_Sym& s = syms[i];
-    const int type = ELF64_ST_TYPE(s.st_info);
-    if ((type != STT_FUNC && type != STT_GNU_IFUNC) || s.st_shndx == SHN_UNDEF || s.st_value == 0) continue;
-    if (s.st_name >= t.strings_size) continue;
-    const char* name = t.strings + s.st_name;
-    const std::size_t len = strnlen(name, t.strings_size - s.st_name);
-    fn(std::string_view(name, len), s, static_cast<std::uint32_t>(i));
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> by_name;  // (name offset, entry)
+  {
+    ReleasingScan scan(*this, {static_cast<const char*>(t.syms), t.count * sizeof(Elf64_Sym)});
+    for (std::size_t i = 0; i < t.count && i < UINT32_MAX; ++i) {
+      scan.at(i * sizeof(Elf64_Sym));
+      const Elf64_Sym& s = syms[i];
+      const int type = ELF64_ST_TYPE(s.st_info);
+      if ((type != STT_FUNC && type != STT_GNU_IFUNC) || s.st_shndx == SHN_UNDEF || s.st_value == 0) continue;
+      if (s.st_name >= t.strings_size) continue;
+      by_name.emplace_back(s.st_name, static_cast<std::uint32_t>(i));
+    }
+  }
+  std::sort(by_name.begin(), by_name.end());
+  ReleasingScan scan(*this, {t.strings, t.strings_size});
+  for (const auto& [at, i] : by_name) {
+    scan.at(at);
+    const char* name = t.strings + at;
+    fn(std::string_view(name, strnlen(name, t.strings_size - at)), syms[i], i);
   }
 }
 
@@ -112,12 +131,18 @@ std::unordered_map<std::string, std::uint64_t> ElfFile::find_functions(
   std::unordered_map<std::string, std::uint64_t> found;
   for (const Table* t : {dynsym_.get(), symtab_.get()}) {
     if (!t) continue;
-    for_each_function(*t, [&](std::string_view name, const Elf64_Sym& s, std::uint32_t) {
-      // .dynsym names carry no version; .symtab ones may ("cudaMalloc@@libcudart.so.13").
-      const std::string_view base = name.substr(0, name.find('@'));
-      if (wanted.count(base)) found.emplace(std::string(base), s.st_value);
+    for_each_function(*t, [&](std::string_view name, const Elf64_Sym& s, std::uint32_t i) {
+      // An old version kept for old callers (realpath@GLIBC_2.2.5 beside
+      // realpath@@GLIBC_2.3) is not what a program linked today calls.
+      // .dynsym marks it in .gnu.version; .symtab names carry the version.
+      const std::size_t at = name.find('@');
+      const bool hidden = t == dynsym_.get() ? versions_ && (versions_[i] & 0x8000)
+                                             : at != std::string_view::npos && name.substr(at, 2) != "@@";
+      const std::string_view base = name.substr(0, at);
+      if (!hidden && wanted.count(base)) found.emplace(std::string(base), s.st_value);
     });
   }
+  release_all();
   return found;
 }
 
@@ -129,8 +154,12 @@ std::uint64_t ElfFile::exported_object(std::string_view name) const {
     if (ELF64_ST_TYPE(s.st_info) != STT_OBJECT || s.st_shndx == SHN_UNDEF || s.st_name >= dynsym_->strings_size)
       continue;
     const char* sym_name = dynsym_->strings + s.st_name;
-    if (std::string_view(sym_name, strnlen(sym_name, dynsym_->strings_size - s.st_name)) == name) return s.st_value;
+    if (std::string_view(sym_name, strnlen(sym_name, dynsym_->strings_size - s.st_name)) == name) {
+      release_all();
+      return s.st_value;
+    }
   }
+  release_all();
   return 0;
 }
 
@@ -142,33 +171,42 @@ FunctionSymbol ElfFile::symbol(std::uint32_t ref) const {
   return {full.substr(0, full.find('@')), s.st_value, s.st_size};
 }
 
-const std::vector<std::uint32_t>& ElfFile::by_address() const {
+const std::vector<ElfFile::IndexedFunction>& ElfFile::by_address() const {
   if (indexed_) return by_address_;
   indexed_ = true;
+  by_address_.reserve((dynsym_ ? dynsym_->count : 0) + (symtab_ ? symtab_->count : 0));
   for (const Table* t : {dynsym_.get(), symtab_.get()}) {
     if (!t || t->count >= kSymtabBit) continue;
     const std::uint32_t tag = t == symtab_.get() ? kSymtabBit : 0;
-    for_each_function(*t, [&](std::string_view, const Elf64_Sym&, std::uint32_t i) { by_address_.push_back(tag | i); });
+    // The entries alone, not their names (most of a big table's bytes),
+    // let go of as the walk goes: the peak RSS stays that of the index.
+    const auto* syms = static_cast<const Elf64_Sym*>(t->syms);
+    ReleasingScan scan(*this, {static_cast<const char*>(t->syms), t->count * sizeof(Elf64_Sym)});
+    for (std::uint32_t i = 0; i < t->count; ++i) {
+      scan.at(i * sizeof(Elf64_Sym));
+      const Elf64_Sym& s = syms[i];
+      const int type = ELF64_ST_TYPE(s.st_info);
+      if ((type == STT_FUNC || type == STT_GNU_IFUNC) && s.st_shndx != SHN_UNDEF && s.st_value != 0 &&
+          s.st_name < t->strings_size)
+        by_address_.push_back({s.st_value, tag | i});
+    }
   }
-  // Sorting compares names only between aliases: few, so cheap.
-  const auto address = [this](std::uint32_t ref) {
-    const Table& t = ref & kSymtabBit ? *symtab_ : *dynsym_;
-    return static_cast<const Elf64_Sym*>(t.syms)[ref & ~kSymtabBit].st_value;
-  };
-  std::sort(by_address_.begin(), by_address_.end(), [&](std::uint32_t x, std::uint32_t y) {
-    const std::uint64_t a = address(x), b = address(y);
-    return a < b || (a == b && symbol(x).name < symbol(y).name);
+  // Of aliases, the first in the file wins, .dynsym before .symtab (which
+  // repeats most of it): no name is read to decide.
+  std::sort(by_address_.begin(), by_address_.end(), [](const IndexedFunction& x, const IndexedFunction& y) {
+    return x.address < y.address || (x.address == y.address && x.ref < y.ref);
   });
   by_address_.erase(std::unique(by_address_.begin(), by_address_.end(),
-                                [&](std::uint32_t x, std::uint32_t y) { return address(x) == address(y); }),
+                                [](const IndexedFunction& x, const IndexedFunction& y) { return x.address == y.address; }),
                     by_address_.end());
   by_address_.shrink_to_fit();
+  release_all();
   return by_address_;
 }
 
 std::vector<FunctionSymbol> ElfFile::functions() const {
   std::vector<FunctionSymbol> out;
-  for (std::uint32_t ref : by_address()) out.push_back(symbol(ref));
+  for (const IndexedFunction& f : by_address()) out.push_back(symbol(f.ref));
   return out;
 }
 
@@ -189,21 +227,29 @@ std::optional<ElfFile::Section> ElfFile::section(std::string_view name) const {
   return std::nullopt;
 }
 
+void ElfFile::count_lookup() const {
+  if (++lookups_since_release_ < kLookupsBetweenReleases) return;
+  lookups_since_release_ = 0;
+  release_all();
+}
+
 bool ElfFile::function_at(std::uint64_t vaddr, FunctionSymbol& out) const {
   const auto& index = by_address();
+  count_lookup();  // what it found stays readable: a page read after a release comes back
   auto it = std::lower_bound(index.begin(), index.end(), vaddr,
-                             [this](std::uint32_t ref, std::uint64_t v) { return symbol(ref).address < v; });
-  if (it == index.end() || symbol(*it).address != vaddr) return false;
-  out = symbol(*it);
+                             [](const IndexedFunction& f, std::uint64_t v) { return f.address < v; });
+  if (it == index.end() || it->address != vaddr) return false;
+  out = symbol(it->ref);
   return true;
 }
 
 bool ElfFile::function_containing(std::uint64_t vaddr, FunctionSymbol& out) const {
   const auto& index = by_address();
+  count_lookup();
   auto it = std::upper_bound(index.begin(), index.end(), vaddr,
-                             [this](std::uint64_t v, std::uint32_t ref) { return v < symbol(ref).address; });
+                             [](std::uint64_t v, const IndexedFunction& f) { return v < f.address; });
   if (it == index.begin()) return false;
-  const FunctionSymbol f = symbol(*--it);
+  const FunctionSymbol f = symbol((--it)->ref);
   if (vaddr >= f.address + f.size) return false;
   out = f;
   return true;
@@ -235,6 +281,7 @@ std::vector<std::uint64_t> ElfFile::got_slots(std::string_view name) const {
   for_each_got_slot([&](std::uint64_t slot, std::string_view symbol) {
     if (symbol == name) slots.push_back(slot);
   });
+  release_all();
   return slots;
 }
 

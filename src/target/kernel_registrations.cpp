@@ -150,6 +150,7 @@ bool ElfFile::registered_kernel(std::uint64_t vaddr, std::string_view& name) con
           if (!mangled.empty()) registrations_->emplace(stub, mangled);
         },
         /*or_static=*/true);
+    release_all();  // the names' pages: read back one by one when a launch needs its name
   }
   const auto it = registrations_->find(vaddr);
   if (it == registrations_->end()) return false;
@@ -171,6 +172,7 @@ const std::vector<ElfFile::KernelHandleSlot>& ElfFile::kernel_handle_slots() con
     else if (function_at(stub, sym))
       out.push_back({slot, sym.name});
   });
+  release_all();
   return out;
 }
 

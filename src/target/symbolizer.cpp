@@ -109,7 +109,10 @@ std::string Symbolizer::gpu_code(pid_t pid, std::uint64_t addr) {
   const auto section = f ? f->section(".nv_fatbin") : std::nullopt;
   const std::string name = m->path.substr(m->path.rfind('/') + 1);
   if (!section) return name + " holds no GPU code";
-  return name + " holds " + describe(gpu_code_of_fatbins(f->contents().substr(section->offset, section->size)));
+  const std::string_view fatbins = f->contents().substr(section->offset, section->size);
+  std::string said = name + " holds " + describe(gpu_code_of_fatbins(fatbins));
+  f->release(fatbins);  // a page of headers every few MiB, over up to a GiB (libtorch_cuda)
+  return said;
 }
 
 std::string Symbolizer::kernel_handle_name(pid_t pid, std::uint64_t handle) {

@@ -12,6 +12,7 @@
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1510,6 +1511,51 @@ TEST_F(Faults, TracerImportsNoWayToRunOtherPrograms) {
   for (const char* f : {"system", "popen", "execve", "execvp", "execvpe", "execl", "execlp", "execle", "fexecve",
                         "posix_spawn", "posix_spawnp", "dlopen", "dlmopen"})
     EXPECT_FALSE(imported.count(f)) << f;
+}
+
+// The machine's keeper of perf-event uprobes (uprobe_keeper.h) can be alive
+// and deaf: one killed stays in its exit for minutes, destroying its events
+// one grace period at a time, with its socket still open. A socket nobody
+// reads stands in for it. cudatrace says so, keeps a keeper of its own, and
+// traces as if nothing were wrong: it once waited for an answer forever.
+TEST_F(Faults, AKeeperOfPerfEventsThatDoesNotAnswerHoldsNothingUp) {
+  if (const char* mode = std::getenv("CUDATRACE_TEST_ATTACH"); mode && *mode)
+    GTEST_SKIP() << "runs --attach perf itself: once is enough";
+  const Result multi = run(tracer() + " --attach multi -f query -- /bin/true");
+  if (multi.err.find("has no uprobe_multi links") != std::string::npos)
+    GTEST_SKIP() << "before Linux 6.6 every run uses the keeper, which then never leaves the socket free";
+  // The socket is the machine's: wait for the keeper of earlier runs to exit.
+  const auto waited_from = std::chrono::steady_clock::now();
+  ASSERT_TRUE(wait_until([] { return run("pgrep -x ct-uprobes").status != 0; }, 180s))
+      << "a ct-uprobes keeper still runs after 3 minutes";
+  std::printf("waited %.1f s for the keeper of earlier runs to exit\n",
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - waited_from).count());
+  const std::string socket_path = "/run/cudatrace/uprobes-1.sock";
+  fs::create_directories("/run/cudatrace");
+  fs::permissions("/run/cudatrace", fs::perms::owner_all);
+  std::remove(socket_path.c_str());
+  const int deaf = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, socket_path.c_str(), sizeof addr.sun_path - 1);
+  ASSERT_EQ(bind(deaf, reinterpret_cast<const sockaddr*>(&addr), sizeof addr), 0) << std::strerror(errno);
+  ASSERT_EQ(listen(deaf, 64), 0);
+  const auto start = std::chrono::steady_clock::now();
+  const Result r = run("timeout 120 " CUDATRACE_BIN " --attach perf" + std::string(kWithQuery) +
+                       " --json --layer runtime -- " FAKE_APP " threads 2 5");
+  const auto took = std::chrono::steady_clock::now() - start;
+  close(deaf);
+  std::remove(socket_path.c_str());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("keeper (ct-uprobes, " + socket_path + ") did not answer in 2 s; this run starts its own"),
+            std::string::npos)
+      << r.err;
+  // Asked once: the measurement's probes and the trace's both go to the run's own keeper.
+  EXPECT_EQ(r.err.find("did not answer"), r.err.rfind("did not answer")) << r.err;
+  std::map<std::string, int> calls;
+  for (const json& c : records(parse_lines(r.out), "call")) ++calls[c["api"].get<std::string>()];
+  EXPECT_EQ(calls["cudaMalloc"], 10) << r.out.substr(0, 2000);
+  EXPECT_LT(took, 60s) << "waited for the deaf keeper";
 }
 
 // Issue 25: SIGKILL of cudatrace while the program loads a library it never

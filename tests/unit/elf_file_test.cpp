@@ -1,5 +1,6 @@
 #include "cudatrace/target/elf_file.h"
 
+#include <dlfcn.h>
 #include <elf.h>
 #include <pthread.h>
 #include <gtest/gtest.h>
@@ -144,6 +145,75 @@ TEST(ElfFileSelf, ReleasedPagesLeaveTheResidentSetAndReadTheSameAgain) {
   EXPECT_LT(resident_kib_at(all.data()), touched / 8) << "all of it released at the end";
   elf->release(all.substr(1, 10));  // less than a page: nothing to do, nothing broken
   elf->release(std::string_view("not of the file"));
+}
+
+// Naming an address reads the symbol tables whole once, to index them,
+// then only the entry it finds: the tables do not stay in the tracer's RSS
+// (issue 37: libtorch_cuda's symbols, over a hundred MiB, stayed resident).
+TEST(ElfFileSelf, SymbolLookupsKeepOnlyThePagesOfWhatTheyFind) {
+  std::string error;
+  std::vector<FunctionSymbol> functions;
+  {
+    auto listing = ElfFile::open("/proc/self/exe", error);
+    ASSERT_NE(listing, nullptr) << error;
+    for (const FunctionSymbol& f : listing->functions()) functions.push_back({{}, f.address, f.size});
+    listing->release(listing->contents());
+  }
+  ASSERT_GT(functions.size(), 1000u);
+  auto elf = ElfFile::open("/proc/self/exe", error);
+  ASSERT_NE(elf, nullptr) << error;
+  const auto symtab = elf->section(".symtab"), strtab = elf->section(".strtab");
+  ASSERT_TRUE(symtab && strtab);
+  const std::size_t tables_kib = (symtab->size + strtab->size) / 1024;
+  ASSERT_GT(tables_kib, 1024u) << "tables of some size";
+  const std::string_view all = elf->contents();
+  // What one lookup leaves resident: its entry's and name's pages, with what
+  // the kernel maps around them (fault-around, large folios).
+  std::size_t one_lookup_kib = 0;
+  {
+    auto fresh = ElfFile::open("/proc/self/exe", error);
+    FunctionSymbol f;
+    ASSERT_TRUE(fresh->function_at(functions[functions.size() / 2].address, f));
+    one_lookup_kib = resident_kib_at(fresh->contents().data());
+  }
+  // The first lookup indexes every entry; each reads its own entry and name,
+  // with the pages around them, until every kLookupsBetweenReleases-th lets
+  // go of all that: after 2 x that many, only the last one's pages remain.
+  const std::size_t lookups = 2 * ElfFile::kLookupsBetweenReleases;
+  std::size_t found = 0;
+  for (std::size_t n = 0; n < lookups; ++n) {
+    const FunctionSymbol& wanted = functions[n * (functions.size() / lookups)];
+    FunctionSymbol f;
+    if (elf->function_at(wanted.address, f) && f.address == wanted.address) ++found;
+  }
+  EXPECT_EQ(found, lookups);
+  EXPECT_LE(resident_kib_at(all.data()), 2 * one_lookup_kib + 16)
+      << "of " << tables_kib << " KiB of tables; one lookup leaves " << one_lookup_kib;
+  // A search of the tables by name lets go of them too.
+  EXPECT_EQ(elf->find_functions({"main"}).size(), 1u);
+  EXPECT_LE(resident_kib_at(all.data()), one_lookup_kib + 16);
+}
+
+// glibc keeps old versions beside the current one, and in its .dynsym
+// the old one may come first: pthread_cond_init@GLIBC_2.2.5 (LinuxThreads'
+// ABI) before pthread_cond_init@@GLIBC_2.3.2, at other addresses. The one
+// found is the one a program linked today calls, as the dynamic linker
+// resolves it.
+TEST(ElfFileLibc, FindsTheDefaultVersionOfAVersionedFunction) {
+  void* libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+  ASSERT_NE(libc, nullptr);
+  void* resolved = dlsym(libc, "pthread_cond_init");  // libc's own, not a sanitizer's interceptor
+  Dl_info info{};
+  ASSERT_TRUE(resolved && dladdr(resolved, &info) && info.dli_fname);
+  std::string error;
+  auto elf = ElfFile::open(info.dli_fname, error);
+  ASSERT_NE(elf, nullptr) << error;
+  const auto found = elf->find_functions({"pthread_cond_init"});
+  ASSERT_EQ(found.count("pthread_cond_init"), 1u);
+  EXPECT_EQ(found.at("pthread_cond_init"),
+            reinterpret_cast<std::uintptr_t>(resolved) - reinterpret_cast<std::uintptr_t>(info.dli_fbase))
+      << info.dli_fname;
+  dlclose(libc);
 }
 
 TEST(ElfFileSelf, FindsAFunctionDefinedInTheTest) {

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <thread>
 
 namespace cudatrace {
@@ -93,6 +94,26 @@ TEST(UprobeKeeper, IdleEventGoesToTheNextClientAndNothingIsDestroyedDuringAnAtta
   // Both clients gone, the event destroyed: the keeper returned.
   EXPECT_TRUE(writer_gone(event[0], 0));
   close(event[0]);
+}
+
+// A keeper that reads nothing (one killed mid-exit keeps its socket open
+// while the kernel destroys its events): the question goes unanswered for
+// kAnswerMs, then the keeper is never asked again.
+TEST(UprobeKeeper, AKeeperThatDoesNotAnswerIsGivenUpAfterItsTime) {
+  int socks[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, socks), 0);
+  auto client = UprobeKeeper::over(socks[0]);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(client->take(key(0x40)), -1);
+  const auto waited = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(waited, std::chrono::milliseconds(UprobeKeeper::kAnswerMs - 100));
+  EXPECT_LT(waited, std::chrono::milliseconds(UprobeKeeper::kAnswerMs * 5));
+  EXPECT_FALSE(client->answering());
+  // Not asked again: an answer arriving now would be read as the next one's.
+  const char late = 'y';
+  ASSERT_EQ(write(socks[1], &late, 1), 1);
+  EXPECT_EQ(client->take(key(0x40)), -1);
+  close(socks[1]);
 }
 
 }  // namespace

@@ -22,8 +22,11 @@
 // an attach waits for at most one destroy. It exits when it holds nothing.
 //
 // One keeper per machine, reached through /run/cudatrace (root only; its
-// peers must be root); where that is not usable (not root), a private
-// keeper serves this cudatrace alone.
+// peers must be root); where that is not usable (not root), or its keeper
+// does not answer (one killed is stuck in its exit, destroying its events
+// with its socket still open), a private keeper serves this cudatrace alone.
+// Every answer is awaited for kAnswerMs at most: a keeper that stops
+// answering is no longer used, and cudatrace makes its events itself.
 #pragma once
 
 #include <sys/types.h>
@@ -47,15 +50,21 @@ class UprobeKeeper {
  public:
   // How long an idle event is kept for reuse.
   static constexpr int kIdleMs = 10000;
+  // How long an answer may take: a keeper answers between two destroys,
+  // each one grace period (about 105 ms on a loaded 2-CPU VM).
+  static constexpr int kAnswerMs = 2000;
 
   // Connects to the machine's keeper, starting it if there is none (or
-  // starts a private one). nullptr with `error` set if neither works.
-  static std::unique_ptr<UprobeKeeper> connect(std::string& error);
+  // starts a private one). nullptr with `error` set if neither works;
+  // `notice` says why the machine's keeper was passed over, if it was.
+  static std::unique_ptr<UprobeKeeper> connect(std::string& error, std::string& notice);
   // The client side of a socket connected to a keeper (owned from now on).
-  static std::unique_ptr<UprobeKeeper> over(int sock) { return std::unique_ptr<UprobeKeeper>(new UprobeKeeper(sock)); }
+  static std::unique_ptr<UprobeKeeper> over(int sock);
   // A descriptor of an idle event for `key` (now this cudatrace's to use),
-  // or -1.
+  // or -1 (none, or no answer in kAnswerMs: see answering()).
   int take(const UprobeKey& key);
+  // False once the keeper left a question unanswered for kAnswerMs.
+  bool answering() const { return answering_; }
   // Gives the keeper a reference to the event `fd` made for `key`; `fd`
   // stays open here. False if the keeper could not take it.
   bool give(const UprobeKey& key, int fd);
@@ -73,6 +82,7 @@ class UprobeKeeper {
  private:
   explicit UprobeKeeper(int sock) : sock_(sock) {}
   int sock_;
+  bool answering_ = true;
 };
 
 // The keeper's main loop on `listener` (a listening socket; -1 for a private

@@ -1,5 +1,7 @@
 // Minimal read-only ELF64 reader: just what attaching uprobes and naming host
-// functions needs. The file is mapped once; lookups scan .dynsym and .symtab.
+// functions needs. The file is mapped once, and what a pass over whole tables
+// or sections read is let go of as it goes (release): a library's mapping
+// costs cudatrace's RSS only the pages of what it looked up last.
 #pragma once
 
 #include <cstdint>
@@ -40,7 +42,11 @@ class ElfFile {
   // Every defined function, sorted by address, one per address.
   std::vector<FunctionSymbol> functions() const;
   // The function starting exactly at `vaddr`, or the one whose
-  // [address, address + size) holds it.
+  // [address, address + size) holds it. Each lookup reads its entry and name
+  // (with the kernel's fault-around, 64 KiB each); every kLookupsBetweenReleases
+  // lookups, what they read is let go (release), so that naming thousands of
+  // kernels does not bring a library's symbol tables back into the RSS.
+  static constexpr unsigned kLookupsBetweenReleases = 32;
   bool function_at(std::uint64_t vaddr, FunctionSymbol& out) const;
   bool function_containing(std::uint64_t vaddr, FunctionSymbol& out) const;
 
@@ -107,14 +113,25 @@ class ElfFile {
   // Symbol references: index into .dynsym, or with kSymtabBit into .symtab.
   static constexpr std::uint32_t kSymtabBit = 1u << 31;
   FunctionSymbol symbol(std::uint32_t ref) const;
-  const std::vector<std::uint32_t>& by_address() const;
+  // Searched without reading the file: the address is kept beside the reference.
+  struct IndexedFunction {
+    std::uint64_t address;
+    std::uint32_t ref;
+  };
+  const std::vector<IndexedFunction>& by_address() const;
+  // After a pass over whole tables or sections: what it read no longer
+  // counts in cudatrace's RSS (a lookup then reads back a page or two).
+  void release_all() const { release(contents()); }
 
   std::string path_;
   const std::uint8_t* data_ = nullptr;
   std::size_t size_ = 0;
   std::unique_ptr<Table> dynsym_, symtab_;
-  mutable std::vector<std::uint32_t> by_address_;  // built on first use
+  const std::uint16_t* versions_ = nullptr;  // .gnu.version, one per .dynsym entry: bit 15 = hidden
+  mutable std::vector<IndexedFunction> by_address_;  // built on first use
   mutable bool indexed_ = false;
+  mutable unsigned lookups_since_release_ = 0;
+  void count_lookup() const;
   // registered_kernel's map, stub address -> device function name.
   mutable std::unique_ptr<std::unordered_map<std::uint64_t, std::string_view>> registrations_;
   mutable std::unique_ptr<std::vector<KernelHandleSlot>> handle_slots_;
