@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Builds everything and runs every test (unit, and as root, integration with
-# real eBPF; the integration and fault suites also on Linux 6.1 under QEMU),
-# the Debian package (scripts/package-check.sh) and the overhead guard
-# (scripts/bench.py --guard), then the same suites built with clang's
+# Builds everything and runs the overhead guard (scripts/bench.py --guard)
+# and every test (unit, and as root, integration with real eBPF; the
+# integration and fault suites also on Linux 6.1 under QEMU), the Debian
+# package (scripts/package-check.sh), then the same suites built with clang's
 # AddressSanitizer and UndefinedBehaviorSanitizer, and in that same build the
 # fuzzers, run for a bounded time (scripts/fuzz.sh). deploy/ is checked by
 # scripts/deploy-check.sh. Each step says how long it took. Run from
@@ -19,6 +19,12 @@ timed() { # timed CMD...: run, then say how long it took
 
 timed cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 timed ninja -C build
+# Overhead regression guard: cudatrace's added cost per call as a ratio to
+# empty probes on the same symbols (about 1.5 here); fails only when gross.
+# First: it measures only once no perf-event uprobe of an earlier run is
+# left (bench.py), and the suites' --attach perf runs leave thousands with
+# the ct-uprobes keeper, whose destroys take minutes (one grace period each).
+timed python3 scripts/bench.py --build build --guard 3.0 --calls 200000 --reps 5
 timed ctest --test-dir build --output-on-failure
 # The integration and fault suites again on Debian 12's Linux 6.1 under QEMU
 # (its verifier, perf-event uprobes): scripts/qemu-6.1/run.sh, docs/kernels.md.
@@ -27,9 +33,6 @@ timed bash scripts/qemu-6.1/run.sh build
 timed bash scripts/deploy-check.sh build/cudatrace
 # The Debian package installs, runs and has its man page.
 timed bash scripts/package-check.sh build
-# Overhead regression guard: cudatrace's added cost per call as a ratio to
-# empty probes on the same symbols (about 1.5 here); fails only when gross.
-timed python3 scripts/bench.py --build build --guard 3.0 --calls 200000 --reps 5
 
 # One sanitizer build serves the suites and the fuzzers: clang, ASan+UBSan,
 # the fuzzers' coverage instrumentation (CUDATRACE_FUZZ implies the sanitizers).
