@@ -16,8 +16,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <map>
+#include <string>
 #include <vector>
 
 #include "cudatrace/clock.h"
@@ -27,9 +29,15 @@ namespace {
 
 // Root-only: another user must not be able to hand cudatrace events or hold
 // its probes. The protocol's version is in the socket's name.
-constexpr const char* kDir = "/run/cudatrace";
-constexpr const char* kSocket = "/run/cudatrace/uprobes-1.sock";
-constexpr const char* kLock = "/run/cudatrace/uprobes.lock";
+// CUDATRACE_RUN_DIR moves them (a test's deaf keeper must not take the
+// machine's place); the directory must still be root's alone.
+std::string run_dir() {
+  const char* dir = std::getenv("CUDATRACE_RUN_DIR");
+  return dir && *dir ? dir : "/run/cudatrace";
+}
+const std::string kDir = run_dir();
+const std::string kSocket = kDir + "/uprobes-1.sock";
+const std::string kLock = kDir + "/uprobes.lock";
 
 enum Op : std::uint8_t { kTake = 'T', kGive = 'G', kRelease = 'R', kWindowOpen = 'A', kWindowClose = 'a' };
 
@@ -215,11 +223,11 @@ std::vector<Keeper::Event>::iterator Keeper::due(int& wait_ms) {
 bool Keeper::may_exit() {
   if (!clients_.empty() || !events_.empty()) return false;
   if (listener_ < 0) return true;
-  const int lock = open(kLock, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+  const int lock = open(kLock.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
   if (lock >= 0) flock(lock, LOCK_EX);
   accept_clients();
   const bool exit = clients_.empty();
-  if (exit) unlink(kSocket);
+  if (exit) unlink(kSocket.c_str());
   if (lock >= 0) close(lock);
   return exit;
 }
@@ -312,18 +320,18 @@ int connect_to(const sockaddr_un& addr) {
 // not ours (not root) or anything fails.
 int connect_shared() {
   if (geteuid() != 0) return -1;
-  if (mkdir(kDir, 0700) != 0 && errno != EEXIST) return -1;
+  if (mkdir(kDir.c_str(), 0700) != 0 && errno != EEXIST) return -1;
   struct stat st {};
-  if (lstat(kDir, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != 0 || (st.st_mode & 077)) return -1;
-  const int lock = open(kLock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (lstat(kDir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != 0 || (st.st_mode & 077)) return -1;
+  const int lock = open(kLock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (lock < 0) return -1;
   flock(lock, LOCK_EX);
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, kSocket, sizeof addr.sun_path - 1);
+  std::strncpy(addr.sun_path, kSocket.c_str(), sizeof addr.sun_path - 1);
   int sock = connect_to(addr);
   if (sock < 0) {
-    unlink(kSocket);  // a keeper that died
+    unlink(kSocket.c_str());  // a keeper that died
     const int listener = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     if (listener >= 0 && bind(listener, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0 &&
         listen(listener, 64) == 0 && start_keeper(listener, -1, UprobeKeeper::kIdleMs))
@@ -361,7 +369,7 @@ std::unique_ptr<UprobeKeeper> UprobeKeeper::connect(std::string& error, std::str
     // Asking for the event of no file: any keeper that serves answers no.
     if (shared->take(UprobeKey{}) < 0 && shared->answering()) return shared;
     shared_keeper_silent = true;
-    notice = "the machine's perf-event uprobe keeper (ct-uprobes, " + std::string(kSocket) + ") did not answer in " +
+    notice = "the machine's perf-event uprobe keeper (ct-uprobes, " + kSocket + ") did not answer in " +
              std::to_string(kAnswerMs / 1000) + " s; this run starts its own";
   }
   // A private keeper: nobody else to reuse the events, so none is kept idle.

@@ -97,8 +97,8 @@ void ElfFile::release(std::string_view part) const {
   if (to > from) madvise(reinterpret_cast<void*>(from), to - from, MADV_DONTNEED);
 }
 
-template <typename Fn>
-void ElfFile::for_each_function(const Table& t, Fn&& fn) const {
+template <typename Keep, typename Fn>
+void ElfFile::for_each_symbol_by_name(const Table& t, Keep&& keep, Fn&& fn) const {
   // A big library's tables are over 100 MiB, and .dynsym is in hash order,
   // not in the order of its names: read in entry order, every name would
   // bring its neighbours in (64 KiB of fault-around each). So the entries
@@ -110,11 +110,7 @@ void ElfFile::for_each_function(const Table& t, Fn&& fn) const {
     ReleasingScan scan(*this, {static_cast<const char*>(t.syms), t.count * sizeof(Elf64_Sym)});
     for (std::size_t i = 0; i < t.count && i < UINT32_MAX; ++i) {
       scan.at(i * sizeof(Elf64_Sym));
-      const Elf64_Sym& s = syms[i];
-      const int type = ELF64_ST_TYPE(s.st_info);
-      if ((type != STT_FUNC && type != STT_GNU_IFUNC) || s.st_shndx == SHN_UNDEF || s.st_value == 0) continue;
-      if (s.st_name >= t.strings_size) continue;
-      by_name.emplace_back(s.st_name, static_cast<std::uint32_t>(i));
+      if (syms[i].st_name < t.strings_size && keep(syms[i])) by_name.emplace_back(syms[i].st_name, i);
     }
   }
   std::sort(by_name.begin(), by_name.end());
@@ -124,6 +120,15 @@ void ElfFile::for_each_function(const Table& t, Fn&& fn) const {
     const char* name = t.strings + at;
     fn(std::string_view(name, strnlen(name, t.strings_size - at)), syms[i], i);
   }
+}
+
+template <typename Fn>
+void ElfFile::for_each_function(const Table& t, Fn&& fn) const {
+  const auto defined_function = [](const Elf64_Sym& s) {
+    const int type = ELF64_ST_TYPE(s.st_info);
+    return (type == STT_FUNC || type == STT_GNU_IFUNC) && s.st_shndx != SHN_UNDEF && s.st_value != 0;
+  };
+  for_each_symbol_by_name(t, defined_function, fn);
 }
 
 std::unordered_map<std::string, std::uint64_t> ElfFile::find_functions(
@@ -255,33 +260,33 @@ bool ElfFile::function_containing(std::uint64_t vaddr, FunctionSymbol& out) cons
   return true;
 }
 
-template <typename Fn>
-void ElfFile::for_each_got_slot(Fn&& fn) const {
-  if (!dynsym_) return;
+std::vector<std::uint64_t> ElfFile::got_slots(std::string_view name) const {
+  std::vector<std::uint64_t> slots;
+  if (!dynsym_) return slots;
+  // The entries of that name first (in name order), then the relocations
+  // by entry: no name is read during the walk of the relocations, which a
+  // big library has hundreds of thousands of.
+  std::unordered_set<std::uint32_t> entries;
+  for_each_symbol_by_name(
+      *dynsym_, [](const Elf64_Sym&) { return true; },
+      [&](std::string_view symbol, const Elf64_Sym&, std::uint32_t i) {
+        if (symbol == name) entries.insert(i);
+      });
   const auto* eh = reinterpret_cast<const Elf64_Ehdr*>(data_);
   const auto* sh = reinterpret_cast<const Elf64_Shdr*>(data_ + eh->e_shoff);
-  const auto* syms = static_cast<const Elf64_Sym*>(dynsym_->syms);
-  for (int i = 0; i < eh->e_shnum; ++i) {
+  for (int i = 0; i < eh->e_shnum && !entries.empty(); ++i) {
     if (sh[i].sh_type != SHT_RELA || sh[i].sh_entsize != sizeof(Elf64_Rela) || sh[i].sh_offset > size_ ||
         sh[i].sh_size > size_ - sh[i].sh_offset || sh[i].sh_link >= eh->e_shnum || sh[sh[i].sh_link].sh_type != SHT_DYNSYM)
       continue;
     const auto* rela = reinterpret_cast<const Elf64_Rela*>(data_ + sh[i].sh_offset);
+    ReleasingScan scan(*this, {reinterpret_cast<const char*>(rela), static_cast<std::size_t>(sh[i].sh_size)});
     for (std::size_t k = 0; k < sh[i].sh_size / sizeof(Elf64_Rela); ++k) {
-      const std::uint32_t type = ELF64_R_TYPE(rela[k].r_info), sym = ELF64_R_SYM(rela[k].r_info);
-      if ((type != R_X86_64_JUMP_SLOT && type != R_X86_64_GLOB_DAT) || sym == 0 || sym >= dynsym_->count) continue;
-      const std::uint32_t at = syms[sym].st_name;
-      if (at < dynsym_->strings_size)
-        fn(rela[k].r_offset, std::string_view(dynsym_->strings + at, strnlen(dynsym_->strings + at, dynsym_->strings_size - at)));
+      scan.at(k * sizeof(Elf64_Rela));
+      const std::uint32_t type = ELF64_R_TYPE(rela[k].r_info);
+      if ((type == R_X86_64_JUMP_SLOT || type == R_X86_64_GLOB_DAT) && entries.count(ELF64_R_SYM(rela[k].r_info)))
+        slots.push_back(rela[k].r_offset);
     }
   }
-}
-
-std::vector<std::uint64_t> ElfFile::got_slots(std::string_view name) const {
-  std::vector<std::uint64_t> slots;
-  for_each_got_slot([&](std::uint64_t slot, std::string_view symbol) {
-    if (symbol == name) slots.push_back(slot);
-  });
-  release_all();
   return slots;
 }
 

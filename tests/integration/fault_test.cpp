@@ -1541,17 +1541,12 @@ TEST_F(Faults, AKeeperOfPerfEventsThatDoesNotAnswerHoldsNothingUp) {
     GTEST_SKIP() << "runs --attach perf itself: once is enough";
   const Result multi = run(tracer() + " --attach multi -f query -- /bin/true");
   if (multi.err.find("has no uprobe_multi links") != std::string::npos)
-    GTEST_SKIP() << "before Linux 6.6 every run uses the keeper, which then never leaves the socket free";
-  // The socket is the machine's: wait for the keeper of earlier runs to exit.
-  const auto waited_from = std::chrono::steady_clock::now();
-  ASSERT_TRUE(wait_until([] { return run("pgrep -x ct-uprobes").status != 0; }, 180s))
-      << "a ct-uprobes keeper still runs after 3 minutes";
-  std::printf("waited %.1f s for the keeper of earlier runs to exit\n",
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - waited_from).count());
-  const std::string socket_path = "/run/cudatrace/uprobes-1.sock";
-  fs::create_directories("/run/cudatrace");
-  fs::permissions("/run/cudatrace", fs::perms::owner_all);
-  std::remove(socket_path.c_str());
+    GTEST_SKIP() << "before Linux 6.6 every earlier test leaves perf events, whose destroys make this one slow";
+  // In a directory of its own (CUDATRACE_RUN_DIR), not the machine's
+  // /run/cudatrace, whose keeper may be busy for minutes after earlier runs.
+  std::string run_dir = temp_path("run-XXXXXX");
+  ASSERT_NE(mkdtemp(run_dir.data()), nullptr);
+  const std::string socket_path = run_dir + "/uprobes-1.sock";
   const int deaf = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
@@ -1559,11 +1554,11 @@ TEST_F(Faults, AKeeperOfPerfEventsThatDoesNotAnswerHoldsNothingUp) {
   ASSERT_EQ(bind(deaf, reinterpret_cast<const sockaddr*>(&addr), sizeof addr), 0) << std::strerror(errno);
   ASSERT_EQ(listen(deaf, 64), 0);
   const auto start = std::chrono::steady_clock::now();
-  const Result r = run("timeout 120 " CUDATRACE_BIN " --attach perf" + std::string(kWithQuery) +
-                       " --json --layer runtime -- " FAKE_APP " threads 2 5");
+  const Result r = run("CUDATRACE_RUN_DIR=" + run_dir + " timeout 120 " CUDATRACE_BIN " --attach perf" +
+                       std::string(kWithQuery) + " --json --layer runtime -- " FAKE_APP " threads 2 5");
   const auto took = std::chrono::steady_clock::now() - start;
   close(deaf);
-  std::remove(socket_path.c_str());
+  fs::remove_all(run_dir);
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.err.find("keeper (ct-uprobes, " + socket_path + ") did not answer in 2 s; this run starts its own"),
             std::string::npos)
@@ -1573,7 +1568,8 @@ TEST_F(Faults, AKeeperOfPerfEventsThatDoesNotAnswerHoldsNothingUp) {
   std::map<std::string, int> calls;
   for (const json& c : records(parse_lines(r.out), "call")) ++calls[c["api"].get<std::string>()];
   EXPECT_EQ(calls["cudaMalloc"], 10) << r.out.substr(0, 2000);
-  EXPECT_LT(took, 60s) << "waited for the deaf keeper";
+  // Never for ever; seconds, unless the machine's keeper is destroying (event_mutex).
+  EXPECT_LT(took, 100s) << "waited for the deaf keeper";
 }
 
 // Issue 25: SIGKILL of cudatrace while the program loads a library it never

@@ -108,6 +108,10 @@ class ElfFile {
     const char* strings;
     std::size_t strings_size;
   };
+  // fn(name, entry, index) for the entries `keep` accepts, in the order of
+  // their names in the file.
+  template <typename Keep, typename Fn>
+  void for_each_symbol_by_name(const Table& t, Keep&& keep, Fn&& fn) const;
   template <typename Fn>
   void for_each_function(const Table& t, Fn&& fn) const;
   // Symbol references: index into .dynsym, or with kSymtabBit into .symtab.
@@ -135,8 +139,6 @@ class ElfFile {
   // registered_kernel's map, stub address -> device function name.
   mutable std::unique_ptr<std::unordered_map<std::uint64_t, std::string_view>> registrations_;
   mutable std::unique_ptr<std::vector<KernelHandleSlot>> handle_slots_;
-  template <typename Fn>
-  void for_each_got_slot(Fn&& fn) const;  // fn(slot, symbol name)
 };
 
 // The little-endian 32-bit displacement at `bytes[at]`, sign-extended (the
