@@ -122,12 +122,17 @@ void ElfFile::for_each_symbol_by_name(const Table& t, Keep&& keep, Fn&& fn) cons
   }
 }
 
+namespace {
+
+bool defined_function(const Elf64_Sym& s) {
+  const int type = ELF64_ST_TYPE(s.st_info);
+  return (type == STT_FUNC || type == STT_GNU_IFUNC) && s.st_shndx != SHN_UNDEF && s.st_value != 0;
+}
+
+}  // namespace
+
 template <typename Fn>
 void ElfFile::for_each_function(const Table& t, Fn&& fn) const {
-  const auto defined_function = [](const Elf64_Sym& s) {
-    const int type = ELF64_ST_TYPE(s.st_info);
-    return (type == STT_FUNC || type == STT_GNU_IFUNC) && s.st_shndx != SHN_UNDEF && s.st_value != 0;
-  };
   for_each_symbol_by_name(t, defined_function, fn);
 }
 
@@ -147,7 +152,6 @@ std::unordered_map<std::string, std::uint64_t> ElfFile::find_functions(
       if (!hidden && wanted.count(base)) found.emplace(std::string(base), s.st_value);
     });
   }
-  release_all();
   return found;
 }
 
@@ -189,11 +193,8 @@ const std::vector<ElfFile::IndexedFunction>& ElfFile::by_address() const {
     ReleasingScan scan(*this, {static_cast<const char*>(t->syms), t->count * sizeof(Elf64_Sym)});
     for (std::uint32_t i = 0; i < t->count; ++i) {
       scan.at(i * sizeof(Elf64_Sym));
-      const Elf64_Sym& s = syms[i];
-      const int type = ELF64_ST_TYPE(s.st_info);
-      if ((type == STT_FUNC || type == STT_GNU_IFUNC) && s.st_shndx != SHN_UNDEF && s.st_value != 0 &&
-          s.st_name < t->strings_size)
-        by_address_.push_back({s.st_value, tag | i});
+      if (defined_function(syms[i]) && syms[i].st_name < t->strings_size)
+        by_address_.push_back({syms[i].st_value, tag | i});
     }
   }
   // Of aliases, the first in the file wins, .dynsym before .symtab (which
@@ -205,7 +206,6 @@ const std::vector<ElfFile::IndexedFunction>& ElfFile::by_address() const {
                                 [](const IndexedFunction& x, const IndexedFunction& y) { return x.address == y.address; }),
                     by_address_.end());
   by_address_.shrink_to_fit();
-  release_all();
   return by_address_;
 }
 
