@@ -17,6 +17,7 @@
 
 #include <array>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <optional>
 #include <set>
@@ -125,7 +126,7 @@ class GpuTimeTracker {
     std::uint32_t lane = 0;
     std::string id;
     std::uint64_t seq = 0;  // enqueues so far
-    std::vector<Segment> pending;
+    std::deque<Segment> pending;  // a deque: the oldest go first
     bool sealed = true;
     bool next_waits = false;  // a cudaStreamWaitEvent came after the open segment
     // The newest enqueue's return, an upper bound on when it was submitted;

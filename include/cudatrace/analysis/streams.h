@@ -23,6 +23,7 @@
 #include <fmt/format.h>
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -170,7 +171,7 @@ class StreamTracker {
     std::uint64_t handle = 0;  // created streams: the handle
     bool destroyed = false;
     bool sealed = true;  // the next work starts a new segment
-    std::vector<Segment> pending;  // in seq order, at most kMaxSegments
+    std::deque<Segment> pending;  // in seq order, at most kMaxSegments (a deque: the oldest go first)
     std::shared_ptr<Capture> capture;  // while the stream captures
   };
   struct Event {
