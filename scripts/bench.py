@@ -14,6 +14,12 @@
   c. time to load the BPF object and attach every probe of libcudart + libcuda,
      with uprobe_multi links and with perf-event uprobes (--attach perf)
   d. tracer peak RSS and CPU time
+  e. OpenTelemetry context (docs/correlation.md): what reading each call's
+     span adds per call, on the fake runtime's launch loop (tests/fixtures/
+     otel_app.c, the variable in a TLS-descriptor library): with a published
+     span, with the variable but no span published (null pointer), and
+     --no-otel, each traced; untraced for reference. Needs only the build's
+     fixtures (scripts/bench.py --only e).
 
 Runs against the toolkit's real runtime (without a GPU driver every call fails
 fast, but the probes fire on the real code) or on a GPU host. Needs root.
@@ -267,6 +273,38 @@ def bench_resources(t, calls):
     print(f"| {calls} | {m.group(2)} | {m.group(1)} | {field(text, 'elapsed_s'):.3f} |")
 
 
+def bench_otel(build, calls, reps):
+    cudatrace = os.environ.get("CUDATRACE") or os.path.join(build, "cudatrace")
+    app = os.path.join(build, "tests", "fixtures", "otel_app_lib")
+    if not (os.access(cudatrace, os.X_OK) and os.access(app, os.X_OK)):
+        die(f"cudatrace and tests/fixtures/otel_app_lib must be built in {build}")
+    configs = {
+        "untraced, span published": [app, "loop", str(calls)],
+        "cudatrace --no-otel, span published": [cudatrace, "--no-otel", "-o", "/dev/null", "--", app, "loop", str(calls)],
+        "cudatrace, no span published (null pointer)": [cudatrace, "-o", "/dev/null", "--", app, "loop0", str(calls)],
+        "cudatrace, span published": [cudatrace, "-o", "/dev/null", "--", app, "loop", str(calls)],
+    }
+    samples = {k: [] for k in configs}
+    cpu = {k: [] for k in configs}
+    for _ in range(reps):
+        for name, cmd in configs.items():
+            text, usage = run(cmd)
+            ns = field(text, "ns_per_call")
+            if ns is None:
+                die(f"{name}: no result from {' '.join(cmd)}:\n{text[-2000:]}")
+            samples[name].append(ns)
+            cpu[name].append(usage.ru_utime + usage.ru_stime)
+    med = {k: statistics.median(v) for k, v in samples.items()}
+    base = med["cudatrace --no-otel, span published"]
+    print(f"\n### OpenTelemetry context: cudaLaunchKernel (fake runtime) x {calls}, {reps} interleaved runs\n")
+    print("| setup | ns/call (each run) | median ns/call | added ns/call vs --no-otel |")
+    print("| --- | --- | --- | --- |")
+    for name in configs:
+        runs_s = ", ".join(f"{x:.0f}" for x in samples[name])
+        added = f"{med[name] - base:.0f}" if name.startswith("cudatrace,") else "–"
+        print(f"| {name} | {runs_s} | {med[name]:.1f} | {added} |")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
@@ -279,6 +317,11 @@ def main():
     args = ap.parse_args()
     if os.geteuid() != 0:
         die("needs root (BPF)")
+    if args.only == "e":  # needs no toolkit
+        print(f"# cudatrace benchmarks, {time.strftime('%Y-%m-%d %H:%M %Z')}")
+        print(f"\nmachine: {os.uname().nodename}, kernel {os.uname().release}, {os.cpu_count()} CPUs")
+        bench_otel(args.build, args.calls, args.reps)
+        return 0
     t = Tools(args.build)
 
     if args.guard:
@@ -318,6 +361,8 @@ def main():
         bench_attach(t, args.reps)
     if "d" in only:
         bench_resources(t, args.calls)
+    if "e" in only:
+        bench_otel(args.build, args.calls, args.reps)
     return 0
 
 

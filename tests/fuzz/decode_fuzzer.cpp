@@ -36,7 +36,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   auto& rec = *reinterpret_cast<ct_call*>(storage.data());
   const std::size_t room = size - sizeof(ct_call);
   if (rec.payload_len > room) return 0;
-  if (rec.stack_len && CT_ALIGN8(rec.payload_len) + std::size_t(rec.stack_len) * 8 > room) return 0;
+  if (!cudatrace::record_fits(rec, room)) return 0;
 
   static KernelNames names;
   Call call;
