@@ -139,10 +139,16 @@ bool ThreadContextFinder::find(pid_t pid, const std::vector<Mapping>& maps, ct_t
     std::string path;
     if (n == 0 && name.empty()) {
       path = "/proc/" + std::to_string(pid) + "/exe";
-    } else if (!name.empty() && name[0] == '/') {
-      path = "/proc/" + std::to_string(pid) + "/root" + name;
+    } else if (!name.empty()) {
+      // As dlopen() was given it: absolute, or relative to the directory
+      // the process was in (its mapping's path ends with it).
+      std::string tail = name;
+      while (tail.rfind("./", 0) == 0) tail.erase(0, 2);
+      if (name[0] == '/') path = "/proc/" + std::to_string(pid) + "/root" + name;
       for (const Mapping& m : maps)
-        if (m.path == name) {
+        if (m.path == name || (name[0] != '/' && m.path.size() > tail.size() &&
+                               m.path.compare(m.path.size() - tail.size(), tail.size(), tail) == 0 &&
+                               m.path[m.path.size() - tail.size() - 1] == '/')) {
           path = host_path(pid, m);
           break;
         }
