@@ -33,8 +33,20 @@ std::map<std::uint64_t, json> mallocs(const Result& r) {
 }
 
 TEST_P(Otel, EveryCallCarriesItsThreadsSpan) {
-  const Result r = run(tracer() + " --json -- " + GetParam().command);
+  const std::string timeline = temp_path("otel.perfetto.json");
+  const Result r = run(tracer() + " --json --perfetto " + timeline + " -- " + GetParam().command);
   ASSERT_EQ(r.status, 0) << r.err;
+  // The timeline's slices carry the span in their args.
+  const json events = json::parse(read_file(timeline));
+  std::remove(timeline.c_str());
+  int sliced_a = 0, sliced_b = 0;
+  for (const json& e : events["traceEvents"]) {
+    if (!e.contains("args") || !e["args"].is_object() || !e["args"].contains("span_id")) continue;
+    if (e["args"]["span_id"] == kSpanA && e["args"]["trace_id"] == kTraceA) ++sliced_a;
+    if (e["args"]["span_id"] == kSpanB && e["args"].value("user", "") == "bob") ++sliced_b;
+  }
+  EXPECT_GE(sliced_a, 3);  // cudaMalloc 2, the launch, the sync (and nested driver calls)
+  EXPECT_GE(sliced_b, 1);
   const auto m = mallocs(r);
   ASSERT_EQ(m.size(), 6u) << r.out;
   // 2 (main thread, span A) and 3 (second thread, span B) ran at the same time.
