@@ -76,6 +76,10 @@ const ProcessContext* Target::process_context(std::uint32_t pid, bool now_anyway
 
 void Target::forget_process(pid_t pid) {
   otel_.erase(static_cast<std::uint32_t>(pid));
+  if (bpf_ && bpf_->thread_ctx()) {  // a reused pid is another program
+    const auto key = static_cast<std::uint32_t>(pid);
+    bpf_map_delete_elem(bpf_->otel_tls_fd(), &key);
+  }
   cpu_at_start_.erase(static_cast<std::uint32_t>(pid));
   seen_mappings_.erase(seen_mappings_.lower_bound({pid, 0, 0}), seen_mappings_.lower_bound({pid + 1, 0, 0}));
 }
