@@ -128,7 +128,8 @@ static __always_inline void fill_call(struct ct_call *c, __u32 type, __u64 pid_t
 	c->ts_ns = f->ts_ns;
 	__builtin_memcpy(c->args, f->args, sizeof(c->args));
 	c->depth = f->level;
-	c->reserved = 0;
+	c->py_frames = 0;
+	c->span_present = 0;
 	__builtin_memcpy(c->comm, st->comm, sizeof(c->comm));
 	if (type != CT_REC_CALL) {
 		c->outs[0] = 0;
@@ -144,12 +145,76 @@ static __always_inline void fill_call(struct ct_call *c, __u32 type, __u64 pid_t
 	c->flags = flags;
 }
 
+/* Copies the current thread's OpenTelemetry span (OTEP 4947) to dst: a
+ * struct ct_span and its attributes. Returns the bytes written, 0 when the
+ * thread has none (no record, valid != 1, all-zero ids) or it cannot be read.
+ * Reads only the thread's own memory: its thread pointer, the module's TLS
+ * block (static, or through the dtv), the record. */
+static __always_inline __u32 read_span(struct ct_tls_target *t, __u8 *dst)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	__u64 tp = BPF_CORE_READ(task, thread.fsbase);
+	if (!tp)
+		return 0;
+	__s64 off = t->static_offset;
+	if (!off && t->link_map) {
+		__s64 lm_off = 0;
+		if (!bpf_probe_read_user(&lm_off, sizeof(lm_off), (void *)(t->link_map + t->lm_tls_offset)) &&
+		    lm_off != CT_TLS_NO_OFFSET && lm_off != CT_TLS_FORCED_DYNAMIC)
+			t->static_offset = off = lm_off; /* never changes once set */
+	}
+	__u64 block = 0;
+	if (off) {
+		block = tp - off;
+	} else {
+		__u64 modid = t->modid;
+		if (!modid) {
+			if (!t->link_map ||
+			    bpf_probe_read_user(&modid, sizeof(modid), (void *)(t->link_map + t->lm_tls_modid)) || !modid)
+				return 0;
+			t->modid = modid;
+		}
+		__u64 dtv = 0, slots = 0;
+		if (bpf_probe_read_user(&dtv, sizeof(dtv), (void *)(tp + t->dtv_in_tcb)) || !dtv)
+			return 0;
+		/* dtv[-1].counter: the slots the thread's dtv has */
+		if (bpf_probe_read_user(&slots, sizeof(slots), (void *)(dtv - t->dtv_slot_size)) || modid > slots)
+			return 0;
+		if (bpf_probe_read_user(&block, sizeof(block), (void *)(dtv + modid * t->dtv_slot_size + t->dtv_val)))
+			return 0;
+		if (!block || block == (__u64)-1) /* TLS_DTV_UNALLOCATED: not used on this thread yet */
+			return 0;
+	}
+	__u64 rec = 0;
+	if (bpf_probe_read_user(&rec, sizeof(rec), (void *)(block + t->st_value)) || !rec)
+		return 0;
+	struct ct_span *sp = (struct ct_span *)dst;
+	if (bpf_probe_read_user(sp, CT_SPAN_HEADER, (void *)rec) || sp->valid != 1)
+		return 0;
+	__u64 *ids = (__u64 *)sp;
+	if (!(ids[0] | ids[1]) || !ids[2])
+		return 0;
+	__u32 n = sp->attrs_size;
+	if (n > CT_MAX_SPAN_ATTRS)
+		n = CT_MAX_SPAN_ATTRS;
+	if (n && bpf_probe_read_user(dst + CT_SPAN_SIZE, n, (void *)(rec + CT_SPAN_HEADER)))
+		n = 0;
+	sp->attrs_size = n;
+	sp->pad = 0;
+	return CT_SPAN_BYTES(n);
+}
+
 /* Sends the record of a completed call; false when the ring could not take it. */
 static __always_inline bool emit_call(void *ctx, __u64 pid_tgid, struct ct_thread_state *st, struct ct_frame *f,
 				      __u64 dur, __s64 ret, __u64 caller, __u8 flags)
 {
 	__u64 cookie = f->cookie;
-	if (CT_COOKIE_PAYLOAD_KIND(cookie) == CT_PAYLOAD_NONE && !settings.capture_stack) {
+	struct ct_tls_target *tls = NULL;
+	if (settings.thread_ctx) {
+		__u32 tgid = pid_tgid >> 32;
+		tls = bpf_map_lookup_elem(&otel_tls, &tgid);
+	}
+	if (CT_COOKIE_PAYLOAD_KIND(cookie) == CT_PAYLOAD_NONE && !settings.capture_stack && !tls) {
 		/* The common case: a fixed-size record built in place. */
 		struct ct_call *c = bpf_ringbuf_reserve(&events, sizeof(*c), 0);
 		if (!c) {
@@ -191,6 +256,17 @@ static __always_inline bool emit_call(void *ctx, __u64 pid_tgid, struct ct_threa
 		if (n > 0 && n <= CT_MAX_STACK_FRAMES * 8) {
 			c->stack_len = n / 8;
 			size = sizeof(struct ct_call) + off + n;
+		}
+	}
+	if (tls) {
+		__u32 at = CT_SPAN_OFFSET(len, c->stack_len);
+		if (at > CT_SCRATCH_SPAN_AT)
+			at = CT_SCRATCH_SPAN_AT;
+		barrier_var(at);
+		__u32 n = read_span(tls, &s->payload[at]);
+		if (n) {
+			c->span_present = 1;
+			size = sizeof(struct ct_call) + at + n;
 		}
 	}
 	if (size > sizeof(*s))

@@ -11,9 +11,12 @@ const volatile struct ct_config settings = {
 	.wakeup_every = 256,
 };
 
+/* A record built before it is sent: the call, then its payload, stack and
+ * span (bpf_abi.h: CT_SPAN_OFFSET), each at most its maximum. */
+#define CT_SCRATCH_SPAN_AT (CT_MAX_PAYLOAD + CT_MAX_STACK_FRAMES * 8)
 struct exit_scratch {
 	struct ct_call call;
-	__u8 payload[CT_MAX_PAYLOAD + CT_MAX_STACK_FRAMES * 8];
+	__u8 payload[CT_SCRATCH_SPAN_AT + CT_SPAN_BYTES(CT_MAX_SPAN_ATTRS)];
 };
 
 struct {
@@ -141,6 +144,15 @@ struct {
 	__type(key, __u32); /* tid */
 	__type(value, __u64);
 } empty_runtime_bits SEC(".maps");
+
+/* OpenTelemetry thread context: where each process keeps otel_thread_ctx_v1
+ * (bpf_abi.h, ct_tls_target; set by user space). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32); /* tgid */
+	__type(value, struct ct_tls_target);
+} otel_tls SEC(".maps");
 
 /* Never written: a source of zeroes for new thread_state entries. */
 struct {

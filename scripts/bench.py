@@ -14,6 +14,13 @@
   c. time to load the BPF object and attach every probe of libcudart + libcuda,
      with uprobe_multi links and with perf-event uprobes (--attach perf)
   d. tracer peak RSS and CPU time
+  e. OpenTelemetry context (docs/correlation.md): what reading each call's
+     span adds per call, on the fake runtime's launch loop (tests/fixtures/
+     otel_app.c, the variable in a TLS-descriptor library linked at start):
+     with a published span, with the variable but no span published (null
+     pointer), and --no-otel. Measured as the BPF programs' own run time
+     (kernel.bpf_stats_enabled, bpftool), which a VM's noisy trap cost does
+     not blur. Needs only the build's fixtures (scripts/bench.py --only e).
 
 Runs against the toolkit's real runtime (without a GPU driver every call fails
 fast, but the probes fire on the real code) or on a GPU host. Needs root.
@@ -23,6 +30,7 @@ fast, but the probes fire on the real code) or on a GPU host. Needs root.
                                    # cudatrace's added cost > RATIO x the floor's
 """
 import argparse
+import json
 import os
 import re
 import shutil
@@ -267,6 +275,67 @@ def bench_resources(t, calls):
     print(f"| {calls} | {m.group(2)} | {m.group(1)} | {field(text, 'elapsed_s'):.3f} |")
 
 
+def bpf_ns(cmd):
+    """Runs cudatrace's command line `cmd`; returns (its output, the run time in
+    ns of its BPF programs, from the kernel's BPF statistics (bpftool), sampled
+    while it runs: what its programs cost the traced threads)."""
+    def programs():
+        try:
+            return json.loads(subprocess.run(["bpftool", "prog", "show", "--json"], capture_output=True,
+                                             text=True, timeout=10).stdout or "[]")
+        except (subprocess.TimeoutExpired, ValueError):
+            return []
+    wait_keeper_gone()
+    # This run's programs: cudatrace's (ct_*), loaded after it started (bpftool
+    # names no owner without its pids support; run no other cudatrace meanwhile).
+    before = max([q.get("id", 0) for q in programs()] + [0])
+    with tempfile.TemporaryFile() as out:
+        p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+        last = 0
+        while p.poll() is None:
+            mine = [q for q in programs() if q.get("id", 0) > before and q.get("name", "").startswith("ct_")]
+            if mine:
+                last = max(last, sum(q.get("run_time_ns", 0) for q in mine))
+            time.sleep(0.05)
+        out.seek(0)
+        return out.read().decode(errors="replace"), last
+
+
+def bench_otel(build, calls, reps):
+    cudatrace = os.environ.get("CUDATRACE") or os.path.join(build, "cudatrace")
+    app = os.path.join(build, "tests", "fixtures", "otel_app_lib")
+    if not (os.access(cudatrace, os.X_OK) and os.access(app, os.X_OK)):
+        die(f"cudatrace and tests/fixtures/otel_app_lib must be built in {build}")
+    if open("/proc/sys/kernel/bpf_stats_enabled").read().strip() != "1":
+        die("needs kernel.bpf_stats_enabled=1 (the BPF programs' run time)")
+    # Every call is a cudaLaunchKernel (the fake runtime's, no driver call nested).
+    configs = {
+        "--no-otel, span published": [cudatrace, "--no-otel", "-o", "/dev/null", "--", app, "loop", str(calls)],
+        "variable, no span published (null pointer)": [cudatrace, "-o", "/dev/null", "--", app, "loop0", str(calls)],
+        "span published (read, sent)": [cudatrace, "-o", "/dev/null", "--", app, "loop", str(calls)],
+    }
+    per_call = {k: [] for k in configs}
+    wall = {k: [] for k in configs}
+    for _ in range(reps):
+        for name, cmd in configs.items():
+            text, ns = bpf_ns(cmd)
+            if not ns or field(text, "ns_per_call") is None:
+                die(f"{name}: no result from {' '.join(cmd)}:\n{text[-2000:]}")
+            per_call[name].append(ns / calls)
+            wall[name].append(field(text, "ns_per_call"))
+    med = {k: statistics.median(v) for k, v in per_call.items()}
+    base = med["--no-otel, span published"]
+    print(f"\n### OpenTelemetry context: cudaLaunchKernel (fake runtime) x {calls}, {reps} interleaved runs\n")
+    print("BPF run time per call (kernel BPF statistics, every cudatrace program of the run / calls), and the")
+    print("loop's wall time per call (a VM's trap cost dominates it):\n")
+    print("| cudatrace | BPF ns/call (each run) | median BPF ns/call | added vs --no-otel | loop ns/call, median |")
+    print("| --- | --- | --- | --- | --- |")
+    for name in configs:
+        runs_s = ", ".join(f"{x:.0f}" for x in per_call[name])
+        added = f"{med[name] - base:+.0f}" if name != "--no-otel, span published" else "–"
+        print(f"| {name} | {runs_s} | {med[name]:.0f} | {added} | {statistics.median(wall[name]):.0f} |")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
@@ -279,6 +348,11 @@ def main():
     args = ap.parse_args()
     if os.geteuid() != 0:
         die("needs root (BPF)")
+    if args.only == "e":  # needs no toolkit
+        print(f"# cudatrace benchmarks, {time.strftime('%Y-%m-%d %H:%M %Z')}")
+        print(f"\nmachine: {os.uname().nodename}, kernel {os.uname().release}, {os.cpu_count()} CPUs")
+        bench_otel(args.build, args.calls, args.reps)
+        return 0
     t = Tools(args.build)
 
     if args.guard:
@@ -318,6 +392,8 @@ def main():
         bench_attach(t, args.reps)
     if "d" in only:
         bench_resources(t, args.calls)
+    if "e" in only:
+        bench_otel(args.build, args.calls, args.reps)
     return 0
 
 

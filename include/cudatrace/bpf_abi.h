@@ -66,7 +66,11 @@ struct ct_config {
 	 * nothing, so that the trap's cost can be told from the programs'. */
 	__u8 empty_programs;
 	__u8 activity_in_bpf; /* summary mode: count launches and copies in "activity" */
-	__u8 pad[4];
+	__u8 py_stack;        /* reserved for --py-stack (another branch) */
+	/* OpenTelemetry thread context (docs/correlation.md): a call of a
+	 * process that has an entry in "otel_tls" carries its thread's span. */
+	__u8 thread_ctx;
+	__u8 pad[2];
 };
 
 enum ct_record_type {
@@ -175,13 +179,62 @@ struct ct_call {
 	__u16 payload_len; /* bytes of payload following this struct */
 	__u16 stack_len;   /* user stack frames (u64 each) after the payload, at
 			    * sizeof(struct ct_call) + CT_ALIGN8(payload_len) */
-	__u16 reserved;
+	__u8 py_frames;    /* reserved for --py-stack (another branch): 0 */
+	__u8 span_present; /* a struct ct_span (and its attributes) at CT_SPAN_OFFSET */
 	char comm[CT_COMM_LEN];
 };
 
 #define CT_ALIGN8(n) (((n) + 7) & ~7u)
 /* User stack frames captured with --stack, innermost (the call site) first. */
 #define CT_MAX_STACK_FRAMES 64
+
+/*
+ * OpenTelemetry thread context (OTEP 4947). The record an SDK publishes per
+ * thread through the TLS pointer otel_thread_ctx_v1 starts with this header,
+ * followed by attrs_size bytes of attributes, each [key index u8][length u8]
+ * [value]. A call whose thread had a valid record carries the header and up
+ * to CT_MAX_SPAN_ATTRS bytes of attributes (ct_span.attrs_size says how many
+ * were copied) at CT_SPAN_OFFSET: after the payload and the native stack.
+ * One macro for every reader and writer of the layout.
+ */
+#define CT_SPAN_HEADER 28 /* what the OTEP record's header holds */
+#define CT_MAX_SPAN_ATTRS 256
+struct ct_span {
+	__u8 trace_id[16];
+	__u8 span_id[8];
+	__u8 valid;       /* 1 */
+	__u8 trace_flags;
+	__u16 attrs_size; /* attribute bytes that follow (at most CT_MAX_SPAN_ATTRS) */
+	__u32 pad;
+};
+#define CT_SPAN_SIZE 32 /* sizeof(struct ct_span) */
+#define CT_SPAN_OFFSET(payload_len, stack_len) (CT_ALIGN8(payload_len) + (stack_len) * 8u)
+/* Bytes after struct ct_call taken by a span with `attrs` attribute bytes. */
+#define CT_SPAN_BYTES(attrs) (CT_SPAN_SIZE + (attrs))
+
+/*
+ * Where a process's otel_thread_ctx_v1 lives ("otel_tls" hash, by tgid; set by
+ * user space, src/target/thread_context.cpp). x86-64 TLS is variant II: the
+ * thread pointer (fsbase) is the TCB, a module in the static TLS block starts
+ * l_tls_offset bytes below it; a module loaded later may live in a block the
+ * thread's dtv points at (dtv[modid].pointer.val). BPF reads the module's
+ * l_tls_offset and l_tls_modid from its link_map until it finds them set, and
+ * keeps them here (static_offset, modid).
+ */
+#define CT_TLS_NO_OFFSET 0               /* glibc NO_TLS_OFFSET */
+#define CT_TLS_FORCED_DYNAMIC (-1ll)     /* glibc FORCED_DYNAMIC_TLS_OFFSET */
+struct ct_tls_target {
+	__u64 st_value;       /* the variable's offset in its module's TLS block */
+	__u64 link_map;       /* address of the module's struct link_map */
+	__s64 static_offset;  /* l_tls_offset once known static; 0: not (yet) */
+	__u64 modid;          /* l_tls_modid once read; 0: not yet */
+	__u32 lm_tls_offset;  /* offsetof(struct link_map, l_tls_offset) (glibc's _thread_db_*) */
+	__u32 lm_tls_modid;   /* offsetof(struct link_map, l_tls_modid) */
+	__u32 dtv_in_tcb;     /* offset of the dtv pointer from the thread pointer */
+	__u32 dtv_slot_size;  /* sizeof(dtv_t) */
+	__u32 dtv_val;        /* offsetof(dtv_t, pointer.val) */
+	__u32 pad;
+};
 
 struct ct_map_change {
 	__u32 type; /* CT_REC_MAP_CHANGE */

@@ -55,6 +55,16 @@ inline constexpr auto kArgs = field("args");
 inline constexpr auto kKernelMangled = field("kernel_mangled");
 inline constexpr auto kCaller = field("caller");
 inline constexpr auto kStack = field("stack");
+// The OpenTelemetry span of the call's thread (docs/correlation.md), when it had one.
+inline constexpr auto kTraceId = field("trace_id");
+inline constexpr auto kSpanId = field("span_id");
+inline constexpr auto kTraceFlags = field("trace_flags");
+inline constexpr auto kSpanAttrs = field("span_attrs");
+
+// A process's OpenTelemetry process context ("process", also pid), before its first call.
+inline constexpr std::string_view kProcess = "process";
+inline constexpr auto kResource = field("resource");
+inline constexpr auto kSpanKeys = field("span_keys");
 // A frame of "stack".
 inline constexpr auto kAddr = field("addr");
 inline constexpr auto kFunction = field("function");

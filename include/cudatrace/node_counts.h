@@ -17,6 +17,9 @@ namespace cudatrace {
 // Who a process is, as the metrics label it (read from /proc at first sight).
 struct ProcessLabel {
   std::string comm, container_id, pod_uid;
+  // From its OpenTelemetry process context (docs/correlation.md), when it
+  // published one: service.name, service.namespace, deployment.environment.name.
+  std::string service_name, service_namespace, deployment_environment;
 };
 
 struct NodeCounts {

@@ -65,6 +65,8 @@ struct Options {
   bool full_names = false;  // --full-names: kernels by their whole demangled names in text
   bool verbose = false;
   bool nvtx = false;      // --nvtx: NVTX range stacks on every call (docs/nvtx.md)
+  bool by_span = false;  // --by-span: with --summary, CUDA work per OpenTelemetry trace and span attribute
+  bool otel = true;      // read OpenTelemetry thread and process context (--no-otel: not)
   bool by_range = false;  // --by-range: with --summary, CUDA work per NVTX range
   bool gpu_time = false;  // --gpu-time: GPU time bounds and estimates from host events (docs/gpu-time.md)
   bool all_processes = false;      // --all-processes: every process of the host (docs/prometheus.md)

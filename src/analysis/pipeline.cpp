@@ -8,6 +8,7 @@ Pipeline::Pipeline(PipelineOptions opts) : opts_(std::move(opts)) {
   if (opts_.nvtx) nvtx_ = std::make_unique<NvtxTracker>();
   if (opts_.by_range) by_range_ = std::make_unique<RangeSummary>();
   if (opts_.gpu_time) gpu_time_ = std::make_unique<GpuTimeTracker>();
+  if (opts_.by_span) by_span_ = std::make_unique<SpanSummary>();
 }
 
 std::uint64_t Pipeline::live_device_bytes(std::uint32_t pid) const {
@@ -22,6 +23,13 @@ const CallAnalysis& Pipeline::on_call(Call& c) {
   analysis_.closed_range.reset();
   analysis_.device_bytes.reset();
   analysis_.streams = &streams_.on_call(c);
+  if (c.otel) {
+    auto [it, fresh] = otel_seen_.try_emplace(c.pid, c.otel);
+    if (fresh || it->second != c.otel) {
+      it->second = c.otel;
+      otel_processes_[c.pid] = *c.otel;
+    }
+  }
   if (gpu_time_) analysis_.gpu_windows = &gpu_time_->on_call(c, *analysis_.streams);
   if (nvtx_) {
     nvtx_->annotate(c);
@@ -47,6 +55,7 @@ const CallAnalysis& Pipeline::on_call(Call& c) {
     if (effect != Effect::Free || after != before) analysis_.device_bytes = after;  // a free of what was seen
   }
   if (by_range_) by_range_->on_call(c);
+  if (by_span_) by_span_->on_call(c);
   if (opts_.tables) {
     run_.on_call(c, memory_);
     window_.on_call(c, memory_);
@@ -64,6 +73,7 @@ void Pipeline::forget_process(std::uint32_t pid) {
   if (gpu_time_) gpu_time_->forget_process(pid);
   memory_.forget_page_locked(pid);
   launch_failures_.forget_process(pid);
+  otel_seen_.erase(pid);  // the source lets go of its context (its copy stays for the summary)
 }
 
 void Pipeline::forget_thread(std::uint32_t pid, std::uint32_t tid) { streams_.forget_thread(pid, tid); }

@@ -315,6 +315,7 @@ void add_analysis_options(CLI::App& app, cudatrace::Options& opts) {
   app.add_flag("--hist", opts.hist, "Print a log2 latency histogram per API instead of calls")->group(kAnalysis);
   app.add_flag("--insights", opts.insights, "Print inferences about the host side (launch-bound, sync storms, ...)")->group(kAnalysis);
   app.add_flag("--gpu-time", opts.gpu_time, "Bounds and estimates of GPU time from host events alone, in the summary and the timeline (docs/gpu-time.md)")->group(kAnalysis);
+  app.add_flag("--by-span", opts.by_span, "With --summary: CUDA time, launches, synchronisation time and bytes per OpenTelemetry trace and span attribute (docs/correlation.md)")->group(kAnalysis);
 }
 
 // What --summary, --hist, --insights and --gpu-time have in common: reports
@@ -390,6 +391,7 @@ void add_live_options(CLI::App& app, cudatrace::Options& opts, LiveArgs& args) {
   app.add_option("--attach", args.attach, "How uprobes are attached: auto (default: multi where the kernel has it), multi (uprobe_multi links, Linux 6.6) or perf (one perf-event uprobe per function and direction, Linux 5.15)")->group(kTuning)->type_name("HOW");
   app.add_option("--max-overhead", args.max_overhead, "Keep the estimated tracing cost to each process under PCT % by sampling the launch, async memset and query probes; their counts are then estimates, marked (docs/fleet.md)")->group(kTuning)->type_name("PCT");
   app.add_flag("--empty-probes", opts.empty_probes, "For benchmarks: place and attach every probe as usual, with BPF programs that do nothing (the cost of the traps alone); records nothing")->group(kTuning);
+  app.add_flag("--no-otel", [&opts](std::int64_t) { opts.otel = false; }, "Read no OpenTelemetry thread or process context: calls carry no span (docs/correlation.md)")->group(kTuning);
   app.add_flag("--every-layer", opts.every_layer, "Also record the driver calls a runtime call makes (a cudaLaunchKernel's cuLaunchKernel), each with its latency and status, nested in it (implied by -f all)")->group(kTuning);
   // Other
   app.set_help_flag("-h,--help", "Print this help and exit")->group(kOther);
@@ -425,6 +427,7 @@ int write_nvtx_library_file(const std::string& path) {
 void apply_nvtx(cudatrace::Options& opts, const SelectionArgs& selection) {
   using namespace cudatrace;
   if (opts.by_range && !opts.summary_tables) usage_error("--by-range needs --summary");
+  if (opts.by_span && !opts.summary_tables) usage_error("--by-span needs --summary");
   opts.nvtx |= opts.by_range;
   if (!opts.nvtx) return;
   opts.selection.layer[static_cast<int>(Layer::Nvtx)] = opts.display.layer[static_cast<int>(Layer::Nvtx)] = true;

@@ -74,6 +74,19 @@ std::vector<std::uint64_t> record_stack(const ct_call& rec) {
   return out;
 }
 
+static_assert(sizeof(ct_span) == CT_SPAN_SIZE && CT_SPAN_HEADER == 28, "ct_span: the OTEP 4947 record header, padded");
+
+bool record_fits(const ct_call& rec, std::size_t room) {
+  if (rec.payload_len > room) return false;
+  if (rec.stack_len && CT_ALIGN8(rec.payload_len) + std::size_t(rec.stack_len) * 8 > room) return false;
+  if (!rec.span_present) return true;
+  const std::size_t at = CT_SPAN_OFFSET(std::size_t(rec.payload_len), std::size_t(rec.stack_len));
+  if (at + CT_SPAN_SIZE > room) return false;
+  ct_span span;
+  std::memcpy(&span, reinterpret_cast<const std::uint8_t*>(&rec + 1) + at, sizeof span);
+  return at + CT_SPAN_BYTES(std::size_t(span.attrs_size)) <= room;
+}
+
 bool decode_call(const ct_call& rec, KernelNames* names, Call& call, const StringReader* read_string) {
   const Api* api = api_by_id(rec.api);
   if (!api) return false;
@@ -101,6 +114,19 @@ bool decode_call(const ct_call& rec, KernelNames* names, Call& call, const Strin
   call.payload = std::string_view(reinterpret_cast<const char*>(&rec + 1), rec.payload_len);
   call.payload_fault = rec.flags & CT_FLAG_PAYLOAD_FAULT;
   call.stack_addresses = record_stack(rec);
+  call.otel = nullptr;
+  call.has_span = rec.span_present != 0;
+  if (call.has_span) {  // the caller checked that it fits (record_fits)
+    const auto* at = reinterpret_cast<const std::uint8_t*>(&rec + 1) + CT_SPAN_OFFSET(rec.payload_len, rec.stack_len);
+    ct_span s;
+    std::memcpy(&s, at, sizeof s);
+    std::memcpy(call.span.trace_id.data(), s.trace_id, 16);
+    std::memcpy(call.span.span_id.data(), s.span_id, 8);
+    call.span.trace_flags = s.trace_flags;
+    call.span.attrs = std::string_view(reinterpret_cast<const char*>(at + CT_SPAN_SIZE), s.attrs_size);
+  } else {
+    call.span = {};
+  }
   int out_no = 0;
   bool names_kernel = false;
   for (std::size_t i = 0; i < api->spec->args.size(); ++i) {

@@ -92,7 +92,7 @@ std::string empty_because(const Options& opts, const std::optional<CostReport>& 
 }
 
 PipelineOptions pipeline_options(const Options& opts) {
-  return {opts.display, opts.nvtx, opts.by_range, opts.summary, opts.gpu_time};
+  return {opts.display, opts.nvtx, opts.by_range, opts.summary, opts.gpu_time, opts.by_span};
 }
 
 }  // namespace
@@ -113,7 +113,8 @@ RecordsNeeded Driver::records_needed() const {
   RecordsNeeded needs;
   needs.calls = metrics_ ? Calls::Export : analyses.tables ? Calls::Summary : Calls::Every;
   // --by-range and --gpu-time read every launch and synchronisation.
-  needs.every_record = analyses.by_range || analyses.gpu_time;
+  // --by-span reads each call's span.
+  needs.every_record = analyses.by_range || analyses.gpu_time || analyses.by_span;
   // A timeline draws every launch and copy.
   needs.counted_activity = needs.calls == Calls::Summary && !needs.every_record && opts_.perfetto_path.empty();
   if (opts_.stack)  // a summary symbolises only the stacks it reports (the leaks')

@@ -148,6 +148,7 @@ int BpfObject::load(const Options& opts, const RecordsNeeded& needs, const Trace
   ro->summary_records_all = needs.every_record;
   ro->activity_in_bpf = needs.counted_activity;
   ro->capture_stack = needs.stacks != RecordsNeeded::Stacks::None;
+  ro->thread_ctx = opts.otel && needs.calls != Calls::Export;
   // Per-CPU statistics for the APIs probed (ids of the default groups come
   // first, api_table.cpp): of every call in summary mode, of the calls whose
   // record the ring could not take in a trace (their counts stay exact).
@@ -297,6 +298,8 @@ void BpfObject::mark_hot_apis() {
 void BpfObject::drop_hot_frames_before(std::uint64_t ns) { skel_->bss->hot_stale_before_ns = ns; }
 
 int BpfObject::events_fd() const { return bpf_map__fd(skel_->maps.events); }
+int BpfObject::otel_tls_fd() const { return bpf_map__fd(skel_->maps.otel_tls); }
+bool BpfObject::thread_ctx() const { return skel_ && skel_->rodata->settings.thread_ctx; }
 int BpfObject::control_fd() const { return bpf_map__fd(skel_->maps.control); }
 int BpfObject::threads_fd() const { return bpf_map__fd(skel_->maps.threads); }
 int BpfObject::process_cost_fd() const { return bpf_map__fd(skel_->maps.process_cost); }

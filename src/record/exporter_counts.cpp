@@ -7,6 +7,7 @@
 #include "cudatrace/record/cost.h"
 #include "cudatrace/target/identity.h"
 #include "cudatrace/target/process.h"
+#include "cudatrace/target/thread_context.h"
 #include "cudatrace/terminal.h"
 
 namespace cudatrace {
@@ -16,8 +17,17 @@ ExporterCounts::ExporterCounts(const BpfObject& bpf)
 
 void ExporterCounts::note_process(pid_t pid) {
   ProcessIdentity id;
-  if (read_identity(pid, id))
-    labels_[static_cast<std::uint32_t>(pid)] = {id.comm, id.cgroup.container_id, id.cgroup.pod_uid};
+  if (!read_identity(pid, id)) return;
+  ProcessLabel& label = labels_[static_cast<std::uint32_t>(pid)];
+  label = {id.comm, id.cgroup.container_id, id.cgroup.pod_uid};
+  std::vector<Mapping> maps;
+  ProcessContext otel;
+  if (read_maps(pid, maps) && read_process_context(pid, maps, otel)) {
+    label.service_name = otel.attribute("service.name");
+    label.service_namespace = otel.attribute("service.namespace");
+    label.deployment_environment = otel.attribute("deployment.environment.name");
+    if (label.deployment_environment.empty()) label.deployment_environment = otel.attribute("deployment.environment");
+  }
 }
 
 NodeCounts ExporterCounts::read(const ProbeCost& per_hit) {

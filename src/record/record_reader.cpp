@@ -121,9 +121,7 @@ bool RecordReader::on_record(void* ctx, const void* data, std::size_t size) {
       const auto* rec = static_cast<const ct_call*>(data);
       if (size < sizeof(ct_call)) break;
       const std::size_t room = size - sizeof(ct_call);
-      const bool fits = rec->payload_len <= room &&
-                        (!rec->stack_len || CT_ALIGN8(rec->payload_len) + std::size_t(rec->stack_len) * 8 <= room);
-      if (fits) self->on_call(*rec);
+      if (record_fits(*rec, room)) self->on_call(*rec);
       break;
     }
     case CT_REC_MAP_CHANGE:
@@ -146,6 +144,7 @@ void RecordReader::on_call(const ct_call& rec) {
   }
   if (call_.api->group() == Group::Module) names_.learn(call_);
   if (stack_frames_) call_.stack = stacks_.frames(static_cast<pid_t>(call_.pid), call_.stack_addresses);
+  call_.otel = target_.process_context(call_.pid);
   consumer_->on_call(call_);
 }
 

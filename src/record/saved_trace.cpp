@@ -144,8 +144,10 @@ bool SavedTrace::read_line() {
     const std::uint32_t slot = free_slots_.back();
     TraceLine& line = slots_[slot];
     std::string error;
-    if (!line.parse(text, error)) return fail(error);
+    if (!line.parse(text, error, &otel_)) return fail(error);
     switch (line.type()) {
+      case TraceLine::Type::Process:
+        continue;
       case TraceLine::Type::End:
         ended_ = true;
         lost_ = line.end();
@@ -270,6 +272,7 @@ void SavedTrace::hand_on(CallConsumer& to) {
   if (!decode_call(rec, &names_, call_)) return;
   if (call_.api->group() == Group::Module) names_.learn(call_);
   call_.stack = line.stack();
+  if (const auto it = otel_.find(call_.pid); it != otel_.end()) call_.otel = &it->second;
   last_ns_ = std::max<std::uint64_t>(last_ns_, call_.end_ns());
   // What BPF counts live in summary mode.
   if (!call_.unfinished)

@@ -9,6 +9,9 @@
 #include <cstdio>
 #include <cstring>
 
+#include <bpf/bpf.h>
+
+#include "cudatrace/clock.h"
 #include "cudatrace/record/cost.h"
 #include "cudatrace/record/stop_signals.h"
 #include "cudatrace/record/watchdog.h"
@@ -33,9 +36,50 @@ std::unique_ptr<Target> make_target(const Options& opts, Symbolizer& symbolizer)
 
 void Target::on_map_change(pid_t pid) {
   if (bpf_ && bpf_->probes()) attach_mappings(pid);  // not after the end's detach
+  // A process stopped at a library load waits while its process context is
+  // read: one that exits before the reader reaches its first call is still found.
+  if (opts_.otel) process_context(static_cast<std::uint32_t>(pid), true);
+}
+
+void Target::find_thread_context(pid_t pid, const std::vector<Mapping>& maps) {
+  const int fd = bpf_->otel_tls_fd();
+  const auto key = static_cast<std::uint32_t>(pid);
+  ct_tls_target t{};
+  std::string why;
+  if (thread_contexts_.find(pid, maps, t, why)) {
+    ct_tls_target old{};
+    // Kept as it is when BPF already found the offsets (a later library load).
+    if (bpf_map_lookup_elem(fd, &key, &old) == 0 && old.link_map == t.link_map && old.st_value == t.st_value) return;
+    if (bpf_map_update_elem(fd, &key, &t, BPF_ANY) != 0 && opts_.verbose)
+      warn_line("pid " + std::to_string(pid) + ": cannot tell BPF of its thread context");
+    else if (opts_.verbose)
+      std::fprintf(stderr, "cudatrace: pid %d: OpenTelemetry thread context found\n", pid);
+  } else {
+    bpf_map_delete_elem(fd, &key);  // after an exec
+  }
+}
+
+const ProcessContext* Target::process_context(std::uint32_t pid, bool now_anyway) {
+  if (!opts_.otel) return nullptr;
+  OtelProcess& p = otel_[pid];
+  if (p.context) return p.context.get();
+  const std::uint64_t now = monotonic_ns();
+  if (now < p.next_look_ns && !now_anyway) return nullptr;
+  p.next_look_ns = now + 1000000000ull;
+  std::vector<Mapping> maps;
+  ProcessContext ctx;
+  if (!read_maps(static_cast<pid_t>(pid), maps) || !read_process_context(static_cast<pid_t>(pid), maps, ctx))
+    return nullptr;
+  p.context = std::make_unique<ProcessContext>(std::move(ctx));
+  return p.context.get();
 }
 
 void Target::forget_process(pid_t pid) {
+  otel_.erase(static_cast<std::uint32_t>(pid));
+  if (bpf_ && bpf_->thread_ctx()) {  // a reused pid is another program
+    const auto key = static_cast<std::uint32_t>(pid);
+    bpf_map_delete_elem(bpf_->otel_tls_fd(), &key);
+  }
   cpu_at_start_.erase(static_cast<std::uint32_t>(pid));
   seen_mappings_.erase(seen_mappings_.lower_bound({pid, 0, 0}), seen_mappings_.lower_bound({pid + 1, 0, 0}));
 }
@@ -44,6 +88,7 @@ void Target::attach_mappings(pid_t pid) {
   std::vector<Mapping> maps;
   if (!read_maps(pid, maps)) return;
   symbolizer_.capture(pid, maps);
+  if (bpf_->thread_ctx()) find_thread_context(pid, maps);
   const pid_t probe_pid = policy_.bound_to_process ? pid : -1;
   for (const Mapping& m : maps) {
     if (stop_signal()) return;  // many new files take long to probe (seconds as perf events); Ctrl-C must not wait

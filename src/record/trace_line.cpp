@@ -126,7 +126,40 @@ std::string optional_string(const Json& obj, std::string_view key, const std::st
 
 }  // namespace
 
-bool TraceLine::parse(std::string_view line, std::string& error) {
+namespace {
+
+// A "process" line: {"type":"process","pid":..,"resource":{..},"span_keys":[..]}.
+void read_process(const Json& j, TraceLine::OtelProcesses* otel) {
+  const std::uint64_t pid = unsigned_of(field(j, kPid.name()), quoted(kPid.name()));
+  if (pid > 0xffffffffu) bad("pid out of range");
+  ProcessContext ctx;
+  const Json& resource = field(j, kResource.name());
+  if (!resource.is_object()) bad(quoted(kResource.name()) + " is not an object");
+  for (const auto& [k, v] : resource.items()) ctx.resource.emplace_back(k, string_of(v, quoted(kResource.name())));
+  if (const auto it = j.find(kSpanKeys.name()); it != j.end()) {
+    if (!it->is_array() || it->size() > 256) bad(quoted(kSpanKeys.name()) + " is not an array of at most 256 names");
+    for (const Json& k : *it) ctx.span_keys.push_back(string_of(k, quoted(kSpanKeys.name())));
+  }
+  if (otel) (*otel)[static_cast<std::uint32_t>(pid)] = std::move(ctx);
+}
+
+// The index of span attribute `name` in the process's key map, added when new.
+std::uint8_t span_key_index(ProcessContext& ctx, const std::string& name) {
+  for (std::size_t i = 0; i < ctx.span_keys.size(); ++i)
+    if (ctx.span_keys[i] == name) return static_cast<std::uint8_t>(i);
+  // A name that is an index: the tracer had no name for it.
+  if (!name.empty() && name.size() <= 3 && name.find_first_not_of("0123456789") == std::string::npos) {
+    const unsigned n = static_cast<unsigned>(std::stoul(name));
+    if (n < 256 && n >= ctx.span_keys.size()) return static_cast<std::uint8_t>(n);
+  }
+  if (ctx.span_keys.size() >= 256) bad("more than 256 span attribute names");
+  ctx.span_keys.push_back(name);
+  return static_cast<std::uint8_t>(ctx.span_keys.size() - 1);
+}
+
+}  // namespace
+
+bool TraceLine::parse(std::string_view line, std::string& error, OtelProcesses* otel) {
   Json j;
   try {
     j = Json::parse(line.begin(), line.end());
@@ -167,6 +200,10 @@ bool TraceLine::parse(std::string_view line, std::string& error) {
       end_.unmatched = count(j, kUnmatched.name(), quoted(kUnmatched.name()));
       if (const auto calls = detail.find(kRingBufferCalls.name()); calls != detail.end())
         end_.ring_buffer_calls = lost_calls(*calls);
+      return true;
+    } else if (type == kProcess) {
+      type_ = Type::Process;
+      read_process(j, otel);
       return true;
     } else if (type == kSummary) {
       bad("a --summary report, not a trace of calls (record the trace with --json alone)");
@@ -280,14 +317,49 @@ bool TraceLine::parse(std::string_view line, std::string& error) {
       }
     }
 
+    // The span (docs/correlation.md): its attributes by their index in the process's key map.
+    ct_span span{};
+    std::string span_attrs;
+    if (const auto it = j.find(kTraceId.name()); it != j.end()) {
+      if (!parse_hex_id(string_of(*it, quoted(kTraceId.name())), span.trace_id, 16))
+        bad(quoted(kTraceId.name()) + " is not 32 hex digits");
+      if (!parse_hex_id(string_of(field(j, kSpanId.name()), quoted(kSpanId.name())), span.span_id, 8))
+        bad(quoted(kSpanId.name()) + " is not 16 hex digits");
+      const std::uint64_t flags = unsigned_of(field(j, kTraceFlags.name()), quoted(kTraceFlags.name()));
+      if (flags > 0xff) bad(quoted(kTraceFlags.name()) + " out of range");
+      span.valid = 1;
+      span.trace_flags = static_cast<std::uint8_t>(flags);
+      if (const auto a = j.find(kSpanAttrs.name()); a != j.end()) {
+        if (!a->is_object()) bad(quoted(kSpanAttrs.name()) + " is not an object");
+        TraceLine::OtelProcesses none;
+        ProcessContext& ctx = (otel ? *otel : none)[rec.pid];
+        for (const auto& [name, value] : a->items()) {
+          const std::string& v = string_of(value, quoted(kSpanAttrs.name()));
+          if (v.size() > 255) bad(quoted(kSpanAttrs.name()) + " value longer than 255 bytes");
+          span_attrs.push_back(static_cast<char>(span_key_index(ctx, name)));
+          span_attrs.push_back(static_cast<char>(v.size()));
+          span_attrs += v;
+        }
+        if (span_attrs.size() > CT_MAX_SPAN_ATTRS) bad(quoted(kSpanAttrs.name()) + " too long");
+      }
+      span.attrs_size = static_cast<std::uint16_t>(span_attrs.size());
+      rec.span_present = 1;
+    }
+
     rec.payload_len = static_cast<std::uint16_t>(payload.size());
     rec.stack_len = static_cast<std::uint16_t>(stack_.size());
     const std::size_t stack_at = sizeof(ct_call) + CT_ALIGN8(payload.size());
-    buf_.assign((stack_at + stack_.size() * 8 + 7) / 8, 0);
+    const std::size_t span_at = sizeof(ct_call) + CT_SPAN_OFFSET(payload.size(), stack_.size());
+    const std::size_t total = rec.span_present ? span_at + CT_SPAN_BYTES(span_attrs.size()) : stack_at + stack_.size() * 8;
+    buf_.assign((total + 7) / 8, 0);
     auto* bytes = reinterpret_cast<std::uint8_t*>(buf_.data());
     std::memcpy(bytes, &rec, sizeof rec);
     if (!payload.empty()) std::memcpy(bytes + sizeof(ct_call), payload.data(), payload.size());
     for (std::size_t i = 0; i < stack_.size(); ++i) std::memcpy(bytes + stack_at + 8 * i, &stack_[i].addr, 8);
+    if (rec.span_present) {
+      std::memcpy(bytes + span_at, &span, sizeof span);
+      if (!span_attrs.empty()) std::memcpy(bytes + span_at + CT_SPAN_SIZE, span_attrs.data(), span_attrs.size());
+    }
     return true;
   } catch (const BadLine& e) {
     error = e.what;

@@ -190,6 +190,52 @@ void append_ranges_line(Buf& out, const RangeSummary& summary) {
                  summary.outside().calls, summary.outside().api_ns, summary.outside().launches, summary.outside().bytes);
 }
 
+void append_spans_line(Buf& out, const SpanSummary& summary) {
+  using Stats = SpanSummary::Stats;
+  auto it = std::back_inserter(out);
+  auto stats = [&](const Stats& s) {
+    fmt::format_to(it, "\"calls\":{},\"api_ns\":{},\"launches\":{},\"sync_ns\":{},\"bytes\":{}}}", s.calls, s.api_ns,
+                   s.launches, s.sync_ns, s.bytes);
+  };
+  auto rows = [&](const char* key, const std::map<std::string, Stats>& m) {
+    fmt::format_to(it, ",\"{}\":[", key);
+    bool first = true;
+    for (const auto& [name, s] : SpanSummary::top(m, SpanSummary::kTopTraces)) {
+      out.append(std::string_view(first ? "{\"name\":" : ",{\"name\":"));
+      first = false;
+      append_json_string(out, *name);
+      out.push_back(',');
+      stats(*s);
+    }
+    out.push_back(']');
+  };
+  out.append(std::string_view("{\"type\":\"spans\""));
+  fmt::format_to(it, ",\"trace_count\":{}", summary.traces().size());
+  rows("traces", summary.traces());
+  rows("attributes", summary.attributes());
+  out.append(std::string_view(",\"outside\":{"));
+  stats(summary.outside());
+  out.append(std::string_view("}\n"));
+}
+
+void append_otel_json(Buf& out, const std::map<std::uint32_t, ProcessContext>& processes) {
+  auto it = std::back_inserter(out);
+  out.append(std::string_view(",\"processes\":["));
+  bool first = true;
+  for (const auto& [pid, ctx] : processes) {
+    fmt::format_to(it, "{}{{\"pid\":{},\"resource\":{{", first ? "" : ",", pid);
+    first = false;
+    for (std::size_t i = 0; i < ctx.resource.size(); ++i) {
+      if (i) out.push_back(',');
+      append_json_string(out, ctx.resource[i].first);
+      out.push_back(':');
+      append_json_string(out, ctx.resource[i].second);
+    }
+    out.append(std::string_view("}}"));
+  }
+  out.push_back(']');
+}
+
 void append_histograms(Buf& out, const SummarySnapshot& s) {
   auto it = std::back_inserter(out);
   out.append(std::string_view(",\"histograms\":["));
@@ -213,6 +259,7 @@ void append_histograms(Buf& out, const SummarySnapshot& s) {
 void append_summary_json(Buf& out, const SummarySnapshot& s) {
   fmt::format_to(std::back_inserter(out), "{{{}\"{}\",\"final\":{},\"ts_ns\":{},\"covered_ns\":{}",
                  json_fields::kType.first_key(), json_fields::kSummary, s.final, s.now_ns, s.covered_ns);
+  if (s.otel) append_otel_json(out, *s.otel);
   if (s.tables) {
     append_apis(out, s);
     append_kernels(out, s);
@@ -230,6 +277,7 @@ void append_summary_json(Buf& out, const SummarySnapshot& s) {
   }
   out.append(std::string_view("}\n"));
   if (s.by_range) append_ranges_line(out, *s.by_range);
+  if (s.by_span) append_spans_line(out, *s.by_span);
 }
 
 }  // namespace cudatrace

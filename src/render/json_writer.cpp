@@ -215,7 +215,10 @@ class JsonWriter final : public Writer {
  public:
   fmt::memory_buffer* buffer() override { return &buf_; }
 
-  void call(const Call& c, const CallAnalysis&) override { object(c, c.unfinished ? kUnfinished : kCall); }
+  void call(const Call& c, const CallAnalysis&) override {
+    if (c.otel) process_once(c);
+    object(c, c.unfinished ? kUnfinished : kCall);
+  }
 
   void warning(const Call& c, const Warning& w) override {
     buf_.push_back('{');
@@ -322,6 +325,56 @@ class JsonWriter final : public Writer {
     buf_.push_back('}');
   }
 
+  // {"type":"process","pid":..,"resource":{..},"span_keys":[..]}: once per
+  // process (and again should it publish another context).
+  void process_once(const Call& c) {
+    auto [it, fresh] = processes_.try_emplace(c.pid, c.otel);
+    if (!fresh && it->second == c.otel) return;
+    it->second = c.otel;
+    buf_.push_back('{');
+    buf_.append(kType.first_key());
+    append_quoted(buf_, kProcess);
+    buf_.append(kPid.key());
+    append_uint(buf_, c.pid);
+    buf_.append(kResource.key());
+    buf_.push_back('{');
+    for (std::size_t i = 0; i < c.otel->resource.size(); ++i) {
+      if (i) buf_.push_back(',');
+      append_json_string(buf_, c.otel->resource[i].first);
+      buf_.push_back(':');
+      append_json_string(buf_, c.otel->resource[i].second);
+    }
+    buf_.push_back('}');
+    buf_.append(kSpanKeys.key());
+    buf_.push_back('[');
+    for (std::size_t i = 0; i < c.otel->span_keys.size(); ++i) {
+      if (i) buf_.push_back(',');
+      append_json_string(buf_, c.otel->span_keys[i]);
+    }
+    buf_.append(std::string_view("]}\n"));
+  }
+
+  // ,"trace_id":"..","span_id":"..","trace_flags":..,"span_attrs":{..}
+  void span(const Call& c) {
+    buf_.append(kTraceId.key());
+    append_quoted(buf_, hex_id(c.span.trace_id.data(), c.span.trace_id.size()));
+    buf_.append(kSpanId.key());
+    append_quoted(buf_, hex_id(c.span.span_id.data(), c.span.span_id.size()));
+    buf_.append(kTraceFlags.key());
+    append_uint(buf_, c.span.trace_flags);
+    const std::vector<SpanAttr> attrs = parse_span_attrs(c.span.attrs);
+    if (attrs.empty()) return;
+    buf_.append(kSpanAttrs.key());
+    buf_.push_back('{');
+    for (std::size_t i = 0; i < attrs.size(); ++i) {
+      if (i) buf_.push_back(',');
+      append_json_string(buf_, span_key_name(c.otel, attrs[i].key));
+      buf_.push_back(':');
+      append_json_string(buf_, attrs[i].value);
+    }
+    buf_.push_back('}');
+  }
+
   // ,"ts_ns":..,"pid":..,"tid":..
   void when_and_who(const Call& c) {
     buf_.append(kTsNs.key());
@@ -401,6 +454,7 @@ class JsonWriter final : public Writer {
       append_quoted_hex(buf_, c.caller);
     }
     append_nvtx_json(buf_, c);
+    if (c.has_span) span(c);
     if (!c.stack.empty()) {
       buf_.append(kStack.key());
       append_stack_json(buf_, c.stack);
@@ -409,6 +463,7 @@ class JsonWriter final : public Writer {
   }
 
   Buf buf_;
+  std::map<std::uint32_t, const ProcessContext*> processes_;  // whose process line was written
 };
 
 }  // namespace

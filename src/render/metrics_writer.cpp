@@ -25,7 +25,9 @@ void MetricsWriter::counts(const NodeCounts& s, const MemoryTracker& memory) {
   const auto who = [&s](std::uint32_t pid) {
     const auto it = s.labels.find(pid);
     return it == s.labels.end() ? MetricsIdentity{"unknown", {}, {}}
-                                : MetricsIdentity{it->second.comm, it->second.container_id, it->second.pod_uid};
+                                : MetricsIdentity{it->second.comm,           it->second.container_id,
+                                                  it->second.pod_uid,        it->second.service_name,
+                                                  it->second.service_namespace, it->second.deployment_environment};
   };
   for (const NodeCounts::Hits& h : s.hits) metrics_->add_cost(who(h.pid), h.hits, h.added_s);
   for (const NodeCounts::Calls& d : s.calls) {

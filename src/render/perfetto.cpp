@@ -158,6 +158,16 @@ void PerfettoWriter::api_slice(const Call& c) {
   }
   if (c.graph) graph_arg(*c.graph);
   if (c.captured) buf_.append(std::string_view("\"captured\":true,"));
+  if (c.has_span) {  // to find the request's calls (docs/correlation.md)
+    fmt::format_to(it, "\"trace_id\":\"{}\",\"span_id\":\"{}\",", hex_id(c.span.trace_id.data(), 16),
+                   hex_id(c.span.span_id.data(), 8));
+    for (const SpanAttr& a : parse_span_attrs(c.span.attrs)) {
+      append_json_string(buf_, span_key_name(c.otel, a.key));
+      buf_.push_back(':');
+      append_json_string(buf_, a.value);
+      buf_.push_back(',');
+    }
+  }
   if (c.unfinished) {
     buf_.append(std::string_view("\"ret\":\"unfinished\"}"));
   } else if (c.api->spec->returns != Returns::Status) {

@@ -175,8 +175,16 @@ class PromCpp final : public PrometheusMetrics {
       }
       identities_.insert(who);
     }
-    return {{"comm", utf8_label(who.comm)}, {"container_id", utf8_label(who.container_id)},
-            {"pod_uid", utf8_label(who.pod_uid)}};
+    Labels out{{"comm", utf8_label(who.comm)}, {"container_id", utf8_label(who.container_id)},
+               {"pod_uid", utf8_label(who.pod_uid)}};
+    // A process that publishes OpenTelemetry's process context: its service
+    // (docs/correlation.md). Never trace or span ids: one series per request.
+    if (!who.service_name.empty() || !who.service_namespace.empty() || !who.deployment_environment.empty()) {
+      out["service_name"] = utf8_label(who.service_name);
+      out["service_namespace"] = utf8_label(who.service_namespace);
+      out["deployment_environment"] = utf8_label(who.deployment_environment);
+    }
+    return out;
   }
 
   std::shared_ptr<prometheus::Registry> registry_;

@@ -198,6 +198,44 @@ void append_ranges(Buf& out, const RangeSummary& summary) {
   row("(outside any range)", summary.outside(), false);
 }
 
+void append_spans(Buf& out, const SpanSummary& summary) {
+  using Stats = SpanSummary::Stats;
+  auto it = std::back_inserter(out);
+  auto table = [&](std::string_view title, std::string_view what, const std::map<std::string, Stats>& m,
+                   bool with_outside) {
+    out.append(title);
+    fmt::format_to(it, "{:>12} {:>10} {:>10} {:>12} {:>14}  {}\n", "API ms", "Calls", "Launches", "Sync ms",
+                   "Bytes copied", what);
+    auto row = [&](std::string_view name, const Stats& s) {
+      fmt::format_to(it, "{:>12.3f} {:>10} {:>10} {:>12.3f} {:>14}  ", s.api_ns / 1e6, s.calls, s.launches,
+                     s.sync_ns / 1e6, s.bytes);
+      append_terminal_safe(out, name);  // the traced program's own strings
+      out.push_back('\n');
+    };
+    for (const auto& [name, s] : SpanSummary::top(m, SpanSummary::kTopTraces)) row(*name, *s);
+    if (m.size() > SpanSummary::kTopTraces)
+      fmt::format_to(it, "{:>12} ({} more)\n", "...", m.size() - SpanSummary::kTopTraces);
+    if (with_outside) row("(under no span)", summary.outside());
+  };
+  table("\nCUDA work per OpenTelemetry trace (top traces by API time)\n", "Trace", summary.traces(), true);
+  if (!summary.attributes().empty())
+    table("\nCUDA work per span attribute\n", "Attribute", summary.attributes(), false);
+}
+
+void append_otel_processes(Buf& out, const std::map<std::uint32_t, ProcessContext>& processes) {
+  auto it = std::back_inserter(out);
+  for (const auto& [pid, ctx] : processes) {
+    fmt::format_to(it, "process {}:", pid);
+    for (const auto& [k, v] : ctx.resource) {
+      out.push_back(' ');
+      append_terminal_safe(out, k);
+      out.push_back('=');
+      append_terminal_safe(out, v);
+    }
+    out.push_back('\n');
+  }
+}
+
 // bcc's print_log2_hist layout.
 void append_histogram(Buf& out, const ApiRow& r) {
   const std::vector<std::uint64_t> rows = log2_rows(r.stats);
@@ -235,6 +273,7 @@ void append_summary_text(Buf& out, const SummarySnapshot& s, bool full_names) {
   else
     fmt::format_to(it, "cudatrace interval {}: {:.3f} s, up to {:.3f} s\n", s.interval, s.covered_s(),
                    s.since_start_s(s.now_ns));
+  if (s.otel) append_otel_processes(out, *s.otel);
   if (s.tables) {
     append_apis(out, s);
     append_kernels(out, s, full_names);
@@ -259,6 +298,7 @@ void append_summary_text(Buf& out, const SummarySnapshot& s, bool full_names) {
     append_cost_text(out, *s.cost);
   }
   if (s.by_range) append_ranges(out, *s.by_range);
+  if (s.by_span) append_spans(out, *s.by_span);
 }
 
 }  // namespace cudatrace

@@ -386,6 +386,12 @@ class TextWriter final : public Writer {
     if (c.graph) append_graph_text(buf_, *c.graph);
     if (c.captured) buf_.append(std::string_view(" [captured]"));
     append_nvtx_text(buf_, c);
+    if (c.has_span) {  // span=<first 8 hex digits of the trace id>/<span id>
+      buf_.append(std::string_view(" span="));
+      buf_.append(hex_id(c.span.trace_id.data(), 4));
+      buf_.push_back('/');
+      buf_.append(hex_id(c.span.span_id.data(), c.span.span_id.size()));
+    }
     if (c.nccl) append_nccl_text(buf_, *c.nccl);
     buf_.push_back('\n');
     append_stack_text(buf_, c.stack, 4);

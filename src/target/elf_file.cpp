@@ -172,6 +172,24 @@ std::uint64_t ElfFile::exported_object(std::string_view name) const {
   return 0;
 }
 
+std::optional<std::uint64_t> ElfFile::tls_symbol(std::string_view name) const {
+  for (const Table* t : {dynsym_.get(), symtab_.get()}) {
+    if (!t) continue;
+    const auto* syms = static_cast<const Elf64_Sym*>(t->syms);
+    for (std::size_t i = 0; i < t->count; ++i) {
+      const Elf64_Sym& s = syms[i];
+      if (ELF64_ST_TYPE(s.st_info) != STT_TLS || s.st_shndx == SHN_UNDEF || s.st_name >= t->strings_size) continue;
+      const char* sym_name = t->strings + s.st_name;
+      if (std::string_view(sym_name, strnlen(sym_name, t->strings_size - s.st_name)) == name) {
+        release_all();
+        return s.st_value;
+      }
+    }
+  }
+  release_all();
+  return std::nullopt;
+}
+
 FunctionSymbol ElfFile::symbol(std::uint32_t ref) const {
   const Table& t = ref & kSymtabBit ? *symtab_ : *dynsym_;
   const Elf64_Sym& s = static_cast<const Elf64_Sym*>(t.syms)[ref & ~kSymtabBit];

@@ -29,14 +29,13 @@ void require_one_line(const fmt::memory_buffer& buf) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size < sizeof(ct_call)) return 0;
-  // As the session does (on_record): the payload and the stack after it
-  // must fit in what arrived.
+  // As the session does (on_record): the payload, the stack and the span
+  // after it must fit in what arrived (record_fits).
   std::vector<std::uint64_t> storage((size + 7) / 8);
   std::memcpy(storage.data(), data, size);
   auto& rec = *reinterpret_cast<ct_call*>(storage.data());
   const std::size_t room = size - sizeof(ct_call);
-  if (rec.payload_len > room) return 0;
-  if (rec.stack_len && CT_ALIGN8(rec.payload_len) + std::size_t(rec.stack_len) * 8 > room) return 0;
+  if (!cudatrace::record_fits(rec, room)) return 0;
 
   static KernelNames names;
   Call call;

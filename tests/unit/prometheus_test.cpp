@@ -31,6 +31,27 @@ ct_export_value calls(std::uint64_t n, std::uint64_t ns_each, int bucket) {
   return v;
 }
 
+// A process that publishes OpenTelemetry's process context: its service as
+// labels (docs/correlation.md); the others keep the three labels alone.
+TEST(Prometheus, OpenTelemetryServiceLabels) {
+  auto m = make();
+  const MetricsIdentity service{"python3", "", "", "checkout", "shop", "prod"};
+  const MetricsIdentity plain{"app", "", ""};
+  m->add_calls(service, *api_by_symbol("cudaMalloc"), 0, 0, calls(2, 4000, 2));
+  m->add_calls(plain, *api_by_symbol("cudaMalloc"), 0, 0, calls(1, 4000, 2));
+  const std::string t = m->text();
+  EXPECT_NE(t.find("cuda_api_calls_total{api=\"cudaMalloc\",comm=\"python3\",container_id=\"\","
+                   "deployment_environment=\"prod\",error=\"success\",layer=\"runtime\",pod_uid=\"\","
+                   "service_name=\"checkout\",service_namespace=\"shop\"} 2"),
+            std::string::npos)
+      << t;
+  EXPECT_NE(t.find("cuda_api_calls_total{api=\"cudaMalloc\",comm=\"app\",container_id=\"\",error=\"success\","
+                   "layer=\"runtime\",pod_uid=\"\"} 1"),
+            std::string::npos)
+      << t;
+  EXPECT_EQ(t.find("trace_id"), std::string::npos);
+}
+
 TEST(Prometheus, CallsHistogramAndLabels) {
   auto m = make();
   const MetricsIdentity who{"python3", std::string(64, 'a'), "0f6c2a1e-8d3b-4c5a-9e7f-1a2b3c4d5e6f"};

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -27,6 +28,7 @@
 #include "cudatrace/analysis/nvtx.h"
 #include "cudatrace/analysis/streams.h"
 #include "cudatrace/analysis/summary.h"
+#include "cudatrace/analysis/span_summary.h"
 #include "cudatrace/decode/decode.h"
 #include "cudatrace/decode/selection.h"
 
@@ -38,6 +40,7 @@ struct PipelineOptions {
   bool by_range = false;  // --by-range: CUDA work per NVTX range
   bool tables = false;    // summary mode: kernels and transfers, for the run and for the -i window
   bool gpu_time = false;  // --gpu-time: GPU time bounds and estimates from host events (gpu_time.h)
+  bool by_span = false;   // --by-span: CUDA work per OpenTelemetry trace and span attribute
 };
 
 // What one call did, beyond the annotations the analyses put on it (handle
@@ -77,6 +80,9 @@ class Pipeline {
   const MemoryTracker& memory() const { return memory_; }
   const NcclTracker& nccl() const { return nccl_; }
   const RangeSummary* by_range() const { return by_range_.get(); }
+  const SpanSummary* by_span() const { return by_span_.get(); }
+  // The OpenTelemetry process contexts of the processes seen (decode/otel.h), by pid.
+  const std::map<std::uint32_t, ProcessContext>& otel_processes() const { return otel_processes_; }
   const GpuTimeTracker* gpu_time() const { return gpu_time_.get(); }
   // Kernel and transfer tables (with `tables`): the whole run, and the
   // window since start_window().
@@ -94,6 +100,9 @@ class Pipeline {
   LaunchFailures launch_failures_;
   std::unique_ptr<NvtxTracker> nvtx_;
   std::unique_ptr<RangeSummary> by_range_;
+  std::unique_ptr<SpanSummary> by_span_;
+  std::map<std::uint32_t, ProcessContext> otel_processes_;
+  std::map<std::uint32_t, const ProcessContext*> otel_seen_;  // the source's, to copy each once
   std::unique_ptr<GpuTimeTracker> gpu_time_;
   Activity run_, window_;
   CallAnalysis analysis_;

@@ -70,6 +70,9 @@ struct SummarySnapshot {
 
   const NcclTracker* collectives = nullptr;  // with collectives
   const RangeSummary* by_range = nullptr;    // final report with --by-range
+  const SpanSummary* by_span = nullptr;      // final report with --by-span
+  // The OpenTelemetry process contexts of the traced processes, by pid (docs/correlation.md).
+  const std::map<std::uint32_t, ProcessContext>* otel = nullptr;
   std::vector<Insight> insights;
   std::optional<GpuTimeReport> gpu_time;  // --gpu-time: the whole run so far
   std::optional<CostReport> cost;  // interval reports: what tracing has cost so far, if known

@@ -12,6 +12,7 @@
 
 #include "cudatrace/decode/api_table.h"
 #include "cudatrace/bpf_abi.h"
+#include "cudatrace/decode/otel.h"
 #include "cudatrace/decode/stack_frame.h"
 
 namespace cudatrace {
@@ -95,6 +96,13 @@ struct Call {
   // open start/end ranges, outermost first (nvtx.h); nullptr when none is.
   const std::vector<NvtxRange>* nvtx = nullptr;
   const std::vector<NvtxRange>* nvtx_process = nullptr;
+  // The OpenTelemetry span the thread had at the call (otel.h; bpf_abi.h
+  // ct_span), when its process publishes thread context and it had a valid one.
+  bool has_span = false;
+  Span span;
+  // The process's published OpenTelemetry context (its resource, the span
+  // attributes' key names), set by the source after decoding; else nullptr.
+  const ProcessContext* otel = nullptr;
 
   std::string_view comm() const { return comm_; }  // the thread's name
   std::int32_t status() const { return static_cast<std::int32_t>(ret); }
@@ -148,6 +156,9 @@ const char* special_stream_name(std::uint64_t handle);
 
 // The stack frames stored after a record's payload (bpf_abi.h), innermost first.
 std::vector<std::uint64_t> record_stack(const ct_call& rec);
+// Whether a record of `room` bytes after its struct ct_call holds what its
+// lengths say: payload, stack and span (bpf_abi.h).
+bool record_fits(const ct_call& rec, std::size_t room);
 
 // Decodes `rec` (with `payload_len` bytes of payload after it) into `call`,
 // reusing its storage. Returns false if the record names an unknown API.

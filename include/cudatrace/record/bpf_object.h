@@ -70,6 +70,9 @@ class BpfObject {
   void drop_hot_frames_before(std::uint64_t ns);
 
   int events_fd() const;
+  int otel_tls_fd() const;
+  // Calls carry their thread's OpenTelemetry span (ct_config.thread_ctx).
+  bool thread_ctx() const;
   int control_fd() const;
   int threads_fd() const;
   int process_cost_fd() const;

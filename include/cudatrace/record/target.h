@@ -23,6 +23,7 @@
 #include "cudatrace/options.h"
 #include "cudatrace/record/bpf_object.h"
 #include "cudatrace/target/symbolizer.h"
+#include "cudatrace/target/thread_context.h"
 
 namespace cudatrace {
 
@@ -65,6 +66,11 @@ class Target {
   // CPU time of the traced processes when tracing began; those started
   // traced are absent (cost.h: price_hits).
   const std::map<std::uint32_t, std::uint64_t>& cpu_at_start() const { return cpu_at_start_; }
+  // The OpenTelemetry process context `pid` published (decode/otel.h), read
+  // at its first call and looked for again at most each second until found;
+  // nullptr while it has none. Stable until the process is forgotten.
+  // `now_anyway`: look now, however recently it was looked for (a library load).
+  const ProcessContext* process_context(std::uint32_t pid, bool now_anyway = false);
   // Distinct files with traced APIs probed.
   std::size_t probed_files() const { return probed_files_.size(); }
 
@@ -109,6 +115,15 @@ class Target {
   std::set<std::tuple<pid_t, std::uint64_t, std::uint64_t>> seen_mappings_;  // pid, inode, start
   std::set<std::pair<dev_t, ino_t>> probed_files_;
   std::function<void(pid_t)> probed_process_;
+  // OpenTelemetry context (docs/correlation.md): where each process keeps
+  // its thread context (told to BPF), and its process context.
+  void find_thread_context(pid_t pid, const std::vector<Mapping>& maps);
+  ThreadContextFinder thread_contexts_;
+  struct OtelProcess {
+    std::unique_ptr<ProcessContext> context;
+    std::uint64_t next_look_ns = 0;
+  };
+  std::map<std::uint32_t, OtelProcess> otel_;
 };
 
 // The kinds, one file each in src/record/.

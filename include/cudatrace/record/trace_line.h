@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -11,17 +12,23 @@
 
 #include "cudatrace/accounting.h"
 #include "cudatrace/bpf_abi.h"
+#include "cudatrace/decode/otel.h"
 #include "cudatrace/decode/stack_frame.h"
 
 namespace cudatrace {
 
 class TraceLine {
  public:
-  enum class Type { Call, Warning, End };
+  enum class Type { Call, Warning, End, Process };
+
+  // The OpenTelemetry process contexts of a trace's processes, by pid: from
+  // its "process" lines, and the span attribute names its calls carry
+  // (a call's span attributes are encoded by their index in span_keys).
+  using OtelProcesses = std::map<std::uint32_t, ProcessContext>;
 
   // Parses one line of a --json trace; false with `error` set (one phrase,
-  // no line number) when it is not one.
-  bool parse(std::string_view line, std::string& error);
+  // no line number) when it is not one. A "process" line goes into `otel`.
+  bool parse(std::string_view line, std::string& error, OtelProcesses* otel = nullptr);
 
   Type type() const { return type_; }
   // Type::Call: the record, payload and stack as the ring buffer held them

@@ -27,8 +27,11 @@ namespace cudatrace {
 
 struct MetricsIdentity {
   std::string comm, container_id, pod_uid;
+  // OpenTelemetry resource attributes (low cardinality; labels only when set).
+  std::string service_name = {}, service_namespace = {}, deployment_environment = {};
   bool operator<(const MetricsIdentity& o) const {
-    return std::tie(comm, container_id, pod_uid) < std::tie(o.comm, o.container_id, o.pod_uid);
+    return std::tie(comm, container_id, pod_uid, service_name, service_namespace, deployment_environment) <
+           std::tie(o.comm, o.container_id, o.pod_uid, o.service_name, o.service_namespace, o.deployment_environment);
   }
 };
 

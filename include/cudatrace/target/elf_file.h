@@ -38,6 +38,9 @@ class ElfFile {
   // Link-time address of a data object the file exports in .dynsym (such as
   // the loader's _r_debug); 0 if it exports none of that name.
   std::uint64_t exported_object(std::string_view name) const;
+  // The offset in the file's TLS block of the defined thread-local variable
+  // `name` (an STT_TLS symbol of .dynsym or .symtab: st_value); nullopt if none.
+  std::optional<std::uint64_t> tls_symbol(std::string_view name) const;
 
   // Every defined function, sorted by address, one per address.
   std::vector<FunctionSymbol> functions() const;

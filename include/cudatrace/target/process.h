@@ -19,6 +19,7 @@ struct Mapping {
   // uretprobe trampoline that replaced a pending call's own (kernels before
   // the stack-trace fix show these frames; docs/kernels.md).
   bool uprobes_area = false;
+  bool otel_ctx = false;  // OpenTelemetry's process context (decode/otel.h)
 };
 
 // Parses /proc/PID/maps. Returns false if the process is gone or unreadable.
