@@ -128,7 +128,8 @@ static __always_inline void fill_call(struct ct_call *c, __u32 type, __u64 pid_t
 	c->ts_ns = f->ts_ns;
 	__builtin_memcpy(c->args, f->args, sizeof(c->args));
 	c->depth = f->level;
-	c->reserved = 0;
+	c->py_frames = 0;
+	c->span_present = 0;
 	__builtin_memcpy(c->comm, st->comm, sizeof(c->comm));
 	if (type != CT_REC_CALL) {
 		c->outs[0] = 0;
@@ -144,12 +145,114 @@ static __always_inline void fill_call(struct ct_call *c, __u32 type, __u64 pid_t
 	c->flags = flags;
 }
 
+/* --py-stack (docs/python.md): the calling thread's Python frames. */
+#define CT_PY_MAX_THREADS 256 /* PyThreadStates walked to find the thread's */
+
+struct py_walk {
+	struct ct_py_layout *py;
+	struct exit_scratch *s;
+	__u64 fsbase;   /* pthread_self() of the thread: its PyThreadState's thread_id */
+	__u64 tstate;   /* the thread list's cursor, then the thread's */
+	__u64 frame;    /* the frame cursor */
+	__u32 off;      /* where the next frame goes in s->payload */
+	__u32 n;
+};
+
+static long py_find_thread(__u64 i, struct py_walk *w)
+{
+	__u64 id = 0;
+	if (!w->tstate || bpf_probe_read_user(&id, 8, (void *)(w->tstate + w->py->tstate_thread_id)))
+		return 1;
+	if (id == w->fsbase)
+		return 1; /* found: w->tstate */
+	__u64 next = 0;
+	bpf_probe_read_user(&next, 8, (void *)(w->tstate + w->py->tstate_next));
+	w->tstate = next;
+	return 0;
+}
+
+static long py_read_frame(__u64 i, struct py_walk *w)
+{
+	struct ct_py_layout *py = w->py;
+	if (!w->frame || w->n >= CT_MAX_PY_FRAMES)
+		return 1;
+	__u64 f = w->frame;
+	__u64 code = 0, instr = 0, prev = 0;
+	if (bpf_probe_read_user(&code, 8, (void *)(f + py->frame_code)) ||
+	    bpf_probe_read_user(&prev, 8, (void *)(f + py->frame_previous)))
+		return 1;
+	w->frame = prev;
+	if (py->frame_owner != CT_PY_NONE) {
+		__u8 owner = 0;
+		bpf_probe_read_user(&owner, 1, (void *)(f + py->frame_owner));
+		if (owner == py->cstack_owner)
+			return 0; /* the interpreter's shim frame between C and Python */
+	}
+	if (py->instr_is_lasti) {
+		__s32 lasti = 0;
+		bpf_probe_read_user(&lasti, 4, (void *)(f + py->frame_instr));
+		instr = (__u64)(__s64)lasti;
+	} else {
+		bpf_probe_read_user(&instr, 8, (void *)(f + py->frame_instr));
+	}
+	__u32 off = w->off;
+	if (off > sizeof(w->s->payload) - sizeof(struct ct_py_frame))
+		return 1;
+	struct ct_py_frame *out = (struct ct_py_frame *)&w->s->payload[off];
+	out->code = code;
+	out->instr = instr;
+	w->off = off + sizeof(struct ct_py_frame);
+	w->n++;
+	return 0;
+}
+
+/* Writes the thread's Python frames at s->payload[off]; returns how many. */
+static __always_inline __u32 read_py_frames(struct exit_scratch *s, struct ct_py_layout *py, __u32 off, __u32 tid)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct py_walk w = { .py = py, .s = s, .off = off };
+	w.fsbase = BPF_CORE_READ(task, thread.fsbase);
+	__u64 *cached = bpf_map_lookup_elem(&py_tstates, &tid);
+	__u64 id = 0;
+	if (cached && *cached && !bpf_probe_read_user(&id, 8, (void *)(*cached + py->tstate_thread_id)) &&
+	    id == w.fsbase) {
+		w.tstate = *cached;
+	} else {
+		__u64 interp = 0;
+		if (bpf_probe_read_user(&interp, 8, (void *)(py->runtime + py->interp_head)) || !interp ||
+		    bpf_probe_read_user(&w.tstate, 8, (void *)(interp + py->interp_threads)))
+			return 0;
+		bpf_loop(CT_PY_MAX_THREADS, py_find_thread, &w, 0);
+		if (!w.tstate || bpf_probe_read_user(&id, 8, (void *)(w.tstate + py->tstate_thread_id)) ||
+		    id != w.fsbase)
+			return 0; /* no Python thread state: no frames, never another thread's */
+		bpf_map_update_elem(&py_tstates, &tid, &w.tstate, BPF_ANY);
+	}
+	__u64 frame = 0;
+	if (bpf_probe_read_user(&frame, 8, (void *)(w.tstate + py->tstate_frame)))
+		return 0;
+	if (py->cframe_frame != CT_PY_NONE) {
+		__u64 cframe = frame;
+		frame = 0;
+		if (!cframe || bpf_probe_read_user(&frame, 8, (void *)(cframe + py->cframe_frame)))
+			return 0;
+	}
+	w.frame = frame;
+	bpf_loop(CT_MAX_PY_FRAMES * 2, py_read_frame, &w, 0);
+	return w.n;
+}
+
 /* Sends the record of a completed call; false when the ring could not take it. */
 static __always_inline bool emit_call(void *ctx, __u64 pid_tgid, struct ct_thread_state *st, struct ct_frame *f,
 				      __u64 dur, __s64 ret, __u64 caller, __u8 flags)
 {
 	__u64 cookie = f->cookie;
-	if (CT_COOKIE_PAYLOAD_KIND(cookie) == CT_PAYLOAD_NONE && !settings.capture_stack) {
+	struct ct_py_layout *py = NULL;
+	if (settings.py_stack) {
+		__u32 tgid = pid_tgid >> 32;
+		py = bpf_map_lookup_elem(&py_procs, &tgid);
+	}
+	if (CT_COOKIE_PAYLOAD_KIND(cookie) == CT_PAYLOAD_NONE && !settings.capture_stack && !py) {
 		/* The common case: a fixed-size record built in place. */
 		struct ct_call *c = bpf_ringbuf_reserve(&events, sizeof(*c), 0);
 		if (!c) {
@@ -162,6 +265,7 @@ static __always_inline bool emit_call(void *ctx, __u64 pid_tgid, struct ct_threa
 		c->caller = caller;
 		c->payload_len = 0;
 		c->stack_len = 0;
+		c->py_frames = 0;
 		bpf_ringbuf_submit(c, ring_flags());
 		return true;
 	}
@@ -176,6 +280,7 @@ static __always_inline bool emit_call(void *ctx, __u64 pid_tgid, struct ct_threa
 	c->ret = ret;
 	c->caller = caller;
 	c->stack_len = 0;
+	c->py_frames = 0;
 	__u32 len = read_payload(s, cookie, f);
 	if (len > CT_MAX_PAYLOAD)
 		len = CT_MAX_PAYLOAD;
@@ -193,9 +298,32 @@ static __always_inline bool emit_call(void *ctx, __u64 pid_tgid, struct ct_threa
 			size = sizeof(struct ct_call) + off + n;
 		}
 	}
+	if (py) {
+		__u32 off = CT_PY_FRAMES_OFFSET(len, c->stack_len);
+		if (off > CT_MAX_PAYLOAD + CT_MAX_STACK_FRAMES * 8)
+			off = CT_MAX_PAYLOAD + CT_MAX_STACK_FRAMES * 8;
+		__u32 n = read_py_frames(s, py, off, (__u32)pid_tgid);
+		if (n > CT_MAX_PY_FRAMES)
+			n = CT_MAX_PY_FRAMES;
+		c->py_frames = n;
+		if (n)
+			size = sizeof(struct ct_call) + off + n * sizeof(struct ct_py_frame);
+	}
 	if (size > sizeof(*s))
 		size = sizeof(*s);
-	if (bpf_ringbuf_output(&events, s, size, ring_flags())) {
+	__u64 wake = ring_flags();
+	if (c->py_frames && wake == BPF_RB_NO_WAKEUP) {
+		/* User space names code objects from the process's memory, which
+		 * is gone once it exits: records with Python frames wake the
+		 * reader within a millisecond, not at its next poll. */
+		__u64 now = bpf_ktime_get_ns();
+		__u64 *last = bpf_map_lookup_elem(&py_last_wakeup, &zero);
+		if (last && now - *last > 1000000) {
+			*last = now;
+			wake = BPF_RB_FORCE_WAKEUP;
+		}
+	}
+	if (bpf_ringbuf_output(&events, s, size, wake)) {
 		count(CT_CNT_LOST_RINGBUF);
 		return false;
 	}

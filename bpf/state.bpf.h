@@ -13,8 +13,35 @@ const volatile struct ct_config settings = {
 
 struct exit_scratch {
 	struct ct_call call;
-	__u8 payload[CT_MAX_PAYLOAD + CT_MAX_STACK_FRAMES * 8];
+	__u8 payload[CT_MAX_PAYLOAD + CT_MAX_STACK_FRAMES * 8 + CT_MAX_PY_FRAMES * sizeof(struct ct_py_frame)];
 };
+
+/* --py-stack: the interpreter layout of each Python process (by tgid), set
+ * by user space when it finds a file defining _PyRuntime in the process. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32); /* tgid */
+	__type(value, struct ct_py_layout);
+} py_procs SEC(".maps");
+
+/* --py-stack: when this CPU last woke the reader for a record with Python
+ * frames (ring_flags_py). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} py_last_wakeup SEC(".maps");
+
+/* --py-stack: each thread's PyThreadState, found once by walking the
+ * interpreter's thread list (checked against the thread at each use). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32); /* tid */
+	__type(value, __u64);
+} py_tstates SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);

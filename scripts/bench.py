@@ -14,11 +14,15 @@
   c. time to load the BPF object and attach every probe of libcudart + libcuda,
      with uprobe_multi links and with perf-event uprobes (--attach perf)
   d. tracer peak RSS and CPU time
+  e. --py-stack (docs/python.md): added ns per recorded call of a Python loop
+     calling cudaGetDevice through ctypes (the fake libcudart of
+     tests/fixtures) at Python stack depths 5, 20 and 50, with --py-stack
+     and with the default trace, and their ratio
 
 Runs against the toolkit's real runtime (without a GPU driver every call fails
 fast, but the probes fire on the real code) or on a GPU host. Needs root.
 
-  scripts/bench.py [--build DIR] [--calls N] [--reps R] [--only a,b,c,d]
+  scripts/bench.py [--build DIR] [--calls N] [--reps R] [--only a,b,c,d,e]
   scripts/bench.py --guard RATIO   # CI: short (a) on cudaGetDevice; exit 1 if
                                    # cudatrace's added cost > RATIO x the floor's
 """
@@ -267,6 +271,64 @@ def bench_resources(t, calls):
     print(f"| {calls} | {m.group(2)} | {m.group(1)} | {field(text, 'elapsed_s'):.3f} |")
 
 
+PY_LOOP = r'''
+import ctypes, sys, time
+lib = ctypes.CDLL(sys.argv[1])
+calls, depth = int(sys.argv[2]), int(sys.argv[3])
+get = lib.cudaGetDevice
+dev = ctypes.c_int()
+ref = ctypes.byref(dev)
+def loop():
+    for _ in range(1000):
+        get(ref)
+    t0 = time.perf_counter_ns()
+    for _ in range(calls):
+        get(ref)
+    print(f"ns_per_call={(time.perf_counter_ns() - t0) / calls:.1f}")
+def down(n):  # the module's frame, these, and loop's: `depth` frames
+    if n <= 0:
+        return loop()
+    return down(n - 1)
+down(depth - 3)
+'''
+
+
+def bench_py_stack(t, calls, reps, python="/usr/bin/python3"):
+    """(e) Added ns per recorded call with --py-stack against the default trace."""
+    lib = os.path.join(t.build, "tests", "fixtures", "fakecudart", "libcudart.so.13")
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+        f.write(PY_LOOP)
+        script = f.name
+    print(f"\n### --py-stack: cudaGetDevice x {calls} from a Python loop ({python}), {reps} interleaved runs\n")
+    print("| depth | untraced ns/call | default trace added ns | --py-stack added ns | ratio | lost |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    try:
+        for depth in (5, 20, 50):
+            app = [python, script, lib, str(calls), str(depth)]
+            configs = {
+                "untraced": app,
+                "default": [t.cudatrace, "-o", "/dev/null", "--"] + app,
+                "py": [t.cudatrace, "--py-stack", "-o", "/dev/null", "--"] + app,
+            }
+            samples = {k: [] for k in configs}
+            lost = []
+            for _ in range(reps):
+                for name, cmd in configs.items():
+                    text, _ = run(cmd)
+                    ns = field(text, "ns_per_call")
+                    if ns is None:
+                        die(f"{name}: no result from {' '.join(cmd)}:\n{text[-2000:]}")
+                    samples[name].append(ns)
+                    if name != "untraced":
+                        lost.append(traced_counts(text)[1])
+            med = {k: statistics.median(v) for k, v in samples.items()}
+            d_added, p_added = med["default"] - med["untraced"], med["py"] - med["untraced"]
+            print(f"| {depth} | {med['untraced']:.0f} | {d_added:.0f} | {p_added:.0f} | "
+                  f"{p_added / d_added if d_added > 0 else float('nan'):.2f} | {max(lost)} |")
+    finally:
+        os.unlink(script)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
@@ -318,6 +380,8 @@ def main():
         bench_attach(t, args.reps)
     if "d" in only:
         bench_resources(t, args.calls)
+    if "e" in only:
+        bench_py_stack(t, args.calls // 5, args.reps)
     return 0
 
 

@@ -74,6 +74,11 @@ std::vector<std::uint64_t> record_stack(const ct_call& rec) {
   return out;
 }
 
+const ct_py_frame* record_py_frames(const ct_call& rec) {
+  return reinterpret_cast<const ct_py_frame*>(reinterpret_cast<const std::uint8_t*>(&rec + 1) +
+                                              CT_PY_FRAMES_OFFSET(rec.payload_len, rec.stack_len));
+}
+
 bool decode_call(const ct_call& rec, KernelNames* names, Call& call, const StringReader* read_string) {
   const Api* api = api_by_id(rec.api);
   if (!api) return false;
@@ -101,6 +106,7 @@ bool decode_call(const ct_call& rec, KernelNames* names, Call& call, const Strin
   call.payload = std::string_view(reinterpret_cast<const char*>(&rec + 1), rec.payload_len);
   call.payload_fault = rec.flags & CT_FLAG_PAYLOAD_FAULT;
   call.stack_addresses = record_stack(rec);
+  call.py_stack.clear();
   int out_no = 0;
   bool names_kernel = false;
   for (std::size_t i = 0; i < api->spec->args.size(); ++i) {

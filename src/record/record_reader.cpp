@@ -121,8 +121,11 @@ bool RecordReader::on_record(void* ctx, const void* data, std::size_t size) {
       const auto* rec = static_cast<const ct_call*>(data);
       if (size < sizeof(ct_call)) break;
       const std::size_t room = size - sizeof(ct_call);
-      const bool fits = rec->payload_len <= room &&
-                        (!rec->stack_len || CT_ALIGN8(rec->payload_len) + std::size_t(rec->stack_len) * 8 <= room);
+      const bool fits =
+          rec->payload_len <= room &&
+          (!rec->stack_len || CT_ALIGN8(rec->payload_len) + std::size_t(rec->stack_len) * 8 <= room) &&
+          (!rec->py_frames || rec->py_frames > CT_MAX_PY_FRAMES ||
+           CT_PY_FRAMES_OFFSET(rec->payload_len, rec->stack_len) + rec->py_frames * sizeof(ct_py_frame) <= room);
       if (fits) self->on_call(*rec);
       break;
     }
@@ -146,6 +149,8 @@ void RecordReader::on_call(const ct_call& rec) {
   }
   if (call_.api->group() == Group::Module) names_.learn(call_);
   if (stack_frames_) call_.stack = stacks_.frames(static_cast<pid_t>(call_.pid), call_.stack_addresses);
+  if (rec.py_frames && rec.py_frames <= CT_MAX_PY_FRAMES)
+    symbolizer_.python().name(static_cast<pid_t>(call_.pid), record_py_frames(rec), rec.py_frames, call_.py_stack);
   consumer_->on_call(call_);
 }
 

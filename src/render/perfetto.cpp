@@ -158,6 +158,15 @@ void PerfettoWriter::api_slice(const Call& c) {
   }
   if (c.graph) graph_arg(*c.graph);
   if (c.captured) buf_.append(std::string_view("\"captured\":true,"));
+  if (!c.py_stack.empty()) {  // --py-stack: "py" the innermost line, "py_stack" every frame, innermost first
+    buf_.append(std::string_view("\"py\":"));
+    append_json_string(buf_, py_frame_text(c.py_stack.front()));
+    buf_.append(std::string_view(",\"py_stack\":"));
+    std::string frames;
+    for (const PyFrame& f : c.py_stack) frames += (frames.empty() ? "" : "\n") + py_frame_text(f);
+    append_json_string(buf_, frames);
+    buf_.push_back(',');
+  }
   if (c.unfinished) {
     buf_.append(std::string_view("\"ret\":\"unfinished\"}"));
   } else if (c.api->spec->returns != Returns::Status) {

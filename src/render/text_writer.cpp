@@ -387,6 +387,10 @@ class TextWriter final : public Writer {
     if (c.captured) buf_.append(std::string_view(" [captured]"));
     append_nvtx_text(buf_, c);
     if (c.nccl) append_nccl_text(buf_, *c.nccl);
+    if (!c.py_stack.empty()) {  // the innermost Python frame: the line that made the call
+      buf_.append(std::string_view(" py="));
+      buf_.append(terminal_safe(py_frame_text(c.py_stack.front())));
+    }
     buf_.push_back('\n');
     append_stack_text(buf_, c.stack, 4);
   }

@@ -25,6 +25,7 @@
 #include "cudatrace/analysis/memory.h"
 #include "cudatrace/analysis/nccl.h"
 #include "cudatrace/analysis/nvtx.h"
+#include "cudatrace/analysis/py_sites.h"
 #include "cudatrace/analysis/streams.h"
 #include "cudatrace/analysis/summary.h"
 #include "cudatrace/decode/decode.h"
@@ -78,6 +79,8 @@ class Pipeline {
   const NcclTracker& nccl() const { return nccl_; }
   const RangeSummary* by_range() const { return by_range_.get(); }
   const GpuTimeTracker* gpu_time() const { return gpu_time_.get(); }
+  // Summary mode: the work of each Python call site (--py-stack), the whole run.
+  const PySites& py_sites() const { return py_sites_; }
   // Kernel and transfer tables (with `tables`): the whole run, and the
   // window since start_window().
   const Activity& run_activity() const { return run_; }
@@ -96,6 +99,7 @@ class Pipeline {
   std::unique_ptr<RangeSummary> by_range_;
   std::unique_ptr<GpuTimeTracker> gpu_time_;
   Activity run_, window_;
+  PySites py_sites_;
   CallAnalysis analysis_;
 };
 

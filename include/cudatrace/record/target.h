@@ -67,6 +67,8 @@ class Target {
   const std::map<std::uint32_t, std::uint64_t>& cpu_at_start() const { return cpu_at_start_; }
   // Distinct files with traced APIs probed.
   std::size_t probed_files() const { return probed_files_.size(); }
+  // --py-stack: processes with an interpreter whose frames cannot be read.
+  std::size_t python_unreadable() const { return python_unreadable_.size(); }
 
  protected:
   // How a kind of target attaches to what its processes map.
@@ -89,6 +91,8 @@ class Target {
   void attach_mappings(pid_t pid);
   // The --lib files, for `pid` (-1: every process); an exit status.
   int attach_libs(pid_t pid);
+  // --py-stack: tells BPF where `pid`'s interpreter keeps its frames, once found.
+  void look_for_python(pid_t pid);
   // A file with traced APIs was probed.
   void note_probed_file(const std::string& path);
   // Where processes are stopped at library loads: a watchdog that continues
@@ -109,6 +113,7 @@ class Target {
   std::set<std::tuple<pid_t, std::uint64_t, std::uint64_t>> seen_mappings_;  // pid, inode, start
   std::set<std::pair<dev_t, ino_t>> probed_files_;
   std::function<void(pid_t)> probed_process_;
+  std::set<pid_t> python_unreadable_;
 };
 
 // The kinds, one file each in src/record/.
