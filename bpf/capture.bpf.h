@@ -151,6 +151,7 @@ static __always_inline void fill_call(struct ct_call *c, __u32 type, __u64 pid_t
 struct py_walk {
 	struct ct_py_layout *py;
 	struct exit_scratch *s;
+	struct py_frame_buf *buf;
 	__u64 fsbase;   /* pthread_self() of the thread: its PyThreadState's thread_id */
 	__u64 tstate;   /* the thread list's cursor, then the thread's */
 	__u64 frame;    /* the frame cursor */
@@ -171,30 +172,41 @@ static long py_find_thread(__u64 i, struct py_walk *w)
 	return 0;
 }
 
+/* A field of the frame read into buf: 8 bytes (4 with `four`) at `off`. */
+static __always_inline __u64 py_field(struct py_frame_buf *buf, __u32 off, bool four)
+{
+	__u64 v = 0;
+	if (off > CT_PY_FRAME_SPAN)
+		return 0;
+	if (four) {
+		__s32 i = 0;
+		__builtin_memcpy(&i, &buf->bytes[off], 4);
+		return (__u64)(__s64)i;
+	}
+	__builtin_memcpy(&v, &buf->bytes[off], 8);
+	return v;
+}
+
 static long py_read_frame(__u64 i, struct py_walk *w)
 {
 	struct ct_py_layout *py = w->py;
+	struct py_frame_buf *buf = w->buf;
 	if (!w->frame || w->n >= CT_MAX_PY_FRAMES)
 		return 1;
-	__u64 f = w->frame;
-	__u64 code = 0, instr = 0, prev = 0;
-	if (bpf_probe_read_user(&code, 8, (void *)(f + py->frame_code)) ||
-	    bpf_probe_read_user(&prev, 8, (void *)(f + py->frame_previous)))
+	__u32 span = py->frame_span;
+	if (span > CT_PY_FRAME_SPAN)
+		span = CT_PY_FRAME_SPAN;
+	/* One read of the frame's first bytes: its code, previous, instruction and owner. */
+	if (!span || bpf_probe_read_user(buf->bytes, span, (void *)w->frame))
 		return 1;
-	w->frame = prev;
+	__u64 code = py_field(buf, py->frame_code, false);
+	w->frame = py_field(buf, py->frame_previous, false);
 	if (py->frame_owner != CT_PY_NONE) {
-		__u8 owner = 0;
-		bpf_probe_read_user(&owner, 1, (void *)(f + py->frame_owner));
-		if (owner == py->cstack_owner)
+		__u32 o = py->frame_owner;
+		if (o < CT_PY_FRAME_SPAN && buf->bytes[o] == py->cstack_owner)
 			return 0; /* the interpreter's shim frame between C and Python */
 	}
-	if (py->instr_is_lasti) {
-		__s32 lasti = 0;
-		bpf_probe_read_user(&lasti, 4, (void *)(f + py->frame_instr));
-		instr = (__u64)(__s64)lasti;
-	} else {
-		bpf_probe_read_user(&instr, 8, (void *)(f + py->frame_instr));
-	}
+	__u64 instr = py_field(buf, py->frame_instr, py->instr_is_lasti);
 	__u32 off = w->off;
 	if (off > sizeof(w->s->payload) - sizeof(struct ct_py_frame))
 		return 1;
@@ -237,6 +249,10 @@ static __always_inline __u32 read_py_frames(struct exit_scratch *s, struct ct_py
 		if (!cframe || bpf_probe_read_user(&frame, 8, (void *)(cframe + py->cframe_frame)))
 			return 0;
 	}
+	__u32 zero = 0;
+	w.buf = bpf_map_lookup_elem(&py_frame_scratch, &zero);
+	if (!w.buf)
+		return 0;
 	w.frame = frame;
 	bpf_loop(CT_MAX_PY_FRAMES * 2, py_read_frame, &w, 0);
 	return w.n;

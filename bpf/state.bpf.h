@@ -34,6 +34,17 @@ struct {
 	__type(value, __u64);
 } py_last_wakeup SEC(".maps");
 
+/* --py-stack: one frame's fields, read in one go (py_read_frame). */
+struct py_frame_buf {
+	__u8 bytes[CT_PY_FRAME_SPAN + 8];
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct py_frame_buf);
+} py_frame_scratch SEC(".maps");
+
 /* --py-stack: each thread's PyThreadState, found once by walking the
  * interpreter's thread list (checked against the thread at each use). */
 struct {

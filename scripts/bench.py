@@ -48,7 +48,7 @@ def die(msg):
 
 
 class Tools:
-    def __init__(self, build):
+    def __init__(self, build, need_all=True):
         self.build = build
 
         def find(*names):
@@ -61,7 +61,7 @@ class Tools:
         self.probe_bench = os.environ.get("PROBE_BENCH") or find("probe_bench", "probe_bench-static")
         self.app = os.environ.get("BENCH_APP") or find("bench_app_static")
         self.bpftrace = shutil.which("bpftrace")
-        if not (self.cudatrace and self.probe_bench and self.app):
+        if not self.cudatrace or need_all and not (self.probe_bench and self.app):
             die(f"cudatrace, probe_bench and bench_app_static must be built in {build}")
         self.libcudart, self.libcuda = find_cuda_libraries()
 
@@ -307,8 +307,8 @@ def bench_py_stack(t, calls, reps, python="/usr/bin/python3"):
             app = [python, script, lib, str(calls), str(depth)]
             configs = {
                 "untraced": app,
-                "default": [t.cudatrace, "-o", "/dev/null", "--"] + app,
-                "py": [t.cudatrace, "--py-stack", "-o", "/dev/null", "--"] + app,
+                "default": [t.cudatrace, "-f", "all", "-o", "/dev/null", "--"] + app,
+                "py": [t.cudatrace, "-f", "all", "--py-stack", "-o", "/dev/null", "--"] + app,
             }
             samples = {k: [] for k in configs}
             lost = []
@@ -341,7 +341,8 @@ def main():
     args = ap.parse_args()
     if os.geteuid() != 0:
         die("needs root (BPF)")
-    t = Tools(args.build)
+    only = set(args.only.split(","))
+    t = Tools(args.build, need_all=args.guard or only != {"e"})  # (e) needs cudatrace and the fixtures only
 
     if args.guard:
         rows = bench_overhead(t, ["getdevice", str(args.calls)], args.reps, only={"untraced", "floor", "cudatrace"})
@@ -357,7 +358,6 @@ def main():
         print(f"\nbench: ok: cudatrace adds {ratio:.2f}x the floor's cost (limit {args.guard})")
         return 0
 
-    only = set(args.only.split(","))
     print(f"# cudatrace benchmarks, {time.strftime('%Y-%m-%d %H:%M %Z')}")
     print(f"\nmachine: {os.uname().nodename}, kernel {os.uname().release}, {os.cpu_count()} CPUs; "
           f"workload {t.app}; bpftrace: {t.bpftrace or 'not installed'}")

@@ -204,6 +204,7 @@ struct ct_py_frame {
  * set by user space for each process whose files define _PyRuntime
  * (src/target/python.cpp). Offsets in bytes; CT_PY_NONE: no such field. */
 #define CT_PY_NONE 0xffffffffu
+#define CT_PY_FRAME_SPAN 128
 struct ct_py_layout {
 	__u64 runtime;          /* address of _PyRuntime in the process */
 	__u32 interp_head;      /* _PyRuntime.interpreters.head */
@@ -218,7 +219,9 @@ struct ct_py_layout {
 	__u32 frame_owner;      /* owner byte (3.12+), CT_PY_NONE: none */
 	__u8 instr_is_lasti;    /* frame_instr is a 4-byte f_lasti (3.10) */
 	__u8 cstack_owner;      /* owner value of the C stack's shim frames (3), skipped */
-	__u8 pad[6];
+	__u16 frame_span;       /* bytes from a frame's start that hold the fields above, read at once
+				 * (at most CT_PY_FRAME_SPAN) */
+	__u8 pad[4];
 };
 struct ct_map_change {
 	__u32 type; /* CT_REC_MAP_CHANGE */

@@ -8,6 +8,7 @@
 
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <cstring>
 #include <regex>
 
@@ -262,6 +263,15 @@ std::optional<PyInterpreter> find_python(pid_t pid, const ElfFile& elf, const Ma
   }
   out.bpf = t->bpf;
   out.bpf.runtime = bias + runtime;
+  // The frame's fields are read in one go: the bytes up to the last of them.
+  const ct_py_layout& b = out.bpf;
+  std::uint32_t span = std::max({b.frame_code + 8, b.frame_previous + 8, b.frame_instr + (b.instr_is_lasti ? 4u : 8u)});
+  if (b.frame_owner != CT_PY_NONE) span = std::max(span, b.frame_owner + 1);
+  if (span > CT_PY_FRAME_SPAN) {
+    why = "Python " + out.version + "'s frames are larger than cudatrace reads";
+    return std::nullopt;
+  }
+  out.bpf.frame_span = static_cast<std::uint16_t>(span);
   out.code = t->code;
   return out;
 }
