@@ -33,7 +33,7 @@ class PyStack : public NeedsRoot {
       const auto at = text[i].find("# LINE ");
       if (at != std::string::npos) lines_[text[i].substr(at + 7)] = static_cast<int>(i + 1);
     }
-    ASSERT_EQ(lines_.size(), 7u);
+    ASSERT_EQ(lines_.size(), 8u);
   }
   std::string command(const std::string& options) const {
     return tracer() + " " + options + " -- " + kPython + " " + kApp + " " FAKE_CUDART_LIB;
@@ -150,6 +150,10 @@ TEST_F(PyStack, TextLinesNameTheInnermostLine) {
   for (const std::string& l : lines_of(r.out))
     if (l.find(" cudaDeviceSynchronize ") != std::string::npos && l.find(" py=") == std::string::npos) ++bare;
   EXPECT_EQ(bare, 1) << r.out;
+  // The pageable-copy warning names the Python line after the native call site.
+  EXPECT_NE(r.err.find("pageable host memory"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("(python py_stack_app.py:" + std::to_string(line("async")) + " main)"), std::string::npos)
+      << r.err;
 }
 
 // The tables by Python call site, in a live summary and in `report` of a saved trace.
