@@ -193,7 +193,7 @@ TEST_F(PyStack, ReportOfASavedTraceHasTheSameTables) {
   const std::string trace = temp_path("py.jsonl");
   const Result r = run(command("--py-stack --json -o " + trace));
   ASSERT_EQ(r.status, 0) << r.err;
-  const Result report = run(tracer() + " report --summary " + trace);
+  const Result report = run(std::string(CUDATRACE_BIN) + " report --summary " + trace);  // no --attach
   unlink(trace.c_str());
   ASSERT_EQ(report.status, 0) << report.err;
   expect_site_tables(report.out + report.err, lines_);
