@@ -204,17 +204,132 @@ static __always_inline __u32 read_span(struct ct_tls_target *t, __u8 *dst)
 	return CT_SPAN_BYTES(n);
 }
 
+/* --py-stack (docs/python.md): the calling thread's Python frames. */
+#define CT_PY_MAX_THREADS 256 /* PyThreadStates walked to find the thread's */
+
+struct py_walk {
+	struct ct_py_layout *py;
+	struct exit_scratch *s;
+	struct py_frame_buf *buf;
+	__u64 fsbase;   /* pthread_self() of the thread: its PyThreadState's thread_id */
+	__u64 tstate;   /* the thread list's cursor, then the thread's */
+	__u64 frame;    /* the frame cursor */
+	__u32 off;      /* where the next frame goes in s->payload */
+	__u32 n;
+};
+
+static long py_find_thread(__u64 i, struct py_walk *w)
+{
+	__u64 id = 0;
+	if (!w->tstate || bpf_probe_read_user(&id, 8, (void *)(w->tstate + w->py->tstate_thread_id)))
+		return 1;
+	if (id == w->fsbase)
+		return 1; /* found: w->tstate */
+	__u64 next = 0;
+	bpf_probe_read_user(&next, 8, (void *)(w->tstate + w->py->tstate_next));
+	w->tstate = next;
+	return 0;
+}
+
+/* A field of the frame read into buf: 8 bytes (4 with `four`) at `off`. */
+static __always_inline __u64 py_field(struct py_frame_buf *buf, __u32 off, bool four)
+{
+	__u64 v = 0;
+	if (off > CT_PY_FRAME_SPAN)
+		return 0;
+	if (four) {
+		__s32 i = 0;
+		__builtin_memcpy(&i, &buf->bytes[off], 4);
+		return (__u64)(__s64)i;
+	}
+	__builtin_memcpy(&v, &buf->bytes[off], 8);
+	return v;
+}
+
+static long py_read_frame(__u64 i, struct py_walk *w)
+{
+	struct ct_py_layout *py = w->py;
+	struct py_frame_buf *buf = w->buf;
+	if (!w->frame || w->n >= CT_MAX_PY_FRAMES)
+		return 1;
+	__u32 span = py->frame_span;
+	if (span > CT_PY_FRAME_SPAN)
+		span = CT_PY_FRAME_SPAN;
+	/* One read of the frame's first bytes: its code, previous, instruction and owner. */
+	if (!span || bpf_probe_read_user(buf->bytes, span, (void *)w->frame))
+		return 1;
+	__u64 code = py_field(buf, py->frame_code, false);
+	w->frame = py_field(buf, py->frame_previous, false);
+	if (py->frame_owner != CT_PY_NONE) {
+		__u32 o = py->frame_owner;
+		if (o < CT_PY_FRAME_SPAN && buf->bytes[o] == py->cstack_owner)
+			return 0; /* the interpreter's shim frame between C and Python */
+	}
+	__u64 instr = py_field(buf, py->frame_instr, py->instr_is_lasti);
+	__u32 off = w->off;
+	if (off > sizeof(w->s->payload) - sizeof(struct ct_py_frame))
+		return 1;
+	struct ct_py_frame *out = (struct ct_py_frame *)&w->s->payload[off];
+	out->code = code;
+	out->instr = instr;
+	w->off = off + sizeof(struct ct_py_frame);
+	w->n++;
+	return 0;
+}
+
+/* Writes the thread's Python frames at s->payload[off]; returns how many. */
+static __always_inline __u32 read_py_frames(struct exit_scratch *s, struct ct_py_layout *py, __u32 off, __u32 tid)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct py_walk w = { .py = py, .s = s, .off = off };
+	w.fsbase = BPF_CORE_READ(task, thread.fsbase);
+	__u64 *cached = bpf_map_lookup_elem(&py_tstates, &tid);
+	__u64 id = 0;
+	if (cached && *cached && !bpf_probe_read_user(&id, 8, (void *)(*cached + py->tstate_thread_id)) &&
+	    id == w.fsbase) {
+		w.tstate = *cached;
+	} else {
+		__u64 interp = 0;
+		if (bpf_probe_read_user(&interp, 8, (void *)(py->runtime + py->interp_head)) || !interp ||
+		    bpf_probe_read_user(&w.tstate, 8, (void *)(interp + py->interp_threads)))
+			return 0;
+		bpf_loop(CT_PY_MAX_THREADS, py_find_thread, &w, 0);
+		if (!w.tstate || bpf_probe_read_user(&id, 8, (void *)(w.tstate + py->tstate_thread_id)) ||
+		    id != w.fsbase)
+			return 0; /* no Python thread state: no frames, never another thread's */
+		bpf_map_update_elem(&py_tstates, &tid, &w.tstate, BPF_ANY);
+	}
+	__u64 frame = 0;
+	if (bpf_probe_read_user(&frame, 8, (void *)(w.tstate + py->tstate_frame)))
+		return 0;
+	if (py->cframe_frame != CT_PY_NONE) {
+		__u64 cframe = frame;
+		frame = 0;
+		if (!cframe || bpf_probe_read_user(&frame, 8, (void *)(cframe + py->cframe_frame)))
+			return 0;
+	}
+	__u32 zero = 0;
+	w.buf = bpf_map_lookup_elem(&py_frame_scratch, &zero);
+	if (!w.buf)
+		return 0;
+	w.frame = frame;
+	bpf_loop(CT_MAX_PY_FRAMES * 2, py_read_frame, &w, 0);
+	return w.n;
+}
+
 /* Sends the record of a completed call; false when the ring could not take it. */
 static __always_inline bool emit_call(void *ctx, __u64 pid_tgid, struct ct_thread_state *st, struct ct_frame *f,
 				      __u64 dur, __s64 ret, __u64 caller, __u8 flags)
 {
 	__u64 cookie = f->cookie;
+	__u32 tgid = pid_tgid >> 32;
 	struct ct_tls_target *tls = NULL;
-	if (settings.thread_ctx) {
-		__u32 tgid = pid_tgid >> 32;
+	if (settings.thread_ctx)
 		tls = bpf_map_lookup_elem(&otel_tls, &tgid);
-	}
-	if (CT_COOKIE_PAYLOAD_KIND(cookie) == CT_PAYLOAD_NONE && !settings.capture_stack && !tls) {
+	struct ct_py_layout *py = NULL;
+	if (settings.py_stack)
+		py = bpf_map_lookup_elem(&py_procs, &tgid);
+	if (CT_COOKIE_PAYLOAD_KIND(cookie) == CT_PAYLOAD_NONE && !settings.capture_stack && !tls && !py) {
 		/* The common case: a fixed-size record built in place. */
 		struct ct_call *c = bpf_ringbuf_reserve(&events, sizeof(*c), 0);
 		if (!c) {
@@ -227,6 +342,7 @@ static __always_inline bool emit_call(void *ctx, __u64 pid_tgid, struct ct_threa
 		c->caller = caller;
 		c->payload_len = 0;
 		c->stack_len = 0;
+		c->py_frames = 0;
 		bpf_ringbuf_submit(c, ring_flags());
 		return true;
 	}
@@ -241,6 +357,7 @@ static __always_inline bool emit_call(void *ctx, __u64 pid_tgid, struct ct_threa
 	c->ret = ret;
 	c->caller = caller;
 	c->stack_len = 0;
+	c->py_frames = 0;
 	__u32 len = read_payload(s, cookie, f);
 	if (len > CT_MAX_PAYLOAD)
 		len = CT_MAX_PAYLOAD;
@@ -258,8 +375,19 @@ static __always_inline bool emit_call(void *ctx, __u64 pid_tgid, struct ct_threa
 			size = sizeof(struct ct_call) + off + n;
 		}
 	}
+	if (py) {
+		__u32 off = CT_PY_FRAMES_OFFSET(len, c->stack_len);
+		if (off > CT_MAX_PAYLOAD + CT_MAX_STACK_FRAMES * 8)
+			off = CT_MAX_PAYLOAD + CT_MAX_STACK_FRAMES * 8;
+		__u32 n = read_py_frames(s, py, off, (__u32)pid_tgid);
+		if (n > CT_MAX_PY_FRAMES)
+			n = CT_MAX_PY_FRAMES;
+		c->py_frames = n;
+		if (n)
+			size = sizeof(struct ct_call) + off + n * sizeof(struct ct_py_frame);
+	}
 	if (tls) {
-		__u32 at = CT_SPAN_OFFSET(len, c->stack_len);
+		__u32 at = CT_SPAN_OFFSET(len, c->stack_len, c->py_frames);
 		if (at > CT_SCRATCH_SPAN_AT)
 			at = CT_SCRATCH_SPAN_AT;
 		barrier_var(at);
@@ -271,7 +399,19 @@ static __always_inline bool emit_call(void *ctx, __u64 pid_tgid, struct ct_threa
 	}
 	if (size > sizeof(*s))
 		size = sizeof(*s);
-	if (bpf_ringbuf_output(&events, s, size, ring_flags())) {
+	__u64 wake = ring_flags();
+	if (c->py_frames && wake == BPF_RB_NO_WAKEUP) {
+		/* User space names code objects from the process's memory, which
+		 * is gone once it exits: records with Python frames wake the
+		 * reader within a millisecond, not at its next poll. */
+		__u64 now = bpf_ktime_get_ns();
+		__u64 *last = bpf_map_lookup_elem(&py_last_wakeup, &zero);
+		if (last && now - *last > 1000000) {
+			*last = now;
+			wake = BPF_RB_FORCE_WAKEUP;
+		}
+	}
+	if (bpf_ringbuf_output(&events, s, size, wake)) {
 		count(CT_CNT_LOST_RINGBUF);
 		return false;
 	}

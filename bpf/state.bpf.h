@@ -11,13 +11,53 @@ const volatile struct ct_config settings = {
 	.wakeup_every = 256,
 };
 
-/* A record built before it is sent: the call, then its payload, stack and
- * span (bpf_abi.h: CT_SPAN_OFFSET), each at most its maximum. */
-#define CT_SCRATCH_SPAN_AT (CT_MAX_PAYLOAD + CT_MAX_STACK_FRAMES * 8)
+/* A record built before it is sent: the call, then its payload, stack,
+ * Python frames and span (bpf_abi.h: CT_SPAN_OFFSET), each at most its
+ * maximum. */
+#define CT_SCRATCH_SPAN_AT \
+	(CT_MAX_PAYLOAD + CT_MAX_STACK_FRAMES * 8 + CT_MAX_PY_FRAMES * sizeof(struct ct_py_frame))
 struct exit_scratch {
 	struct ct_call call;
 	__u8 payload[CT_SCRATCH_SPAN_AT + CT_SPAN_BYTES(CT_MAX_SPAN_ATTRS)];
 };
+
+/* --py-stack: the interpreter layout of each Python process (by tgid), set
+ * by user space when it finds a file defining _PyRuntime in the process. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32); /* tgid */
+	__type(value, struct ct_py_layout);
+} py_procs SEC(".maps");
+
+/* --py-stack: when this CPU last woke the reader for a record with Python
+ * frames (ring_flags_py). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} py_last_wakeup SEC(".maps");
+
+/* --py-stack: one frame's fields, read in one go (py_read_frame). */
+struct py_frame_buf {
+	__u8 bytes[CT_PY_FRAME_SPAN + 8];
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct py_frame_buf);
+} py_frame_scratch SEC(".maps");
+
+/* --py-stack: each thread's PyThreadState, found once by walking the
+ * interpreter's thread list (checked against the thread at each use). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32); /* tid */
+	__type(value, __u64);
+} py_tstates SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);

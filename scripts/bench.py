@@ -14,18 +14,22 @@
   c. time to load the BPF object and attach every probe of libcudart + libcuda,
      with uprobe_multi links and with perf-event uprobes (--attach perf)
   d. tracer peak RSS and CPU time
-  e. OpenTelemetry context (docs/correlation.md): what reading each call's
+  e. --py-stack (docs/python.md): added ns per recorded call of a Python loop
+     calling cudaGetDevice through ctypes (the fake libcudart of
+     tests/fixtures) at Python stack depths 5, 20 and 50, with --py-stack
+     and with the default trace, and their ratio
+  f. OpenTelemetry context (docs/correlation.md): what reading each call's
      span adds per call, on the fake runtime's launch loop (tests/fixtures/
      otel_app.c, the variable in a TLS-descriptor library linked at start):
      with a published span, with the variable but no span published (null
      pointer), and --no-otel. Measured as the BPF programs' own run time
      (kernel.bpf_stats_enabled, bpftool), which a VM's noisy trap cost does
-     not blur. Needs only the build's fixtures (scripts/bench.py --only e).
+     not blur. Needs only the build's fixtures (scripts/bench.py --only f).
 
 Runs against the toolkit's real runtime (without a GPU driver every call fails
 fast, but the probes fire on the real code) or on a GPU host. Needs root.
 
-  scripts/bench.py [--build DIR] [--calls N] [--reps R] [--only a,b,c,d]
+  scripts/bench.py [--build DIR] [--calls N] [--reps R] [--only a,b,c,d,e,f]
   scripts/bench.py --guard RATIO   # CI: short (a) on cudaGetDevice; exit 1 if
                                    # cudatrace's added cost > RATIO x the floor's
 """
@@ -52,7 +56,7 @@ def die(msg):
 
 
 class Tools:
-    def __init__(self, build):
+    def __init__(self, build, need_all=True):
         self.build = build
 
         def find(*names):
@@ -65,7 +69,7 @@ class Tools:
         self.probe_bench = os.environ.get("PROBE_BENCH") or find("probe_bench", "probe_bench-static")
         self.app = os.environ.get("BENCH_APP") or find("bench_app_static")
         self.bpftrace = shutil.which("bpftrace")
-        if not (self.cudatrace and self.probe_bench and self.app):
+        if not self.cudatrace or need_all and not (self.probe_bench and self.app):
             die(f"cudatrace, probe_bench and bench_app_static must be built in {build}")
         self.libcudart, self.libcuda = find_cuda_libraries()
 
@@ -334,6 +338,62 @@ def bench_otel(build, calls, reps):
         runs_s = ", ".join(f"{x:.0f}" for x in per_call[name])
         added = f"{med[name] - base:+.0f}" if name != "--no-otel, span published" else "–"
         print(f"| {name} | {runs_s} | {med[name]:.0f} | {added} | {statistics.median(wall[name]):.0f} |")
+PY_LOOP = r'''
+import ctypes, sys, time
+lib = ctypes.CDLL(sys.argv[1])
+calls, depth = int(sys.argv[2]), int(sys.argv[3])
+get = lib.cudaGetDevice
+dev = ctypes.c_int()
+ref = ctypes.byref(dev)
+def loop():
+    for _ in range(1000):
+        get(ref)
+    t0 = time.perf_counter_ns()
+    for _ in range(calls):
+        get(ref)
+    print(f"ns_per_call={(time.perf_counter_ns() - t0) / calls:.1f}")
+def down(n):  # the module's frame, these, and loop's: `depth` frames
+    if n <= 0:
+        return loop()
+    return down(n - 1)
+down(depth - 3)
+'''
+
+
+def bench_py_stack(t, calls, reps, python="/usr/bin/python3"):
+    """(e) Added ns per recorded call with --py-stack against the default trace."""
+    lib = os.path.join(t.build, "tests", "fixtures", "fakecudart", "libcudart.so.13")
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+        f.write(PY_LOOP)
+        script = f.name
+    print(f"\n### --py-stack: cudaGetDevice x {calls} from a Python loop ({python}), {reps} interleaved runs\n")
+    print("| depth | untraced ns/call | default trace added ns | --py-stack added ns | ratio | lost |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    try:
+        for depth in (5, 20, 50):
+            app = [python, script, lib, str(calls), str(depth)]
+            configs = {
+                "untraced": app,
+                "default": [t.cudatrace, "-f", "all", "-o", "/dev/null", "--"] + app,
+                "py": [t.cudatrace, "-f", "all", "--py-stack", "-o", "/dev/null", "--"] + app,
+            }
+            samples = {k: [] for k in configs}
+            lost = []
+            for _ in range(reps):
+                for name, cmd in configs.items():
+                    text, _ = run(cmd)
+                    ns = field(text, "ns_per_call")
+                    if ns is None:
+                        die(f"{name}: no result from {' '.join(cmd)}:\n{text[-2000:]}")
+                    samples[name].append(ns)
+                    if name != "untraced":
+                        lost.append(traced_counts(text)[1])
+            med = {k: statistics.median(v) for k, v in samples.items()}
+            d_added, p_added = med["default"] - med["untraced"], med["py"] - med["untraced"]
+            print(f"| {depth} | {med['untraced']:.0f} | {d_added:.0f} | {p_added:.0f} | "
+                  f"{p_added / d_added if d_added > 0 else float('nan'):.2f} | {max(lost)} |")
+    finally:
+        os.unlink(script)
 
 
 def main():
@@ -348,12 +408,9 @@ def main():
     args = ap.parse_args()
     if os.geteuid() != 0:
         die("needs root (BPF)")
-    if args.only == "e":  # needs no toolkit
-        print(f"# cudatrace benchmarks, {time.strftime('%Y-%m-%d %H:%M %Z')}")
-        print(f"\nmachine: {os.uname().nodename}, kernel {os.uname().release}, {os.cpu_count()} CPUs")
-        bench_otel(args.build, args.calls, args.reps)
-        return 0
-    t = Tools(args.build)
+    only = set(args.only.split(","))
+    # (e) and (f) need cudatrace and the build's fixtures only
+    t = Tools(args.build, need_all=args.guard or not only <= {"e", "f"})
 
     if args.guard:
         rows = bench_overhead(t, ["getdevice", str(args.calls)], args.reps, only={"untraced", "floor", "cudatrace"})
@@ -369,7 +426,6 @@ def main():
         print(f"\nbench: ok: cudatrace adds {ratio:.2f}x the floor's cost (limit {args.guard})")
         return 0
 
-    only = set(args.only.split(","))
     print(f"# cudatrace benchmarks, {time.strftime('%Y-%m-%d %H:%M %Z')}")
     print(f"\nmachine: {os.uname().nodename}, kernel {os.uname().release}, {os.cpu_count()} CPUs; "
           f"workload {t.app}; bpftrace: {t.bpftrace or 'not installed'}")
@@ -393,6 +449,8 @@ def main():
     if "d" in only:
         bench_resources(t, args.calls)
     if "e" in only:
+        bench_py_stack(t, args.calls // 5, args.reps)
+    if "f" in only:
         bench_otel(args.build, args.calls, args.reps)
     return 0
 

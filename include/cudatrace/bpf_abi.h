@@ -66,7 +66,10 @@ struct ct_config {
 	 * nothing, so that the trap's cost can be told from the programs'. */
 	__u8 empty_programs;
 	__u8 activity_in_bpf; /* summary mode: count launches and copies in "activity" */
-	__u8 py_stack;        /* reserved for --py-stack (another branch) */
+	/* --py-stack: records of a thread that runs Python code carry its Python
+	 * frames (ct_py_frame), read from the interpreter's thread state at the
+	 * return, for the processes user space put in "py_procs" */
+	__u8 py_stack;
 	/* OpenTelemetry thread context (docs/correlation.md): a call of a
 	 * process that has an entry in "otel_tls" carries its thread's span. */
 	__u8 thread_ctx;
@@ -179,7 +182,8 @@ struct ct_call {
 	__u16 payload_len; /* bytes of payload following this struct */
 	__u16 stack_len;   /* user stack frames (u64 each) after the payload, at
 			    * sizeof(struct ct_call) + CT_ALIGN8(payload_len) */
-	__u8 py_frames;    /* reserved for --py-stack (another branch): 0 */
+	__u8 py_frames;    /* Python frames (struct ct_py_frame) after the stack, at
+			    * sizeof(struct ct_call) + CT_PY_FRAMES_OFFSET(payload_len, stack_len) */
 	__u8 span_present; /* a struct ct_span (and its attributes) at CT_SPAN_OFFSET */
 	char comm[CT_COMM_LEN];
 };
@@ -188,13 +192,48 @@ struct ct_call {
 /* User stack frames captured with --stack, innermost (the call site) first. */
 #define CT_MAX_STACK_FRAMES 64
 
+/* --py-stack (docs/python.md): the Python frames of the calling thread,
+ * innermost first, after the user stack. */
+#define CT_MAX_PY_FRAMES 32
+#define CT_PY_FRAMES_OFFSET(payload_len, stack_len) (CT_ALIGN8(payload_len) + (__u32)(stack_len) * 8)
+struct ct_py_frame {
+	__u64 code;  /* the frame's code object */
+	__u64 instr; /* 3.10: f_lasti (in code units); 3.11+: the instruction pointer
+		      * (prev_instr / instr_ptr), an address inside the code object */
+};
+
+/* Where an interpreter keeps a thread's frames ("py_procs" hash, by tgid):
+ * set by user space for each process whose files define _PyRuntime
+ * (src/target/python.cpp). Offsets in bytes; CT_PY_NONE: no such field. */
+#define CT_PY_NONE 0xffffffffu
+#define CT_PY_FRAME_SPAN 128
+struct ct_py_layout {
+	__u64 runtime;          /* address of _PyRuntime in the process */
+	__u32 interp_head;      /* _PyRuntime.interpreters.head */
+	__u32 interp_threads;   /* PyInterpreterState.threads.head (3.10: tstate_head) */
+	__u32 tstate_next;      /* PyThreadState.next */
+	__u32 tstate_thread_id; /* PyThreadState.thread_id: pthread_self(), the thread's fs base */
+	__u32 tstate_frame;     /* 3.10 frame; 3.11/3.12 cframe; 3.13 current_frame */
+	__u32 cframe_frame;     /* 3.11/3.12: _PyCFrame.current_frame; CT_PY_NONE otherwise */
+	__u32 frame_code;       /* f_code / f_executable */
+	__u32 frame_previous;   /* f_back / previous */
+	__u32 frame_instr;      /* f_lasti (3.10) / prev_instr / instr_ptr */
+	__u32 frame_owner;      /* owner byte (3.12+), CT_PY_NONE: none */
+	__u8 instr_is_lasti;    /* frame_instr is a 4-byte f_lasti (3.10) */
+	__u8 cstack_owner;      /* owner value of the C stack's shim frames (3), skipped */
+	__u16 frame_span;       /* bytes from a frame's start that hold the fields above, read at once
+				 * (at most CT_PY_FRAME_SPAN) */
+	__u8 pad[4];
+};
+
 /*
  * OpenTelemetry thread context (OTEP 4947). The record an SDK publishes per
  * thread through the TLS pointer otel_thread_ctx_v1 starts with this header,
  * followed by attrs_size bytes of attributes, each [key index u8][length u8]
  * [value]. A call whose thread had a valid record carries the header and up
  * to CT_MAX_SPAN_ATTRS bytes of attributes (ct_span.attrs_size says how many
- * were copied) at CT_SPAN_OFFSET: after the payload and the native stack.
+ * were copied) at CT_SPAN_OFFSET: after the payload, the native stack and the
+ * Python frames.
  * One macro for every reader and writer of the layout.
  */
 #define CT_SPAN_HEADER 28 /* what the OTEP record's header holds */
@@ -208,7 +247,8 @@ struct ct_span {
 	__u32 pad;
 };
 #define CT_SPAN_SIZE 32 /* sizeof(struct ct_span) */
-#define CT_SPAN_OFFSET(payload_len, stack_len) (CT_ALIGN8(payload_len) + (stack_len) * 8u)
+#define CT_SPAN_OFFSET(payload_len, stack_len, py_frames) \
+	(CT_PY_FRAMES_OFFSET(payload_len, stack_len) + (__u32)(py_frames) * sizeof(struct ct_py_frame))
 /* Bytes after struct ct_call taken by a span with `attrs` attribute bytes. */
 #define CT_SPAN_BYTES(attrs) (CT_SPAN_SIZE + (attrs))
 

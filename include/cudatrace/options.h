@@ -56,6 +56,7 @@ struct Options {
   unsigned interval_s = 0;      // -i: also report every N seconds
   unsigned count = 0;           // -c: stop after this many interval reports (0: no limit)
   bool stack = false;    // --stack: capture the user stack of each call
+  bool py_stack = false; // --py-stack: each call's Python frames (docs/python.md)
   // --every-layer (and -f all): also record the driver calls without
   // out-params that a runtime call makes, which are otherwise part of its
   // record (bpf_abi.h, bit 60)

@@ -59,6 +59,7 @@ const CallAnalysis& Pipeline::on_call(Call& c) {
   if (opts_.tables) {
     run_.on_call(c, memory_);
     window_.on_call(c, memory_);
+    if (!c.py_stack.empty()) py_sites_.on_call(c, memory_);
   }
   return analysis_;
 }

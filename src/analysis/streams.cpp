@@ -5,6 +5,7 @@
 #include "cudatrace/analysis/streams.h"
 
 #include <algorithm>
+#include <functional>
 #include <iterator>
 #include <limits>
 
@@ -319,7 +320,11 @@ void StreamTracker::apply(Process& p, Call& c) {
         const auto host = arg_value(c, ArgType::Ptr, dir == Direction::HtoD ? 1 : 0);
         if (host && *host && !page_locked_.contains(c.pid, *host, 1)) {
           if (p.warned_sites.size() >= kMaxWarnedSites) p.warned_sites.clear();  // a site may warn again
-          if (p.warned_sites.emplace(c.api->id, c.caller).second) activity_.pageable_host_ptr = *host;
+          // A Python line is a site of its own (--py-stack): its copies all come from one native caller.
+          std::uint64_t site = c.caller;
+          if (!c.py_stack.empty())
+            site ^= std::hash<std::string>{}(c.py_stack.front().file) * 1000003u + std::uint64_t(c.py_stack.front().line);
+          if (p.warned_sites.emplace(c.api->id, site).second) activity_.pageable_host_ptr = *host;
         }
       }
       if (copy && !has_stream) {

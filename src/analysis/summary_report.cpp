@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 
 
 namespace cudatrace {
@@ -91,6 +92,17 @@ SummarySnapshot SummaryReport::snapshot(const std::vector<ct_api_stats>& run, st
       if (names_.stack && !a->stack.empty()) leak.stack = names_.stack(a->pid, a->stack);
       s.leaks.push_back(std::move(leak));
     }
+  }
+  if (opts_.tables && !pipeline_.py_sites().empty()) {
+    std::map<std::string, PySiteStats> sites = pipeline_.py_sites().sites();
+    for (const Allocation* a : memory.outstanding()) {
+      if (a->py_site.empty()) continue;
+      const auto it = sites.find(a->py_site);
+      if (it == sites.end()) continue;
+      it->second.unfreed += 1;
+      it->second.unfreed_bytes += a->bytes;
+    }
+    for (auto& [key, site] : sites) s.py_sites.push_back(std::move(site));
   }
   if (opts_.collectives) s.collectives = &pipeline_.nccl();
   if (final) s.by_range = pipeline_.by_range();

@@ -52,6 +52,7 @@ EXAMPLES:
   cudatrace --summary -i 5 -c 3 -p 1234   # a report every 5 s, three times, then stop
   cudatrace --hist -f stream -- ./app     # latency histograms of the stream calls
   cudatrace --summary --stack -- ./app    # ... and where each leaked allocation was made
+  cudatrace --py-stack --summary -- python3 train.py  # CUDA time by Python line
   cudatrace --json -o run.jsonl -- ./app && cudatrace report --summary run.jsonl
   cudatrace --nvtx --json -- python3 train.py    # each call with its NVTX range stack
   cudatrace --summary --by-range -- python3 train.py  # CUDA time per NVTX range
@@ -376,6 +377,10 @@ void add_live_options(CLI::App& app, cudatrace::Options& opts, LiveArgs& args) {
   app.add_option("-o,--output", opts.output_path, "Write the trace to FILE instead of standard output")->group(kOutput)->type_name("FILE")->check(kNotEmpty);
   add_output_options(app, opts);
   app.add_flag("--stack", opts.stack, "Capture and symbolise the user stack of each call (and of leaked allocations)")->group(kOutput);
+  app.add_flag("--py-stack", opts.py_stack,
+               "Each call of a Python thread carries its Python stack (function, file, line; CPython 3.10-3.13); "
+               "--summary adds tables by Python line")
+      ->group(kOutput);
   app.add_option("--prometheus", opts.prometheus_address, "Serve Prometheus metrics at http://ADDRESS/metrics (HOST:PORT; :PORT for every address) instead of printing calls (docs/prometheus.md)")->group(kOutput)->type_name("ADDRESS")->check(kNotEmpty);
   app.add_flag("--nvtx", opts.nvtx, "Give each call the NVTX ranges open on its thread (torch.cuda.nvtx, emit_nvtx; docs/nvtx.md)")->group(kOutput);
   // Analysis
@@ -476,9 +481,9 @@ void check_prometheus(const cudatrace::Options& opts) {
   std::string error;
   if (!cudatrace::parse_listen_address(opts.prometheus_address, addr, error)) usage_error(error);
   if (opts.json || !opts.output_path.empty() || !opts.perfetto_path.empty() || opts.summary_tables || opts.hist ||
-      opts.insights || opts.gpu_time || opts.stack || opts.nvtx || opts.min_us || opts.errors_only || opts.tid)
+      opts.insights || opts.gpu_time || opts.stack || opts.py_stack || opts.nvtx || opts.min_us || opts.errors_only || opts.tid)
     usage_error("--prometheus serves metrics instead of a trace: it does not combine with --json, -o, --perfetto, "
-                "--summary, --hist, --insights, --gpu-time, --stack, --nvtx, --min-us, --errors or --tid");
+                "--summary, --hist, --insights, --gpu-time, --stack, --py-stack, --nvtx, --min-us, --errors or --tid");
 }
 
 // -i and -c report summaries; --min-us and --errors select calls to print.

@@ -79,12 +79,21 @@ static_assert(sizeof(ct_span) == CT_SPAN_SIZE && CT_SPAN_HEADER == 28, "ct_span:
 bool record_fits(const ct_call& rec, std::size_t room) {
   if (rec.payload_len > room) return false;
   if (rec.stack_len && CT_ALIGN8(rec.payload_len) + std::size_t(rec.stack_len) * 8 > room) return false;
+  if (rec.py_frames > CT_MAX_PY_FRAMES) return false;
+  if (rec.py_frames &&
+      CT_PY_FRAMES_OFFSET(std::size_t(rec.payload_len), std::size_t(rec.stack_len)) + rec.py_frames * sizeof(ct_py_frame) > room)
+    return false;
   if (!rec.span_present) return true;
-  const std::size_t at = CT_SPAN_OFFSET(std::size_t(rec.payload_len), std::size_t(rec.stack_len));
+  const std::size_t at = CT_SPAN_OFFSET(std::size_t(rec.payload_len), std::size_t(rec.stack_len), rec.py_frames);
   if (at + CT_SPAN_SIZE > room) return false;
   ct_span span;
   std::memcpy(&span, reinterpret_cast<const std::uint8_t*>(&rec + 1) + at, sizeof span);
   return at + CT_SPAN_BYTES(std::size_t(span.attrs_size)) <= room;
+}
+
+const ct_py_frame* record_py_frames(const ct_call& rec) {
+  return reinterpret_cast<const ct_py_frame*>(reinterpret_cast<const std::uint8_t*>(&rec + 1) +
+                                              CT_PY_FRAMES_OFFSET(rec.payload_len, rec.stack_len));
 }
 
 bool decode_call(const ct_call& rec, KernelNames* names, Call& call, const StringReader* read_string) {
@@ -114,10 +123,12 @@ bool decode_call(const ct_call& rec, KernelNames* names, Call& call, const Strin
   call.payload = std::string_view(reinterpret_cast<const char*>(&rec + 1), rec.payload_len);
   call.payload_fault = rec.flags & CT_FLAG_PAYLOAD_FAULT;
   call.stack_addresses = record_stack(rec);
+  call.py_stack.clear();
   call.otel = nullptr;
   call.has_span = rec.span_present != 0;
   if (call.has_span) {  // the caller checked that it fits (record_fits)
-    const auto* at = reinterpret_cast<const std::uint8_t*>(&rec + 1) + CT_SPAN_OFFSET(rec.payload_len, rec.stack_len);
+    const auto* at = reinterpret_cast<const std::uint8_t*>(&rec + 1) +
+                     CT_SPAN_OFFSET(rec.payload_len, rec.stack_len, rec.py_frames);
     ct_span s;
     std::memcpy(&s, at, sizeof s);
     std::memcpy(call.span.trace_id.data(), s.trace_id, 16);

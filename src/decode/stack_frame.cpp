@@ -21,3 +21,14 @@ std::string frame_text(const StackFrame& f) {
 }
 
 }  // namespace cudatrace
+
+namespace cudatrace {
+
+std::string py_frame_text(const PyFrame& f) {
+  const std::size_t slash = f.file.rfind('/');
+  std::string out = slash == std::string::npos ? f.file : f.file.substr(slash + 1);
+  out += ':' + std::to_string(f.line) + ' ' + f.func;
+  return out;
+}
+
+}  // namespace cudatrace

@@ -113,12 +113,13 @@ RecordsNeeded Driver::records_needed() const {
   RecordsNeeded needs;
   needs.calls = metrics_ ? Calls::Export : analyses.tables ? Calls::Summary : Calls::Every;
   // --by-range and --gpu-time read every launch and synchronisation.
-  // --by-span reads each call's span.
-  needs.every_record = analyses.by_range || analyses.gpu_time || analyses.by_span;
+  // --by-span reads each call's span; --py-stack's tables every call's Python line.
+  needs.every_record = analyses.by_range || analyses.gpu_time || analyses.by_span || opts_.py_stack;
   // A timeline draws every launch and copy.
   needs.counted_activity = needs.calls == Calls::Summary && !needs.every_record && opts_.perfetto_path.empty();
   if (opts_.stack)  // a summary symbolises only the stacks it reports (the leaks')
     needs.stacks = analyses.tables ? RecordsNeeded::Stacks::Addresses : RecordsNeeded::Stacks::Frames;
+  needs.py_stack = opts_.py_stack;
   needs.trace_on_stdout = opts_.output_path.empty();
   return needs;
 }
@@ -244,7 +245,8 @@ void Driver::forget_process(std::uint32_t pid) { pipeline_.forget_process(pid); 
 void Driver::forget_thread(std::uint32_t pid, std::uint32_t tid) { pipeline_.forget_thread(pid, tid); }
 
 void Driver::warn_pageable_copy(const Call& c, std::uint64_t host_ptr) {
-  const std::string site = source_.location(c.pid, c.caller);
+  std::string site = source_.location(c.pid, c.caller);
+  if (!c.py_stack.empty()) site += " (python " + py_frame_text(c.py_stack.front()) + ")";
   const bool to_device = arg_value(c, ArgType::Ptr, 1) == host_ptr;
   const Warning w{"pageable_async_copy", host_ptr, site,
                   fmt::format("{} {} pageable host memory {:#x} at {}: the copy is synchronous", c.api->symbol,

@@ -149,6 +149,7 @@ int BpfObject::load(const Options& opts, const RecordsNeeded& needs, const Trace
   ro->activity_in_bpf = needs.counted_activity;
   ro->capture_stack = needs.stacks != RecordsNeeded::Stacks::None;
   ro->thread_ctx = opts.otel && needs.calls != Calls::Export;
+  ro->py_stack = needs.py_stack;
   // Per-CPU statistics for the APIs probed (ids of the default groups come
   // first, api_table.cpp): of every call in summary mode, of the calls whose
   // record the ring could not take in a trace (their counts stay exact).
@@ -302,6 +303,12 @@ int BpfObject::otel_tls_fd() const { return bpf_map__fd(skel_->maps.otel_tls); }
 bool BpfObject::thread_ctx() const { return skel_ && skel_->rodata->settings.thread_ctx; }
 int BpfObject::control_fd() const { return bpf_map__fd(skel_->maps.control); }
 int BpfObject::threads_fd() const { return bpf_map__fd(skel_->maps.threads); }
+bool BpfObject::set_python(std::uint32_t pid, const ct_py_layout& layout) {
+  return bpf_map__update_elem(skel_->maps.py_procs, &pid, sizeof pid, &layout, sizeof layout, BPF_ANY) == 0;
+}
+void BpfObject::forget_python(std::uint32_t pid) {
+  bpf_map__delete_elem(skel_->maps.py_procs, &pid, sizeof pid, 0);
+}
 int BpfObject::process_cost_fd() const { return bpf_map__fd(skel_->maps.process_cost); }
 int BpfObject::activity_fd() const { return bpf_map__fd(skel_->maps.activity); }
 int BpfObject::export_stats_fd() const { return bpf_map__fd(skel_->maps.export_stats); }

@@ -273,6 +273,7 @@ void SavedTrace::hand_on(CallConsumer& to) {
   if (call_.api->group() == Group::Module) names_.learn(call_);
   call_.stack = line.stack();
   if (const auto it = otel_.find(call_.pid); it != otel_.end()) call_.otel = &it->second;
+  call_.py_stack = line.py_stack();
   last_ns_ = std::max<std::uint64_t>(last_ns_, call_.end_ns());
   // What BPF counts live in summary mode.
   if (!call_.unfinished)

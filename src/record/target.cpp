@@ -12,6 +12,8 @@
 #include <bpf/bpf.h>
 
 #include "cudatrace/clock.h"
+#include <fmt/format.h>
+
 #include "cudatrace/record/cost.h"
 #include "cudatrace/record/stop_signals.h"
 #include "cudatrace/record/watchdog.h"
@@ -81,6 +83,8 @@ void Target::forget_process(pid_t pid) {
     bpf_map_delete_elem(bpf_->otel_tls_fd(), &key);
   }
   cpu_at_start_.erase(static_cast<std::uint32_t>(pid));
+  if (opts_.py_stack && bpf_) bpf_->forget_python(static_cast<std::uint32_t>(pid));
+  python_unreadable_.erase(pid);
   seen_mappings_.erase(seen_mappings_.lower_bound({pid, 0, 0}), seen_mappings_.lower_bound({pid + 1, 0, 0}));
 }
 
@@ -89,6 +93,7 @@ void Target::attach_mappings(pid_t pid) {
   if (!read_maps(pid, maps)) return;
   symbolizer_.capture(pid, maps);
   if (bpf_->thread_ctx()) find_thread_context(pid, maps);
+  if (opts_.py_stack) look_for_python(pid);
   const pid_t probe_pid = policy_.bound_to_process ? pid : -1;
   for (const Mapping& m : maps) {
     if (stop_signal()) return;  // many new files take long to probe (seconds as perf events); Ctrl-C must not wait
@@ -138,6 +143,28 @@ int Target::attach_libs(pid_t pid) {
     note_probed_file(lib);
   }
   return kExitOk;
+}
+
+void Target::look_for_python(pid_t pid) {
+  if (!bpf_ || symbolizer_.python().knows(pid) || python_unreadable_.count(pid)) return;
+  std::string why;
+  const std::optional<PyInterpreter> py = symbolizer_.find_python(pid, why);
+  if (!py) {
+    if (why.empty()) return;  // no Python (yet: a library loaded later may bring it)
+    python_unreadable_.insert(pid);
+    warn_line(fmt::format("pid {}: {}; its calls are traced without Python stacks", pid, why));
+    return;
+  }
+  if (!bpf_->set_python(static_cast<std::uint32_t>(pid), py->bpf)) {
+    python_unreadable_.insert(pid);
+    warn_line(fmt::format("pid {}: cannot tell BPF where Python {} keeps its frames: {}; its calls are traced "
+                          "without Python stacks", pid, py->version, std::strerror(errno)));
+    return;
+  }
+  symbolizer_.python().set(pid, py->code);
+  if (opts_.verbose)
+    std::fprintf(stderr, "cudatrace: pid %d: Python %s, _PyRuntime at 0x%llx\n", pid, py->version.c_str(),
+                 static_cast<unsigned long long>(py->bpf.runtime));
 }
 
 void Target::note_probed_file(const std::string& path) {

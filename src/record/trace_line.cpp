@@ -345,11 +345,24 @@ bool TraceLine::parse(std::string_view line, std::string& error, OtelProcesses* 
       span.attrs_size = static_cast<std::uint16_t>(span_attrs.size());
       rec.span_present = 1;
     }
+    py_stack_.clear();
+    if (const auto it = j.find(kPyStack.name()); it != j.end()) {
+      const std::string frames_error = quoted(kPyStack.name()) + " is not an array of Python frames";
+      if (!it->is_array() || it->size() > CT_MAX_PY_FRAMES) bad(frames_error);
+      for (const Json& f : *it) {
+        if (!f.is_object()) bad(frames_error);
+        PyFrame frame;
+        frame.func = optional_string(f, kPyFunc.name(), "py_stack " + quoted(kPyFunc.name()));
+        frame.file = optional_string(f, kPyFile.name(), "py_stack " + quoted(kPyFile.name()));
+        frame.line = static_cast<int>(unsigned_of(field(f, kPyLine.name()), "py_stack " + quoted(kPyLine.name())));
+        py_stack_.push_back(std::move(frame));
+      }
+    }
 
     rec.payload_len = static_cast<std::uint16_t>(payload.size());
     rec.stack_len = static_cast<std::uint16_t>(stack_.size());
     const std::size_t stack_at = sizeof(ct_call) + CT_ALIGN8(payload.size());
-    const std::size_t span_at = sizeof(ct_call) + CT_SPAN_OFFSET(payload.size(), stack_.size());
+    const std::size_t span_at = sizeof(ct_call) + CT_SPAN_OFFSET(payload.size(), stack_.size(), rec.py_frames);
     const std::size_t total = rec.span_present ? span_at + CT_SPAN_BYTES(span_attrs.size()) : stack_at + stack_.size() * 8;
     buf_.assign((total + 7) / 8, 0);
     auto* bytes = reinterpret_cast<std::uint8_t*>(buf_.data());

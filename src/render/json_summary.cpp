@@ -256,6 +256,26 @@ void append_histograms(Buf& out, const SummarySnapshot& s) {
 
 }  // namespace
 
+// --py-stack: the work of each Python call site (docs/json.md).
+void append_py_sites(Buf& out, const SummarySnapshot& s) {
+  auto it = std::back_inserter(out);
+  out.append(std::string_view(",\"py_sites\":["));
+  for (std::size_t i = 0; i < s.py_sites.size(); ++i) {
+    const PySiteStats& p = s.py_sites[i];
+    if (i) out.push_back(',');
+    out.append(std::string_view("{\"file\":"));
+    append_json_string(out, p.file);
+    fmt::format_to(it, ",\"line\":{},\"func\":", p.line);
+    append_json_string(out, p.func);
+    fmt::format_to(it,
+                   ",\"syncs\":{},\"sync_ns\":{},\"allocs\":{},\"alloc_bytes\":{},\"never_freed\":{},"
+                   "\"never_freed_bytes\":{},\"htod\":{},\"htod_bytes\":{},\"htod_pageable_bytes\":{},\"launches\":{}}}",
+                   p.syncs, p.sync_ns, p.allocs, p.alloc_bytes, p.unfreed, p.unfreed_bytes, p.htod, p.htod_bytes,
+                   p.htod_pageable_bytes, p.launches);
+  }
+  out.push_back(']');
+}
+
 void append_summary_json(Buf& out, const SummarySnapshot& s) {
   fmt::format_to(std::back_inserter(out), "{{{}\"{}\",\"final\":{},\"ts_ns\":{},\"covered_ns\":{}",
                  json_fields::kType.first_key(), json_fields::kSummary, s.final, s.now_ns, s.covered_ns);
@@ -266,6 +286,7 @@ void append_summary_json(Buf& out, const SummarySnapshot& s) {
     append_transfers(out, s);
     append_memory(out, s);
     if (s.final) append_leaks(out, s);
+    if (!s.py_sites.empty()) append_py_sites(out, s);
     if (s.collectives) append_collectives_json(out, *s.collectives);
   }
   if (s.gpu_time) append_gpu_time_json(out, *s.gpu_time);

@@ -155,6 +155,23 @@ void append_nvtx_json(fmt::memory_buffer& out, const Call& c) {
   if (c.nvtx_process) append_messages(out, ",\"nvtx_process\":", *c.nvtx_process);
 }
 
+void append_py_stack_json(fmt::memory_buffer& out, const std::vector<PyFrame>& stack) {
+  out.append(kPyStack.key());
+  out.push_back('[');
+  for (std::size_t i = 0; i < stack.size(); ++i) {
+    if (i) out.push_back(',');
+    out.push_back('{');
+    out.append(kPyFunc.first_key());
+    append_json_string(out, stack[i].func);
+    out.append(kPyFile.key());
+    append_json_string(out, stack[i].file);
+    out.append(kPyLine.key());
+    append_uint(out, static_cast<std::uint64_t>(stack[i].line));
+    out.push_back('}');
+  }
+  out.push_back(']');
+}
+
 void append_stack_json(fmt::memory_buffer& out, const std::vector<StackFrame>& stack) {
   out.push_back('[');
   for (std::size_t i = 0; i < stack.size(); ++i) {
@@ -459,6 +476,7 @@ class JsonWriter final : public Writer {
       buf_.append(kStack.key());
       append_stack_json(buf_, c.stack);
     }
+    if (!c.py_stack.empty()) append_py_stack_json(buf_, c.py_stack);
     buf_.append(std::string_view("}\n"));
   }
 

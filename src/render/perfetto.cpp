@@ -168,6 +168,15 @@ void PerfettoWriter::api_slice(const Call& c) {
       buf_.push_back(',');
     }
   }
+  if (!c.py_stack.empty()) {  // --py-stack: "py" the innermost line, "py_stack" every frame, innermost first
+    buf_.append(std::string_view("\"py\":"));
+    append_json_string(buf_, py_frame_text(c.py_stack.front()));
+    buf_.append(std::string_view(",\"py_stack\":"));
+    std::string frames;
+    for (const PyFrame& f : c.py_stack) frames += (frames.empty() ? "" : "\n") + py_frame_text(f);
+    append_json_string(buf_, frames);
+    buf_.push_back(',');
+  }
   if (c.unfinished) {
     buf_.append(std::string_view("\"ret\":\"unfinished\"}"));
   } else if (c.api->spec->returns != Returns::Status) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iterator>
+#include <tuple>
 
 #include "cudatrace/render/format.h"
 #include "cudatrace/render/gpu_time.h"
@@ -236,6 +237,41 @@ void append_otel_processes(Buf& out, const std::map<std::uint32_t, ProcessContex
   }
 }
 
+// --py-stack: four tables by Python call site, top sites first (the first 15 of each).
+void append_py_sites(Buf& out, const SummarySnapshot& s) {
+  constexpr std::size_t kTop = 15;
+  const auto site = [](const PySiteStats& p) { return py_frame_text({p.func, p.file, p.line}); };
+  // The sites with work of a kind, most first by `key` (a tuple: ties go to its next members).
+  const auto top = [&](auto key) {
+    std::vector<const PySiteStats*> rows;
+    for (const PySiteStats& p : s.py_sites)
+      if (key(p) != decltype(key(p)){}) rows.push_back(&p);
+    std::stable_sort(rows.begin(), rows.end(), [&](const auto* a, const auto* b) { return key(*a) > key(*b); });
+    if (rows.size() > kTop) rows.resize(kTop);
+    return rows;
+  };
+  Table sync{{"Time (ns)", "Count", "Python call site"}, {false, false, true}, {}};
+  for (const PySiteStats* p : top([](const PySiteStats& p) { return std::make_tuple(p.sync_ns, p.syncs); }))
+    sync.rows.push_back({group_digits(p->sync_ns), group_digits(p->syncs), terminal_safe(site(*p))});
+  if (!sync.rows.empty()) append_section(out, "Synchronisation by Python call site", sync);
+  Table alloc{{"Allocs", "Bytes", "Never Freed", "Bytes Never Freed", "Python call site"},
+              {false, false, false, false, true}, {}};
+  for (const PySiteStats* p : top([](const PySiteStats& p) { return std::make_tuple(p.unfreed_bytes, p.alloc_bytes, p.allocs); }))
+    alloc.rows.push_back({group_digits(p->allocs), group_digits(p->alloc_bytes), group_digits(p->unfreed),
+                          group_digits(p->unfreed_bytes), terminal_safe(site(*p))});
+  if (!alloc.rows.empty()) append_section(out, "Device allocations by Python call site", alloc);
+  Table htod{{"Copies", "Bytes", "Pageable Bytes", "Pageable %", "Python call site"}, {false, false, false, false, true}, {}};
+  for (const PySiteStats* p : top([](const PySiteStats& p) { return std::make_tuple(p.htod_bytes, p.htod); }))
+    htod.rows.push_back({group_digits(p->htod), group_digits(p->htod_bytes), group_digits(p->htod_pageable_bytes),
+                         p->htod_bytes ? fmt::format("{:.1f}", 100.0 * p->htod_pageable_bytes / p->htod_bytes) : "-",
+                         terminal_safe(site(*p))});
+  if (!htod.rows.empty()) append_section(out, "Host-to-device copies by Python call site", htod);
+  Table launch{{"Launches", "Python call site"}, {false, true}, {}};
+  for (const PySiteStats* p : top([](const PySiteStats& p) { return std::make_tuple(p.launches); }))
+    launch.rows.push_back({group_digits(p->launches), terminal_safe(site(*p))});
+  if (!launch.rows.empty()) append_section(out, "Kernel launches by Python call site", launch);
+}
+
 // bcc's print_log2_hist layout.
 void append_histogram(Buf& out, const ApiRow& r) {
   const std::vector<std::uint64_t> rows = log2_rows(r.stats);
@@ -281,6 +317,7 @@ void append_summary_text(Buf& out, const SummarySnapshot& s, bool full_names) {
     append_memory(out, s);
     if (s.collectives) append_collectives_text(out, *s.collectives);
     if (s.final) append_leaks(out, s);
+    if (!s.py_sites.empty()) append_py_sites(out, s);
   }
   if (s.gpu_time) append_gpu_time_text(out, *s.gpu_time);
   if (s.with_insights) {

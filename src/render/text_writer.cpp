@@ -393,6 +393,10 @@ class TextWriter final : public Writer {
       buf_.append(hex_id(c.span.span_id.data(), c.span.span_id.size()));
     }
     if (c.nccl) append_nccl_text(buf_, *c.nccl);
+    if (!c.py_stack.empty()) {  // the innermost Python frame: the line that made the call
+      buf_.append(std::string_view(" py="));
+      buf_.append(terminal_safe(py_frame_text(c.py_stack.front())));
+    }
     buf_.push_back('\n');
     append_stack_text(buf_, c.stack, 4);
   }

@@ -53,6 +53,7 @@ void Symbolizer::forget(pid_t pid) {
   release(pid);
   kernel_handles_.erase(pid);
   handle_names_.forget(pid);
+  python_.forget(pid);
   maps_.erase(pid);
   files_of_.erase(pid);
   read_for_a_miss_.erase(pid);
@@ -237,6 +238,21 @@ bool read_process_string(pid_t pid, std::uint64_t addr, std::size_t max, std::st
     addr += static_cast<std::uint64_t>(n);
   }
   return false;
+}
+
+std::optional<PyInterpreter> Symbolizer::find_python(pid_t pid, std::string& why) {
+  const auto maps = maps_.find(pid);
+  const auto files = files_of_.find(pid);
+  if (maps == maps_.end() || files == files_of_.end()) return std::nullopt;
+  for (std::size_t i = 0; i < maps->second.size() && i < files->second.size(); ++i) {
+    const Mapping& m = maps->second[i];
+    const ElfFile* f = files->second[i];
+    if (!m.exec || !f || not_python_.count({m.inode, m.path})) continue;
+    if (auto found = cudatrace::find_python(pid, *f, m, why)) return found;
+    if (!why.empty()) return std::nullopt;
+    not_python_.emplace(m.inode, m.path);
+  }
+  return std::nullopt;
 }
 
 }  // namespace cudatrace

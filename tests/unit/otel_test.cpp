@@ -143,7 +143,7 @@ TEST(Otel, SpanOfARecordRoundTrips) {
   span.trace_flags = 1;
   const std::string attrs("\x00\x08/predict", 10);
   span.attrs_size = static_cast<std::uint16_t>(attrs.size());
-  const std::size_t at = sizeof(ct_call) + CT_SPAN_OFFSET(rec.payload_len, rec.stack_len);
+  const std::size_t at = sizeof(ct_call) + CT_SPAN_OFFSET(rec.payload_len, rec.stack_len, rec.py_frames);
   std::memcpy(buf + at, &span, sizeof span);
   std::memcpy(buf + at + CT_SPAN_SIZE, attrs.data(), attrs.size());
   const std::size_t room = at + CT_SPAN_BYTES(attrs.size()) - sizeof(ct_call);

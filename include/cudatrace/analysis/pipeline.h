@@ -26,6 +26,7 @@
 #include "cudatrace/analysis/memory.h"
 #include "cudatrace/analysis/nccl.h"
 #include "cudatrace/analysis/nvtx.h"
+#include "cudatrace/analysis/py_sites.h"
 #include "cudatrace/analysis/streams.h"
 #include "cudatrace/analysis/summary.h"
 #include "cudatrace/analysis/span_summary.h"
@@ -84,6 +85,8 @@ class Pipeline {
   // The OpenTelemetry process contexts of the processes seen (decode/otel.h), by pid.
   const std::map<std::uint32_t, ProcessContext>& otel_processes() const { return otel_processes_; }
   const GpuTimeTracker* gpu_time() const { return gpu_time_.get(); }
+  // Summary mode: the work of each Python call site (--py-stack), the whole run.
+  const PySites& py_sites() const { return py_sites_; }
   // Kernel and transfer tables (with `tables`): the whole run, and the
   // window since start_window().
   const Activity& run_activity() const { return run_; }
@@ -105,6 +108,7 @@ class Pipeline {
   std::map<std::uint32_t, const ProcessContext*> otel_seen_;  // the source's, to copy each once
   std::unique_ptr<GpuTimeTracker> gpu_time_;
   Activity run_, window_;
+  PySites py_sites_;
   CallAnalysis analysis_;
 };
 

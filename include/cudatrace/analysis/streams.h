@@ -194,7 +194,7 @@ class StreamTracker {
     std::map<std::uint32_t, std::uint64_t> event_order;           // number -> handle
     std::uint32_t next_stream = 1, next_event = 1, next_lane = 0;
     std::uint64_t seq = 0;
-    std::set<std::pair<std::uint16_t, std::uint64_t>> warned_sites;  // API id, caller
+    std::set<std::pair<std::uint16_t, std::uint64_t>> warned_sites;  // API id, caller (and Python line)
     std::unordered_map<std::uint64_t, StreamWork> graphs;  // cudaGraph_t -> the work captured into it
     std::unordered_map<std::uint64_t, GraphInfo> execs;    // cudaGraphExec_t -> what it runs
     std::uint32_t next_graph = 1;

@@ -68,6 +68,10 @@ struct SummarySnapshot {
   std::vector<Leak> leaks;
   MemoryTracker::Untracked untracked;
 
+  // --py-stack: the whole run by Python call site (py_sites.h), with the
+  // bytes never freed of each; empty without Python stacks.
+  std::vector<PySiteStats> py_sites;
+
   const NcclTracker* collectives = nullptr;  // with collectives
   const RangeSummary* by_range = nullptr;    // final report with --by-range
   const SpanSummary* by_span = nullptr;      // final report with --by-span

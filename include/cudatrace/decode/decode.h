@@ -92,6 +92,10 @@ struct Call {
   const NcclInfo* nccl = nullptr;
   // With --stack: the user stack, innermost first, symbolised by the recorder.
   std::vector<StackFrame> stack;
+  // With --py-stack: the calling thread's Python frames, innermost first,
+  // named by the recorder (docs/python.md); empty for a thread that was
+  // running no Python code.
+  std::vector<PyFrame> py_stack;
   // With --nvtx: the NVTX ranges open on the call's thread and the process's
   // open start/end ranges, outermost first (nvtx.h); nullptr when none is.
   const std::vector<NvtxRange>* nvtx = nullptr;
@@ -157,8 +161,10 @@ const char* special_stream_name(std::uint64_t handle);
 // The stack frames stored after a record's payload (bpf_abi.h), innermost first.
 std::vector<std::uint64_t> record_stack(const ct_call& rec);
 // Whether a record of `room` bytes after its struct ct_call holds what its
-// lengths say: payload, stack and span (bpf_abi.h).
+// lengths say: payload, stack, Python frames and span (bpf_abi.h).
 bool record_fits(const ct_call& rec, std::size_t room);
+// The Python frames stored after the stack (rec.py_frames of them).
+const ct_py_frame* record_py_frames(const ct_call& rec);
 
 // Decodes `rec` (with `payload_len` bytes of payload after it) into `call`,
 // reusing its storage. Returns false if the record names an unknown API.

@@ -17,6 +17,18 @@ struct StackFrame {
   std::uint64_t module_offset = 0;
 };
 
+// One Python frame (--py-stack, docs/python.md): the function (its
+// qualified name where the interpreter has one), the file as the code
+// object names it, and the line.
+struct PyFrame {
+  std::string func;
+  std::string file;
+  int line = 0;  // 0: unknown
+};
+
+// "file.py:412 func" with the file's base name: how a line names a Python call site.
+std::string py_frame_text(const PyFrame& f);
+
 // "func+0x1c (libfoo.so)", "libfoo.so+0x1234", or "?".
 std::string frame_text(const StackFrame& f);
 

@@ -75,6 +75,9 @@ class BpfObject {
   bool thread_ctx() const;
   int control_fd() const;
   int threads_fd() const;
+  // --py-stack: where process `pid`'s interpreter keeps its frames ("py_procs").
+  bool set_python(std::uint32_t pid, const ct_py_layout& layout);
+  void forget_python(std::uint32_t pid);
   int process_cost_fd() const;
   int activity_fd() const;
   int export_stats_fd() const;

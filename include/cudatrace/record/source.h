@@ -55,6 +55,8 @@ struct RecordsNeeded {
   // symbolised when the call is read (a trace prints every one).
   enum class Stacks : std::uint8_t { None, Addresses, Frames };
   Stacks stacks = Stacks::None;
+  // --py-stack: records of Python threads carry their Python frames.
+  bool py_stack = false;
   // The trace goes to standard output: a command started for it writes its
   // own output to standard error.
   bool trace_on_stdout = true;

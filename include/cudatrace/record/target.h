@@ -73,6 +73,8 @@ class Target {
   const ProcessContext* process_context(std::uint32_t pid, bool now_anyway = false);
   // Distinct files with traced APIs probed.
   std::size_t probed_files() const { return probed_files_.size(); }
+  // --py-stack: processes with an interpreter whose frames cannot be read.
+  std::size_t python_unreadable() const { return python_unreadable_.size(); }
 
  protected:
   // How a kind of target attaches to what its processes map.
@@ -95,6 +97,8 @@ class Target {
   void attach_mappings(pid_t pid);
   // The --lib files, for `pid` (-1: every process); an exit status.
   int attach_libs(pid_t pid);
+  // --py-stack: tells BPF where `pid`'s interpreter keeps its frames, once found.
+  void look_for_python(pid_t pid);
   // A file with traced APIs was probed.
   void note_probed_file(const std::string& path);
   // Where processes are stopped at library loads: a watchdog that continues
@@ -124,6 +128,7 @@ class Target {
     std::uint64_t next_look_ns = 0;
   };
   std::map<std::uint32_t, OtelProcess> otel_;
+  std::set<pid_t> python_unreadable_;
 };
 
 // The kinds, one file each in src/record/.

@@ -39,6 +39,8 @@ class TraceLine {
   const std::string& kernel_mangled() const { return kernel_mangled_; }
   // The line's symbolised stack (--stack), innermost first.
   const std::vector<StackFrame>& stack() const { return stack_; }
+  // The line's Python frames (--py-stack), innermost first.
+  const std::vector<PyFrame>& py_stack() const { return py_stack_; }
   // Type::Warning: where the call site the warning was about is, as the
   // tracer named it live (the warning itself is found again from the calls).
   struct WarningSite {
@@ -61,6 +63,7 @@ class TraceLine {
   std::uint64_t kernel_handle_ = 0;
   std::string kernel_mangled_;
   std::vector<StackFrame> stack_;
+  std::vector<PyFrame> py_stack_;
   WarningSite warning_;
   LossCounts end_;
   std::uint64_t end_calls_ = 0, end_unfinished_ = 0;

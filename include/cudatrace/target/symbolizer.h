@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -20,6 +21,7 @@
 #include "cudatrace/target/elf_file.h"
 #include "cudatrace/target/handle_names.h"
 #include "cudatrace/target/process.h"
+#include "cudatrace/target/python.h"
 
 namespace cudatrace {
 
@@ -61,8 +63,15 @@ class Symbolizer {
   void capture(pid_t pid, std::vector<Mapping> maps);
   void forget(pid_t pid);
   std::vector<pid_t> processes() const;
+  // --py-stack: the CPython interpreter in the files `pid` maps as captured
+  // (target/python.h), or nullopt, with `why` set when one was found whose
+  // frames cannot be read.
+  std::optional<PyInterpreter> find_python(pid_t pid, std::string& why);
+  PyNames& python() { return python_; }
 
  private:
+  PyNames python_;
+  std::set<std::pair<std::uint64_t, std::string>> not_python_;  // files without _PyRuntime (inode, path)
   using FileKey = std::pair<std::uint64_t, std::string>;  // inode, path
   struct File {
     std::unique_ptr<ElfFile> elf;  // null: not an ELF file

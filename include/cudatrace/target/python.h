@@ -1,0 +1,79 @@
+// --py-stack (docs/python.md): finding a CPython interpreter in a traced
+// process (the file that defines _PyRuntime: a python executable linked
+// with libpython, or libpython3.x.so) and where its threads keep their
+// frames, for the BPF side; and naming the frames the records carry
+// (code object + instruction) as function, file and line, read from the
+// process's memory.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cudatrace/bpf_abi.h"
+#include "cudatrace/decode/stack_frame.h"
+
+namespace cudatrace {
+
+class ElfFile;
+struct Mapping;
+
+// Where a version's code objects keep what names a frame (user space reads these).
+struct PyCodeLayout {
+  int minor = 0;  // 3.<minor>
+  std::uint32_t filename = 0, name = 0, qualname = 0 /* 0: none (3.10) */, firstlineno = 0, linetable = 0;
+  std::uint32_t code_adaptive = 0;  // 3.11+: the bytecode inside the code object
+  std::uint32_t ascii_size = 0;     // sizeof(PyASCIIObject): where a compact ASCII string's bytes are
+  std::uint32_t compact_size = 0;   // sizeof(PyCompactUnicodeObject)
+};
+
+struct PyInterpreter {
+  ct_py_layout bpf{};  // for the "py_procs" map
+  PyCodeLayout code;
+  std::string version;  // "3.11"
+};
+
+// Whether the file `elf`, mapped by `pid` at `m` (an executable mapping),
+// defines _PyRuntime: nullopt if it does not. If it does but its layout is
+// not known (a version outside 3.10-3.13, a free-threaded build), `why` says
+// so and the result is nullopt too.
+std::optional<PyInterpreter> find_python(pid_t pid, const ElfFile& elf, const Mapping& m, std::string& why);
+
+// Names the frames of the processes whose interpreter was found: code
+// objects read once per (process, address).
+class PyNames {
+ public:
+  void set(pid_t pid, const PyCodeLayout& layout) { layouts_[pid] = layout; }
+  bool knows(pid_t pid) const { return layouts_.count(pid) != 0; }
+  void forget(pid_t pid);
+  // The frames, innermost first; a frame whose code object cannot be read
+  // is left out and counted in unreadable().
+  void name(pid_t pid, const ct_py_frame* frames, std::size_t n, std::vector<PyFrame>& out);
+  std::uint64_t unreadable() const { return unreadable_; }
+
+ private:
+  struct Code {
+    bool ok = false;
+    std::string func, file;
+    int firstlineno = 0;
+    std::string linetable;
+  };
+  const Code& code(pid_t pid, const PyCodeLayout& l, std::uint64_t addr);
+  bool is_code_type(pid_t pid, std::uint64_t type);
+  std::map<pid_t, PyCodeLayout> layouts_;
+  std::map<std::pair<pid_t, std::uint64_t>, Code> codes_;
+  std::map<std::pair<pid_t, std::uint64_t>, bool> code_types_;
+  std::uint64_t unreadable_ = 0;
+};
+
+// The line of the instruction at byte offset `offset` of a code object's
+// bytecode, from its line table (3.10: co_linetable's address/line pairs;
+// 3.11+: the location table); 0 when the table gives none.
+int py_line(int minor, const std::string& linetable, int firstlineno, std::int64_t offset);
+
+}  // namespace cudatrace
