@@ -449,7 +449,7 @@ def main():
     if "d" in only:
         bench_resources(t, args.calls)
     if "e" in only:
-        bench_py_stack(t, args.calls // 5, args.reps)
+        bench_py_stack(t, args.calls // 5, args.reps, os.environ.get("PYTHON", "/usr/bin/python3"))
     if "f" in only:
         bench_otel(args.build, args.calls, args.reps)
     return 0

@@ -52,8 +52,8 @@ def section(text, title):
     start = text.find(title)
     if start < 0:
         return ""
-    end = text.find("\n\n", text.find("\n", start) + 1)
-    end = text.find("\n\n", end + 1) if end >= 0 else -1  # title, blank, table
+    table = text.find("\n\n", start)  # the title, a blank line, the table, a blank line
+    end = text.find("\n\n", table + 2) if table >= 0 else -1
     return text[start:end if end >= 0 else None]
 
 
