@@ -683,17 +683,50 @@ TEST_F(Faults, LibraryDlopenedDlclosedAndDlopenedAgain) {
                                             "cudaGetDeviceCount", "cudaGetDeviceCount"}));
 }
 
-// Issue 38, item 7: 8 threads calling as fast as they can into a 1 MiB ring.
-// Lines are lost, but each lost call is counted by API in BPF: the lines and
-// those counts are every call, the end line says so, and `report --summary`
-// counts exactly what the program did.
+// The CPU time `pid` has used (user and system: a probe's trap counts as
+// system time), -1 once it is gone.
+double cpu_seconds(pid_t pid) {
+  const std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+  const auto paren = stat.rfind(')');
+  unsigned long utime = 0, stime = 0;
+  if (paren == std::string::npos ||
+      std::sscanf(stat.c_str() + paren + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &utime, &stime) != 2)
+    return -1;
+  return double(utime + stime) / sysconf(_SC_CLK_TCK);
+}
+
+// Runs `t` on fake_app's 8 threads calling as fast as they can, and stops
+// cudatrace (never the program) while they have 2 s of CPU time more: its
+// 1 MiB ring overflows however fast this machine reads. Returns cudatrace's
+// exit status, -1 when a step did not happen in time.
+int run_with_a_stopped_reader(Tracer& t) {
+  pid_t app = 0;  // started once its probes are in place
+  const bool running = wait_until([&] {
+    app = first_child(t.proc.pid);
+    const std::string status = read_file("/proc/" + std::to_string(app) + "/status");
+    const auto at = status.find("Threads:\t");
+    return app && at != std::string::npos && std::atoi(status.c_str() + at + 9) > 8;
+  }, 30s);
+  if (!running) return -1;
+  const double before = cpu_seconds(app);
+  kill(t.proc.pid, SIGSTOP);
+  const bool filled = wait_until([&] { return cpu_seconds(app) < 0 || cpu_seconds(app) > before + 2; }, 60s);
+  kill(t.proc.pid, SIGCONT);
+  const int status = t.proc.wait(300s);
+  return filled ? status : -1;
+}
+
+// Issue 38, item 7: 8 threads calling as fast as they can into a 1 MiB ring
+// that cudatrace does not read for a while. Lines are lost, but each lost
+// call is counted by API in BPF: the lines and those counts are every call,
+// the end line says so, and `report --summary` counts exactly what the
+// program did.
 TEST_F(Faults, CountsStayExactWhenTheRingLosesLines) {
   constexpr long kThreads = 8, kIterations = 50000;
-  const std::string trace = temp_path("loss.jsonl");
-  const Result r = run(tracer() + " --json --ring-mb 1 -o " + trace + " -- " FAKE_APP " threads " +
-                       std::to_string(kThreads) + " " + std::to_string(kIterations));
-  ASSERT_EQ(r.status, 0) << r.err;
-  const std::vector<json> lines = parse_lines(read_file(trace));
+  Tracer t({"--json", "--ring-mb", "1", "--", FAKE_APP, "threads", std::to_string(kThreads),
+            std::to_string(kIterations)});
+  ASSERT_EQ(run_with_a_stopped_reader(t), 0) << read_file(t.err);
+  const std::vector<json> lines = t.lines();
   const json& end = end_of(lines);
   ASSERT_GT(end["lost_detail"]["ring_buffer"].get<long>(), 0) << "the ring must overflow for this test";
   EXPECT_EQ(end["counts_exact"], true) << end.dump();
@@ -707,19 +740,19 @@ TEST_F(Faults, CountsStayExactWhenTheRingLosesLines) {
   EXPECT_EQ(lost, end["lost_detail"]["ring_buffer"].get<long>());
   for (const char* api : {"cudaMalloc", "cudaFree", "cuMemAlloc_v2"}) EXPECT_EQ(counted[api], kThreads * kIterations) << api;
 
-  const Result report = run(reporter() + " --summary --json " + trace);
+  const Result report = run(reporter() + " --summary --json " + t.out);
   ASSERT_EQ(report.status, 0) << report.err;
   const std::vector<json> summaries = records(parse_lines(report.out), "summary");
   ASSERT_EQ(summaries.size(), 1u) << report.out;
   std::map<std::string, long> reported;
   for (const json& a : summaries[0]["apis"]) reported[a["name"]] = a["calls"];
   for (const char* api : {"cudaMalloc", "cudaFree", "cuMemAlloc_v2"}) EXPECT_EQ(reported[api], kThreads * kIterations) << api;
-  std::remove(trace.c_str());
 
-  const Result text = run(tracer() + " --ring-mb 1 -o /dev/null -- " FAKE_APP " threads 8 50000");
-  ASSERT_EQ(text.status, 0) << text.err;
-  EXPECT_NE(text.err.find("cudatrace: the calls the ring buffer lost, counted by API: "), std::string::npos) << text.err;
-  EXPECT_NE(text.err.find("(every call is counted: the trace's lines and these)"), std::string::npos) << text.err;
+  Tracer text({"--ring-mb", "1", "--", FAKE_APP, "threads", "8", "50000"});
+  ASSERT_EQ(run_with_a_stopped_reader(text), 0) << read_file(text.err);
+  const std::string err = read_file(text.err);
+  EXPECT_NE(err.find("cudatrace: the calls the ring buffer lost, counted by API: "), std::string::npos) << err;
+  EXPECT_NE(err.find("(every call is counted: the trace's lines and these)"), std::string::npos) << err;
 }
 
 // ---- 4. Mount namespaces -----------------------------------------------------
