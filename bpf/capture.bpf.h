@@ -207,42 +207,40 @@ static __always_inline __u32 read_span(struct ct_tls_target *t, __u8 *dst)
 /* --py-stack (docs/python.md): the calling thread's Python frames. */
 #define CT_PY_MAX_THREADS 256 /* PyThreadStates walked to find the thread's */
 
+/* What the loops below share: constant pointers; the cursor is buf->at. */
 struct py_walk {
 	struct ct_py_layout *py;
 	struct exit_scratch *s;
 	struct py_frame_buf *buf;
-	__u64 fsbase;   /* pthread_self() of the thread: its PyThreadState's thread_id */
-	__u64 tstate;   /* the thread list's cursor, then the thread's */
-	__u64 frame;    /* the frame cursor */
-	__u32 off;      /* where the next frame goes in s->payload */
-	__u32 n;
 };
 
 static long py_find_thread(__u64 i, struct py_walk *w)
 {
+	struct py_cursor *c = &w->buf->at;
 	__u64 id = 0;
-	if (!w->tstate || bpf_probe_read_user(&id, 8, (void *)(w->tstate + w->py->tstate_thread_id)))
+	if (!c->tstate || bpf_probe_read_user(&id, 8, (void *)(c->tstate + w->py->tstate_thread_id)))
 		return 1;
-	if (id == w->fsbase)
-		return 1; /* found: w->tstate */
+	if (id == c->fsbase)
+		return 1; /* found: c->tstate */
 	__u64 next = 0;
-	bpf_probe_read_user(&next, 8, (void *)(w->tstate + w->py->tstate_next));
-	w->tstate = next;
+	bpf_probe_read_user(&next, 8, (void *)(c->tstate + w->py->tstate_next));
+	c->tstate = next;
 	return 0;
 }
 
-/* A field of the frame read into buf: 8 bytes (4 with `four`) at `off`. */
-static __always_inline __u64 py_field(struct py_frame_buf *buf, __u32 off, bool four)
+/* A field of a frame whose bytes start at `frame`: 8 bytes (4 with `four`)
+ * at `off`. */
+static __always_inline __u64 py_field(const __u8 *frame, __u32 off, bool four)
 {
 	__u64 v = 0;
 	if (off > CT_PY_FRAME_SPAN)
 		return 0;
 	if (four) {
 		__s32 i = 0;
-		__builtin_memcpy(&i, &buf->bytes[off], 4);
+		__builtin_memcpy(&i, &frame[off], 4);
 		return (__u64)(__s64)i;
 	}
-	__builtin_memcpy(&v, &buf->bytes[off], 8);
+	__builtin_memcpy(&v, &frame[off], 8);
 	return v;
 }
 
@@ -250,71 +248,132 @@ static long py_read_frame(__u64 i, struct py_walk *w)
 {
 	struct ct_py_layout *py = w->py;
 	struct py_frame_buf *buf = w->buf;
-	if (!w->frame || w->n >= CT_MAX_PY_FRAMES)
+	struct py_cursor *c = &buf->at;
+	if (!c->frame || c->n >= CT_MAX_PY_FRAMES)
 		return 1;
 	__u32 span = py->frame_span;
 	if (span > CT_PY_FRAME_SPAN)
 		span = CT_PY_FRAME_SPAN;
-	/* One read of the frame's first bytes: its code, previous, instruction and owner. */
-	if (!span || bpf_probe_read_user(buf->bytes, span, (void *)w->frame))
+	if (!span)
 		return 1;
-	__u64 code = py_field(buf, py->frame_code, false);
-	w->frame = py_field(buf, py->frame_previous, false);
+	__u64 at = c->frame - c->window;
+	if (c->frame < c->window || at + span > c->window_len) {
+		/* Outside the data stack's top (a generator's frame, 3.12's shim
+		 * on the C stack, an older chunk): one read of its first bytes,
+		 * into the slot after the window. */
+		at = CT_PY_WINDOW;
+		if (bpf_probe_read_user(&buf->window[CT_PY_WINDOW], span, (void *)c->frame))
+			return 1;
+	}
+	if (at > CT_PY_WINDOW)
+		return 1;
+	const __u8 *frame = &buf->window[at];
+	__u64 code = py_field(frame, py->frame_code, false);
+	c->frame = py_field(frame, py->frame_previous, false);
 	if (py->frame_owner != CT_PY_NONE) {
 		__u32 o = py->frame_owner;
-		if (o < CT_PY_FRAME_SPAN && buf->bytes[o] == py->cstack_owner)
+		if (o < CT_PY_FRAME_SPAN && frame[o] == py->cstack_owner)
 			return 0; /* the interpreter's shim frame between C and Python */
 	}
-	__u64 instr = py_field(buf, py->frame_instr, py->instr_is_lasti);
-	__u32 off = w->off;
+	__u64 instr = py_field(frame, py->frame_instr, py->instr_is_lasti);
+	__u32 off = c->off;
 	if (off > sizeof(w->s->payload) - sizeof(struct ct_py_frame))
 		return 1;
 	struct ct_py_frame *out = (struct ct_py_frame *)&w->s->payload[off];
 	out->code = code;
 	out->instr = instr;
-	w->off = off + sizeof(struct ct_py_frame);
-	w->n++;
+	c->off = off + sizeof(struct ct_py_frame);
+	c->n++;
 	return 0;
 }
 
-/* Writes the thread's Python frames at s->payload[off]; returns how many. */
-static __always_inline __u32 read_py_frames(struct exit_scratch *s, struct ct_py_layout *py, __u32 off, __u32 tid)
+/* Reads the PyThreadState at `tstate` into buf->tstate; true when it is the
+ * calling thread's. */
+static __always_inline bool read_py_tstate(struct py_walk *w, __u64 tstate)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
-	struct py_walk w = { .py = py, .s = s, .off = off };
-	w.fsbase = BPF_CORE_READ(task, thread.fsbase);
-	__u64 *cached = bpf_map_lookup_elem(&py_tstates, &tid);
+	__u32 span = w->py->tstate_span;
+	if (span > CT_PY_TSTATE_SPAN)
+		span = CT_PY_TSTATE_SPAN;
+	barrier_var(span);
+	__u32 at = w->py->tstate_thread_id;
+	if (!tstate || !span || at > CT_PY_TSTATE_SPAN || bpf_probe_read_user(w->buf->tstate, span, (void *)tstate))
+		return false;
 	__u64 id = 0;
-	if (cached && *cached && !bpf_probe_read_user(&id, 8, (void *)(*cached + py->tstate_thread_id)) &&
-	    id == w.fsbase) {
-		w.tstate = *cached;
-	} else {
-		__u64 interp = 0;
-		if (bpf_probe_read_user(&interp, 8, (void *)(py->runtime + py->interp_head)) || !interp ||
-		    bpf_probe_read_user(&w.tstate, 8, (void *)(interp + py->interp_threads)))
-			return 0;
-		bpf_loop(CT_PY_MAX_THREADS, py_find_thread, &w, 0);
-		if (!w.tstate || bpf_probe_read_user(&id, 8, (void *)(w.tstate + py->tstate_thread_id)) ||
-		    id != w.fsbase)
-			return 0; /* no Python thread state: no frames, never another thread's */
-		bpf_map_update_elem(&py_tstates, &tid, &w.tstate, BPF_ANY);
-	}
-	__u64 frame = 0;
-	if (bpf_probe_read_user(&frame, 8, (void *)(w.tstate + py->tstate_frame)))
+	__builtin_memcpy(&id, &w->buf->tstate[at], 8);
+	return id == w->buf->at.fsbase;
+}
+
+/* 8 bytes of the thread state read by read_py_tstate. */
+static __always_inline __u64 py_tstate_field(struct py_walk *w, __u32 off)
+{
+	__u64 v = 0;
+	if (off > CT_PY_TSTATE_SPAN)
 		return 0;
+	__builtin_memcpy(&v, &w->buf->tstate[off], 8);
+	return v;
+}
+
+/* 3.11+: reads the top of the thread's data stack (its current chunk, up to
+ * datastack_top) into buf->window: the innermost frames, read at once. */
+static __always_inline void py_read_window(struct py_walk *w)
+{
+	struct py_cursor *c = &w->buf->at;
+	c->window = 0;
+	c->window_len = 0;
+	__u32 at = w->py->tstate_datastack;
+	if (at == CT_PY_NONE)
+		return;
+	__u64 chunk = py_tstate_field(w, at), top = py_tstate_field(w, at + 8);
+	if (!chunk || top <= chunk)
+		return;
+	__u64 len = top - chunk;
+	if (len > CT_PY_WINDOW)
+		len = CT_PY_WINDOW;
+	barrier_var(len);
+	if (!len || bpf_probe_read_user(w->buf->window, len, (void *)(top - len)))
+		return;
+	c->window = top - len;
+	c->window_len = len;
+}
+
+/* Writes the thread's Python frames at s->payload[off]; returns how many. */
+static __always_inline __u32 read_py_frames(struct exit_scratch *s, struct ct_py_layout *py, __u32 off,
+					    struct ct_thread_state *st)
+{
+	__u32 zero = 0;
+	struct py_walk w = { .py = py, .s = s };
+	w.buf = bpf_map_lookup_elem(&py_frame_scratch, &zero);
+	if (!w.buf)
+		return 0;
+	struct py_cursor *c = &w.buf->at;
+	struct task_struct *task = bpf_get_current_task_btf();
+	c->fsbase = BPF_CORE_READ(task, thread.fsbase);
+	c->off = off;
+	c->n = 0;
+	/* The thread's state found before still is this thread's unless it
+	 * was freed and reused. */
+	if (!st->py_tstate || !read_py_tstate(&w, st->py_tstate)) {
+		__u64 interp = 0, first = 0;
+		if (bpf_probe_read_user(&interp, 8, (void *)(py->runtime + py->interp_head)) || !interp ||
+		    bpf_probe_read_user(&first, 8, (void *)(interp + py->interp_threads)))
+			return 0;
+		c->tstate = first;
+		bpf_loop(CT_PY_MAX_THREADS, py_find_thread, &w, 0);
+		if (!read_py_tstate(&w, c->tstate))
+			return 0; /* no Python thread state: no frames, never another thread's */
+		st->py_tstate = c->tstate;
+	}
+	__u64 frame = py_tstate_field(&w, py->tstate_frame);
 	if (py->cframe_frame != CT_PY_NONE) {
 		__u64 cframe = frame;
 		frame = 0;
 		if (!cframe || bpf_probe_read_user(&frame, 8, (void *)(cframe + py->cframe_frame)))
 			return 0;
 	}
-	__u32 zero = 0;
-	w.buf = bpf_map_lookup_elem(&py_frame_scratch, &zero);
-	if (!w.buf)
-		return 0;
-	w.frame = frame;
+	c->frame = frame;
+	py_read_window(&w);
 	bpf_loop(CT_MAX_PY_FRAMES * 2, py_read_frame, &w, 0);
-	return w.n;
+	return c->n;
 }
 
 /* Sends the record of a completed call; false when the ring could not take it. */
@@ -379,7 +438,7 @@ static __always_inline bool emit_call(void *ctx, __u64 pid_tgid, struct ct_threa
 		__u32 off = CT_PY_FRAMES_OFFSET(len, c->stack_len);
 		if (off > CT_MAX_PAYLOAD + CT_MAX_STACK_FRAMES * 8)
 			off = CT_MAX_PAYLOAD + CT_MAX_STACK_FRAMES * 8;
-		__u32 n = read_py_frames(s, py, off, (__u32)pid_tgid);
+		__u32 n = read_py_frames(s, py, off, st);
 		if (n > CT_MAX_PY_FRAMES)
 			n = CT_MAX_PY_FRAMES;
 		c->py_frames = n;
@@ -400,16 +459,9 @@ static __always_inline bool emit_call(void *ctx, __u64 pid_tgid, struct ct_threa
 	if (size > sizeof(*s))
 		size = sizeof(*s);
 	__u64 wake = ring_flags();
-	if (c->py_frames && wake == BPF_RB_NO_WAKEUP) {
-		/* User space names code objects from the process's memory, which
-		 * is gone once it exits: records with Python frames wake the
-		 * reader within a millisecond, not at its next poll. */
-		__u64 now = bpf_ktime_get_ns();
-		__u64 *last = bpf_map_lookup_elem(&py_last_wakeup, &zero);
-		if (last && now - *last > 1000000) {
-			*last = now;
-			wake = BPF_RB_FORCE_WAKEUP;
-		}
+	if (c->py_frames && py_reader_waiting) {
+		py_reader_waiting = 0;
+		wake = BPF_RB_FORCE_WAKEUP;
 	}
 	if (bpf_ringbuf_output(&events, s, size, wake)) {
 		count(CT_CNT_LOST_RINGBUF);

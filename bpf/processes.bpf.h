@@ -19,7 +19,8 @@ int BPF_PROG(ct_fork, struct task_struct *parent, struct task_struct *child)
 	return 0;
 }
 
-/* After exec the thread runs another program: new name, no calls open. */
+/* After exec the thread runs another program: new name, no calls open, no
+ * Python thread state known. */
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(ct_exec, struct task_struct *task)
 {
@@ -27,6 +28,7 @@ int BPF_PROG(ct_exec, struct task_struct *task)
 	struct ct_thread_state *st = bpf_map_lookup_elem(&threads, &tid);
 	if (st) {
 		st->depth = 0;
+		st->py_tstate = 0;
 		bpf_get_current_comm(st->comm, sizeof(st->comm));
 	}
 	if (settings.report_execs) {

@@ -30,18 +30,27 @@ struct {
 	__type(value, struct ct_py_layout);
 } py_procs SEC(".maps");
 
-/* --py-stack: when this CPU last woke the reader for a record with Python
- * frames (ring_flags_py). */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, __u64);
-} py_last_wakeup SEC(".maps");
-
-/* --py-stack: one frame's fields, read in one go (py_read_frame). */
+/* --py-stack: the frame walk's cursor, kept here rather than on the stack so
+ * that the verifier checks each loop body once for any values, not once per
+ * iteration (capture.bpf.h: read_py_frames). */
+struct py_cursor {
+	__u64 fsbase;  /* pthread_self() of the thread: its PyThreadState's thread_id */
+	__u64 tstate;  /* the thread list's cursor, then the thread's */
+	__u64 frame;   /* the next frame */
+	__u64 window;  /* the address `window` below was read from */
+	__u32 window_len;
+	__u32 off;     /* where the next frame goes in the record's payload */
+	__u32 n;       /* frames written */
+	__u32 pad;
+};
+/* The cursor; the thread's PyThreadState (read_py_tstate); the top of its
+ * data stack (py_read_window), then one frame from outside it
+ * (py_read_frame). Past each, room to read a field at any offset the
+ * verifier allows. */
 struct py_frame_buf {
-	__u8 bytes[CT_PY_FRAME_SPAN + 8];
+	struct py_cursor at;
+	__u8 tstate[CT_PY_TSTATE_SPAN + 16];
+	__u8 window[CT_PY_WINDOW + CT_PY_FRAME_SPAN + 8];
 };
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -49,15 +58,6 @@ struct {
 	__type(key, __u32);
 	__type(value, struct py_frame_buf);
 } py_frame_scratch SEC(".maps");
-
-/* --py-stack: each thread's PyThreadState, found once by walking the
- * interpreter's thread list (checked against the thread at each use). */
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 16384);
-	__type(key, __u32); /* tid */
-	__type(value, __u64);
-} py_tstates SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -210,6 +210,13 @@ struct {
  * later calls look nested nor pairs with a later return. */
 __u64 hot_stale_before_ns = 0;
 __u8 hot_apis[CT_MAX_APIS] = {};
+
+/* --py-stack: set by the reader before a long wait, when no record with
+ * Python frames came since its last one; the next such record clears it and
+ * wakes the reader, which then reads every millisecond while they come
+ * (RecordReader::wait_ms): code objects are named from the process's memory,
+ * gone once it exits. */
+__u32 py_reader_waiting = 0;
 
 /* Set when cudatrace's own process starts to exit (ct_thread_exit). */
 __u64 tracer_dying = 0;

@@ -17,13 +17,15 @@
   e. --py-stack (docs/python.md): added ns per recorded call of a Python loop
      calling cudaGetDevice through ctypes (the fake libcudart of
      tests/fixtures) at Python stack depths 5, 20 and 50, with --py-stack
-     and with the default trace, and their ratio
+     and with the default trace, and their ratio: the loop pinned to CPU 0
+     and cudatrace to CPU 1, the minimum of interleaved runs; with
+     kernel.bpf_stats_enabled=1 also the BPF programs' run time per call
   f. OpenTelemetry context (docs/correlation.md): what reading each call's
      span adds per call, on the fake runtime's launch loop (tests/fixtures/
      otel_app.c, the variable in a TLS-descriptor library linked at start):
      with a published span, with the variable but no span published (null
      pointer), and --no-otel. Measured as the BPF programs' own run time
-     (kernel.bpf_stats_enabled, bpftool), which a VM's noisy trap cost does
+     (kernel.bpf_stats_enabled), which a VM's noisy trap cost does
      not blur. Needs only the build's fixtures (scripts/bench.py --only f).
 
 Runs against the toolkit's real runtime (without a GPU driver every call fails
@@ -34,11 +36,13 @@ fast, but the probes fire on the real code) or on a GPU host. Needs root.
                                    # cudatrace's added cost > RATIO x the floor's
 """
 import argparse
+import ctypes
 import json
 import os
 import re
 import shutil
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -279,19 +283,41 @@ def bench_resources(t, calls):
     print(f"| {calls} | {m.group(2)} | {m.group(1)} | {field(text, 'elapsed_s'):.3f} |")
 
 
+def bpf_programs():
+    """The BPF programs loaded now: [{"id", "name", "run_time_ns"}], read with
+    the bpf() system call (GPU hosts have no bpftool)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    sys_bpf = 321  # x86-64
+
+    def bpf(cmd, attr):
+        buf = ctypes.create_string_buffer(attr, 128)
+        return libc.syscall(sys_bpf, cmd, buf, 128), buf.raw
+
+    found, prog_id = [], 0
+    while True:
+        rc, attr = bpf(11, struct.pack("<I", prog_id))  # BPF_PROG_GET_NEXT_ID
+        if rc < 0:
+            return found
+        prog_id = struct.unpack_from("<I", attr, 4)[0]
+        fd, _ = bpf(13, struct.pack("<I", prog_id))  # BPF_PROG_GET_FD_BY_ID
+        if fd < 0:
+            continue  # unloaded meanwhile
+        info = ctypes.create_string_buffer(256)  # struct bpf_prog_info
+        rc, _ = bpf(15, struct.pack("<IIQ", fd, len(info), ctypes.addressof(info)))  # BPF_OBJ_GET_INFO_BY_FD
+        os.close(fd)
+        if rc == 0:
+            found.append({"id": prog_id, "name": info.raw[64:80].split(b"\0")[0].decode(errors="replace"),
+                          "run_time_ns": struct.unpack_from("<Q", info.raw, 192)[0]})
+
+
 def bpf_ns(cmd):
     """Runs cudatrace's command line `cmd`; returns (its output, the run time in
-    ns of its BPF programs, from the kernel's BPF statistics (bpftool), sampled
-    while it runs: what its programs cost the traced threads)."""
-    def programs():
-        try:
-            return json.loads(subprocess.run(["bpftool", "prog", "show", "--json"], capture_output=True,
-                                             text=True, timeout=10).stdout or "[]")
-        except (subprocess.TimeoutExpired, ValueError):
-            return []
+    ns of its BPF programs, from the kernel's BPF statistics, sampled while it
+    runs: what its programs cost the traced threads)."""
+    programs = bpf_programs
     wait_keeper_gone()
-    # This run's programs: cudatrace's (ct_*), loaded after it started (bpftool
-    # names no owner without its pids support; run no other cudatrace meanwhile).
+    # This run's programs: cudatrace's (ct_*), loaded after it started (run
+    # no other cudatrace meanwhile).
     before = max([q.get("id", 0) for q in programs()] + [0])
     with tempfile.TemporaryFile() as out:
         p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
@@ -360,38 +386,62 @@ down(depth - 3)
 '''
 
 
+def pinned(app, tracer=()):
+    """The command line with the traced loop on CPU 0 and cudatrace on CPU 1:
+    a probe's price per operation, not the scheduler's (../measuring method:
+    pinned, the minimum of interleaved runs)."""
+    if (os.cpu_count() or 1) < 2 or not shutil.which("taskset"):
+        return list(tracer) + list(app)
+    return (["taskset", "-c", "1"] + list(tracer) if tracer else []) + ["taskset", "-c", "0"] + list(app)
+
+
 def bench_py_stack(t, calls, reps, python="/usr/bin/python3"):
-    """(e) Added ns per recorded call with --py-stack against the default trace."""
+    """(e) Added ns per recorded call with --py-stack against the default trace:
+    the loop's wall time per call (minimum of the interleaved runs) and, with
+    kernel.bpf_stats_enabled=1, the BPF programs' own run time per call."""
     lib = os.path.join(t.build, "tests", "fixtures", "fakecudart", "libcudart.so.13")
+    with_bpf = open("/proc/sys/kernel/bpf_stats_enabled").read().strip() == "1"
     with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
         f.write(PY_LOOP)
         script = f.name
     print(f"\n### --py-stack: cudaGetDevice x {calls} from a Python loop ({python}), {reps} interleaved runs\n")
-    print("| depth | untraced ns/call | default trace added ns | --py-stack added ns | ratio | lost |")
-    print("| --- | --- | --- | --- | --- | --- |")
+    print("Wall: the loop's ns per call, the minimum of the runs, pinned (loop on CPU 0, cudatrace on CPU 1);")
+    print("added = traced - untraced. BPF: the BPF programs' run time per call (kernel BPF statistics)"
+          + ("." if with_bpf else ": not measured (kernel.bpf_stats_enabled=0).") + "\n")
+    print("| depth | untraced ns/call | default: added ns | --py-stack: added ns | ratio | "
+          "default: BPF ns | --py-stack: BPF ns | BPF added by --py-stack | lost |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     try:
         for depth in (5, 20, 50):
             app = [python, script, lib, str(calls), str(depth)]
             configs = {
-                "untraced": app,
-                "default": [t.cudatrace, "-f", "all", "-o", "/dev/null", "--"] + app,
-                "py": [t.cudatrace, "-f", "all", "--py-stack", "-o", "/dev/null", "--"] + app,
+                "untraced": pinned(app),
+                "default": pinned(app, [t.cudatrace, "-f", "all", "-o", "/dev/null", "--"]),
+                "py": pinned(app, [t.cudatrace, "-f", "all", "--py-stack", "-o", "/dev/null", "--"]),
             }
-            samples = {k: [] for k in configs}
+            wall = {k: [] for k in configs}
+            bpf = {k: [] for k in configs}
             lost = []
             for _ in range(reps):
                 for name, cmd in configs.items():
-                    text, _ = run(cmd)
+                    if with_bpf and name != "untraced":
+                        text, ns = bpf_ns(cmd)
+                        bpf[name].append(ns / calls)
+                    else:
+                        text, _ = run(cmd)
                     ns = field(text, "ns_per_call")
                     if ns is None:
                         die(f"{name}: no result from {' '.join(cmd)}:\n{text[-2000:]}")
-                    samples[name].append(ns)
+                    wall[name].append(ns)
                     if name != "untraced":
                         lost.append(traced_counts(text)[1])
-            med = {k: statistics.median(v) for k, v in samples.items()}
-            d_added, p_added = med["default"] - med["untraced"], med["py"] - med["untraced"]
-            print(f"| {depth} | {med['untraced']:.0f} | {d_added:.0f} | {p_added:.0f} | "
-                  f"{p_added / d_added if d_added > 0 else float('nan'):.2f} | {max(lost)} |")
+            best = {k: min(v) for k, v in wall.items()}
+            d_added, p_added = best["default"] - best["untraced"], best["py"] - best["untraced"]
+            b = {k: f"{min(v):.0f}" if v else "–" for k, v in bpf.items()}
+            b_added = f"{min(bpf['py']) - min(bpf['default']):+.0f}" if with_bpf else "–"
+            print(f"| {depth} | {best['untraced']:.0f} | {d_added:.0f} | {p_added:.0f} | "
+                  f"{p_added / d_added if d_added > 0 else float('nan'):.2f} | {b['default']} | {b['py']} | "
+                  f"{b_added} | {max(lost)} |")
     finally:
         os.unlink(script)
 

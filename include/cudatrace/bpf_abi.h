@@ -223,8 +223,17 @@ struct ct_py_layout {
 	__u8 cstack_owner;      /* owner value of the C stack's shim frames (3), skipped */
 	__u16 frame_span;       /* bytes from a frame's start that hold the fields above, read at once
 				 * (at most CT_PY_FRAME_SPAN) */
-	__u8 pad[4];
+	__u32 tstate_datastack; /* 3.11+: PyThreadState.datastack_chunk, followed by datastack_top;
+				 * CT_PY_NONE: frames are read one by one */
+	__u32 tstate_span;      /* bytes from a PyThreadState's start that hold the fields above,
+				 * read at once (at most CT_PY_TSTATE_SPAN) */
+	__u32 pad;
 };
+#define CT_PY_TSTATE_SPAN 512
+/* 3.11+ keep a thread's frames contiguous in its data stack: the top
+ * CT_PY_WINDOW bytes of it are read at once, and the frames in them need no
+ * read of their own. */
+#define CT_PY_WINDOW 8192
 
 /*
  * OpenTelemetry thread context (OTEP 4947). The record an SDK publishes per
@@ -321,6 +330,7 @@ struct ct_thread_state {
 	__u64 entry_hits;
 	__u64 return_hits;
 	__u64 stepped_hits; /* of entry_hits, those on single-stepped probes */
+	__u64 py_tstate; /* --py-stack: the thread's PyThreadState, once found (checked at each use) */
 	char comm[CT_COMM_LEN]; /* at the thread's first traced call, and after exec */
 	struct ct_frame frames[CT_MAX_DEPTH];
 };

@@ -309,6 +309,7 @@ bool BpfObject::set_python(std::uint32_t pid, const ct_py_layout& layout) {
 void BpfObject::forget_python(std::uint32_t pid) {
   bpf_map__delete_elem(skel_->maps.py_procs, &pid, sizeof pid, 0);
 }
+void BpfObject::wake_on_python_frames() { skel_->bss->py_reader_waiting = 1; }
 int BpfObject::process_cost_fd() const { return bpf_map__fd(skel_->maps.process_cost); }
 int BpfObject::activity_fd() const { return bpf_map__fd(skel_->maps.activity); }
 int BpfObject::export_stats_fd() const { return bpf_map__fd(skel_->maps.export_stats); }

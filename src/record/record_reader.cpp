@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -103,6 +104,16 @@ void RecordReader::drain_control() {
   if (control_ring_) control_ring_->drain();
 }
 
+int RecordReader::wait_ms(int wait_ms) {
+  if (!symbolizer_.python().any()) return wait_ms;
+  const bool coming = python_records_ != python_records_before_wait_;
+  python_records_before_wait_ = python_records_;
+  if (coming) return std::min(wait_ms, 1);
+  bpf_.wake_on_python_frames();
+  // Records sent before the flag was set woke no one.
+  return ring_->pending() ? std::min(wait_ms, 1) : wait_ms;
+}
+
 bool RecordReader::poll(int timeout_ms) {
   // Most records are submitted without a wake-up: the timeout collects them.
   if (ring_->poll(timeout_ms)) return true;
@@ -145,8 +156,10 @@ void RecordReader::on_call(const ct_call& rec) {
   if (call_.api->group() == Group::Module) names_.learn(call_);
   if (stack_frames_) call_.stack = stacks_.frames(static_cast<pid_t>(call_.pid), call_.stack_addresses);
   call_.otel = target_.process_context(call_.pid);
-  if (rec.py_frames && rec.py_frames <= CT_MAX_PY_FRAMES)
+  if (rec.py_frames) {
+    ++python_records_;
     symbolizer_.python().name(static_cast<pid_t>(call_.pid), record_py_frames(rec), rec.py_frames, call_.py_stack);
+  }
   consumer_->on_call(call_);
 }
 

@@ -69,6 +69,7 @@ int Recorder::release() {
 bool Recorder::feed(CallConsumer& to, int wait_ms) {
   reader_->hand_to(to);
   reader_->drain_control();
+  wait_ms = reader_->wait_ms(wait_ms);
   if (!reader_->poll(budget_ ? budget_->timeout_ms(monotonic_ns(), wait_ms) : wait_ms)) return false;
   if (budget_) budget_->tick(monotonic_ns());
   reader_->forget_exited();

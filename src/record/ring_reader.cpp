@@ -73,6 +73,12 @@ bool RingReader::wake_on(int map_fd) {
   return epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, map_fd, &ev) == 0;
 }
 
+bool RingReader::pending() const {
+  const auto* consumer_pos = static_cast<const std::uint64_t*>(consumer_page_);
+  const auto* producer_pos = static_cast<const std::uint64_t*>(producer_area_);
+  return __atomic_load_n(producer_pos, __ATOMIC_ACQUIRE) != __atomic_load_n(consumer_pos, __ATOMIC_RELAXED);
+}
+
 void RingReader::drain() {
   auto* consumer_pos = static_cast<std::uint64_t*>(consumer_page_);
   const auto* producer_pos = static_cast<const std::uint64_t*>(producer_area_);

@@ -95,6 +95,7 @@ std::optional<Table> table_for(int minor) {
   b.frame_owner = CT_PY_NONE;
   b.cstack_owner = 0xff;
   b.tstate_next = 8;
+  b.tstate_datastack = CT_PY_NONE;
   switch (minor) {
     case 10:
       b.interp_head = 32, b.interp_threads = 8, b.tstate_thread_id = 176, b.tstate_frame = 24;
@@ -104,18 +105,20 @@ std::optional<Table> table_for(int minor) {
       return t;
     case 11:
       b.interp_head = 40, b.interp_threads = 16, b.tstate_thread_id = 152, b.tstate_frame = 56;
+      b.tstate_datastack = 296;
       b.cframe_frame = 8, b.frame_code = 32, b.frame_previous = 48, b.frame_instr = 56;
       c.filename = 112, c.name = 120, c.qualname = 128, c.firstlineno = 72, c.linetable = 136;
       c.code_adaptive = 184, c.ascii_size = 48, c.compact_size = 72;
       return t;
     case 12:
       b.interp_head = 40, b.interp_threads = 72, b.tstate_thread_id = 136, b.tstate_frame = 56;
+      b.tstate_datastack = 232;
       b.cframe_frame = 0, b.frame_code = 0, b.frame_previous = 8, b.frame_instr = 56;
       b.frame_owner = 70, b.cstack_owner = 3;
       c.filename = 112, c.name = 120, c.qualname = 128, c.firstlineno = 68, c.linetable = 136;
       c.code_adaptive = 192, c.ascii_size = 40, c.compact_size = 56;
       return t;
-    case 13:  // as 3.13.0's _Py_DebugOffsets says; used when that cannot be read
+    case 13:  // as 3.13.0's _Py_DebugOffsets says; used when that cannot be read (frames one by one)
       b.interp_head = 632, b.interp_threads = 7344, b.tstate_thread_id = 152, b.tstate_frame = 72;
       b.frame_code = 0, b.frame_previous = 8, b.frame_instr = 56, b.frame_owner = 70, b.cstack_owner = 3;
       c.filename = 112, c.name = 120, c.qualname = 128, c.firstlineno = 68, c.linetable = 136;
@@ -145,7 +148,8 @@ bool from_debug_offsets(std::string_view d, Table& t) {
   PyCodeLayout& c = t.code;
   std::uint32_t ob_sval = 0;
   const bool ok = u32(40, b.interp_head) && u32(72, b.interp_threads) && u32(168, b.tstate_next) &&
-                  u32(184, b.tstate_frame) && u32(192, b.tstate_thread_id) && u32(232, b.frame_previous) &&
+                  u32(184, b.tstate_frame) && u32(192, b.tstate_thread_id) && u32(208, b.tstate_datastack) &&
+                  u32(232, b.frame_previous) &&
                   u32(240, b.frame_code) && u32(248, b.frame_instr) && u32(264, b.frame_owner) &&
                   u32(280, c.filename) && u32(288, c.name) && u32(296, c.qualname) && u32(304, c.linetable) &&
                   u32(312, c.firstlineno) && u32(344, c.code_adaptive) && u32(560, c.ascii_size) &&
@@ -272,6 +276,14 @@ std::optional<PyInterpreter> find_python(pid_t pid, const ElfFile& elf, const Ma
     return std::nullopt;
   }
   out.bpf.frame_span = static_cast<std::uint16_t>(span);
+  // So are the thread state's.
+  std::uint32_t tstate_span = std::max(b.tstate_thread_id, b.tstate_frame) + 8;
+  if (b.tstate_datastack != CT_PY_NONE) tstate_span = std::max(tstate_span, b.tstate_datastack + 16);
+  if (tstate_span > CT_PY_TSTATE_SPAN) {
+    why = "Python " + out.version + "'s thread states are larger than cudatrace reads";
+    return std::nullopt;
+  }
+  out.bpf.tstate_span = tstate_span;
   out.code = t->code;
   return out;
 }

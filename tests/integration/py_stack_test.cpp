@@ -33,7 +33,7 @@ class PyStack : public NeedsRoot {
       const auto at = text[i].find("# LINE ");
       if (at != std::string::npos) lines_[text[i].substr(at + 7)] = static_cast<int>(i + 1);
     }
-    ASSERT_EQ(lines_.size(), 8u);
+    ASSERT_EQ(lines_.size(), 11u);
   }
   std::string command(const std::string& options) const {
     return tracer() + " " + options + " -- " + kPython + " " + kApp + " " FAKE_CUDART_LIB;
@@ -126,6 +126,19 @@ TEST_F(PyStack, EachCallCarriesItsPythonLines) {
     }
   }
   EXPECT_EQ(native, 1);
+  // Frames read one by one, outside the top of the data stack read at once:
+  // a generator's own, and those below the top (deeper than it, and in the
+  // chunk before the current one).
+  const auto getters = calls(r, "cudaGetDevice");
+  ASSERT_EQ(getters.size(), 2u) << r.out;
+  const std::vector<Frame> in_generator = frames_of(getters[0]);
+  ASSERT_EQ(in_generator.size(), 3u) << getters[0];
+  EXPECT_EQ(in_generator[0], (Frame{"generations", line("generator")})) << getters[0];
+  EXPECT_EQ(in_generator[1].func, "main") << getters[0];
+  const std::vector<Frame> deep = frames_of(getters[1]);
+  ASSERT_EQ(deep.size(), 32u) << "the 32 innermost of 63 frames: " << getters[1];
+  EXPECT_EQ(deep[0], (Frame{"deep", line("deep_leaf")})) << getters[1];
+  for (std::size_t i = 1; i < deep.size(); ++i) EXPECT_EQ(deep[i], (Frame{"deep", line("deep")})) << i;
   EXPECT_EQ(r.err.find("could not be read"), std::string::npos) << r.err;
 }
 

@@ -699,6 +699,9 @@ TEST_F(Trace, LoadsInEveryMode) {
                                          {"", "--summary --perfetto " + timeline, "cudaMalloc"},
                                          {"", "--summary --by-range", "cudaMalloc"},
                                          {"", "--stack", "cudaMalloc"},
+                                         // The verifier checks only the branches of the modes asked for.
+                                         {"", "--py-stack --no-otel --json", "\"cudaMalloc\""},
+                                         {"", "--stack --py-stack", "cudaMalloc"},
                                          {"", "--errors", "cudaErrorMemoryAllocation"},
                                          {"", "--min-us 1000", "cudaStreamSynchronize"},
                                          {"", "--every-layer", "cuMemAlloc_v2"},

@@ -78,6 +78,8 @@ class BpfObject {
   // --py-stack: where process `pid`'s interpreter keeps its frames ("py_procs").
   bool set_python(std::uint32_t pid, const ct_py_layout& layout);
   void forget_python(std::uint32_t pid);
+  // --py-stack: the next record with Python frames wakes the reader.
+  void wake_on_python_frames();
   int process_cost_fd() const;
   int activity_fd() const;
   int export_stats_fd() const;

@@ -72,6 +72,11 @@ class RecordReader {
   // The control ring's map changes: they are waited for by no one, but a
   // late attach misses calls (docs/prometheus.md).
   void drain_control();
+  // How long the next poll may wait, at most `wait_ms`: with --py-stack a
+  // millisecond while records with Python frames come, else until the next
+  // one wakes the reader (their code objects are named from the process's
+  // memory, which is gone once it exits).
+  int wait_ms(int wait_ms);
   // Waits up to `timeout_ms` for records, then reads them; false (said) on
   // a wait error.
   bool poll(int timeout_ms);
@@ -114,6 +119,7 @@ class RecordReader {
   CallConsumer* consumer_ = nullptr;
   Call call_;
   std::uint64_t records_ = 0;
+  std::uint64_t python_records_ = 0, python_records_before_wait_ = 0;  // with Python frames
   // Summary mode: launches and copies counted in BPF.
   bool counted_activity_;
   ActivityReader activity_;

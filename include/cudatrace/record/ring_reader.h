@@ -32,6 +32,8 @@ class RingReader {
   // Handles the complete records present when called, then publishes the
   // read position.
   void drain();
+  // Whether records are there that drain() has not read.
+  bool pending() const;
 
  private:
   RingReader() = default;

@@ -50,6 +50,7 @@ class PyNames {
  public:
   void set(pid_t pid, const PyCodeLayout& layout) { layouts_[pid] = layout; }
   bool knows(pid_t pid) const { return layouts_.count(pid) != 0; }
+  bool any() const { return !layouts_.empty(); }
   void forget(pid_t pid);
   // The frames, innermost first; a frame whose code object cannot be read
   // is left out and counted in unreadable().
