@@ -314,16 +314,15 @@ def bpf_ns(cmd):
     """Runs cudatrace's command line `cmd`; returns (its output, the run time in
     ns of its BPF programs, from the kernel's BPF statistics, sampled while it
     runs: what its programs cost the traced threads)."""
-    programs = bpf_programs
     wait_keeper_gone()
     # This run's programs: cudatrace's (ct_*), loaded after it started (run
     # no other cudatrace meanwhile).
-    before = max([q.get("id", 0) for q in programs()] + [0])
+    before = max([q.get("id", 0) for q in bpf_programs()] + [0])
     with tempfile.TemporaryFile() as out:
         p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
         last = 0
         while p.poll() is None:
-            mine = [q for q in programs() if q.get("id", 0) > before and q.get("name", "").startswith("ct_")]
+            mine = [q for q in bpf_programs() if q.get("id", 0) > before and q.get("name", "").startswith("ct_")]
             if mine:
                 last = max(last, sum(q.get("run_time_ns", 0) for q in mine))
             time.sleep(0.05)
