@@ -25,6 +25,7 @@
 #include "aggregate.bpf.h"
 #include "pairing.bpf.h"
 #include "dlopen_stop.bpf.h"
+#include "lookup.bpf.h"
 #include "processes.bpf.h"
 
 /* Kernel functions of session programs (Linux 6.10 kprobes, 6.13 uprobes).

@@ -305,12 +305,14 @@ def cpu_times(cpus):
 class Workload:
     """A worker process and its line protocol."""
 
-    def __init__(self, args, workload, env_extra=None):
+    def __init__(self, args, workload, env_extra=None, tracer=None, stderr=None):
+        """tracer: cudatrace's command line up to its `--`, to trace the worker from its start."""
         env = dict(os.environ, **(env_extra or {}))
         cmd = ["taskset", "-c", args.cpus, sys.executable, os.path.abspath(__file__), "--worker", workload]
         if args.fake:
             cmd += ["--fake", args.fake]
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True)
+        self.proc = subprocess.Popen((tracer or []) + cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=stderr, env=env, text=True)
         line = self.readline(args.start_timeout)
         if not line.startswith("ready "):
             self.close()
@@ -485,6 +487,20 @@ def bench_workload(args, workload, tmpdir, raw):
     if "cupti" in modes:
         cupti = Workload(args, workload, {"CUDA_INJECTION64_PATH": args.cupti, "CUPTI_COUNT_CALLBACKS_ONLY": "1",
                                           "CUPTI_COUNT_OUT": os.path.join(tmpdir, "cupti.json")})
+    # --from-start: one worker per traced mode, under cudatrace from its start
+    # (a command, not -p), measured in turn as the others are.
+    started_traced = {}
+    if args.from_start:
+        for mode in modes:
+            if mode in ("untraced", "cupti") or whole_node(mode) or budget_mode(mode):
+                continue
+            mode_dir = os.path.join(tmpdir, mode)
+            os.makedirs(mode_dir, exist_ok=True)
+            tracer_args = [a.replace("{json}", os.path.join(mode_dir, "trace.json")) for a in TRACER_ARGS[mode]]
+            err = open(os.path.join(mode_dir, "stderr"), "w")
+            started_traced[mode] = (Workload(args, workload, tracer=["taskset", "-c", args.tracer_cpus,
+                                                                     args.cudatrace] + tracer_args + ["--"],
+                                             stderr=err), err, mode_dir)
     samples = []
     try:
         start = time.monotonic()
@@ -501,6 +517,9 @@ def bench_workload(args, workload, tmpdir, raw):
                     sample = plain.measure(args.settle, window)
                 elif mode == "cupti":
                     sample = cupti.measure(args.settle, window)
+                elif mode in started_traced:
+                    sample = started_traced[mode][0].measure(args.settle, window)
+                    sample.lost = sample.estimate = sample.attach_s = None
                 else:
                     sample, sample.lost, sample.estimate, sample.attach_s = traced_window(
                         args, plain, mode, window, tmpdir)
@@ -516,6 +535,18 @@ def bench_workload(args, workload, tmpdir, raw):
         plain.close()
         if cupti:
             cupti.close()
+        for mode, (work, err, mode_dir) in started_traced.items():
+            work.close()  # the worker exits, and cudatrace with it: its end line covers every window
+            err.close()
+            with open(os.path.join(mode_dir, "stderr")) as f:
+                text = f.read()
+            lost, estimate = end_stats(mode, text, os.path.join(mode_dir, "trace.json"))
+            print(f"bench-torch: {workload}: {mode} traced from the start: {lost} records lost in all, "
+                  f"cudatrace's estimate {estimate} %; its last lines:\n" + "\n".join(text.splitlines()[-3:]),
+                  file=sys.stderr)
+            for sample in samples:
+                if sample.mode == mode:
+                    sample.lost, sample.estimate = lost, estimate
     return samples
 
 
@@ -758,6 +789,9 @@ def parse_args(argv):
                     help="start no round that would end after this many seconds of a workload's run")
     ap.add_argument("--raw", metavar="FILE", help="append every window to FILE as a JSON line when measured")
     ap.add_argument("--from-raw", nargs="+", metavar="FILE", help="no measuring: the tables of --raw files")
+    ap.add_argument("--from-start", action="store_true",
+                    help="trace each mode's own worker from its start (cudatrace -- worker) instead of attaching "
+                         "to the untraced worker with -p for each window")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     args.workloads = ["fake"] if args.fake and not args.worker else args.workloads.split(",")

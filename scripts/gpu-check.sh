@@ -6,6 +6,9 @@
 #      PYTHON     python3 with PyTorch (default python3)
 #      OUT        if set, gpucheck.tar.gz and summary.txt are copied there
 #      SKIP_BUILD if set, the kit is already built in OUTDIR/build (scripts/gpu/build.sh)
+#      SELECTION  cudatrace's selection in the compared runs: "all" (default:
+#                 -f all, every API at both layers) or "default" (the default
+#                 groups, driver functions probed on demand: what a user gets)
 #      ONLY       run only these checks, comma-separated (names as in main:
 #                 multistream, driver_api, late_runtime, streams, failures,
 #                 torch_loop, hf_decode, cupy_loop, torch_compile, jax_loop,
@@ -25,6 +28,11 @@ PYTHON=${PYTHON:-python3}
 BUILD=$OUTDIR/build
 LIB=$BUILD/libcupti_count.so
 RUN_TIMEOUT=120   # seconds per untraced run
+case ${SELECTION:-all} in
+all) SELECT=(-f all) ;;
+default) SELECT=(-v) ;;  # -v: which driver functions were probed on demand, and why
+*) echo "SELECTION must be all or default" >&2; exit 2 ;;
+esac
 TRACED_TIMEOUT=180 # seconds per traced run: cudatrace's start-up adds tens of seconds
 
 mkdir -p "$OUTDIR" || exit 1
@@ -62,7 +70,7 @@ header() {
 traced_list() {
 	TRACED_ARGS=()
 	local f=$OUTDIR/traced-apis.json
-	if timeout 20 "$CUDATRACE" -f all --list-apis --json >"$f" 2>"$OUTDIR/traced-apis.err" && [ -s "$f" ]; then
+	if timeout 20 "$CUDATRACE" "${SELECT[@]}" --list-apis --json >"$f" 2>"$OUTDIR/traced-apis.err" && [ -s "$f" ]; then
 		echo "traced API list: $f ($(wc -c <"$f") bytes)"
 		TRACED_ARGS=(--traced "$f")
 	else
@@ -92,7 +100,7 @@ check() {
 	local start=$SECONDS
 	# -f all: every traced API (queries too) is compared with CUPTI.
 	# EXTRA_ARGS: more cudatrace options for this check (--every-layer).
-	timeout -k 10 "$TRACED_TIMEOUT" "$CUDATRACE" -f all "${EXTRA_ARGS[@]}" --json -o "$p.trace.jsonl" --perfetto "$p.perfetto.json" -- \
+	timeout -k 10 "$TRACED_TIMEOUT" "$CUDATRACE" "${SELECT[@]}" "${EXTRA_ARGS[@]}" --json -o "$p.trace.jsonl" --perfetto "$p.perfetto.json" -- \
 		env "${INJECT[@]}" CUPTI_COUNT_OUT="$p.cupti.json" "$@" \
 		>"$p.out" 2>"$p.err"
 	rc=$?
@@ -112,7 +120,7 @@ check() {
 
 	local traced=("${TRACED_ARGS[@]}")
 	if [ ${#EXTRA_ARGS[@]} -gt 0 ] && [ ${#traced[@]} -gt 0 ]; then  # the list as these options probe
-		"$CUDATRACE" -f all "${EXTRA_ARGS[@]}" --list-apis --json >"$p.traced-apis.json" 2>/dev/null &&
+		"$CUDATRACE" "${SELECT[@]}" "${EXTRA_ARGS[@]}" --list-apis --json >"$p.traced-apis.json" 2>/dev/null &&
 			traced=(--traced "$p.traced-apis.json")
 	fi
 	local args=("$p.trace.jsonl" "$p.cupti.json" "${traced[@]}")

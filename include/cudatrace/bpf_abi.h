@@ -290,6 +290,52 @@ struct ct_map_change {
 	__u32 pid;
 	__u32 tid;
 	__u32 stopped; /* 1 if the process was sent SIGSTOP and waits for SIGCONT */
+	/* 0: the dynamic loader changed the maps. Else the address of a driver
+	 * function the process just looked up, not probed in it yet (the
+	 * driver_fns map): probe it before the process can call it. */
+	__u64 wanted;
+};
+
+/* Driver functions probed on demand (docs/design.md, "Two traps a call").
+ * A driver function that a runtime wraps traps in every call of it, the
+ * runtime's included, once probed. So a process traced from its start gets
+ * no probe on a driver function until code other than a CUDA runtime may
+ * call it: it imports it, or it looks it up (dlsym, dlvsym,
+ * cuGetProcAddress, cudaGetDriverEntryPoint). The lookup programs
+ * (ct_lookup_enter/exit, lookup.bpf.h) stop the process at such a lookup's
+ * return until user space has probed the function. */
+struct ct_driver_fn_key {
+	__u32 tgid;
+	__u32 pad;
+	__u64 addr; /* the function's entry in the process */
+};
+enum ct_driver_fn_state {
+	CT_DRIVER_FN_UNPROBED = 0,
+	CT_DRIVER_FN_PROBED = 1,
+};
+/* Where a process's CUDA runtimes keep their code: a lookup made from there
+ * is the runtime filling its own table. A shared libcudart's text is the
+ * runtime's alone; a file that carries a static runtime (cuBLAS, cuDNN, a
+ * program built by nvcc) also has code of its own, whose lookups by name
+ * (dlsym: XLA's and Triton's) are not the runtime's, while its
+ * cuGetProcAddress calls are taken to be (the runtime's mechanism; an
+ * unstripped static runtime's internals are not where its API functions are,
+ * so no narrower span can be told). Up to CT_RUNTIME_RANGES per process. */
+#define CT_RUNTIME_RANGES 16
+struct ct_runtime_range_key {
+	__u32 tgid;
+	__u32 index;
+};
+struct ct_runtime_range {
+	__u64 start, end;
+	__u64 runtime_library; /* 1: a runtime library; 0: a file with a static runtime */
+};
+/* The lookup probes' cookie: where the function's address is at return. */
+enum ct_lookup_kind {
+	CT_LOOKUP_RESULT = 0,      /* the return value (dlsym, dlvsym) */
+	CT_LOOKUP_OUT_ARG2 = 1,    /* *second argument (cuGetProcAddress*) */
+	CT_LOOKUP_OUT_ARG2_PROGRAM = 2, /* *second argument, for the program whoever
+					 * asks (cudaGetDriverEntryPoint*) */
 };
 
 /* Per-thread stack of calls in progress (the "threads" map, keyed by tid).

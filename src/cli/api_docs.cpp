@@ -58,10 +58,12 @@ std::string api_list_markdown(const Selection& selection) {
   fmt::format_to(it, "{}", api_groups_markdown());
   fmt::format_to(it,
                  "\n`-f all` selects every group. \"recorded\": every call is recorded with its latency and its "
-                 "status. A driver call without out-parameters that a runtime call makes (the `cuLaunchKernel` of a "
-                 "`cudaLaunchKernel`) is part of the runtime call's record, which has the program's arguments and "
-                 "the status the program got; on Linux 6.13 and later its return is not probed (one trap saved). "
-                 "`--every-layer` records it too.\n");
+                 "status. A driver call that a runtime call makes (the `cuLaunchKernel` of a `cudaLaunchKernel`) is "
+                 "part of the runtime call's record, which has the program's arguments and the status the program "
+                 "got. In a command traced from its start (Linux 6.6 and later) a driver function is not even "
+                 "probed until code other than a CUDA runtime may call it (it imports it, or looks it up); "
+                 "otherwise such a driver call without out-parameters is left out of the record and, on Linux 6.13 "
+                 "and later, its return is not probed. `--every-layer` records it too.\n");
   return fmt::to_string(out);
 }
 

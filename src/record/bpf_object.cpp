@@ -175,6 +175,14 @@ int BpfObject::load(const Options& opts, const RecordsNeeded& needs, const Trace
   }
   for (bpf_program* p : {skel_->progs.ct_enter, skel_->progs.ct_exit, skel_->progs.ct_map_change})
     Probes::prepare(p, mode_);
+  // Uprobe_multi links only: perf-event uprobes fire in every process.
+  const bool driver_on_demand = traced.driver_on_demand && mode_ != AttachMode::PerfPair;
+  for (bpf_program* p : {skel_->progs.ct_lookup_enter, skel_->progs.ct_lookup_exit}) {
+    if (driver_on_demand)
+      Probes::prepare(p, AttachMode::MultiPair);
+    else
+      bpf_program__set_autoload(p, false);
+  }
   // The session program only where the kernel has sessions. ct_enter/ct_exit
   // are loaded in every mode: measure_cost() probes cudatrace's own functions
   // with them (an entry-only and a paired probe).
@@ -210,6 +218,7 @@ int BpfObject::load(const Options& opts, const RecordsNeeded& needs, const Trace
   // before 6.9: there the BPF programs' own filter selects the process.
   probes_->limit_multi_to_pid(kernel.uprobe_multi_pid_filter);
   if (opts.max_overhead_pct > 0) probes_->split_hot();
+  if (driver_on_demand) probes_->defer_driver(skel_->progs.ct_lookup_enter, skel_->progs.ct_lookup_exit);
   return kExitOk;
 }
 
@@ -313,5 +322,29 @@ void BpfObject::wake_on_python_frames() { skel_->bss->py_reader_waiting = 1; }
 int BpfObject::process_cost_fd() const { return bpf_map__fd(skel_->maps.process_cost); }
 int BpfObject::activity_fd() const { return bpf_map__fd(skel_->maps.activity); }
 int BpfObject::export_stats_fd() const { return bpf_map__fd(skel_->maps.export_stats); }
+
+bool BpfObject::set_driver_fn(std::uint32_t pid, std::uint64_t addr, bool probed) {
+  const ct_driver_fn_key key{pid, 0, addr};
+  const __u8 state = probed ? CT_DRIVER_FN_PROBED : CT_DRIVER_FN_UNPROBED;
+  return bpf_map__update_elem(skel_->maps.driver_fns, &key, sizeof key, &state, sizeof state, BPF_ANY) == 0;
+}
+
+bool BpfObject::set_runtime_range(std::uint32_t pid, std::uint32_t index, std::uint64_t start, std::uint64_t end,
+                                  bool runtime_library) {
+  const ct_runtime_range_key key{pid, index};
+  const ct_runtime_range range{start, end, runtime_library};
+  return bpf_map__update_elem(skel_->maps.runtime_code, &key, sizeof key, &range, sizeof range, BPF_ANY) == 0;
+}
+
+void BpfObject::forget_driver_fns(std::uint32_t pid, const std::vector<std::uint64_t>& addrs, std::uint32_t ranges) {
+  for (std::uint64_t addr : addrs) {
+    const ct_driver_fn_key key{pid, 0, addr};
+    bpf_map__delete_elem(skel_->maps.driver_fns, &key, sizeof key, 0);
+  }
+  for (std::uint32_t i = 0; i < ranges; ++i) {
+    const ct_runtime_range_key key{pid, i};
+    bpf_map__delete_elem(skel_->maps.runtime_code, &key, sizeof key, 0);
+  }
+}
 
 }  // namespace cudatrace

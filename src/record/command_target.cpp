@@ -36,6 +36,13 @@ class CommandTarget final : public Target {
     TracedProcesses traced;
     traced.registered = true;
     traced.stop_at_loads = stop_at_loads_;
+    // Seen from its start, the command's lookups of driver functions are
+    // seen too: each is probed once code other than a runtime may call it
+    // (its stops are the library loads'). Not when driver lines are asked
+    // for, nor with --max-overhead, whose hot groups are fixed at attach.
+    traced.driver_on_demand = stop_at_loads_ && !opts_.every_layer &&
+                              opts_.selection.layer[static_cast<int>(Layer::Runtime)] &&
+                              opts_.selection.layer[static_cast<int>(Layer::Driver)] && opts_.max_overhead_pct <= 0;
     return traced;
   }
 

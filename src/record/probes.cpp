@@ -23,6 +23,7 @@
 #include <thread>
 #include <unordered_set>
 
+#include "cudatrace/bpf_abi.h"
 #include "cudatrace/clock.h"
 #include "cudatrace/decode/api_overrides.h"
 #include "cudatrace/target/elf_file.h"
@@ -198,6 +199,18 @@ const Probes::FileSymbols* Probes::symbols_of(const std::string& path, std::stri
     syms.functions.push_back(
         {api, offset, place_probe(reinterpret_cast<const std::uint8_t*>(bytes.data()) + offset, n)});
   }
+  if (defers_driver()) {
+    static const auto kDriverSymbols = [] {
+      std::unordered_set<std::string_view> names;
+      for (const Api& a : apis())
+        if (a.layer() == Layer::Driver) names.insert(probe_symbol(a));
+      return names;
+    }();
+    // The driver itself and runtime libraries call the driver as runtimes do.
+    if (!is_cuda_library(path, Layer::Driver) && !is_cuda_library(path, Layer::Runtime))
+      for (const std::string& name : elf->imported(kDriverSymbols))
+        if (const Api* api = api_by_symbol(name)) syms.imports.push_back(api);
+  }
   return &symbols_.emplace(key, std::move(syms)).first->second;
 }
 
@@ -370,13 +383,34 @@ bool Probes::attach_file(const std::string& path, pid_t pid, FileResult& result,
   std::unordered_set<const Api*> found;
   std::vector<std::uint64_t> offsets, cookies;
   HotGroup hot;
+  std::vector<std::uint64_t> lookup_offsets, lookup_kinds;
+  r.imports = syms->imports;
+  const bool defer_here = defers_driver() && is_cuda_library(path, Layer::Driver);
   for (const FileSymbols::Function& fn : syms->functions) {
     const Api* api = fn.api;
     present[static_cast<int>(api->layer())] = true;
     found.insert(api);
     const std::uint64_t offset = fn.offset + fn.place.offset;
+    if (defers_driver()) {
+      const std::string_view symbol = probe_symbol(*api);
+      if (symbol == "cuGetProcAddress" || symbol == "cuGetProcAddress_v2") {
+        lookup_offsets.push_back(offset);
+        lookup_kinds.push_back(CT_LOOKUP_OUT_ARG2);
+      } else if (symbol == "cudaGetDriverEntryPoint" || symbol == "cudaGetDriverEntryPointByVersion") {
+        lookup_offsets.push_back(offset);
+        lookup_kinds.push_back(CT_LOOKUP_OUT_ARG2_PROGRAM);
+      }
+    }
     std::uint64_t cookie = 0;
     if (!planned_cookie(fn, cookie)) continue;
+    // The driver library's own functions; one named like them in another
+    // file (a framework's forwarding stub) is called by that file's code.
+    if (defer_here && api->layer() == Layer::Driver) {
+      r.deferred.push_back({api, fn.offset, offset, cookie});
+      ++r.apis;
+      r.driver = true;
+      continue;
+    }
     if (split_hot_ && is_hot_api(*api)) {
       hot.offsets.push_back(offset);
       hot.cookies.push_back(cookie);
@@ -400,6 +434,15 @@ bool Probes::attach_file(const std::string& path, pid_t pid, FileResult& result,
       return false;
     }
   }
+  if (!lookup_offsets.empty() &&
+      !attach_lookup_probes(path, pid, lookup_offsets, lookup_kinds, file_links_[key], error)) {
+    if (const auto links = file_links_.find(key); links != file_links_.end()) {  // none or all, as above
+      detach(links->second);
+      file_links_.erase(links);
+    }
+    return false;
+  }
+  r.runtime_library = is_cuda_library(path, Layer::Runtime);
   if (!hot.offsets.empty()) {
     hot.file_fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
     hot.key = key;
@@ -431,6 +474,67 @@ bool Probes::attach_file(const std::string& path, pid_t pid, FileResult& result,
   }
   attached_.emplace(key, r);
   result = r;
+  return true;
+}
+
+bool Probes::attach_lookup_probes(const std::string& path, pid_t pid, const std::vector<std::uint64_t>& offsets,
+                                  const std::vector<std::uint64_t>& kinds, Links& links, std::string& error) {
+  // Entry and return as a pair in both uprobe_multi modes (the result is
+  // read at the return).
+  return attach_multi(lookup_exit_, path, pid, offsets, kinds, MultiLink::Return, links, error) &&
+         attach_multi(lookup_enter_, path, pid, offsets, kinds, MultiLink::Entry, links, error);
+}
+
+bool Probes::attach_lookups(const std::string& path, pid_t pid, std::string& error) {
+  if (!defers_driver()) return false;
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) {
+    error = path + ": " + std::strerror(errno);
+    return false;
+  }
+  const auto key = std::make_tuple(st.st_dev, st.st_ino, pid);
+  if (lookups_.count(key)) return true;
+  auto elf = ElfFile::open(path, error);
+  if (!elf) return false;
+  std::vector<std::uint64_t> offsets, kinds;
+  for (const auto& [name, vaddr] : elf->find_functions({"dlsym", "dlvsym"})) {
+    std::uint64_t offset = 0;
+    if (!elf->vaddr_to_offset(vaddr, offset)) continue;
+    const std::string_view bytes = elf->contents();
+    const std::size_t n = offset < bytes.size() ? std::min<std::size_t>(64, bytes.size() - offset) : 0;
+    offsets.push_back(offset + place_probe(reinterpret_cast<const std::uint8_t*>(bytes.data()) + offset, n).offset);
+    kinds.push_back(CT_LOOKUP_RESULT);
+  }
+  if (offsets.empty()) return false;
+  if (!attach_lookup_probes(path, pid, offsets, kinds, file_links_[key], error)) return false;
+  lookups_.insert(key);
+  return true;
+}
+
+bool Probes::attach_deferred(const std::string& path, pid_t pid, const std::vector<Deferred>& functions,
+                             std::string& error) {
+  std::tuple<dev_t, ino_t> file;
+  if (!symbols_of(path, error, file)) return false;
+  std::vector<std::uint64_t> offsets, cookies;
+  for (const Deferred& d : functions)
+    if (!deferred_probed_.count(std::make_tuple(std::get<0>(file), std::get<1>(file), pid, d.probe)) &&
+        std::find(offsets.begin(), offsets.end(), d.probe) == offsets.end()) {
+      offsets.push_back(d.probe);
+      cookies.push_back(d.cookie);
+    }
+  if (offsets.empty()) return true;
+  Links links;
+  const bool attached = mode_ == AttachMode::MultiSession
+                            ? attach_multi(session_, path, pid, offsets, cookies, MultiLink::Session, links, error)
+                            : attach_pairs(enter_, exit_, path, file, pid, offsets, cookies, links, error);
+  Links& kept = file_links_[std::tuple_cat(file, std::make_tuple(pid))];
+  kept.entry.insert(kept.entry.end(), links.entry.begin(), links.entry.end());
+  kept.ret.insert(kept.ret.end(), links.ret.begin(), links.ret.end());
+  kept.events.insert(kept.events.end(), links.events.begin(), links.events.end());
+  kept.probes += links.probes;
+  if (!attached) return false;
+  for (std::uint64_t offset : offsets)
+    deferred_probed_.emplace(std::get<0>(file), std::get<1>(file), pid, offset);
   return true;
 }
 

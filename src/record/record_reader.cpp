@@ -165,8 +165,8 @@ void RecordReader::on_call(const ct_call& rec) {
 
 // The process waits (--dlopen-stop) until its new files are probed.
 void RecordReader::on_map_change(const ct_map_change& m) {
-  target_.on_map_change(static_cast<pid_t>(m.pid));
-  stacks_.forget(static_cast<pid_t>(m.pid));
+  target_.on_map_change(static_cast<pid_t>(m.pid), m.wanted);
+  if (!m.wanted) stacks_.forget(static_cast<pid_t>(m.pid));
   if (m.stopped) kill(static_cast<pid_t>(m.pid), SIGCONT);
 }
 

@@ -23,6 +23,12 @@
 namespace cudatrace {
 namespace {
 
+// The C library (or the old libdl) defines dlsym and dlvsym.
+bool is_c_library(const std::string& path) {
+  const std::string base = path.substr(path.rfind('/') + 1);
+  return base.rfind("libc.so", 0) == 0 || base.rfind("libdl.so", 0) == 0;
+}
+
 bool is_loader(const std::string& path) {
   const std::string base = path.substr(path.rfind('/') + 1);
   return base.rfind("ld-linux", 0) == 0 || base.rfind("ld-musl", 0) == 0 || base.rfind("ld.so", 0) == 0;
@@ -36,7 +42,11 @@ std::unique_ptr<Target> make_target(const Options& opts, Symbolizer& symbolizer)
   return make_command_target(opts, symbolizer);
 }
 
-void Target::on_map_change(pid_t pid) {
+void Target::on_map_change(pid_t pid, std::uint64_t wanted) {
+  if (wanted) {
+    if (bpf_ && bpf_->probes()) probe_on_demand(pid, {wanted}, "looked up");
+    return;
+  }
   if (bpf_ && bpf_->probes()) attach_mappings(pid);  // not after the end's detach
   // A process stopped at a library load waits while its process context is
   // read: one that exits before the reader reaches its first call is still found.
@@ -85,6 +95,10 @@ void Target::forget_process(pid_t pid) {
   cpu_at_start_.erase(static_cast<std::uint32_t>(pid));
   if (opts_.py_stack && bpf_) bpf_->forget_python(static_cast<std::uint32_t>(pid));
   python_unreadable_.erase(pid);
+  if (const auto d = demand_.find(pid); d != demand_.end()) {
+    if (bpf_) bpf_->forget_driver_fns(static_cast<std::uint32_t>(pid), d->second.told, d->second.runtime_ranges);
+    demand_.erase(d);
+  }
   seen_mappings_.erase(seen_mappings_.lower_bound({pid, 0, 0}), seen_mappings_.lower_bound({pid + 1, 0, 0}));
 }
 
@@ -108,11 +122,15 @@ void Target::attach_mappings(pid_t pid) {
         warn_line(terminal_safe(error));
       continue;
     }
+    if (probes().defers_driver() && is_c_library(m.path) && !probes().attach_lookups(path, probe_pid, error) &&
+        !error.empty())
+      warn_line(terminal_safe(error + " (driver functions a library looks up with dlsym may be missed)"));
     Probes::FileResult r;
     if (!probes().attach_file(path, probe_pid, r, error)) {
       if (opts_.verbose) warn_line(terminal_safe(error));
       continue;
     }
+    if (probes().defers_driver()) note_for_demand(pid, m, path, r);
     if (r.apis) {
       note_probed_file(path);
       if (probed_process_) probed_process_(pid);
@@ -124,7 +142,74 @@ void Target::attach_mappings(pid_t pid) {
       std::vector<PlannedProbe> planned;
       if (probes().plan_file(path, planned, error))
         std::fprintf(stderr, "cudatrace:   %s\n", terminal_safe(probe_summary(m.path, planned)).c_str());
+      if (!r.deferred.empty())
+        std::fprintf(stderr, "cudatrace:   %zu of them probed once code other than a CUDA runtime may call them\n",
+                     r.deferred.size());
     }
+  }
+  if (const auto d = demand_.find(pid); d != demand_.end() && !d->second.imported.empty()) {
+    std::vector<std::uint64_t> addrs;
+    for (const auto& [addr, u] : d->second.unprobed)
+      if (d->second.imported.count(u.function.api)) addrs.push_back(addr);
+    probe_on_demand(pid, addrs, "imported");
+  }
+}
+
+void Target::note_for_demand(pid_t pid, const Mapping& m, const std::string& path, const Probes::FileResult& r) {
+  DemandProcess& d = demand_[pid];
+  const auto key = static_cast<std::uint32_t>(pid);
+  const auto in_mapping = [&m](std::uint64_t offset, std::uint64_t& vaddr) {
+    if (offset < m.offset || offset - m.offset >= m.end - m.start) return false;
+    vaddr = m.start + (offset - m.offset);
+    return true;
+  };
+  for (const Probes::Deferred& f : r.deferred) {
+    std::uint64_t vaddr = 0;
+    if (!in_mapping(f.entry, vaddr) || d.unprobed.count(vaddr)) continue;
+    d.unprobed[vaddr] = {path, f};
+    if (bpf_->set_driver_fn(key, vaddr, false)) {
+      d.told.push_back(vaddr);
+    } else {  // BPF cannot watch its lookups: probed now
+      probe_on_demand(pid, {vaddr}, "no room to watch its lookups");
+    }
+  }
+  if (r.runtime) {
+    if (d.runtime_ranges < CT_RUNTIME_RANGES &&
+        bpf_->set_runtime_range(key, d.runtime_ranges, m.start, m.end, r.runtime_library))
+      ++d.runtime_ranges;
+    else if (opts_.verbose)  // its own lookups then probe what they look up: dearer, never wrong
+      warn_line(fmt::format("pid {}: {}: too many CUDA runtimes to tell their own driver lookups", pid,
+                            terminal_safe(m.path)));
+  }
+  d.imported.insert(r.imports.begin(), r.imports.end());
+}
+
+void Target::probe_on_demand(pid_t pid, const std::vector<std::uint64_t>& addrs, const char* why) {
+  const auto d = demand_.find(pid);
+  if (d == demand_.end()) return;
+  std::map<std::string, std::vector<Probes::Deferred>> by_file;
+  std::vector<std::uint64_t> probed;
+  for (std::uint64_t addr : addrs) {
+    const auto u = d->second.unprobed.find(addr);
+    if (u == d->second.unprobed.end()) continue;
+    by_file[u->second.path].push_back(u->second.function);
+    probed.push_back(addr);
+  }
+  const pid_t probe_pid = policy_.bound_to_process ? pid : -1;
+  for (const auto& [path, functions] : by_file) {
+    std::string error;
+    if (!probes().attach_deferred(path, probe_pid, functions, error)) {
+      warn_line(terminal_safe(error));
+      continue;
+    }
+    if (opts_.verbose)
+      for (const Probes::Deferred& f : functions)
+        std::fprintf(stderr, "cudatrace: pid %d: %s probed (%s)\n", pid, f.api->symbol.c_str(), why);
+  }
+  for (std::uint64_t addr : probed) {
+    bpf_->set_driver_fn(static_cast<std::uint32_t>(pid), addr, true);
+    d->second.imported.erase(d->second.unprobed[addr].function.api);
+    d->second.unprobed.erase(addr);
   }
 }
 

@@ -155,6 +155,18 @@ std::unordered_map<std::string, std::uint64_t> ElfFile::find_functions(
   return found;
 }
 
+std::vector<std::string> ElfFile::imported(const std::unordered_set<std::string_view>& wanted) const {
+  std::vector<std::string> found;
+  if (!dynsym_) return found;
+  for_each_symbol_by_name(
+      *dynsym_, [](const Elf64_Sym& s) { return s.st_shndx == SHN_UNDEF && s.st_name != 0; },
+      [&](std::string_view name, const Elf64_Sym&, std::uint32_t) {
+        const std::string_view base = name.substr(0, name.find('@'));
+        if (wanted.count(base)) found.emplace_back(base);
+      });
+  return found;
+}
+
 std::uint64_t ElfFile::exported_object(std::string_view name) const {
   if (!dynsym_) return 0;
   const auto* syms = static_cast<const Elf64_Sym*>(dynsym_->syms);

@@ -30,6 +30,10 @@ struct TracedProcesses {
   bool registered = false;      // the processes given to trace_process, and their descendants
   bool every_exec_told = false;  // every process; each exec sends a map change on the control ring
   bool stop_at_loads = false;   // a library load stops its process until probes are attached there
+  // Probes on driver functions only where code other than a runtime may call
+  // them (Probes::defer_driver): for processes traced from their start,
+  // which cudatrace sees look the driver's functions up.
+  bool driver_on_demand = false;
 };
 
 class BpfObject {
@@ -83,6 +87,14 @@ class BpfObject {
   int process_cost_fd() const;
   int activity_fd() const;
   int export_stats_fd() const;
+  // Driver functions probed on demand (bpf_abi.h, ct_driver_fn_key): a
+  // process's unprobed driver function at `addr`, then probed.
+  bool set_driver_fn(std::uint32_t pid, std::uint64_t addr, bool probed);
+  // Where `pid`'s CUDA runtimes keep their code (ct_runtime_range), index < CT_RUNTIME_RANGES.
+  bool set_runtime_range(std::uint32_t pid, std::uint32_t index, std::uint64_t start, std::uint64_t end,
+                         bool runtime_library);
+  // Forgets what set_driver_fn and set_runtime_range told of `pid`.
+  void forget_driver_fns(std::uint32_t pid, const std::vector<std::uint64_t>& addrs, std::uint32_t ranges);
 
  private:
   void clear_counters();

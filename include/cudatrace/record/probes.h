@@ -57,14 +57,41 @@ class Probes {
          Warn note = nullptr);
   ~Probes();
 
+  // A driver function left unprobed until code other than a CUDA runtime
+  // may call it (defer_driver).
+  struct Deferred {
+    const Api* api = nullptr;
+    std::uint64_t entry = 0;   // file offset of the function
+    std::uint64_t probe = 0;   // file offset of its probe
+    std::uint64_t cookie = 0;
+  };
   struct FileResult {
     int apis = 0;   // APIs attached in this file (0: none of ours)
     bool runtime = false, driver = false;
+    std::vector<Deferred> deferred;  // defer_driver: the driver functions left out
+    bool runtime_library = false;    // a runtime library (libcudart.so): all its code is the runtime's
+    std::vector<const Api*> imports;  // driver functions it imports (defer_driver)
   };
   // Attaches to `path` (openable from here). pid -1: every process mapping
   // it; else only that process. A file already handled for `pid` returns
   // the earlier result. On error returns false and sets `error`.
   bool attach_file(const std::string& path, pid_t pid, FileResult& result, std::string& error);
+  // Driver functions probed on demand (bpf_abi.h, ct_driver_fn_key): from
+  // now on attach_file leaves each driver function selected out (listed in
+  // FileResult::deferred), lists the driver functions a file imports, and
+  // probes the driver's and the runtimes' lookups of them with
+  // `lookup_enter`/`lookup_exit`; attach_lookups probes dlsym and dlvsym.
+  void defer_driver(bpf_program* lookup_enter, bpf_program* lookup_exit) {
+    lookup_enter_ = lookup_enter;
+    lookup_exit_ = lookup_exit;
+  }
+  bool defers_driver() const { return lookup_enter_ != nullptr; }
+  // Probes deferred functions of `path` (those already probed are skipped).
+  bool attach_deferred(const std::string& path, pid_t pid, const std::vector<Deferred>& functions,
+                       std::string& error);
+  // dlsym and dlvsym, where `path` defines them (the C library). False with
+  // an empty `error` where it does not.
+  bool attach_lookups(const std::string& path, pid_t pid, std::string& error);
   // The probes attach_file would attach to `path` (it must be openable), in
   // file order; for --list-apis --lib and -v.
   bool plan_file(const std::string& path, std::vector<PlannedProbe>& out, std::string& error);
@@ -135,6 +162,7 @@ class Probes {
       ProbePlace place;
     };
     std::vector<Function> functions;
+    std::vector<const Api*> imports;  // driver functions it imports
   };
   // The cookie of one probe of `f`, with its placement bit; false if it is
   // left out.
@@ -176,7 +204,14 @@ class Probes {
   // In parallel (probes.cpp says why).
   static void close_all(const std::vector<int>& fds);
 
+  // The lookup probes of a file (defer_driver): offsets and their ct_lookup_kind.
+  bool attach_lookup_probes(const std::string& path, pid_t pid, const std::vector<std::uint64_t>& offsets,
+                            const std::vector<std::uint64_t>& kinds, Links& links, std::string& error);
+
   bpf_program *enter_, *exit_, *map_change_, *session_ = nullptr;
+  bpf_program *lookup_enter_ = nullptr, *lookup_exit_ = nullptr;
+  std::set<std::tuple<dev_t, ino_t, pid_t, std::uint64_t>> deferred_probed_;  // by file, pid, probe offset
+  std::set<std::tuple<dev_t, ino_t, pid_t>> lookups_;  // attach_lookups' files
   AttachMode mode_ = AttachMode::MultiPair;
   Selection selection_;
   Warn warn_, note_;

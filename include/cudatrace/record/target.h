@@ -56,8 +56,9 @@ class Target {
   virtual bool private_trace() const { return false; }
 
   // A process's dynamic loader changed its maps (the loader probe): its new
-  // files are probed.
-  void on_map_change(pid_t pid);
+  // files are probed. Or (`wanted` not 0) it looked up the driver function
+  // at that address (Probes::defer_driver): that function is probed.
+  void on_map_change(pid_t pid, std::uint64_t wanted = 0);
   // A process exited: what is kept of it goes (a reused pid is found afresh).
   void forget_process(pid_t pid);
   // Called with each process in which a file with traced APIs is probed
@@ -129,6 +130,23 @@ class Target {
   };
   std::map<std::uint32_t, OtelProcess> otel_;
   std::set<pid_t> python_unreadable_;
+  // Driver functions probed on demand (Probes::defer_driver), per process:
+  // those not probed yet by their address there, and the driver functions
+  // its files import that no driver file of it defined yet.
+  struct DemandProcess {
+    struct Unprobed {
+      std::string path;  // the driver's file, openable from here
+      Probes::Deferred function;
+    };
+    std::map<std::uint64_t, Unprobed> unprobed;
+    std::set<const Api*> imported;
+    std::vector<std::uint64_t> told;  // addresses told to BPF
+    std::uint32_t runtime_ranges = 0;
+  };
+  void note_for_demand(pid_t pid, const Mapping& m, const std::string& path, const Probes::FileResult& r);
+  // Probes `pid`'s functions at `addrs` (and those it imports); `why` for -v.
+  void probe_on_demand(pid_t pid, const std::vector<std::uint64_t>& addrs, const char* why);
+  std::map<pid_t, DemandProcess> demand_;
 };
 
 // The kinds, one file each in src/record/.

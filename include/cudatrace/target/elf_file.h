@@ -37,6 +37,9 @@ class ElfFile {
 
   // Link-time address of a data object the file exports in .dynsym (such as
   // the loader's _r_debug); 0 if it exports none of that name.
+  // The names in `wanted` that the file imports: undefined dynamic symbols,
+  // which the loader binds to another object's definition.
+  std::vector<std::string> imported(const std::unordered_set<std::string_view>& wanted) const;
   std::uint64_t exported_object(std::string_view name) const;
   // The offset in the file's TLS block of the defined thread-local variable
   // `name` (an STT_TLS symbol of .dynsym or .symtab: st_value); nullopt if none.
