@@ -22,11 +22,15 @@ struct LossCounts {
   std::uint64_t depth_overflow = 0;  // calls not tracked: nesting too deep
   std::uint64_t unmatched = 0;       // frames skipped by longjmp/exceptions (not a loss of calls)
   std::uint64_t control = 0;         // loader/exit notifications dropped
+  // A saved trace: the records its tracer could not write (lost_detail.output).
+  std::uint64_t output = 0;
   // A trace's calls whose records the ring could not take, counted and timed
   // in BPF by API id: with the lines held they give exact per-API counts.
   std::map<std::uint16_t, ct_api_stats> ring_buffer_calls;
   // Call records lost in the kernel (unmatched frames and control records are not calls).
   std::uint64_t calls() const { return ring_buffer + thread_table + depth_overflow; }
+  // Call records that tables built from records are missing.
+  std::uint64_t records() const { return calls() + output; }
 };
 
 // Time one probe hit adds to the probed call, in ns: CPU time of the calling

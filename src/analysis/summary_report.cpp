@@ -58,8 +58,20 @@ InsightInput SummaryReport::insight_input(const std::vector<ct_api_stats>& run, 
   return in;
 }
 
+namespace {
+// Whether an insight's numbers come from call records (and so fall short
+// when records are lost): all but those read from the BPF counters.
+bool rests_on_records(const Insight& i, bool activity_counted) {
+  if (i.rule == "sync-storm") return false;  // the per-API statistics
+  if (activity_counted && (i.rule == "launch-bound" || i.rule == "pageable-copies" || i.rule == "tiny-transfers"))
+    return false;
+  return true;
+}
+}  // namespace
+
 SummarySnapshot SummaryReport::snapshot(const std::vector<ct_api_stats>& run, std::uint64_t now_ns, bool final,
-                                        std::optional<CostReport> cost, const Sampling* sampling) {
+                                        std::optional<CostReport> cost, const Sampling* sampling,
+                                        std::uint64_t records_lost) {
   if (previous_.empty()) {
     previous_.assign(run.size(), ct_api_stats{});
     previous_ns_ = opts_.start_ns;
@@ -75,6 +87,8 @@ SummarySnapshot SummaryReport::snapshot(const std::vector<ct_api_stats>& run, st
   s.with_insights = opts_.tables || opts_.insights;
   s.hist = opts_.hist;
   s.cost = std::move(cost);
+  s.records_lost = records_lost;
+  s.activity_counted = opts_.activity_counted;
 
   std::vector<ct_api_stats> shown = run;
   if (!final)
@@ -86,7 +100,7 @@ SummarySnapshot SummaryReport::snapshot(const std::vector<ct_api_stats>& run, st
   const MemoryTracker& memory = pipeline_.memory();
   s.memory.assign(memory.devices().begin(), memory.devices().end());
   s.untracked = memory.untracked();
-  if (final && opts_.tables) {
+  if (final && opts_.tables && !s.leaks_unknown()) {
     for (const Allocation* a : memory.outstanding()) {
       SummarySnapshot::Leak leak{*a, call_site(a->pid, a->caller), {}};
       if (names_.stack && !a->stack.empty()) leak.stack = names_.stack(a->pid, a->stack);
@@ -96,7 +110,7 @@ SummarySnapshot SummaryReport::snapshot(const std::vector<ct_api_stats>& run, st
   if (opts_.tables && !pipeline_.py_sites().empty()) {
     std::map<std::string, PySiteStats> sites = pipeline_.py_sites().sites();
     for (const Allocation* a : memory.outstanding()) {
-      if (a->py_site.empty()) continue;
+      if (a->py_site.empty() || records_lost) continue;  // perhaps freed: the free's record may be lost
       const auto it = sites.find(a->py_site);
       if (it == sites.end()) continue;
       it->second.unfreed += 1;
@@ -118,6 +132,12 @@ SummarySnapshot SummaryReport::snapshot(const std::vector<ct_api_stats>& run, st
     if (s.with_insights)
       for (Insight& i : gpu_time_insights(*s.gpu_time)) s.insights.push_back(std::move(i));
   }
+  if (records_lost)
+    for (Insight& i : s.insights)
+      if (rests_on_records(i, opts_.activity_counted)) {
+        i.message += fmt::format(" (incomplete: {} call records were lost)", records_lost);
+        i.numbers.emplace_back("records_lost", double(records_lost));
+      }
   if (!final) {
     s.interval = ++intervals_;
     previous_ = run;

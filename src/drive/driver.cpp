@@ -181,6 +181,7 @@ int Driver::run() {
     reported.layer[static_cast<int>(Layer::Nvtx)] = false;
     ReportOptions report{reported, opts_.summary_tables, opts_.hist, opts_.insights, opts_.json, source_.start_ns(),
                          {}, opts_.full_names, true};
+    report.activity_counted = records_needed().counted_activity && source_.counts_in_kernel();
     reporter_ = std::make_unique<SummaryReport>(report, pipeline_, source_.site_names());
     next_report_ns_ = source_.start_ns() + std::uint64_t(opts_.interval_s) * 1000000000ull;
   } else if (!metrics_) {
@@ -201,12 +202,16 @@ int Driver::run() {
   writer_->wait_written(kOutputStall);
   if (!output_ok()) return output_closed_ ? kExitBrokenPipe : kExitOutput;
   if (int rc = source_.release()) return rc;
+  // An output that fails (a full disk) does not end tracing: every call
+  // that follows is still read and counted, as lost (issue 47). Only a
+  // reader that went away (`| head`) ends it.
   while (source_.feed(*this, kFeedWaitMs)) {
-    if (!flush()) break;
+    if (!flush() && output_closed_) break;
     if (metrics_) count_node(false);
     if (reporter_ && opts_.interval_s && source_.now_ns() >= next_report_ns_) {
       summary_report(false);
-      if (!flush() || (opts_.count && ++reports_ >= opts_.count)) break;  // -c: stop, leave the command running
+      if ((!flush() && output_closed_) || (opts_.count && ++reports_ >= opts_.count))
+        break;  // -c: stop, leave the command running
     }
   }
   finish();
@@ -225,6 +230,10 @@ void Driver::on_call(Call& c) {
   for (Writer* w : call_writers_) {
     if (w == trace_.get()) {
       if (filtered_in_kernel_ && c.api->layer() == Layer::Nvtx) continue;
+      if (output_failed_) {  // nowhere to write it: counted, not formatted
+        ++stats_.lost_output;
+        continue;
+      }
       ++(c.unfinished ? stats_.unfinished : stats_.calls);
       w->call(c, analysis);
       chunk_.record_ends.push_back(Chunk::record_end(trace_->buffer()->size(), c.unfinished));
@@ -276,7 +285,8 @@ void Driver::summary_report(bool final) {
   const std::vector<ct_api_stats> run = source_.api_stats();
   if (final) stats_.calls = reporter_->calls(run);
   std::optional<CostReport> cost = final ? std::nullopt : source_.cost();
-  trace_->summary(reporter_->snapshot(run, source_.now_ns(), final, std::move(cost), source_.sampling()));
+  trace_->summary(reporter_->snapshot(run, source_.now_ns(), final, std::move(cost), source_.sampling(),
+                                     source_.losses().records()));
   next_report_ns_ += std::uint64_t(opts_.interval_s) * 1000000000ull;
 }
 

@@ -86,7 +86,7 @@ SavedTrace::LineReader::Result SavedTrace::LineReader::next(std::string_view& li
       if (begin_ == end_) return End;
       line = std::string_view(at, end_ - begin_);  // the last line, without a newline
       begin_ = end_;
-      return Line;
+      return CutLine;
     }
     std::memmove(buf_.data(), at, end_ - begin_);
     end_ -= begin_;
@@ -144,7 +144,13 @@ bool SavedTrace::read_line() {
     const std::uint32_t slot = free_slots_.back();
     TraceLine& line = slots_[slot];
     std::string error;
-    if (!line.parse(text, error, &otel_)) return fail(error);
+    if (!line.parse(text, error, &otel_)) {
+      if (read != LineReader::CutLine) return fail(error);
+      // What was written whole is reported; finish() warns of the rest.
+      cut_line_ = number_;
+      read_to_end_ = true;
+      return false;
+    }
     switch (line.type()) {
       case TraceLine::Type::Process:
         continue;
@@ -291,7 +297,12 @@ bool SavedTrace::feed(CallConsumer& to, int) {
 
 void SavedTrace::finish(CallConsumer&) {
   if (failed_ || !read_to_end_ || earliest()) return;  // (the output failed: the rest was not read)
-  if (!ended_)
+  if (cut_line_)
+    std::fprintf(stderr,
+                 "cudatrace: warning: %s:%zu: the last line is cut short (no end line: writing the trace stopped in "
+                 "the middle of a line, on a full disk say); this report is of the %zu lines before it\n",
+                 name_.c_str(), cut_line_, cut_line_ - 1);
+  else if (!ended_)
     std::fprintf(stderr,
                  "cudatrace: warning: %s has no end line: the trace was cut short, its last calls may be missing\n",
                  name_.c_str());

@@ -192,7 +192,7 @@ bool TraceLine::parse(std::string_view line, std::string& error, OtelProcesses* 
       end_calls_ = count(j, kCalls.name(), quoted(kCalls.name()));
       count(j, kLost.name(), quoted(kLost.name()));
       end_unfinished_ = count(j, kUnfinishedCalls.name(), quoted(kUnfinishedCalls.name()));
-      if (detail.contains(kOutput.name())) lost(kOutput.name());
+      if (detail.contains(kOutput.name())) end_.output = lost(kOutput.name());
       end_.ring_buffer = lost(kRingBuffer.name());
       end_.thread_table = lost(kThreadTable.name());
       end_.depth_overflow = lost(kDepthOverflow.name());

@@ -2,6 +2,8 @@
 // format's summary (json_writer.cpp has its trace lines).
 #include <algorithm>
 #include <iterator>
+#include <string_view>
+#include <vector>
 
 #include "cudatrace/json_fields.h"
 #include "cudatrace/render/format.h"
@@ -102,6 +104,7 @@ void append_memory(Buf& out, const SummarySnapshot& s) {
 
 void append_leaks(Buf& out, const SummarySnapshot& s) {
   auto it = std::back_inserter(out);
+  if (s.leaks_unknown()) return;  // "incomplete" lists them: a lost record may have freed any
   out.append(std::string_view(",\"leaks\":["));
   for (std::size_t i = 0; i < s.leaks.size(); ++i) {
     const Allocation& a = s.leaks[i].allocation;
@@ -254,6 +257,29 @@ void append_histograms(Buf& out, const SummarySnapshot& s) {
   out.push_back(']');
 }
 
+// ,"records_lost":N,"incomplete":[...]: the parts of this report built from
+// call records, which fall short when records were lost (docs/json.md).
+void append_incomplete(Buf& out, const SummarySnapshot& s) {
+  std::vector<std::string_view> parts;
+  if (s.tables) {
+    if (!s.activity_counted) parts.insert(parts.end(), {"kernels", "transfers"});
+    parts.push_back("memory");
+    if (s.final) parts.push_back("leaks");
+    if (!s.py_sites.empty()) parts.push_back("py_sites");
+    if (s.collectives && !s.collectives->collectives().empty()) parts.push_back("collectives");
+  }
+  if (s.gpu_time) parts.push_back("gpu_time");
+  if (s.with_insights) parts.push_back("insights");
+  if (s.by_range) parts.push_back("ranges");
+  if (s.by_span) parts.push_back("spans");
+  fmt::format_to(std::back_inserter(out), ",\"records_lost\":{},\"incomplete\":[", s.records_lost);
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    if (i) out.push_back(',');
+    append_json_string(out, parts[i]);
+  }
+  out.push_back(']');
+}
+
 }  // namespace
 
 // --py-stack: the work of each Python call site (docs/json.md).
@@ -267,11 +293,12 @@ void append_py_sites(Buf& out, const SummarySnapshot& s) {
     append_json_string(out, p.file);
     fmt::format_to(it, ",\"line\":{},\"func\":", p.line);
     append_json_string(out, p.func);
-    fmt::format_to(it,
-                   ",\"syncs\":{},\"sync_ns\":{},\"allocs\":{},\"alloc_bytes\":{},\"never_freed\":{},"
-                   "\"never_freed_bytes\":{},\"htod\":{},\"htod_bytes\":{},\"htod_pageable_bytes\":{},\"launches\":{}}}",
-                   p.syncs, p.sync_ns, p.allocs, p.alloc_bytes, p.unfreed, p.unfreed_bytes, p.htod, p.htod_bytes,
-                   p.htod_pageable_bytes, p.launches);
+    fmt::format_to(it, ",\"syncs\":{},\"sync_ns\":{},\"allocs\":{},\"alloc_bytes\":{}", p.syncs, p.sync_ns,
+                   p.allocs, p.alloc_bytes);
+    if (!s.records_lost)  // else not known: a lost record may be a free
+      fmt::format_to(it, ",\"never_freed\":{},\"never_freed_bytes\":{}", p.unfreed, p.unfreed_bytes);
+    fmt::format_to(it, ",\"htod\":{},\"htod_bytes\":{},\"htod_pageable_bytes\":{},\"launches\":{}}}", p.htod,
+                   p.htod_bytes, p.htod_pageable_bytes, p.launches);
   }
   out.push_back(']');
 }
@@ -279,6 +306,7 @@ void append_py_sites(Buf& out, const SummarySnapshot& s) {
 void append_summary_json(Buf& out, const SummarySnapshot& s) {
   fmt::format_to(std::back_inserter(out), "{{{}\"{}\",\"final\":{},\"ts_ns\":{},\"covered_ns\":{}",
                  json_fields::kType.first_key(), json_fields::kSummary, s.final, s.now_ns, s.covered_ns);
+  if (s.records_lost) append_incomplete(out, s);
   if (s.otel) append_otel_json(out, *s.otel);
   if (s.tables) {
     append_apis(out, s);

@@ -14,6 +14,14 @@ namespace {
 
 using Buf = fmt::memory_buffer;
 
+// Under a table built from call records when some were lost: its numbers
+// fall short (the CUDA API summary is counted in BPF).
+void append_lost_note(Buf& out, const SummarySnapshot& s) {
+  if (s.records_lost)
+    fmt::format_to(std::back_inserter(out), "\n{} call records lost: this table is incomplete\n",
+                   group_digits(s.records_lost));
+}
+
 std::string shape_text(const std::array<std::uint32_t, 6>& s) {
   return fmt::format("({},{},{})x({},{},{})", s[0], s[1], s[2], s[3], s[4], s[5]);
 }
@@ -61,6 +69,7 @@ void append_kernels(Buf& out, const SummarySnapshot& s, bool full_names) {
     if (graphs) kernels.rows.back().insert(kernels.rows.back().begin() + 1, group_digits(k.in_graphs));
   }
   append_section(out, "CUDA kernel launches", kernels);
+  if (!s.activity_counted) append_lost_note(out, s);
 }
 
 void append_transfers(Buf& out, const SummarySnapshot& s) {
@@ -79,6 +88,7 @@ void append_transfers(Buf& out, const SummarySnapshot& s) {
          host ? group_digits(t.pageable) : "-", host ? group_digits(t.tiny) : "-"});
   }
   append_section(out, "CUDA transfers", transfers);
+  if (!s.activity_counted) append_lost_note(out, s);
 }
 
 void append_memory(Buf& out, const SummarySnapshot& s) {
@@ -93,6 +103,7 @@ void append_memory(Buf& out, const SummarySnapshot& s) {
                            group_digits(m.allocs), group_digits(m.frees), group_digits(m.managed_live_bytes),
                            group_digits(m.managed_peak_bytes)});
   append_section(out, "Device memory", memory);
+  append_lost_note(out, s);
   // Only for programs that asked: the table above stays as it was for the others.
   Table reported{{"PID", "Device", "Free (B)", "Total (B)", "At (s)"}, {false, false, false, false, false}, {}};
   for (const auto& [key, m] : s.memory)
@@ -105,6 +116,13 @@ void append_memory(Buf& out, const SummarySnapshot& s) {
 
 void append_leaks(Buf& out, const SummarySnapshot& s) {
   auto it = std::back_inserter(out);
+  if (s.leaks_unknown()) {  // a listed allocation may have been freed by a call whose record was lost
+    fmt::format_to(it,
+                   "\nAllocations never freed: not listed: {} call records were lost, perhaps frees of allocations "
+                   "that would be listed\n",
+                   group_digits(s.records_lost));
+    return;
+  }
   std::uint64_t leaked = 0;
   for (const SummarySnapshot::Leak& l : s.leaks) leaked += l.allocation.bytes;
   fmt::format_to(it, "\nAllocations never freed: {} ({} bytes)\n", s.leaks.size(), group_digits(leaked));
@@ -256,9 +274,11 @@ void append_py_sites(Buf& out, const SummarySnapshot& s) {
   if (!sync.rows.empty()) append_section(out, "Synchronisation by Python call site", sync);
   Table alloc{{"Allocs", "Bytes", "Never Freed", "Bytes Never Freed", "Python call site"},
               {false, false, false, false, true}, {}};
+  // With records lost, what was never freed is not known ("?"): a lost record may be a free.
+  const auto unfreed = [&](std::uint64_t n) { return s.records_lost ? std::string("?") : group_digits(n); };
   for (const PySiteStats* p : top([](const PySiteStats& p) { return std::make_tuple(p.unfreed_bytes, p.alloc_bytes, p.allocs); }))
-    alloc.rows.push_back({group_digits(p->allocs), group_digits(p->alloc_bytes), group_digits(p->unfreed),
-                          group_digits(p->unfreed_bytes), terminal_safe(site(*p))});
+    alloc.rows.push_back({group_digits(p->allocs), group_digits(p->alloc_bytes), unfreed(p->unfreed),
+                          unfreed(p->unfreed_bytes), terminal_safe(site(*p))});
   if (!alloc.rows.empty()) append_section(out, "Device allocations by Python call site", alloc);
   Table htod{{"Copies", "Bytes", "Pageable Bytes", "Pageable %", "Python call site"}, {false, false, false, false, true}, {}};
   for (const PySiteStats* p : top([](const PySiteStats& p) { return std::make_tuple(p.htod_bytes, p.htod); }))
@@ -270,6 +290,7 @@ void append_py_sites(Buf& out, const SummarySnapshot& s) {
   for (const PySiteStats* p : top([](const PySiteStats& p) { return std::make_tuple(p.launches); }))
     launch.rows.push_back({group_digits(p->launches), terminal_safe(site(*p))});
   if (!launch.rows.empty()) append_section(out, "Kernel launches by Python call site", launch);
+  append_lost_note(out, s);
 }
 
 // bcc's print_log2_hist layout.
@@ -315,11 +336,17 @@ void append_summary_text(Buf& out, const SummarySnapshot& s, bool full_names) {
     append_kernels(out, s, full_names);
     append_transfers(out, s);
     append_memory(out, s);
-    if (s.collectives) append_collectives_text(out, *s.collectives);
+    if (s.collectives && !s.collectives->collectives().empty()) {
+      append_collectives_text(out, *s.collectives);
+      append_lost_note(out, s);
+    }
     if (s.final) append_leaks(out, s);
     if (!s.py_sites.empty()) append_py_sites(out, s);
   }
-  if (s.gpu_time) append_gpu_time_text(out, *s.gpu_time);
+  if (s.gpu_time) {
+    append_gpu_time_text(out, *s.gpu_time);
+    append_lost_note(out, s);
+  }
   if (s.with_insights) {
     out.append(std::string_view("\nInsights:\n\n"));
     if (s.insights.empty()) out.append(std::string_view(" none\n"));
@@ -334,8 +361,14 @@ void append_summary_text(Buf& out, const SummarySnapshot& s, bool full_names) {
     out.append(std::string_view("\nTracing cost so far:\n\n"));
     append_cost_text(out, *s.cost);
   }
-  if (s.by_range) append_ranges(out, *s.by_range);
-  if (s.by_span) append_spans(out, *s.by_span);
+  if (s.by_range) {
+    append_ranges(out, *s.by_range);
+    append_lost_note(out, s);
+  }
+  if (s.by_span) {
+    append_spans(out, *s.by_span);
+    append_lost_note(out, s);
+  }
 }
 
 }  // namespace cudatrace

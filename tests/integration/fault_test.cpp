@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
@@ -696,9 +697,10 @@ double cpu_seconds(pid_t pid) {
 }
 
 // Runs `t` on fake_app's 8 threads calling as fast as they can, and stops
-// cudatrace (never the program) while they have 2 s of CPU time more: its
-// 1 MiB ring overflows however fast this machine reads. Returns cudatrace's
-// exit status, -1 when a step did not happen in time.
+// cudatrace (never the program) while they have 2 s of CPU time more, or
+// until they have all made their calls (the program is then a zombie: its
+// parent is stopped): its 1 MiB ring overflows however fast this machine
+// reads. Returns cudatrace's exit status, -1 when a step did not happen in time.
 int run_with_a_stopped_reader(Tracer& t) {
   pid_t app = 0;  // started once its probes are in place
   const bool running = wait_until([&] {
@@ -710,7 +712,8 @@ int run_with_a_stopped_reader(Tracer& t) {
   if (!running) return -1;
   const double before = cpu_seconds(app);
   kill(t.proc.pid, SIGSTOP);
-  const bool filled = wait_until([&] { return cpu_seconds(app) < 0 || cpu_seconds(app) > before + 2; }, 60s);
+  const bool filled = wait_until(
+      [&] { return cpu_seconds(app) < 0 || cpu_seconds(app) > before + 2 || process_state(app) == 'Z'; }, 60s);
   kill(t.proc.pid, SIGCONT);
   const int status = t.proc.wait(300s);
   return filled ? status : -1;
@@ -753,6 +756,52 @@ TEST_F(Faults, CountsStayExactWhenTheRingLosesLines) {
   const std::string err = read_file(text.err);
   EXPECT_NE(err.find("cudatrace: the calls the ring buffer lost, counted by API: "), std::string::npos) << err;
   EXPECT_NE(err.find("(every call is counted: the trace's lines and these)"), std::string::npos) << err;
+}
+
+// Issue 47, item 3: summary mode builds the memory tables from the records
+// of allocations and frees. 8 threads each allocate and free 50,000 times
+// into a 1 MiB ring that cudatrace does not read for a while: the API table
+// stays exact (BPF counts it), the tables built from records say they are
+// incomplete, and no allocation is listed as never freed (its free may be a
+// lost record; every one was freed).
+TEST_F(Faults, SummaryUnderRingLossCallsNothingExactOrLeakedThatIsNot) {
+  constexpr long kThreads = 8, kIterations = 50000;
+  const std::vector<std::string> app = {"--", FAKE_APP, "threads", std::to_string(kThreads), std::to_string(kIterations)};
+  std::vector<std::string> args = {"--summary", "--json", "--ring-mb", "1"};
+  args.insert(args.end(), app.begin(), app.end());
+  Tracer t(args);
+  ASSERT_EQ(run_with_a_stopped_reader(t), 0) << read_file(t.err);
+  const std::vector<json> lines = t.lines();
+  const json& end = end_of(lines);
+  const long lost = end["lost_detail"]["ring_buffer"].get<long>();
+  ASSERT_GT(lost, 0) << "the ring must overflow for this test";
+  const std::vector<json> summaries = records(lines, "summary");
+  ASSERT_EQ(summaries.size(), 1u) << read_file(t.out);
+  const json& s = summaries[0];
+  for (const json& a : s["apis"])
+    if (a["name"] == "cudaMalloc" || a["name"] == "cudaFree") EXPECT_EQ(a["calls"], kThreads * kIterations) << a;
+  EXPECT_EQ(s.value("records_lost", 0L), end["lost"].get<long>()) << s.dump();
+  const json incomplete = s.value("incomplete", json::array());
+  for (const char* part : {"memory", "leaks", "insights"})
+    EXPECT_NE(std::find(incomplete.begin(), incomplete.end(), part), incomplete.end()) << part << ": " << s.dump();
+  // Launches and copies are counted in BPF: exact.
+  EXPECT_EQ(std::find(incomplete.begin(), incomplete.end(), "kernels"), incomplete.end()) << s.dump();
+  EXPECT_FALSE(s.contains("leaks")) << s["leaks"].dump();
+  for (const json& m : s["memory"]) EXPECT_LT(m["allocs"].get<long>(), kThreads * kIterations) << m;
+
+  std::vector<std::string> text_args = {"--summary", "--ring-mb", "1"};
+  text_args.insert(text_args.end(), app.begin(), app.end());
+  Tracer text(text_args);
+  ASSERT_EQ(run_with_a_stopped_reader(text), 0) << read_file(text.err);
+  const std::string out = read_file(text.out);
+  std::smatch said;
+  ASSERT_TRUE(std::regex_search(out, said, std::regex("\nDevice memory:\n(.|\n)*?\n([0-9,]+) call records lost: "
+                                                      "this table is incomplete\n")))
+      << out;
+  EXPECT_NE(out.find("\nAllocations never freed: not listed: " + said[2].str() +
+                     " call records were lost, perhaps frees of allocations that would be listed\n"),
+            std::string::npos) << out;
+  EXPECT_EQ(out.find("Address"), std::string::npos) << "no leak listed: " << out;
 }
 
 // ---- 4. Mount namespaces -----------------------------------------------------
@@ -1149,6 +1198,71 @@ TEST_F(Faults, DiskFillingUpWhileTracingExitsSixForEveryOutput) {
   EXPECT_EQ(r.err.find("consumer"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("--buffer-mb"), std::string::npos) << r.err;
   EXPECT_NE(r.out.find("report 6 0\n"), std::string::npos) << r.out << r.err;
+}
+
+// Whether `f` (a pipe) has something to read within `limit`.
+bool readable_within(FILE* f, std::chrono::milliseconds limit) {
+  pollfd p{fileno(f), POLLIN, 0};
+  return poll(&p, 1, static_cast<int>((limit * time_scale()).count())) == 1;
+}
+
+// Issue 47, item 4: cudatrace stopped tracing at the write error of a disk
+// that filled up, and the calls made after it were neither written nor
+// counted. The program fills a 1 MiB disk with its first 20,000 calls and
+// makes 20,000 more once cudatrace has said that writing failed: every call
+// is in the file, whole, or counted as lost. `report` of such a file, its
+// last line cut, reports the whole lines and warns of the cut one.
+TEST_F(Faults, DiskFullWhileTracingCountsEveryCallToTheEnd) {
+  constexpr long kBefore = 20000, kAfter = 20000;
+  const std::string dir = temp_path("disk-full"), copy = temp_path("disk-full-trace"), err_path = temp_path("disk-full-err");
+  ASSERT_EQ(mkdir(dir.c_str(), 0755), 0);
+  // The tmpfs lives in a mount namespace of the shell's own; the shell copies
+  // the trace out once cudatrace has exited, and exits with its status.
+  const std::string script = "mount -t tmpfs -o size=1m tmpfs " + dir + " || exit 99\n" + tracer() + " -o " + dir +
+                             "/t.jsonl --json --layer runtime -f query -- " FAULT_APP " calls-wait-calls " +
+                             std::to_string(kBefore) + " " + std::to_string(kAfter) + "\nstatus=$?\ncp " + dir +
+                             "/t.jsonl " + copy + "\nexit $status";
+  Child traced = Child::start({"/usr/bin/unshare", "-m", "sh", "-c", script}, [&err_path] {
+    dup2(open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600), STDERR_FILENO);
+  });
+  // The first calls fill the disk; the rest come once cudatrace has said so.
+  const bool ready = readable_within(traced.out, 60s) && traced.read_line().rfind("ready", 0) == 0;
+  const bool said = ready && wait_until([&] {
+    return read_file(err_path).find("No space left on device") != std::string::npos;
+  }, 30s);
+  traced.go();
+  const int status = wait_or_fail(traced, 60s, "cudatrace on a full disk");
+  const std::string trace = read_file(copy), err = read_file(err_path);
+  for (const std::string& f : {copy, err_path}) std::remove(f.c_str());
+  rmdir(dir.c_str());
+  ASSERT_NE(status, 99) << "cannot mount a tmpfs: " << err;
+  ASSERT_TRUE(ready) << err;
+  ASSERT_TRUE(said) << "the first calls must fill the disk: " << err;
+  EXPECT_EQ(status, 6) << err;
+  std::smatch counts;
+  ASSERT_TRUE(std::regex_search(err, counts, std::regex("cudatrace: ([0-9]+) calls traced, ([0-9]+) lost, 0 unfinished\n")))
+      << err;
+  EXPECT_NE(err.find(" records that could not be written (writing " + dir + "/t.jsonl: No space left on device)\n"),
+            std::string::npos) << err;
+  const auto whole_lines = std::count(trace.begin(), trace.end(), '\n');
+  EXPECT_EQ(std::stol(counts[1]), whole_lines) << "written: the whole lines in the file";
+  EXPECT_EQ(std::stol(counts[1]) + std::stol(counts[2]), kBefore + kAfter) << err;
+
+  // The whole lines, and half a line after them, as a disk that fills up leaves them.
+  ASSERT_GT(whole_lines, 0);
+  const std::string cut = temp_path("cut.jsonl");
+  std::ofstream(cut) << trace.substr(0, trace.rfind('\n') + 1) << trace.substr(0, trace.find('\n') / 2);
+  const Result report = run(reporter() + " --summary --json -f query " + cut);
+  std::remove(cut.c_str());
+  EXPECT_EQ(report.status, 0) << report.err;
+  EXPECT_EQ(report.err, "cudatrace: warning: " + cut + ":" + std::to_string(whole_lines + 1) +
+                            ": the last line is cut short (no end line: writing the trace stopped in the middle of a "
+                            "line, on a full disk say); this report is of the " + std::to_string(whole_lines) +
+                            " lines before it\n");
+  const std::vector<json> summaries = records(parse_lines(report.out), "summary");
+  ASSERT_EQ(summaries.size(), 1u) << report.out;
+  ASSERT_EQ(summaries[0]["apis"].size(), 1u) << report.out;
+  EXPECT_EQ(summaries[0]["apis"][0]["calls"].get<long>(), whole_lines) << report.out;
 }
 
 // A timeline that cannot be written at all is found before anything runs.

@@ -250,8 +250,13 @@ std::string call_line(std::uint64_t ts_ns, std::int64_t dur_ns, std::uint32_t ti
 TEST(RunReport, BadInputNamesTheLine) {
   EXPECT_EQ(report_file(kCall + kCall + kEnd), std::make_pair(0, std::string("cudatrace: 2 calls traced, 0 lost, 0 unfinished\n")));
   EXPECT_EQ(report_file(kCall + "garbage\n" + kEnd), std::make_pair(7, std::string("cudatrace: TRACE:2: not JSON\n")));
+  EXPECT_EQ(report_file(kCall.substr(0, 50) + "\n" + kCall),
+            std::make_pair(7, std::string("cudatrace: TRACE:1: not JSON (the line ends early: a truncated trace?)\n")));
+  // A last line cut in the middle (a full disk) is left out, with one warning.
   EXPECT_EQ(report_file(kCall + kCall.substr(0, 50)),
-            std::make_pair(7, std::string("cudatrace: TRACE:2: not JSON (the line ends early: a truncated trace?)\n")));
+            std::make_pair(0, std::string("cudatrace: warning: TRACE:2: the last line is cut short (no end line: writing "
+                                          "the trace stopped in the middle of a line, on a full disk say); this report "
+                                          "is of the 1 lines before it\ncudatrace: 1 calls traced, 0 lost, 0 unfinished\n")));
   EXPECT_EQ(report_file(kCall + kEnd + kCall), std::make_pair(7, std::string("cudatrace: TRACE:3: a line after the end line\n")));
   EXPECT_EQ(report_file(""), std::make_pair(7, std::string("cudatrace: TRACE: not a trace: no calls and no end line in it\n")));
   // A trace cut short still reports what it has, and says so.

@@ -10,6 +10,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <string>
 
@@ -127,6 +128,53 @@ TEST_F(SummaryGolden, FinalReport) {
   const SummarySnapshot s = report.snapshot(run_, kStart + 2000000000, true, std::nullopt, nullptr);
   expect_golden("summary_final.txt", text(s));
   expect_golden("summary_final.json", json(s));
+}
+
+// Issue 47: with call records lost, the tables built from them say so, and
+// no allocation is listed as never freed (a lost record may be its free).
+TEST_F(SummaryGolden, LostRecordsMarkTheTablesBuiltFromRecords) {
+  SummaryReport report(options_, pipeline_, {});
+  first_half();
+  second_half();
+  const SummarySnapshot exact = report.snapshot(run_, kStart + 2000000000, true, std::nullopt, nullptr);
+  ASSERT_FALSE(exact.leaks.empty()) << "the run leaks an allocation";
+  const SummarySnapshot s = report.snapshot(run_, kStart + 2000000000, true, std::nullopt, nullptr, 1234);
+  EXPECT_TRUE(s.leaks.empty());
+  const std::string t = text(s);
+  const std::string note = "\n1,234 call records lost: this table is incomplete\n";
+  for (const char* table : {"\nCUDA kernel launches:\n", "\nCUDA transfers:\n", "\nDevice memory:\n"}) {
+    const auto at = t.find(table);
+    ASSERT_NE(at, std::string::npos) << table;
+    const auto next_table = t.find(":\n\n", at + std::string(table).size());
+    EXPECT_LT(t.find(note, at), next_table) << table << " has no note under it: " << t;
+  }
+  EXPECT_NE(t.find("\nAllocations never freed: not listed: 1,234 call records were lost, perhaps frees of allocations "
+                   "that would be listed\n"),
+            std::string::npos) << t;
+  EXPECT_EQ(text(exact).find("records lost"), std::string::npos);
+  const std::string j = json(s);
+  EXPECT_NE(j.find(",\"records_lost\":1234,\"incomplete\":[\"kernels\",\"transfers\",\"memory\",\"leaks\",\"insights\"]"),
+            std::string::npos) << j;
+  EXPECT_EQ(j.find("\"leaks\":"), std::string::npos) << j;
+  EXPECT_EQ(json(exact).find("records_lost"), std::string::npos);
+
+  // --py-stack's allocations by Python line: what was never freed is not known.
+  SummarySnapshot py = s;
+  PySiteStats site;
+  site.file = "train.py", site.func = "step", site.line = 12;
+  site.allocs = 40000, site.alloc_bytes = 40000 * 256;
+  py.py_sites = {site};
+  const std::string py_text = text(py);
+  EXPECT_TRUE(std::regex_search(py_text, std::regex(" 40,000 +10,240,000 +\\? +\\? +train\\.py:12 step\n"))) << py_text;
+  const std::string py_json = json(py);
+  EXPECT_EQ(py_json.find("never_freed"), std::string::npos) << py_json;
+  EXPECT_NE(py_json.find("\"py_sites\",\"insights\"]"), std::string::npos) << py_json;
+
+  // Launches and copies counted in BPF stay exact.
+  options_.activity_counted = true;
+  SummaryReport counted(options_, pipeline_, {});
+  const std::string counted_text = text(counted.snapshot(run_, kStart + 2000000000, true, std::nullopt, nullptr, 1234));
+  EXPECT_EQ(counted_text.find(note), counted_text.rfind(note)) << "one note, under Device memory: " << counted_text;
 }
 
 TEST_F(SummaryGolden, IntervalReportsCoverTheirWindow) {

@@ -35,6 +35,9 @@ struct ReportOptions {
   InsightThresholds thresholds;
   bool full_names = false;  // text tables: kernels by their whole demangled names
   bool collectives = false;  // the NCCL collectives table and the rank-skew insight
+  // Launches, copies and memsets are counted in BPF (RecordsNeeded::
+  // counted_activity): their tables are exact even when records are lost.
+  bool activity_counted = false;
 };
 
 struct SummarySnapshot {
@@ -58,6 +61,16 @@ struct SummarySnapshot {
   std::vector<Kernel> kernels;  // most run first (launches and in graphs)
   std::array<TransferStats, kDirections> transfers{};
   std::vector<std::pair<MemoryTracker::DeviceKey, DeviceMemory>> memory;
+
+  // Call records lost so far (ring buffer full, untracked threads, lines
+  // a saved trace's tracer could not write). The tables built from records
+  // (memory, the Python call sites', and launches and transfers unless
+  // activity_counted) are then incomplete and say so; allocations never
+  // freed are not listed (the lost records may be their frees), nor are
+  // the Python call sites' bytes never freed.
+  std::uint64_t records_lost = 0;
+  bool activity_counted = false;  // ReportOptions::activity_counted
+  bool leaks_unknown() const { return final && records_lost; }
 
   // Final report only: allocations never freed, largest first.
   struct Leak {
@@ -101,8 +114,9 @@ class SummaryReport {
   // insights: the whole run so far) and starts the next interval; the final
   // one covers the whole run and lists the allocations never freed.
   // `sampling` (--max-overhead) says which counts are estimates; null: all exact.
+  // `records_lost`: call records lost so far (LossCounts::records()).
   SummarySnapshot snapshot(const std::vector<ct_api_stats>& run, std::uint64_t now_ns, bool final,
-                           std::optional<CostReport> cost, const Sampling* sampling);
+                           std::optional<CostReport> cost, const Sampling* sampling, std::uint64_t records_lost = 0);
   // Completed calls of displayed APIs in `run`.
   std::uint64_t calls(const std::vector<ct_api_stats>& run) const;
   const ReportOptions& options() const { return opts_; }

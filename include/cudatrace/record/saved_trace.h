@@ -73,6 +73,7 @@ class SavedTrace final : public Source {
   // The lines' calls, and those the end line says the ring lost (counted by API).
   std::vector<ct_api_stats> api_stats() override;
   LossCounts losses() override { return lost_; }
+  bool counts_in_kernel() const override { return false; }
   SiteNames site_names() override { return {}; }  // addresses: no process to look at
   std::string location(std::uint32_t pid, std::uint64_t addr) override;
   // As the trace's failed_launch warnings said them.
@@ -84,7 +85,9 @@ class SavedTrace final : public Source {
   // of fixed size: a pipe's lines come as they are written.
   class LineReader {
    public:
-    enum Result { Line, End, TooLong, Error };
+    // CutLine: the input's last line, with no newline at its end (a
+    // tracer whose disk filled up stopped in the middle of it).
+    enum Result { Line, CutLine, End, TooLong, Error };
     explicit LineReader(std::FILE* in);
     // The next line, without its newline; valid until the next call.
     Result next(std::string_view& line);
@@ -140,6 +143,7 @@ class SavedTrace final : public Source {
   bool ended_ = false;             // the end line was read
   bool read_to_end_ = false;       // of the input
   bool failed_ = false;
+  std::size_t cut_line_ = 0;       // the number of a last line cut short and left out (0: none)
   std::uint64_t start_ns_ = 0, last_ns_ = 0;
   std::uint64_t calls_read_ = 0, unfinished_read_ = 0;  // checked against the end line's counts
   std::uint64_t end_calls_ = 0, end_unfinished_ = 0;

@@ -80,6 +80,9 @@ class Source {
   // the live ring buffer does not, and output that is not read in time is
   // dropped and counted instead (render/output_writer.h).
   virtual bool can_wait() const { return false; }
+  // Whether what RecordsNeeded asks to count in the kernel (counted_activity)
+  // is counted there: live it is; a saved trace has every call's record.
+  virtual bool counts_in_kernel() const { return true; }
   // Lets the target run (command mode: releases the command; -p and the
   // whole node: says that tracing has begun); an exit status.
   virtual int release() = 0;
