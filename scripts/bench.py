@@ -20,6 +20,12 @@
      and with the default trace, and their ratio: the loop pinned to CPU 0
      and cudatrace to CPU 1, the minimum of interleaved runs; with
      kernel.bpf_stats_enabled=1 also the BPF programs' run time per call
+  g. work per record (issue 46), on the fake runtime's launch loop (each
+     cudaLaunchKernel nests a cuLaunchKernel), app on CPU 0 and cudatrace on
+     CPU 1, per mode (--empty-probes, default, --summary, --json, -f all):
+     the BPF programs' run time per run (kernel.bpf_stats_enabled=1), and
+     cudatrace's own CPU time per record (-v; a 1-call run's start-up time
+     subtracted), the minimum of the runs (scripts/bench.py --only g)
   f. OpenTelemetry context (docs/correlation.md): what reading each call's
      span adds per call, on the fake runtime's launch loop (tests/fixtures/
      otel_app.c, the variable in a TLS-descriptor library linked at start):
@@ -31,7 +37,7 @@
 Runs against the toolkit's real runtime (without a GPU driver every call fails
 fast, but the probes fire on the real code) or on a GPU host. Needs root.
 
-  scripts/bench.py [--build DIR] [--calls N] [--reps R] [--only a,b,c,d,e,f]
+  scripts/bench.py [--build DIR] [--calls N] [--reps R] [--only a,b,c,d,e,f,g]
   scripts/bench.py --guard RATIO   # CI: short (a) on cudaGetDevice; exit 1 if
                                    # cudatrace's added cost > RATIO x the floor's
 """
@@ -307,7 +313,8 @@ def bpf_programs():
         os.close(fd)
         if rc == 0:
             found.append({"id": prog_id, "name": info.raw[64:80].split(b"\0")[0].decode(errors="replace"),
-                          "run_time_ns": struct.unpack_from("<Q", info.raw, 192)[0]})
+                          "run_time_ns": struct.unpack_from("<Q", info.raw, 192)[0],
+                          "run_cnt": struct.unpack_from("<Q", info.raw, 200)[0]})
 
 
 def bpf_ns(cmd):
@@ -363,6 +370,88 @@ def bench_otel(build, calls, reps):
         runs_s = ", ".join(f"{x:.0f}" for x in per_call[name])
         added = f"{med[name] - base:+.0f}" if name != "--no-otel, span published" else "–"
         print(f"| {name} | {runs_s} | {med[name]:.0f} | {added} | {statistics.median(wall[name]):.0f} |")
+def prog_ids_of(pid):
+    """The ids of the BPF programs process `pid` holds open (its fdinfo)."""
+    ids = set()
+    try:
+        fds = os.listdir(f"/proc/{pid}/fdinfo")
+    except OSError:
+        return ids
+    for fd in fds:
+        try:
+            m = re.search(r"^prog_id:\s*(\d+)", open(f"/proc/{pid}/fdinfo/{fd}").read(), re.M)
+        except OSError:
+            continue
+        if m:
+            ids.add(int(m.group(1)))
+    return ids
+
+
+def bpf_runs(cmd, names=("ct_session", "ct_enter", "ct_exit")):
+    """Runs cudatrace's command line `cmd` (cudatrace itself, or taskset
+    execing it); returns (its output, {program name: (run_time_ns, run_cnt)}
+    of its probes' BPF programs, the last sample taken while it ran). Its
+    programs: those it holds open, so other tracers running meanwhile do not
+    count."""
+    wait_keeper_gone()
+    with tempfile.TemporaryFile() as out:
+        p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+        last = {}
+        while p.poll() is None:
+            ids = prog_ids_of(p.pid)
+            mine = {q["name"]: (q["run_time_ns"], q["run_cnt"]) for q in bpf_programs()
+                    if q.get("id") in ids and q.get("name") in names and q.get("run_cnt")}
+            if sum(n for _, n in mine.values()) >= sum(n for _, n in last.values()):
+                last = mine
+            time.sleep(0.05)
+        out.seek(0)
+        return out.read().decode(errors="replace"), last
+
+
+def bench_work_per_record(build, calls, reps):
+    """(g) BPF ns per program run and cudatrace's CPU ns per record, per mode."""
+    cudatrace = os.environ.get("CUDATRACE") or os.path.join(build, "cudatrace")
+    app = os.path.join(build, "tests", "fixtures", "fake_app")
+    if not (os.access(cudatrace, os.X_OK) and os.access(app, os.X_OK)):
+        die(f"cudatrace and tests/fixtures/fake_app must be built in {build}")
+    if open("/proc/sys/kernel/bpf_stats_enabled").read().strip() != "1":
+        die("needs kernel.bpf_stats_enabled=1 (the BPF programs' run time)")
+    modes = {"--empty-probes": ["--empty-probes"], "default": [], "--summary": ["--summary"],
+             "--json": ["--json"], "-f all": ["-f", "all"]}
+    print(f"\n### Work per record: cudaLaunchKernel (fake runtime, nesting cuLaunchKernel) x {calls}, "
+          f"{reps} interleaved runs, minimum\n")
+    print("BPF: each program's run time / its runs (kernel BPF statistics); per call: all of them / calls.")
+    print("Reader: cudatrace's CPU time (-v: reader, writer thread, everything) minus a 1-call run's, / records.\n")
+    print("| mode | BPF ns per run (runs per call) | BPF ns per call | records | reader CPU ns per record | lost |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    cpu = re.compile(r"tracer used ([0-9.]+) s CPU")
+    results = {m: {"bpf": {}, "cpu": [], "start": [], "records": 0, "lost": 0} for m in modes}
+    for _ in range(reps):
+        for name, flags in modes.items():
+            r = results[name]
+            for n, key in ((1, "start"), (calls, "cpu")):
+                cmd = pinned([app, "launch-loop", str(n)], [cudatrace, *flags, "-v", "-o", "/dev/null", "--"])
+                text, progs = bpf_runs(cmd) if n == calls else (run(cmd)[0], {})
+                m = cpu.search(text)
+                if not m:
+                    die(f"{name}: no CPU time from {' '.join(cmd)}:\n{text[-2000:]}")
+                r[key].append(float(m.group(1)))
+                if n == calls:
+                    read = re.search(r"read (\d+) call records", text)
+                    r["records"] = int(read.group(1)) if read else 0
+                    lost = re.search(r"(\d+) lost", text)  # --json: in the output, and told on stderr when not 0
+                    r["lost"] = max(r["lost"], int(lost.group(1)) if lost else 0)
+                    for prog, (t, cnt) in progs.items():
+                        if cnt >= calls / 2:  # the loop's, not the start-up cost measurement's
+                            r["bpf"].setdefault(prog, []).append((t / cnt, cnt / calls, t / calls))
+    for name, r in results.items():
+        per_run = ", ".join(f"{p} {min(v)[0]:.0f} ({min(v)[1]:.1f})" for p, v in sorted(r["bpf"].items()))
+        per_call = sum(min(x[2] for x in v) for v in r["bpf"].values())
+        reader = (min(r["cpu"]) - min(r["start"])) * 1e9 / r["records"] if r["records"] else None
+        reader_s = f"{reader:.0f}" if reader is not None else "– (no record per launch)"
+        print(f"| {name} | {per_run} | {per_call:.0f} | {r['records']} | {reader_s} | {r['lost']} |")
+
+
 PY_LOOP = r'''
 import ctypes, sys, time
 lib = ctypes.CDLL(sys.argv[1])
@@ -458,8 +547,8 @@ def main():
     if os.geteuid() != 0:
         die("needs root (BPF)")
     only = set(args.only.split(","))
-    # (e) and (f) need cudatrace and the build's fixtures only
-    t = Tools(args.build, need_all=args.guard or not only <= {"e", "f"})
+    # (e), (f) and (g) need cudatrace and the build's fixtures only
+    t = Tools(args.build, need_all=args.guard or not only <= {"e", "f", "g"})
 
     if args.guard:
         rows = bench_overhead(t, ["getdevice", str(args.calls)], args.reps, only={"untraced", "floor", "cudatrace"})
@@ -501,6 +590,8 @@ def main():
         bench_py_stack(t, args.calls // 5, args.reps, os.environ.get("PYTHON", "/usr/bin/python3"))
     if "f" in only:
         bench_otel(args.build, args.calls, args.reps)
+    if "g" in only:
+        bench_work_per_record(args.build, args.calls, args.reps)
     return 0
 
 

@@ -252,10 +252,9 @@ StreamTracker::Segment& StreamTracker::open_segment(Process& p, Stream& s, bool 
 }
 
 void StreamTracker::queue(Stream& s, const StreamActivity::Queued& what) {
-  if (s.tid)
-    lane_name_ = fmt::format("stream per-thread (tid {})", s.tid);
-  else
-    lane_name_ = "stream " + s.id;
+  if (s.lane_name.empty())  // made once: every launch and copy is queued
+    s.lane_name = s.tid ? fmt::format("stream per-thread (tid {})", s.tid) : "stream " + s.id;
+  lane_name_ = s.lane_name;
   activity_.queued = what;
   activity_.queued->stream = s.id;
   activity_.queued->lane = s.lane;
@@ -411,7 +410,12 @@ void StreamTracker::apply(Process& p, Call& c) {
 
 const StreamActivity& StreamTracker::on_call(Call& c) {
   activity_ = StreamActivity{};
-  Process& p = procs_[c.pid];
+  // Every record looks its process up: the one of the record before is kept at hand.
+  if (!last_proc_ || last_pid_ != c.pid) {
+    last_proc_ = &procs_[c.pid];
+    last_pid_ = c.pid;
+  }
+  Process& p = *last_proc_;
   const bool outermost = c.outermost();
   annotate(p, c, outermost);
   annotate_graph(p, c);
@@ -436,6 +440,7 @@ const StreamActivity& StreamTracker::on_call(Call& c) {
 
 void StreamTracker::forget_process(std::uint32_t pid) {
   procs_.erase(pid);
+  last_proc_ = nullptr;
 }
 
 void StreamTracker::forget_thread(std::uint32_t pid, std::uint32_t tid) {

@@ -12,6 +12,13 @@ namespace {
 
 constexpr const char* kUnknownKernel = "?";
 
+// An argument whose value is not known, built in place as ArgDecoding::put builds one.
+void unavailable(Call& call, const ArgSpec& spec) {
+  NamedValue& a = call.args.emplace_back();
+  a.name = spec.name;
+  a.type = spec.type;
+}
+
 }  // namespace
 
 const char* memcpy_kind_name(std::uint64_t kind) {
@@ -144,7 +151,7 @@ bool decode_call(const ct_call& rec, KernelNames* names, Call& call, const Strin
     const ArgSpec& spec = api->spec->args[i];
     const int slot = api->slots[i];
     if (slot == kNotCaptured) {  // in an xmm register, a struct by value, beyond the saved slots
-      call.args.push_back({spec.name, std::monostate{}, spec.type});
+      unavailable(call, spec);
       continue;
     }
     const ArgTypeFacts& facts = arg_facts(spec.type);
@@ -157,7 +164,7 @@ bool decode_call(const ct_call& rec, KernelNames* names, Call& call, const Strin
       const std::int32_t code = static_cast<std::int32_t>(rec.ret);
       const bool written = code == 0 || (api->layer() == Layer::Nccl && code == CT_NCCL_IN_PROGRESS);
       if (call.unfinished || fault || (api->spec->returns == Returns::Status && !written)) {
-        call.args.push_back({spec.name, std::monostate{}, spec.type});
+        unavailable(call, spec);
         continue;
       }
       raw = rec.outs[o];

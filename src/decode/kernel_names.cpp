@@ -131,15 +131,17 @@ const KernelNames::Name* KernelNames::named(const Pooled& mangled) {
   if (it != demangled_of_.end()) {
     demangled_.splice(demangled_.begin(), demangled_, it->second);
   } else {
-    demangled_.emplace_front(&mangled, demangle(mangled.first));
+    std::string demangled = demangle(mangled.first);
+    const std::string* short_form = &short_name(demangled);
+    demangled_.push_front({&mangled, std::move(demangled), short_form});
     demangled_of_.emplace(&mangled, demangled_.begin());
     if (demangled_.size() > kMaxDemangled) {
-      demangled_of_.erase(demangled_.back().first);
+      demangled_of_.erase(demangled_.back().mangled);
       demangled_.pop_back();
     }
   }
-  const std::string& demangled = demangled_.front().second;
-  current_ = Name{mangled.first, demangled, short_name(demangled)};
+  const Demangled& d = demangled_.front();
+  current_ = Name{mangled.first, d.name, *d.short_name};
   return &current_;
 }
 

@@ -73,9 +73,14 @@ void Target::find_thread_context(pid_t pid, const std::vector<Mapping>& maps) {
 
 const ProcessContext* Target::process_context(std::uint32_t pid, bool now_anyway) {
   if (!opts_.otel) return nullptr;
-  OtelProcess& p = otel_[pid];
+  // Asked for every record: the process of the record before is kept at hand.
+  if (!last_otel_ || last_otel_pid_ != pid) {
+    last_otel_ = &otel_[pid];
+    last_otel_pid_ = pid;
+  }
+  OtelProcess& p = *last_otel_;
   if (p.context) return p.context.get();
-  const std::uint64_t now = monotonic_ns();
+  const std::uint64_t now = monotonic_coarse_ns();
   if (now < p.next_look_ns && !now_anyway) return nullptr;
   p.next_look_ns = now + 1000000000ull;
   std::vector<Mapping> maps;
@@ -88,6 +93,7 @@ const ProcessContext* Target::process_context(std::uint32_t pid, bool now_anyway
 
 void Target::forget_process(pid_t pid) {
   otel_.erase(static_cast<std::uint32_t>(pid));
+  last_otel_ = nullptr;
   if (bpf_ && bpf_->thread_ctx()) {  // a reused pid is another program
     const auto key = static_cast<std::uint32_t>(pid);
     bpf_map_delete_elem(bpf_->otel_tls_fd(), &key);

@@ -4,16 +4,18 @@
 #include <cmath>
 #include <iterator>
 
+#include "cudatrace/render/append.h"
+
 namespace cudatrace {
 
 void append_uint(fmt::memory_buffer& out, std::uint64_t v) {
   const fmt::format_int text(v);
-  out.append(text.data(), text.data() + text.size());
+  append_piece(out, text.data(), text.size());
 }
 
 void append_int(fmt::memory_buffer& out, std::int64_t v) {
   const fmt::format_int text(v);
-  out.append(text.data(), text.data() + text.size());
+  append_piece(out, text.data(), text.size());
 }
 
 void append_hex(fmt::memory_buffer& out, std::uint64_t v) {
@@ -27,14 +29,14 @@ void append_hex(fmt::memory_buffer& out, std::uint64_t v) {
   } while (v);
   *--p = 'x';
   *--p = '0';
-  out.append(p, end);
+  append_piece(out, p, static_cast<std::size_t>(end - p));
 }
 
 void append_hex16(fmt::memory_buffer& out, std::uint64_t v) {
   static const char kHex[] = "0123456789abcdef";
   char text[16];
   for (int i = 15; i >= 0; --i, v >>= 4) text[i] = kHex[v & 15];
-  out.append(text, text + sizeof text);
+  append_piece(out, text, sizeof text);
 }
 
 std::string group_digits(std::uint64_t v) {

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <iterator>
 
+#include "cudatrace/render/append.h"
 #include "cudatrace/render/format.h"
 
 namespace cudatrace {
@@ -58,7 +59,7 @@ void append_json_string(fmt::memory_buffer& out, std::string_view s) {
   // Bytes that need no escaping are appended in runs: this runs for every
   // process name, argument string and kernel name of the trace.
   std::size_t run = 0;
-  const auto flush_run = [&](std::size_t end) { out.append(s.data() + run, s.data() + end); };
+  const auto flush_run = [&](std::size_t end) { append_piece(out, s.data() + run, end - run); };
   for (std::size_t i = 0; i < s.size();) {
     if (i + 8 <= s.size()) {  // eight plain bytes at a time (kernel names are long)
       std::uint64_t word;
@@ -103,7 +104,7 @@ void append_json_string(fmt::memory_buffer& out, std::string_view s) {
     }
     flush_run(i);
     if (!escape.empty()) {
-      out.append(escape);
+      append_piece(out, escape);
     } else {  // other control bytes and DEL
       static const char kHex[] = "0123456789abcdef";
       const char unicode[] = {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 15]};
@@ -136,7 +137,7 @@ void append_json_value(fmt::memory_buffer& out, const Value& v) {
         } else if constexpr (std::is_same_v<T, Named>) {
           if (x.name) {  // a CUDA enum name: nothing to escape
             out.push_back('"');
-            out.append(std::string_view(x.name));
+            append_piece(out, std::string_view(x.name));
             out.push_back('"');
           } else {
             append_int(out, x.raw);

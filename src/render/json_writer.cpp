@@ -6,6 +6,7 @@
 #include <map>
 
 #include "cudatrace/json_fields.h"
+#include "cudatrace/render/append.h"
 #include "cudatrace/render/format.h"
 #include "cudatrace/render/json.h"
 #include "cudatrace/render/json_format.h"
@@ -20,7 +21,7 @@ using namespace json_fields;
 // "text", for text that needs no escaping (names cudatrace gives).
 void append_quoted(Buf& out, std::string_view text) {
   out.push_back('"');
-  out.append(text);
+  append_piece(out, text);
   out.push_back('"');
 }
 
@@ -37,13 +38,13 @@ void append_work_json(Buf& out, const StreamWork& w, bool with_stream = true) {
   if (with_stream) fmt::format_to(it, "{{\"stream\":\"{}\",", w.stream);
   fmt::format_to(it, "{}\"launches\":{},\"kernels\":[", with_stream ? "" : "{", w.launches);
   for (std::size_t i = 0; i < w.kernels.size(); ++i) {
-    out.append(std::string_view(i ? ",{\"kernel\":" : "{\"kernel\":"));
+    append_piece(out, std::string_view(i ? ",{\"kernel\":" : "{\"kernel\":"));
     append_json_string(out, w.kernels[i].name);
     fmt::format_to(it, ",\"count\":{}}}", w.kernels[i].count);
   }
   out.push_back(']');
   if (w.unlisted_launches) fmt::format_to(it, ",\"unlisted_launches\":{}", w.unlisted_launches);
-  out.append(std::string_view(",\"copies\":{"));
+  append_piece(out, std::string_view(",\"copies\":{"));
   const char* sep = "";
   for (int d = 0; d < kCopyDirections; ++d) {
     const StreamWork::Bytes& b = w.copies[d];
@@ -58,7 +59,7 @@ void append_work_json(Buf& out, const StreamWork& w, bool with_stream = true) {
 }
 
 void append_messages(Buf& out, const char* key, const std::vector<NvtxRange>& ranges) {
-  out.append(std::string_view(key));
+  append_piece(out, std::string_view(key));
   for (std::size_t i = 0; i < ranges.size(); ++i) {
     out.push_back(i ? ',' : '[');
     append_json_string(out, ranges[i].message);
@@ -80,7 +81,7 @@ void append_budget_json(Buf& out, const BudgetReport& r) {
     if (i) out.push_back(',');
     append_json_string(out, r.sampled_apis[i]);
   }
-  out.append(std::string_view("]}"));
+  append_piece(out, std::string_view("]}"));
 }
 
 }  // namespace
@@ -92,51 +93,51 @@ void append_wait_json(fmt::memory_buffer& out, const WaitInfo& w) {
       fmt::format_to(it, ",\"waited_for\":{{\"kind\":\"stream\",\"stream\":\"{}\"", w.target);
       break;
     case WaitInfo::Kind::Device:
-      out.append(std::string_view(",\"waited_for\":{\"kind\":\"device\""));
+      append_piece(out, std::string_view(",\"waited_for\":{\"kind\":\"device\""));
       break;
     case WaitInfo::Kind::Event:
     case WaitInfo::Kind::StreamWaitEvent:
       fmt::format_to(it, ",\"waited_for\":{{\"kind\":\"{}\",\"event\":\"{}\",\"recorded_on\":",
                      w.kind == WaitInfo::Kind::Event ? "event" : "stream_wait_event", w.target);
       if (w.recorded_on.empty())
-        out.append(std::string_view("null"));
+        append_piece(out, std::string_view("null"));
       else
         fmt::format_to(it, "\"{}\"", w.recorded_on);
   }
-  if (w.approximate) out.append(std::string_view(",\"approximate\":true"));
-  out.append(std::string_view(",\"work\":["));
+  if (w.approximate) append_piece(out, std::string_view(",\"approximate\":true"));
+  append_piece(out, std::string_view(",\"work\":["));
   for (std::size_t i = 0; i < w.work.size(); ++i) {
     if (i) out.push_back(',');
     append_work_json(out, w.work[i]);
   }
-  out.append(std::string_view("]}"));
+  append_piece(out, std::string_view("]}"));
 }
 
 void append_graph_json(fmt::memory_buffer& out, const GraphInfo& g) {
-  out.append(std::string_view(",\"graph\":{\"id\":"));
+  append_piece(out, std::string_view(",\"graph\":{\"id\":"));
   if (g.id.empty())
-    out.append(std::string_view("null"));
+    append_piece(out, std::string_view("null"));
   else
     append_json_string(out, g.id);
-  out.append(std::string_view(g.known ? ",\"known\":true,\"runs\":" : ",\"known\":false,\"runs\":null}"));
+  append_piece(out, std::string_view(g.known ? ",\"known\":true,\"runs\":" : ",\"known\":false,\"runs\":null}"));
   if (!g.known) return;
   append_work_json(out, g.work, false);
   out.push_back('}');
 }
 
 void append_nccl_json(fmt::memory_buffer& out, const NcclInfo& n) {
-  out.append(std::string_view(",\"nccl\":{\"comm_id\":"));
+  append_piece(out, std::string_view(",\"nccl\":{\"comm_id\":"));
   if (n.has_comm) {
     out.push_back('"');
     append_hex16(out, n.comm_id);
     out.push_back('"');
   } else {
-    out.append(std::string_view("null"));
+    append_piece(out, std::string_view("null"));
   }
   const auto number = [&](std::string_view key, bool known, auto v) {
-    out.append(key);
+    append_piece(out, key);
     if (!known)
-      out.append(std::string_view("null"));
+      append_piece(out, std::string_view("null"));
     else if constexpr (std::is_signed_v<decltype(v)>)
       append_int(out, v);
     else
@@ -145,7 +146,7 @@ void append_nccl_json(fmt::memory_buffer& out, const NcclInfo& n) {
   number(",\"rank\":", n.rank >= 0, n.rank);
   number(",\"nranks\":", n.nranks >= 0, n.nranks);
   number(",\"seq\":", n.has_seq, n.seq);
-  out.append(n.in_group ? std::string_view(",\"in_group\":true") : std::string_view(",\"in_group\":false"));
+  append_piece(out, n.in_group ? std::string_view(",\"in_group\":true") : std::string_view(",\"in_group\":false"));
   number(",\"bytes\":", n.has_bytes, n.bytes);
   out.push_back('}');
 }
@@ -156,16 +157,16 @@ void append_nvtx_json(fmt::memory_buffer& out, const Call& c) {
 }
 
 void append_py_stack_json(fmt::memory_buffer& out, const std::vector<PyFrame>& stack) {
-  out.append(kPyStack.key());
+  append_piece(out, kPyStack.key());
   out.push_back('[');
   for (std::size_t i = 0; i < stack.size(); ++i) {
     if (i) out.push_back(',');
     out.push_back('{');
-    out.append(kPyFunc.first_key());
+    append_piece(out, kPyFunc.first_key());
     append_json_string(out, stack[i].func);
-    out.append(kPyFile.key());
+    append_piece(out, kPyFile.key());
     append_json_string(out, stack[i].file);
-    out.append(kPyLine.key());
+    append_piece(out, kPyLine.key());
     append_uint(out, static_cast<std::uint64_t>(stack[i].line));
     out.push_back('}');
   }
@@ -178,18 +179,18 @@ void append_stack_json(fmt::memory_buffer& out, const std::vector<StackFrame>& s
     const StackFrame& f = stack[i];
     if (i) out.push_back(',');
     out.push_back('{');
-    out.append(kAddr.first_key());
+    append_piece(out, kAddr.first_key());
     append_quoted_hex(out, f.addr);
     // A part not known: the name and its offset null.
     const auto place = [&](const auto& name, const auto& offset, const std::string& text, std::uint64_t at) {
-      out.append(name.key());
+      append_piece(out, name.key());
       if (text.empty()) {
-        out.append(std::string_view("null"));
-        out.append(offset.key());
-        out.append(std::string_view("null"));
+        append_piece(out, std::string_view("null"));
+        append_piece(out, offset.key());
+        append_piece(out, std::string_view("null"));
       } else {
         append_json_string(out, text);
-        out.append(offset.key());
+        append_piece(out, offset.key());
         append_uint(out, at);
       }
     };
@@ -216,11 +217,11 @@ void append_cost_json(fmt::memory_buffer& out, const CostReport& r) {
     if (p.cpu_ns && *p.cpu_ns)
       fmt::format_to(it, ",\"cpu_ns\":{},\"added_pct\":{:.3f}}}", *p.cpu_ns, 100.0 * p.added_ns / double(*p.cpu_ns));
     else
-      out.append(std::string_view(",\"cpu_ns\":null,\"added_pct\":null}"));
+      append_piece(out, std::string_view(",\"cpu_ns\":null,\"added_pct\":null}"));
   }
   out.push_back(']');
   if (r.budget) {
-    out.append(std::string_view(",\"budget\":"));
+    append_piece(out, std::string_view(",\"budget\":"));
     append_budget_json(out, *r.budget);
   }
   out.push_back('}');
@@ -239,46 +240,46 @@ class JsonWriter final : public Writer {
 
   void warning(const Call& c, const Warning& w) override {
     buf_.push_back('{');
-    buf_.append(kType.first_key());
+    append_piece(buf_, kType.first_key());
     append_quoted(buf_, kWarning);
-    buf_.append(kKind.key());
+    append_piece(buf_, kKind.key());
     append_quoted(buf_, w.kind);
     when_and_who(c);
-    buf_.append(kApi.key());
+    append_piece(buf_, kApi.key());
     append_quoted(buf_, c.api->symbol);
     if (w.host_ptr) {
-      buf_.append(kHostPtr.key());
+      append_piece(buf_, kHostPtr.key());
       append_quoted_hex(buf_, w.host_ptr);
     }
-    buf_.append(kCaller.key());
+    append_piece(buf_, kCaller.key());
     append_quoted_hex(buf_, c.caller);
-    buf_.append(kLocation.key());
+    append_piece(buf_, kLocation.key());
     append_json_string(buf_, w.location);
     if (!w.gpu_code.empty()) {
-      buf_.append(kGpuCode.key());
+      append_piece(buf_, kGpuCode.key());
       append_json_string(buf_, w.gpu_code);
     }
-    buf_.append(kMessage.key());
+    append_piece(buf_, kMessage.key());
     append_json_string(buf_, w.message);
-    buf_.append(std::string_view("}\n"));
+    append_piece(buf_, std::string_view("}\n"));
   }
 
   void summary(const SummarySnapshot& s) override { append_summary_json(buf_, s); }
 
   void end(const EndStats& s, Buf&) override {
     const auto count = [&](const auto& field, std::uint64_t n) {
-      buf_.append(field.key());
+      append_piece(buf_, field.key());
       append_uint(buf_, n);
     };
     buf_.push_back('{');
-    buf_.append(kType.first_key());
+    append_piece(buf_, kType.first_key());
     append_quoted(buf_, kEnd);
     count(kCalls, s.calls);
     count(kLost, s.lost());
     count(kUnfinishedCalls, s.unfinished);
-    buf_.append(kLostDetail.key());
+    append_piece(buf_, kLostDetail.key());
     buf_.push_back('{');
-    buf_.append(kRingBuffer.first_key());
+    append_piece(buf_, kRingBuffer.first_key());
     append_uint(buf_, s.kernel.ring_buffer);
     count(kThreadTable, s.kernel.thread_table);
     count(kDepthOverflow, s.kernel.depth_overflow);
@@ -288,24 +289,24 @@ class JsonWriter final : public Writer {
     buf_.push_back('}');
     count(kUnmatched, s.kernel.unmatched);
     if (s.counts_exact) {
-      buf_.append(kCountsExact.key());
-      buf_.append(std::string_view(*s.counts_exact ? "true" : "false"));
+      append_piece(buf_, kCountsExact.key());
+      append_piece(buf_, std::string_view(*s.counts_exact ? "true" : "false"));
     }
     if (!s.empty_because.empty()) {
-      buf_.append(kEmptyBecause.key());
+      append_piece(buf_, kEmptyBecause.key());
       append_json_string(buf_, s.empty_because);
     }
     if (s.cost) {
-      buf_.append(std::string_view(",\"overhead\":"));
+      append_piece(buf_, std::string_view(",\"overhead\":"));
       append_cost_json(buf_, *s.cost);
     }
-    buf_.append(std::string_view("}\n"));
+    append_piece(buf_, std::string_view("}\n"));
   }
 
  private:
   // ,"ring_buffer_calls":{"API":{"calls":..,...,"hist":[[bucket,n],...]},...}: what report adds to the lines.
   void lost_calls(const std::map<std::uint16_t, ct_api_stats>& by_api) {
-    buf_.append(kRingBufferCalls.key());
+    append_piece(buf_, kRingBufferCalls.key());
     char sep = '{';
     for (const auto& [id, st] : by_api) {
       const Api* api = api_by_id(id);
@@ -315,15 +316,15 @@ class JsonWriter final : public Writer {
       append_quoted(buf_, api->symbol);
       buf_.push_back(':');
       buf_.push_back('{');
-      buf_.append(kCalls.first_key());
+      append_piece(buf_, kCalls.first_key());
       append_uint(buf_, st.calls);
       for (const auto& [field, value] : {std::pair{kErrors.key(), st.errors}, {kTotalNs.key(), st.total_ns},
                                          {kMinNs.key(), st.min_ns}, {kMaxNs.key(), st.max_ns},
                                          {kSumSqHi.key(), st.sum_sq_hi}, {kSumSqLo.key(), st.sum_sq_lo}}) {
-        buf_.append(field);
+        append_piece(buf_, field);
         append_uint(buf_, value);
       }
-      buf_.append(kHist.key());
+      append_piece(buf_, kHist.key());
       char bucket_sep = '[';
       for (unsigned b = 0; b < CT_HIST_BUCKETS; ++b) {
         if (!st.hist[b]) continue;
@@ -336,7 +337,7 @@ class JsonWriter final : public Writer {
         buf_.push_back(']');
       }
       if (bucket_sep == '[') buf_.push_back('[');
-      buf_.append(std::string_view("]}"));
+      append_piece(buf_, std::string_view("]}"));
     }
     if (sep == '{') buf_.push_back('{');
     buf_.push_back('}');
@@ -349,11 +350,11 @@ class JsonWriter final : public Writer {
     if (!fresh && it->second == c.otel) return;
     it->second = c.otel;
     buf_.push_back('{');
-    buf_.append(kType.first_key());
+    append_piece(buf_, kType.first_key());
     append_quoted(buf_, kProcess);
-    buf_.append(kPid.key());
+    append_piece(buf_, kPid.key());
     append_uint(buf_, c.pid);
-    buf_.append(kResource.key());
+    append_piece(buf_, kResource.key());
     buf_.push_back('{');
     for (std::size_t i = 0; i < c.otel->resource.size(); ++i) {
       if (i) buf_.push_back(',');
@@ -362,26 +363,26 @@ class JsonWriter final : public Writer {
       append_json_string(buf_, c.otel->resource[i].second);
     }
     buf_.push_back('}');
-    buf_.append(kSpanKeys.key());
+    append_piece(buf_, kSpanKeys.key());
     buf_.push_back('[');
     for (std::size_t i = 0; i < c.otel->span_keys.size(); ++i) {
       if (i) buf_.push_back(',');
       append_json_string(buf_, c.otel->span_keys[i]);
     }
-    buf_.append(std::string_view("]}\n"));
+    append_piece(buf_, std::string_view("]}\n"));
   }
 
   // ,"trace_id":"..","span_id":"..","trace_flags":..,"span_attrs":{..}
   void span(const Call& c) {
-    buf_.append(kTraceId.key());
+    append_piece(buf_, kTraceId.key());
     append_quoted(buf_, hex_id(c.span.trace_id.data(), c.span.trace_id.size()));
-    buf_.append(kSpanId.key());
+    append_piece(buf_, kSpanId.key());
     append_quoted(buf_, hex_id(c.span.span_id.data(), c.span.span_id.size()));
-    buf_.append(kTraceFlags.key());
+    append_piece(buf_, kTraceFlags.key());
     append_uint(buf_, c.span.trace_flags);
     const std::vector<SpanAttr> attrs = parse_span_attrs(c.span.attrs);
     if (attrs.empty()) return;
-    buf_.append(kSpanAttrs.key());
+    append_piece(buf_, kSpanAttrs.key());
     buf_.push_back('{');
     for (std::size_t i = 0; i < attrs.size(); ++i) {
       if (i) buf_.push_back(',');
@@ -394,45 +395,45 @@ class JsonWriter final : public Writer {
 
   // ,"ts_ns":..,"pid":..,"tid":..
   void when_and_who(const Call& c) {
-    buf_.append(kTsNs.key());
+    append_piece(buf_, kTsNs.key());
     append_uint(buf_, c.ts_ns);
-    buf_.append(kPid.key());
+    append_piece(buf_, kPid.key());
     append_uint(buf_, c.pid);
-    buf_.append(kTid.key());
+    append_piece(buf_, kTid.key());
     append_uint(buf_, c.tid);
   }
 
   void object(const Call& c, std::string_view type) {
     buf_.push_back('{');
-    buf_.append(kType.first_key());
+    append_piece(buf_, kType.first_key());
     append_quoted(buf_, type);
     when_and_who(c);
-    buf_.append(kComm.key());
+    append_piece(buf_, kComm.key());
     append_json_string(buf_, c.comm());
-    buf_.append(kLayer.key());
+    append_piece(buf_, kLayer.key());
     append_quoted(buf_, layer_name(c.api->layer()));
-    buf_.append(kApi.key());
+    append_piece(buf_, kApi.key());
     append_quoted(buf_, c.api->symbol);
     if (!c.unfinished) {
-      buf_.append(kDurNs.key());
+      append_piece(buf_, kDurNs.key());
       append_uint(buf_, c.dur_ns);
       if (c.api->spec->returns == Returns::Status) {
-        buf_.append(kRet.key());
+        append_piece(buf_, kRet.key());
         append_int(buf_, c.status());
-        buf_.append(std::string_view(",\"ret_name\":"));
+        append_piece(buf_, std::string_view(",\"ret_name\":"));
         if (const char* name = c.ret_name())
           append_quoted(buf_, name);
         else
-          buf_.append(std::string_view("null"));
+          append_piece(buf_, std::string_view("null"));
       }
     }
-    buf_.append(kDepth.key());
+    append_piece(buf_, kDepth.key());
     append_uint(buf_, c.depth);
     if (c.parent) {
-      buf_.append(kParentApi.key());
+      append_piece(buf_, kParentApi.key());
       append_quoted(buf_, c.parent->symbol);
     }
-    buf_.append(kArgs.key());
+    append_piece(buf_, kArgs.key());
     buf_.push_back('{');
     bool first = true;
     for (const NamedValue& a : c.args) {
@@ -446,7 +447,7 @@ class JsonWriter final : public Writer {
     bool any_id = false;
     for (const NamedValue& a : c.args) {
       if (a.id.empty()) continue;
-      buf_.append(std::string_view(any_id ? "," : ",\"handle_ids\":{"));
+      append_piece(buf_, std::string_view(any_id ? "," : ",\"handle_ids\":{"));
       any_id = true;
       append_json_string(buf_, a.name);
       buf_.push_back(':');
@@ -455,29 +456,29 @@ class JsonWriter final : public Writer {
     if (any_id) buf_.push_back('}');
     if (c.waited) append_wait_json(buf_, *c.waited);
     if (c.graph) append_graph_json(buf_, *c.graph);
-    if (c.captured) buf_.append(std::string_view(",\"captured\":true"));
+    if (c.captured) append_piece(buf_, std::string_view(",\"captured\":true"));
     if (c.nccl) append_nccl_json(buf_, *c.nccl);
     if (!c.kernel.empty()) {
-      buf_.append(std::string_view(",\"kernel\":"));
+      append_piece(buf_, std::string_view(",\"kernel\":"));
       append_json_string(buf_, c.kernel);
-      buf_.append(kKernelMangled.key());
+      append_piece(buf_, kKernelMangled.key());
       append_json_string(buf_, c.kernel_mangled);
-      buf_.append(std::string_view(",\"kernel_short\":"));
+      append_piece(buf_, std::string_view(",\"kernel_short\":"));
       append_json_string(buf_, c.kernel_short);
     }
     // The call site, for `cudatrace report` (allocation sites, warnings).
     if (c.caller) {
-      buf_.append(kCaller.key());
+      append_piece(buf_, kCaller.key());
       append_quoted_hex(buf_, c.caller);
     }
     append_nvtx_json(buf_, c);
     if (c.has_span) span(c);
     if (!c.stack.empty()) {
-      buf_.append(kStack.key());
+      append_piece(buf_, kStack.key());
       append_stack_json(buf_, c.stack);
     }
     if (!c.py_stack.empty()) append_py_stack_json(buf_, c.py_stack);
-    buf_.append(std::string_view("}\n"));
+    append_piece(buf_, std::string_view("}\n"));
   }
 
   Buf buf_;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cudatrace/decode/arg_types.h"
+#include "cudatrace/render/append.h"
 #include "cudatrace/render/format.h"
 #include "cudatrace/render/json.h"
 #include "cudatrace/render/text.h"
@@ -38,7 +39,7 @@ void pad_to(Buf& out, std::size_t size) {
 
 void append_right(Buf& out, std::string_view text, std::size_t width) {
   for (std::size_t i = text.size(); i < width; ++i) out.push_back(' ');
-  out.append(text);
+  append_piece(out, text);
 }
 
 enum class Align { Left, Right };
@@ -58,7 +59,7 @@ void append_fixed(Buf& out, std::uint64_t value, int decimals, std::size_t width
     append_right(out, fixed, width);
   } else {
     const std::size_t start = out.size();
-    out.append(fixed);
+    append_piece(out, fixed);
     pad_to(out, start + width);
   }
 }
@@ -75,7 +76,7 @@ void append_text_value(Buf& out, const Value& v) {
           append_dim3(out, x, '(', ')');
         } else if constexpr (std::is_same_v<T, Named>) {
           if (x.name)
-            out.append(std::string_view(x.name));
+            append_piece(out, std::string_view(x.name));
           else
             append_int(out, x.raw);
         } else if constexpr (std::is_same_v<T, std::string_view>) {
@@ -135,9 +136,9 @@ void append_work_text(Buf& out, const StreamWork& w) {
 }
 
 void append_work_list_text(Buf& out, const std::vector<StreamWork>& work) {
-  if (work.empty()) out.append(std::string_view("nothing"));
+  if (work.empty()) append_piece(out, std::string_view("nothing"));
   for (std::size_t i = 0; i < work.size(); ++i) {
-    if (i) out.append(std::string_view("; "));
+    if (i) append_piece(out, std::string_view("; "));
     append_work_text(out, work[i]);
   }
 }
@@ -148,7 +149,7 @@ void append_budget_text(Buf& out, const BudgetReport& r) {
   fmt::format_to(it, "cudatrace: --max-overhead {:g} %: estimated cost {:.2f} % (hits priced at {:g}x the start-up "
                  "measurement)", r.max_pct, r.estimated_cost_pct, r.safety_factor);
   if (r.sampled_apis.empty()) {
-    out.append(std::string_view(", every call traced\n"));
+    append_piece(out, std::string_view(", every call traced\n"));
   } else {
     std::string names;
     for (std::size_t i = 0; i < r.sampled_apis.size() && i < 4; ++i) names += (i ? ", " : "") + r.sampled_apis[i];
@@ -161,7 +162,7 @@ void append_budget_text(Buf& out, const BudgetReport& r) {
                    100 * r.seen_ratio);
   }
   if (r.unreachable)
-    out.append(std::string_view("cudatrace: warning: the APIs that are not sampled cost more than the budget "
+    append_piece(out, std::string_view("cudatrace: warning: the APIs that are not sampled cost more than the budget "
                                 "on their own; calls to them are all traced\n"));
 }
 
@@ -169,22 +170,22 @@ void append_budget_text(Buf& out, const BudgetReport& r) {
 
 void append_wait_description(fmt::memory_buffer& out, const WaitInfo& w) {
   if (w.kind == WaitInfo::Kind::Event || w.kind == WaitInfo::Kind::StreamWaitEvent) {
-    out.append(w.target);
+    append_piece(out, w.target);
     if (w.recorded_on.empty()) {
-      out.append(std::string_view(" (never recorded)"));
+      append_piece(out, std::string_view(" (never recorded)"));
       return;
     }
     fmt::format_to(std::back_inserter(out), " (recorded on {}) for ", w.recorded_on);
   }
   append_work_list_text(out, w.work);
-  if (w.approximate) out.append(std::string_view(" (approximate: older queued work summarised together)"));
+  if (w.approximate) append_piece(out, std::string_view(" (approximate: older queued work summarised together)"));
 }
 
 void append_nccl_text(fmt::memory_buffer& out, const NcclInfo& n) {
   if (n.has_comm) {
-    out.append(std::string_view(" comm_id="));
+    append_piece(out, std::string_view(" comm_id="));
     append_hex16(out, n.comm_id);
-    out.append(std::string_view(" rank="));
+    append_piece(out, std::string_view(" rank="));
     if (n.rank >= 0)
       append_int(out, n.rank);
     else
@@ -196,42 +197,42 @@ void append_nccl_text(fmt::memory_buffer& out, const NcclInfo& n) {
       out.push_back('?');
   }
   if (n.has_seq) {
-    out.append(std::string_view(" seq="));
+    append_piece(out, std::string_view(" seq="));
     append_uint(out, n.seq);
   }
   if (n.has_bytes) {
-    out.append(std::string_view(" bytes="));
+    append_piece(out, std::string_view(" bytes="));
     append_uint(out, n.bytes);
   }
-  if (n.in_group) out.append(std::string_view(" [group]"));
+  if (n.in_group) append_piece(out, std::string_view(" [group]"));
 }
 
 void append_graph_text(fmt::memory_buffer& out, const GraphInfo& g) {
   if (g.id.empty()) {
-    out.append(std::string_view(" captured:"));
+    append_piece(out, std::string_view(" captured:"));
   } else {
-    out.append(std::string_view(" graph "));
-    out.append(g.id);
+    append_piece(out, std::string_view(" graph "));
+    append_piece(out, g.id);
     out.push_back(':');
   }
   if (!g.known)
-    out.append(std::string_view(" contents unknown"));
+    append_piece(out, std::string_view(" contents unknown"));
   else if (g.work.empty())
-    out.append(std::string_view(" nothing"));
+    append_piece(out, std::string_view(" nothing"));
   else
     append_work_items(out, g.work, true);
 }
 
 void append_wait_text(fmt::memory_buffer& out, const WaitInfo& w) {
-  out.append(std::string_view(w.kind == WaitInfo::Kind::StreamWaitEvent ? " waits: " : " waited: "));
+  append_piece(out, std::string_view(w.kind == WaitInfo::Kind::StreamWaitEvent ? " waits: " : " waited: "));
   append_wait_description(out, w);
 }
 
 void append_nvtx_text(fmt::memory_buffer& out, const Call& c) {
   if (!c.nvtx) return;  // the innermost range, and how deep
-  out.append(std::string_view(" nvtx["));
+  append_piece(out, std::string_view(" nvtx["));
   append_uint(out, c.nvtx->size());
-  out.append(std::string_view("]="));
+  append_piece(out, std::string_view("]="));
   append_json_string(out, c.nvtx->back().message);
 }
 
@@ -333,7 +334,7 @@ class TextWriter final : public Writer {
     else if (c.ret == 0)
       buf_.push_back('0');
     else if (const char* name = c.ret_name())
-      buf_.append(std::string_view(name));
+      append_piece(buf_, std::string_view(name));
     else
       append_int(buf_, c.ret);
     args(c);
@@ -352,13 +353,14 @@ class TextWriter final : public Writer {
     append_terminal_safe(buf_, c.comm());
     pad_to(buf_, comm_start + 16);
     buf_.push_back(' ');
-    append_right(buf_, fmt::format_int(c.pid).c_str(), 7);
+    const fmt::format_int pid(c.pid), tid(c.tid);
+    append_right(buf_, {pid.data(), pid.size()}, 7);
     buf_.push_back(' ');
-    append_right(buf_, fmt::format_int(c.tid).c_str(), 7);
+    append_right(buf_, {tid.data(), tid.size()}, 7);
     buf_.push_back(' ');
     const std::size_t api_start = buf_.size();
     for (unsigned i = 0; i < 2 * c.depth; ++i) buf_.push_back(' ');
-    buf_.append(c.api->symbol);
+    append_piece(buf_, c.api->symbol);
     pad_to(buf_, api_start + 28);
   }
 
@@ -368,15 +370,15 @@ class TextWriter final : public Writer {
     for (const NamedValue& a : c.args) {
       if (kernel_named && arg_facts(a.type).handle_of == HandleOf::Kernel && !is_out(a.type)) continue;
       buf_.push_back(' ');
-      buf_.append(a.name);
+      append_piece(buf_, a.name);
       buf_.push_back('=');
       if (!a.id.empty())
-        buf_.append(a.id);
+        append_piece(buf_, a.id);
       else
         append_text_value(buf_, a.value);
     }
     if (!c.kernel.empty()) {
-      buf_.append(std::string_view(" kernel="));
+      append_piece(buf_, std::string_view(" kernel="));
       if (c.kernel == "?")
         buf_.push_back('?');
       else
@@ -384,18 +386,18 @@ class TextWriter final : public Writer {
     }
     if (c.waited) append_wait_text(buf_, *c.waited);
     if (c.graph) append_graph_text(buf_, *c.graph);
-    if (c.captured) buf_.append(std::string_view(" [captured]"));
+    if (c.captured) append_piece(buf_, std::string_view(" [captured]"));
     append_nvtx_text(buf_, c);
     if (c.has_span) {  // span=<first 8 hex digits of the trace id>/<span id>
-      buf_.append(std::string_view(" span="));
-      buf_.append(hex_id(c.span.trace_id.data(), 4));
+      append_piece(buf_, std::string_view(" span="));
+      append_piece(buf_, hex_id(c.span.trace_id.data(), 4));
       buf_.push_back('/');
-      buf_.append(hex_id(c.span.span_id.data(), c.span.span_id.size()));
+      append_piece(buf_, hex_id(c.span.span_id.data(), c.span.span_id.size()));
     }
     if (c.nccl) append_nccl_text(buf_, *c.nccl);
     if (!c.py_stack.empty()) {  // the innermost Python frame: the line that made the call
-      buf_.append(std::string_view(" py="));
-      buf_.append(terminal_safe(py_frame_text(c.py_stack.front())));
+      append_piece(buf_, std::string_view(" py="));
+      append_piece(buf_, terminal_safe(py_frame_text(c.py_stack.front())));
     }
     buf_.push_back('\n');
     append_stack_text(buf_, c.stack, 4);

@@ -110,6 +110,25 @@ TEST_F(Streams, EventsAreNumberedAndProcessesHaveTheirOwnIds) {
   EXPECT_EQ(f.id_of("pStream"), "s1") << "the same handle in another process is another stream";
 }
 
+// The tracker keeps the process of the record before at hand: records that
+// alternate between processes still reach each one's own streams.
+TEST_F(Streams, RecordsAlternatingBetweenProcessesKeepTheirOwnStreams) {
+  create_stream(kS1);
+  CallSpec other;
+  other.symbol = "cudaStreamCreate";
+  other.args = {{"pStream", kS2}};
+  other.pid = other.tid = 200;
+  f.feed(other);
+  EXPECT_EQ(f.id_of("pStream"), "s1");
+  create_stream(kS3);
+  EXPECT_EQ(f.id_of("pStream"), "s2") << "process 100's second stream";
+  EXPECT_EQ(launch(kK1, kS1).queued->lane_name, "stream s1");
+  other.symbol = "cudaLaunchKernel";
+  other.args = {{"func", kK1}, {"stream", kS2}};
+  EXPECT_EQ(f.feed(other).queued->lane_name, "stream s1") << "process 200's first stream";
+  EXPECT_EQ(launch(kK1, kS3).queued->lane_name, "stream s2");
+}
+
 TEST_F(Streams, NullEventGetsNoId) {
   f.feed("cudaEventRecord", {{"event", 0}, {"stream", 0}});
   EXPECT_EQ(f.id_of("event"), "");

@@ -173,6 +173,7 @@ class StreamTracker {
     bool sealed = true;  // the next work starts a new segment
     std::deque<Segment> pending;  // in seq order, at most kMaxSegments (a deque: the oldest go first)
     std::shared_ptr<Capture> capture;  // while the stream captures
+    std::string lane_name;  // "stream s1", made when it is first queued to
   };
   struct Event {
     std::string id;
@@ -226,6 +227,8 @@ class StreamTracker {
   void limit_graphs(Process& p);
 
   std::unordered_map<std::uint32_t, Process> procs_;
+  Process* last_proc_ = nullptr;  // procs_[last_pid_]
+  std::uint32_t last_pid_ = 0;
   const PageLockedMemory& page_locked_;  // followed by the memory accounting (memory.h)
   StreamActivity activity_;
   std::string lane_name_;  // activity_.queued->lane_name

@@ -52,7 +52,12 @@ struct ArgDecoding {
   }
   template <typename V>
   void put(std::string_view name, V&& v, ArgType type) {
-    call.args.push_back(NamedValue{name, std::forward<V>(v), type});
+    // Built where it stays: a temporary copied in was read back before its
+    // stores had landed, a stall that cost more than the decoding.
+    NamedValue& a = call.args.emplace_back();
+    a.name = name;
+    a.value = std::forward<V>(v);
+    a.type = type;
   }
   bool payload_fault() const { return rec.flags & CT_FLAG_PAYLOAD_FAULT; }
 };

@@ -96,7 +96,12 @@ class KernelNames {
   std::unordered_map<Key, std::uint64_t, KeyHash> module_of_;  // handle -> its module
   // Negative cache of symbolization misses, so a hot unknown handle costs one lookup.
   std::unordered_map<Key, bool, KeyHash> unknown_;
-  std::list<std::pair<const Pooled*, std::string>> demangled_;  // most recently used first
+  struct Demangled {
+    const Pooled* mangled;
+    std::string name;
+    const std::string* short_name;  // in short_names_: a launch does not hash the long name again
+  };
+  std::list<Demangled> demangled_;  // most recently used first
   std::unordered_map<const Pooled*, decltype(demangled_)::iterator> demangled_of_;
   Name current_;
   Symbolizer symbolize_;

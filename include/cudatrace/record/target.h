@@ -129,6 +129,8 @@ class Target {
     std::uint64_t next_look_ns = 0;
   };
   std::map<std::uint32_t, OtelProcess> otel_;
+  OtelProcess* last_otel_ = nullptr;  // otel_[last_otel_pid_]
+  std::uint32_t last_otel_pid_ = 0;
   std::set<pid_t> python_unreadable_;
   // Driver functions probed on demand (Probes::defer_driver), per process:
   // those not probed yet by their address there, and the driver functions
