@@ -105,7 +105,7 @@ class Pipeline {
   std::unique_ptr<RangeSummary> by_range_;
   std::unique_ptr<SpanSummary> by_span_;
   std::map<std::uint32_t, ProcessContext> otel_processes_;
-  std::map<std::uint32_t, const ProcessContext*> otel_seen_;  // the source's, to copy each once
+  std::map<std::uint32_t, std::uint64_t> otel_seen_;  // the generation of the source's context, to copy each once
   std::unique_ptr<GpuTimeTracker> gpu_time_;
   Activity run_, window_;
   PySites py_sites_;
