@@ -67,22 +67,25 @@ const ProcessContext* Target::process_context(std::uint32_t pid, std::uint64_t c
   constexpr std::uint64_t kFirstLookWaitNs = 10000000, kLongestLookWaitNs = 1000000000;
   constexpr std::uint64_t kHeaderReadWaitNs = 10000000;  // a read opens /proc/PID/mem
   OtelProcess& p = otel_[pid];
+  // A context read again applies from when it was read: a call that began
+  // before (read late, the reader behind) carries the one before it.
+  const auto for_the_call = [&] { return p.previous && call_ns < p.since_ns ? p.previous.get() : p.context.get(); };
   // Read after the call began: what the call ran under, or newer.
-  if (call_ns < p.read_ns && !now_anyway) return p.context.get();
+  if (call_ns < p.read_ns && !now_anyway) return for_the_call();
   const std::uint64_t now = monotonic_ns();
-  if (p.header.address && now < p.read_ns + kHeaderReadWaitNs && !now_anyway) return p.context.get();
+  if (p.header.address && now < p.read_ns + kHeaderReadWaitNs && !now_anyway) return for_the_call();
   if (p.header.address) {
     std::array<char, kProcessContextHeader> header;
     if (read_process_memory(static_cast<pid_t>(pid), p.header.address, header.data(), header.size()) &&
         header == p.header.bytes) {
       p.read_ns = now;
-      return p.context.get();
+      return for_the_call();
     }
     p.header.address = 0;  // published again, or unmapped: the maps say
     p.next_look_ns = 0;
     p.look_wait_ns = 0;
   }
-  if (now < p.next_look_ns && !now_anyway) return p.context.get();
+  if (now < p.next_look_ns && !now_anyway) return for_the_call();
   p.read_ns = now;
   p.look_wait_ns = std::clamp(p.look_wait_ns * 2, kFirstLookWaitNs, kLongestLookWaitNs);
   p.next_look_ns = now + p.look_wait_ns;
@@ -92,14 +95,19 @@ const ProcessContext* Target::process_context(std::uint32_t pid, std::uint64_t c
   // Not found (none yet, an update in progress): the last one found stays.
   if (!read_maps(static_cast<pid_t>(pid), maps) ||
       !read_process_context(static_cast<pid_t>(pid), maps, ctx, &header))
-    return p.context.get();
+    return for_the_call();
   const bool same = p.context && header.bytes == p.header.bytes;  // mapped again elsewhere, say
   p.header = header;
   if (!same) {
     ctx.generation = next_context_generation();
+    // The first one found is the process's from its start (-p: published long before).
+    if (p.context) {
+      p.previous = std::move(p.context);
+      p.since_ns = now;
+    }
     p.context = std::make_unique<ProcessContext>(std::move(ctx));
   }
-  return p.context.get();
+  return for_the_call();
 }
 
 void Target::forget_process(pid_t pid) {

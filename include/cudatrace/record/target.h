@@ -73,8 +73,9 @@ class Target {
   // twice as long after each look, up to each second. Once found, a call
   // made after its header was last read reads the header (32 bytes) again,
   // at most each 10 ms: a process that publishes again is seen at its first
-  // call after that. nullptr while it has none. Valid until the next call (a
-  // context published again replaces it).
+  // call after that, and the new context is carried by the calls that began
+  // after it was read (those before carry the one it replaced). nullptr while
+  // it has none. Valid until the next call.
   // `now_anyway`: look now, however recently it was looked for (a library load).
   const ProcessContext* process_context(std::uint32_t pid, std::uint64_t call_ns, bool now_anyway = false);
   // Distinct files with traced APIs probed.
@@ -131,6 +132,8 @@ class Target {
   ThreadContextFinder thread_contexts_;
   struct OtelProcess {
     std::unique_ptr<ProcessContext> context;  // the last one found
+    std::unique_ptr<ProcessContext> previous;  // the one it replaced, for calls that began before since_ns
+    std::uint64_t since_ns = 0;
     ProcessContextHeaderCopy header;          // where it was found (address 0: no mapping known)
     std::uint64_t read_ns = 0;                // when the header or the maps were last read
     std::uint64_t next_look_ns = 0, look_wait_ns = 0;  // no mapping known: when the maps are read again
