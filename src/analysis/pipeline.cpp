@@ -27,7 +27,10 @@ const CallAnalysis& Pipeline::on_call(Call& c) {
     auto [it, fresh] = otel_seen_.try_emplace(c.pid, c.otel->generation);
     if (fresh || it->second != c.otel->generation) {
       it->second = c.otel->generation;
-      otel_processes_[c.pid] = *c.otel;
+      if (otel_processes_.size() < kMaxListedContexts || otel_processes_.count(c.pid))
+        otel_processes_[c.pid] = *c.otel;
+      else if (fresh)
+        ++otel_unlisted_;
     }
   }
   if (gpu_time_) analysis_.gpu_windows = &gpu_time_->on_call(c, *analysis_.streams);

@@ -438,6 +438,24 @@ TEST(RunReport, ProcessesPastTheBoundAreForgottenAndCounted) {
   EXPECT_EQ(report_file(first_4096 + end_line(4096), true).second, "cudatrace: 4096 calls traced, 0 lost, 0 unfinished\n");
 }
 
+// The summary lists the contexts of the first 4,096 processes that publish
+// one, and counts the others: each is anyone's, of up to 64 attributes.
+TEST(RunReport, SummaryListsABoundedNumberOfContexts) {
+  std::string trace;
+  for (std::uint32_t pid = 1; pid <= 4100; ++pid) {
+    trace += R"({"type":"process","pid":)" + std::to_string(pid) + R"(,"resource":{"service.name":"s"}})" + "\n";
+    std::string line = call_line(1000 + pid, 5);
+    trace += line.replace(line.find("\"pid\":1,"), 8, "\"pid\":" + std::to_string(pid) + ",");
+  }
+  std::string out;
+  EXPECT_EQ(report_file(trace + end_line(4100), true, &out).first, 0);
+  EXPECT_NE(out.find("process 4096: service.name=s\n4 more processes published a context (not listed)\n"),
+            std::string::npos);
+  EXPECT_EQ(out.find("process 4097:"), std::string::npos);
+  EXPECT_EQ(report_file(trace + end_line(4100), true, &out, true).first, 0);
+  EXPECT_NE(out.find("\"processes_unlisted\":4"), std::string::npos);
+}
+
 // report --json writes the process lines the trace has, and no other
 // (issue 47: a call with span attributes and no process line got one
 // made up); a context published again is written again.
