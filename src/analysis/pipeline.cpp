@@ -23,11 +23,14 @@ const CallAnalysis& Pipeline::on_call(Call& c) {
   analysis_.closed_range.reset();
   analysis_.device_bytes.reset();
   analysis_.streams = &streams_.on_call(c);
-  if (c.otel) {
-    auto [it, fresh] = otel_seen_.try_emplace(c.pid, c.otel);
-    if (fresh || it->second != c.otel) {
-      it->second = c.otel;
-      otel_processes_[c.pid] = *c.otel;
+  if (c.otel && c.otel->published) {
+    auto [it, fresh] = otel_seen_.try_emplace(c.pid, c.otel->generation);
+    if (fresh || it->second != c.otel->generation) {
+      it->second = c.otel->generation;
+      if (otel_processes_.size() < kMaxListedContexts || otel_processes_.count(c.pid))
+        otel_processes_[c.pid] = *c.otel;
+      else if (fresh)
+        ++otel_unlisted_;
     }
   }
   if (gpu_time_) analysis_.gpu_windows = &gpu_time_->on_call(c, *analysis_.streams);

@@ -122,6 +122,7 @@ SummarySnapshot SummaryReport::snapshot(const std::vector<ct_api_stats>& run, st
   if (final) s.by_range = pipeline_.by_range();
   if (final) s.by_span = pipeline_.by_span();
   if (!pipeline_.otel_processes().empty()) s.otel = &pipeline_.otel_processes();
+  s.otel_unlisted = pipeline_.otel_unlisted();
   if (s.with_insights) {
     s.insights = find_insights(insight_input(run, now_ns), opts_.thresholds);
     if (opts_.collectives)

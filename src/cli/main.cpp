@@ -8,6 +8,7 @@
 #include <cctype>
 #include <cerrno>
 #include <charconv>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -155,16 +156,23 @@ const CLI::Validator kNotEmpty(
 
 // Numbers are decimal and nothing else: CLI11 would read "020" as octal,
 // "0x10" as hex, and take "+5" and " 5". Leading zeros are dropped here, so
-// that "020" is twenty.
-const CLI::Validator kDecimal(
-    [](std::string& value) {
-      if (value.empty() || value.size() > 19 ||
-          !std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; }))
-        return "takes a decimal number, not '" + value + "'";
-      value.erase(0, std::min(value.find_first_not_of('0'), value.size() - 1));
-      return std::string();
-    },
-    "", "decimal");
+// that "020" is twenty. A number outside [min, max] is refused with the
+// range, in words (`unit`), before CLI11 converts it: CLI11 would say
+// neither, nor that it overflows the option's type.
+CLI::Validator decimal(std::uint64_t min, std::uint64_t max, const std::string& unit) {
+  return CLI::Validator(
+      [=](std::string& value) {
+        if (value.empty() || !std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; }))
+          return "takes a decimal number, not '" + value + "'";
+        std::uint64_t n = 0;
+        const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+        if (ec != std::errc() || end != value.data() + value.size() || n < min || n > max)
+          return fmt::format("takes {} from {} to {}, not '{}'", unit, min, max, value);
+        value = std::to_string(n);
+        return std::string();
+      },
+      "", "decimal");
+}
 
 // The highest process id Linux can give (PID_MAX_LIMIT - 1 on 64-bit).
 constexpr long kMaxPid = 4194303;
@@ -283,8 +291,35 @@ void apply_selection(cudatrace::Options& opts, const SelectionArgs& args) {
   opts.selection.kernel_names = opts.display.group[static_cast<int>(Group::Launch)];
 }
 
+// What CLI11 would take silently: it reads "--output=" and "-o" alike as
+// "the value is the next argument", whatever that is, so that
+// "--output= --json" wrote a text trace to ./--json. An empty "--opt=" is
+// refused, and so is a FILE or PATH value that looks like an option. Only
+// the options are looked at: the scan stops at "--" and at the command.
+void refuse_swallowed_values(const CLI::App& app, int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--" || arg.size() < 2 || arg[0] != '-') return;
+    const auto equals = arg.find('=');
+    const bool is_long = arg[1] == '-';
+    const std::string name = is_long ? arg.substr(0, equals) : arg.substr(0, 2);
+    const CLI::Option* opt = app.get_option_no_throw(name);
+    if (!opt || opt->get_type_size() == 0) continue;  // a flag, or unknown (CLI11 says so)
+    const std::string shown = opt->get_name();
+    if (is_long && equals == arg.size() - 1) usage_error(shown + ": " + arg + " needs a value, not an empty string");
+    if (is_long ? equals != std::string::npos : arg.size() > 2) continue;  // --opt=VALUE, -oVALUE
+    if (++i == argc) return;  // CLI11 says the value is missing
+    const std::string value = argv[i];
+    const std::string type = opt->get_type_name().substr(0, opt->get_type_name().find(':'));
+    if (value.size() > 1 && value[0] == '-' && (type == "FILE" || type == "PATH"))
+      usage_error(fmt::format("{}: takes a {}, not the option '{}' (for a file of that name, write ./{})", shown,
+                              type, value, value));
+  }
+}
+
 // Parses argv into `app`; --help prints and exits 0, a bad option exits 2.
 void parse_or_exit(CLI::App& app, int argc, char** argv) {
+  refuse_swallowed_values(app, argc, argv);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -369,8 +404,7 @@ void add_live_options(CLI::App& app, cudatrace::Options& opts, LiveArgs& args) {
   app.add_option("--lib", opts.libs, "Also probe this library or executable (repeatable)")->group(kTargets)->type_name("PATH")->check(kNotEmpty);
   // Selection
   add_selection_options(app, args.selection);
-  // The range check also refuses "-3", which would otherwise wrap to a huge unsigned value.
-  app.add_option("--min-us", opts.min_us, "Only calls that took at least this many microseconds")->group(kSelection)->type_name("US")->transform(kDecimal)->check(CLI::Range(std::uint64_t(0), std::uint64_t(1000000000000)));
+  app.add_option("--min-us", opts.min_us, "Only calls that took at least this many microseconds")->group(kSelection)->type_name("US")->transform(decimal(0, 1000000000000, "a number of microseconds"));
   app.add_flag("--errors", opts.errors_only, "Only calls that returned an error")->group(kSelection);
   app.add_option("--tid", args.tid, "Only this thread")->group(kSelection)->type_name("TID");
   // Output
@@ -385,12 +419,12 @@ void add_live_options(CLI::App& app, cudatrace::Options& opts, LiveArgs& args) {
   app.add_flag("--nvtx", opts.nvtx, "Give each call the NVTX ranges open on its thread (torch.cuda.nvtx, emit_nvtx; docs/nvtx.md)")->group(kOutput);
   // Analysis
   add_analysis_options(app, opts);
-  app.add_option("-i,--interval", opts.interval_s, "With --summary/--hist/--insights: also report every N seconds")->group(kAnalysis)->type_name("N")->transform(kDecimal);
-  app.add_option("-c,--count", opts.count, "With -i: stop after this many interval reports")->group(kAnalysis)->type_name("N")->transform(kDecimal);
+  app.add_option("-i,--interval", opts.interval_s, "With --summary/--hist/--insights: also report every N seconds")->group(kAnalysis)->type_name("N")->transform(decimal(1, UINT_MAX, "a number of seconds"));
+  app.add_option("-c,--count", opts.count, "With -i: stop after this many interval reports")->group(kAnalysis)->type_name("N")->transform(decimal(1, UINT_MAX, "a number of reports"));
   app.add_flag("--by-range", opts.by_range, "With --summary: CUDA time, launches and bytes per NVTX range (implies --nvtx)")->group(kAnalysis);
   // Tuning
-  app.add_option("--ring-mb", opts.ring_mb, "Ring buffer size in MiB, a power of two (default 16)")->group(kTuning)->type_name("MIB")->transform(kDecimal);
-  app.add_option("--buffer-mb", opts.buffer_mb, "Output not yet read by its consumer kept in memory, at most N MiB (default 128)")->group(kTuning)->type_name("MIB")->transform(kDecimal)->check(CLI::Range(1u, 65536u));
+  app.add_option("--ring-mb", opts.ring_mb, "Ring buffer size in MiB, a power of two (default 16)")->group(kTuning)->type_name("MIB")->transform(decimal(1, 1024, "a power of two"));
+  app.add_option("--buffer-mb", opts.buffer_mb, "Output not yet read by its consumer kept in memory, at most N MiB (default 128)")->group(kTuning)->type_name("MIB")->transform(decimal(1, 65536, "a number of MiB"));
   app.add_option("--dlopen-stop", args.dlopen_stop, "Pause a process while probes attach to a library it just loaded: auto (default: always, but not a -p target that is a job of an interactive shell), always, never")->group(kTuning)->type_name("WHEN")->check(kNotEmpty);
   app.add_flag("--no-dlopen-stop", args.no_dlopen_stop, "Same as --dlopen-stop=never")->group(kTuning);
   app.add_option("--attach", args.attach, "How uprobes are attached: auto (default: multi where the kernel has it), multi (uprobe_multi links, Linux 6.6) or perf (one perf-event uprobe per function and direction, Linux 5.15)")->group(kTuning)->type_name("HOW");
@@ -487,9 +521,7 @@ void check_prometheus(const cudatrace::Options& opts) {
 }
 
 // -i and -c report summaries; --min-us and --errors select calls to print.
-void check_reports(const CLI::App& app, const cudatrace::Options& opts) {
-  if (app.count("--interval") && opts.interval_s == 0) usage_error("-i takes a number of seconds from 1");
-  if (app.count("--count") && opts.count == 0) usage_error("-c takes a number of reports from 1");
+void check_reports(const cudatrace::Options& opts) {
   if (opts.interval_s && !opts.summary) usage_error("-i needs --summary, --hist or --insights");
   if (opts.count && !opts.interval_s) usage_error("-c needs -i");
   if (opts.summary && (opts.min_us || opts.errors_only))
@@ -517,7 +549,7 @@ void apply_tuning(const LiveArgs& args, cudatrace::Options& opts) {
   // (uprobe_keeper.h): the budget would stop counting a cost still paid.
   if (opts.attach == AttachRequest::Perf && opts.max_overhead_pct > 0)
     usage_error("--max-overhead needs uprobe_multi links, not --attach perf (docs/fleet.md)");
-  if (opts.ring_mb == 0 || opts.ring_mb > 1024 || (opts.ring_mb & (opts.ring_mb - 1)))
+  if (opts.ring_mb & (opts.ring_mb - 1))
     usage_error("--ring-mb must be a power of two between 1 and 1024");
 }
 
@@ -548,7 +580,7 @@ int main(int argc, char** argv) {
   check_target(args, opts);
   check_prometheus(opts);
   apply_reports(opts);
-  check_reports(app, opts);
+  check_reports(opts);
   apply_tuning(args, opts);
   refuse_shared_file(opts.perfetto_path, opts.output_path, "");
   return run_tracer(opts);

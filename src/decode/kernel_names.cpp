@@ -248,22 +248,22 @@ void KernelNames::forget_module(std::uint32_t pid, std::uint64_t module) {
 }
 
 template <typename Map>
-static void erase_pid(Map& m, std::uint32_t pid) {
-  for (auto it = m.begin(); it != m.end();) it = it->first.pid == pid ? m.erase(it) : std::next(it);
+static void erase_pids(Map& m, const std::unordered_set<std::uint32_t>& pids) {
+  for (auto it = m.begin(); it != m.end();) it = pids.count(it->first.pid) ? m.erase(it) : std::next(it);
 }
 
-void KernelNames::forget(std::uint32_t pid) {
+void KernelNames::forget(const std::unordered_set<std::uint32_t>& pids) {
   for (auto it = names_.begin(); it != names_.end();) {
-    if (it->first.pid != pid) {
+    if (!pids.count(it->first.pid)) {
       ++it;
       continue;
     }
     release(it->second);
     it = names_.erase(it);
   }
-  erase_pid(unknown_, pid);
-  erase_pid(module_handles_, pid);
-  erase_pid(module_of_, pid);
+  erase_pids(unknown_, pids);
+  erase_pids(module_handles_, pids);
+  erase_pids(module_of_, pids);
 }
 
 }  // namespace cudatrace

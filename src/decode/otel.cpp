@@ -1,9 +1,24 @@
 // OpenTelemetry process and thread context: parsing (decode/otel.h).
 #include "cudatrace/decode/otel.h"
 
+#include <atomic>
 #include <cstring>
 
 namespace cudatrace {
+
+std::string bounded_value(std::string_view value, std::size_t max_bytes) {
+  static constexpr std::string_view kEllipsis = "\xE2\x80\xA6";
+  if (value.size() <= max_bytes) return std::string(value);
+  std::size_t keep = max_bytes - kEllipsis.size();
+  while (keep > 0 && (static_cast<unsigned char>(value[keep]) & 0xC0) == 0x80) --keep;  // not inside a character
+  return std::string(value.substr(0, keep)) + std::string(kEllipsis);
+}
+
+std::uint64_t next_context_generation() {
+  static std::atomic<std::uint64_t> last{0};
+  return ++last;
+}
+
 namespace {
 
 // A bounds-checked reader of protobuf's wire format: only what the
@@ -133,7 +148,8 @@ bool decode_process_context(std::string_view payload, ProcessContext& out) {
         std::string key, value;
         std::string_view any;
         if (!key_value(kv, key, any) || !any_value(any, &value, nullptr)) return false;
-        out.resource.emplace_back(std::move(key), std::move(value));
+        if (out.resource.size() < kMaxResourceAttributes)
+          out.resource.emplace_back(bounded_value(key), bounded_value(value));
       }
     } else if (number == 2) {  // extra_attributes: KeyValue
       std::string key;
@@ -142,9 +158,12 @@ bool decode_process_context(std::string_view payload, ProcessContext& out) {
       if (key == "threadlocal.attribute_key_map") {
         std::vector<std::string> keys;
         if (!any_value(any, nullptr, &keys)) return false;
+        if (keys.size() > 256) keys.resize(256);  // a record's key index is a byte
+        for (std::string& k : keys) k = bounded_value(k);
         out.span_keys = std::move(keys);
       } else if (key == "threadlocal.schema_version") {
         if (!any_value(any, &out.schema_version, nullptr)) return false;
+        out.schema_version = bounded_value(out.schema_version);
       }
     }
   }

@@ -155,7 +155,7 @@ void RecordReader::on_call(const ct_call& rec) {
   }
   if (call_.api->group() == Group::Module) names_.learn(call_);
   if (stack_frames_) call_.stack = stacks_.frames(static_cast<pid_t>(call_.pid), call_.stack_addresses);
-  call_.otel = target_.process_context(call_.pid);
+  call_.otel = target_.process_context(call_.pid, rec.ts_ns);
   if (rec.py_frames) {
     ++python_records_;
     symbolizer_.python().name(static_cast<pid_t>(call_.pid), record_py_frames(rec), rec.py_frames, call_.py_stack);

@@ -172,6 +172,10 @@ bool SavedTrace::read_line() {
     const ct_call& rec = line.record();
     const bool unfinished = rec.type == CT_REC_UNFINISHED;
     ++(unfinished ? unfinished_read_ : calls_read_);
+    if (rec.ts_ns >= kMaxTraceNs || (!unfinished && rec.dur_ns >= kMaxTraceNs)) {
+      leave_out(rec.ts_ns >= kMaxTraceNs ? impossible_ts_ : impossible_dur_, rec.ts_ns >= kMaxTraceNs, rec);
+      continue;
+    }
     // An unfinished call is written where the tracer found it open (a thread
     // that exited, the end of tracing): it keeps its place.
     const std::uint64_t returned = unfinished ? std::max<std::uint64_t>(rec.ts_ns, newest_ns_)
@@ -194,6 +198,17 @@ bool SavedTrace::read_line() {
     window_bytes_ += text.size();
     return true;
   }
+}
+
+// A time no clock since boot can give: a report of it would print a call of
+// centuries, and tables whose sums wrap. Said once per field, counted at the end.
+void SavedTrace::leave_out(std::uint64_t& count, bool ts, const ct_call& rec) {
+  if (count++ == 0)
+    std::fprintf(stderr,
+                 "cudatrace: warning: %s:%zu: \"%s\" %s cannot be real (%s 10^18 ns, 31 years, or more): such calls "
+                 "are left out, and counted at the end\n",
+                 name_.c_str(), number_, ts ? "ts_ns" : "dur_ns",
+                 fmt::to_string(ts ? rec.ts_ns : rec.dur_ns).c_str(), ts ? "a time since boot of" : "a duration of");
 }
 
 // A timeline is no easier to read than the trace it is made of. Asked
@@ -271,14 +286,37 @@ int SavedTrace::start(const RecordsNeeded&) {
   return kExitOk;
 }
 
+void SavedTrace::note_process(std::uint32_t pid, CallConsumer& to) {
+  const auto [at, fresh] = process_at_.try_emplace(pid);
+  if (!fresh) {
+    processes_.splice(processes_.end(), processes_, at->second);
+    return;
+  }
+  at->second = processes_.insert(processes_.end(), pid);
+  if (processes_.size() <= kMaxReportProcesses) return;
+  // An eighth at a time: forgetting kernel names is a pass over them all.
+  std::unordered_set<std::uint32_t> oldest;
+  while (oldest.size() < kMaxReportProcesses / 8) {
+    const std::uint32_t p = processes_.front();
+    processes_.pop_front();
+    process_at_.erase(p);
+    otel_.erase(p);
+    to.forget_process(p);
+    oldest.insert(p);
+  }
+  names_.forget(oldest);
+  forgotten_processes_ += oldest.size();
+}
+
 void SavedTrace::hand_on(CallConsumer& to) {
   const TraceLine& line = slots_[current_];
   const ct_call& rec = line.record();
+  note_process(rec.pid, to);
   if (!line.kernel_mangled().empty()) names_.add(rec.pid, line.kernel_handle(), line.kernel_mangled());
   if (!decode_call(rec, &names_, call_)) return;
   if (call_.api->group() == Group::Module) names_.learn(call_);
   call_.stack = line.stack();
-  if (const auto it = otel_.find(call_.pid); it != otel_.end()) call_.otel = &it->second;
+  call_.otel = line.otel();
   call_.py_stack = line.py_stack();
   last_ns_ = std::max<std::uint64_t>(last_ns_, call_.end_ns());
   // What BPF counts live in summary mode.
@@ -296,6 +334,17 @@ bool SavedTrace::feed(CallConsumer& to, int) {
 }
 
 void SavedTrace::finish(CallConsumer&) {
+  if (forgotten_processes_)
+    std::fprintf(stderr,
+                 "cudatrace: warning: %s: more than %zu processes made calls: %s processes whose last calls were the "
+                 "oldest were forgotten (their streams, kernel names and handles start afresh should they call "
+                 "again)\n",
+                 name_.c_str(), kMaxReportProcesses, fmt::to_string(forgotten_processes_).c_str());
+  if (impossible_ts_ + impossible_dur_)
+    std::fprintf(stderr, "cudatrace: warning: %s: %s calls left out: %s with an impossible \"ts_ns\", %s with an "
+                 "impossible \"dur_ns\"\n",
+                 name_.c_str(), fmt::to_string(impossible_ts_ + impossible_dur_).c_str(),
+                 fmt::to_string(impossible_ts_).c_str(), fmt::to_string(impossible_dur_).c_str());
   if (failed_ || !read_to_end_ || earliest()) return;  // (the output failed: the rest was not read)
   if (cut_line_)
     std::fprintf(stderr,

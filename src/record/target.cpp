@@ -5,6 +5,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -50,7 +51,7 @@ void Target::on_map_change(pid_t pid, std::uint64_t wanted) {
   if (bpf_ && bpf_->probes()) attach_mappings(pid);  // not after the end's detach
   // A process stopped at a library load waits while its process context is
   // read: one that exits before the reader reaches its first call is still found.
-  if (opts_.otel) process_context(static_cast<std::uint32_t>(pid), true);
+  if (opts_.otel) process_context(static_cast<std::uint32_t>(pid), 0, true);
 }
 
 void Target::find_thread_context(pid_t pid, const std::vector<Mapping>& maps) {
@@ -71,24 +72,60 @@ void Target::find_thread_context(pid_t pid, const std::vector<Mapping>& maps) {
   }
 }
 
-const ProcessContext* Target::process_context(std::uint32_t pid, bool now_anyway) {
+const ProcessContext* Target::process_context(std::uint32_t pid, std::uint64_t call_ns, bool now_anyway) {
   if (!opts_.otel) return nullptr;
+  constexpr std::uint64_t kFirstLookWaitNs = 10000000, kLongestLookWaitNs = 1000000000;
+  constexpr std::uint64_t kHeaderReadWaitNs = 10000000;  // a read opens /proc/PID/mem
   // Asked for every record: the process of the record before is kept at hand.
   if (!last_otel_ || last_otel_pid_ != pid) {
     last_otel_ = &otel_[pid];
     last_otel_pid_ = pid;
   }
   OtelProcess& p = *last_otel_;
-  if (p.context) return p.context.get();
-  const std::uint64_t now = monotonic_coarse_ns();
-  if (now < p.next_look_ns && !now_anyway) return nullptr;
-  p.next_look_ns = now + 1000000000ull;
+  // A context read again applies from when it was read: a call that began
+  // before (read late, the reader behind) carries the one before it.
+  const auto for_the_call = [&] { return p.previous && call_ns < p.since_ns ? p.previous.get() : p.context.get(); };
+  // Read after the call began: what the call ran under, or newer.
+  if (call_ns < p.read_ns && !now_anyway) return for_the_call();
+  // The coarse clock (no precise clock read per record) for the wait; the
+  // precise one for what a read applies from.
+  if (p.header.address && monotonic_coarse_ns() < p.read_ns + kHeaderReadWaitNs && !now_anyway)
+    return for_the_call();
+  const std::uint64_t now = monotonic_ns();
+  if (p.header.address) {
+    std::array<char, kProcessContextHeader> header;
+    if (read_process_memory(static_cast<pid_t>(pid), p.header.address, header.data(), header.size()) &&
+        header == p.header.bytes) {
+      p.read_ns = now;
+      return for_the_call();
+    }
+    p.header.address = 0;  // published again, or unmapped: the maps say
+    p.next_look_ns = 0;
+    p.look_wait_ns = 0;
+  }
+  if (now < p.next_look_ns && !now_anyway) return for_the_call();
+  p.read_ns = now;
+  p.look_wait_ns = std::clamp(p.look_wait_ns * 2, kFirstLookWaitNs, kLongestLookWaitNs);
+  p.next_look_ns = now + p.look_wait_ns;
   std::vector<Mapping> maps;
   ProcessContext ctx;
-  if (!read_maps(static_cast<pid_t>(pid), maps) || !read_process_context(static_cast<pid_t>(pid), maps, ctx))
-    return nullptr;
-  p.context = std::make_unique<ProcessContext>(std::move(ctx));
-  return p.context.get();
+  ProcessContextHeaderCopy header;
+  // Not found (none yet, an update in progress): the last one found stays.
+  if (!read_maps(static_cast<pid_t>(pid), maps) ||
+      !read_process_context(static_cast<pid_t>(pid), maps, ctx, &header))
+    return for_the_call();
+  const bool same = p.context && header.bytes == p.header.bytes;  // mapped again elsewhere, say
+  p.header = header;
+  if (!same) {
+    ctx.generation = next_context_generation();
+    // The first one found is the process's from its start (-p: published long before).
+    if (p.context) {
+      p.previous = std::move(p.context);
+      p.since_ns = now;
+    }
+    p.context = std::make_unique<ProcessContext>(std::move(ctx));
+  }
+  return for_the_call();
 }
 
 void Target::forget_process(pid_t pid) {

@@ -140,7 +140,8 @@ void read_process(const Json& j, TraceLine::OtelProcesses* otel) {
     if (!it->is_array() || it->size() > 256) bad(quoted(kSpanKeys.name()) + " is not an array of at most 256 names");
     for (const Json& k : *it) ctx.span_keys.push_back(string_of(k, quoted(kSpanKeys.name())));
   }
-  if (otel) (*otel)[static_cast<std::uint32_t>(pid)] = std::move(ctx);
+  ctx.generation = next_context_generation();
+  if (otel) (*otel)[static_cast<std::uint32_t>(pid)] = std::make_shared<ProcessContext>(std::move(ctx));
 }
 
 // The index of span attribute `name` in the process's key map, added when new.
@@ -332,11 +333,15 @@ bool TraceLine::parse(std::string_view line, std::string& error, OtelProcesses* 
       if (const auto a = j.find(kSpanAttrs.name()); a != j.end()) {
         if (!a->is_object()) bad(quoted(kSpanAttrs.name()) + " is not an object");
         TraceLine::OtelProcesses none;
-        ProcessContext& ctx = (otel ? *otel : none)[rec.pid];
+        std::shared_ptr<ProcessContext>& ctx = (otel ? *otel : none)[rec.pid];
+        if (!ctx) {  // a process without a "process" line: its names are kept, as no context
+          ctx = std::make_shared<ProcessContext>();
+          ctx->published = false;
+        }
         for (const auto& [name, value] : a->items()) {
           const std::string& v = string_of(value, quoted(kSpanAttrs.name()));
           if (v.size() > 255) bad(quoted(kSpanAttrs.name()) + " value longer than 255 bytes");
-          span_attrs.push_back(static_cast<char>(span_key_index(ctx, name)));
+          span_attrs.push_back(static_cast<char>(span_key_index(*ctx, name)));
           span_attrs.push_back(static_cast<char>(v.size()));
           span_attrs += v;
         }
@@ -359,6 +364,9 @@ bool TraceLine::parse(std::string_view line, std::string& error, OtelProcesses* 
       }
     }
 
+    otel_.reset();
+    if (otel)
+      if (const auto it = otel->find(rec.pid); it != otel->end()) otel_ = it->second;
     rec.payload_len = static_cast<std::uint16_t>(payload.size());
     rec.stack_len = static_cast<std::uint16_t>(stack_.size());
     const std::size_t stack_at = sizeof(ct_call) + CT_ALIGN8(payload.size());

@@ -221,7 +221,7 @@ void append_spans_line(Buf& out, const SpanSummary& summary) {
   out.append(std::string_view("}\n"));
 }
 
-void append_otel_json(Buf& out, const std::map<std::uint32_t, ProcessContext>& processes) {
+void append_otel_json(Buf& out, const std::map<std::uint32_t, ProcessContext>& processes, std::uint64_t unlisted) {
   auto it = std::back_inserter(out);
   out.append(std::string_view(",\"processes\":["));
   bool first = true;
@@ -237,6 +237,7 @@ void append_otel_json(Buf& out, const std::map<std::uint32_t, ProcessContext>& p
     out.append(std::string_view("}}"));
   }
   out.push_back(']');
+  if (unlisted) fmt::format_to(it, ",\"processes_unlisted\":{}", unlisted);
 }
 
 void append_histograms(Buf& out, const SummarySnapshot& s) {
@@ -307,7 +308,7 @@ void append_summary_json(Buf& out, const SummarySnapshot& s) {
   fmt::format_to(std::back_inserter(out), "{{{}\"{}\",\"final\":{},\"ts_ns\":{},\"covered_ns\":{}",
                  json_fields::kType.first_key(), json_fields::kSummary, s.final, s.now_ns, s.covered_ns);
   if (s.records_lost) append_incomplete(out, s);
-  if (s.otel) append_otel_json(out, *s.otel);
+  if (s.otel) append_otel_json(out, *s.otel, s.otel_unlisted);
   if (s.tables) {
     append_apis(out, s);
     append_kernels(out, s);

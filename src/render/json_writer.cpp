@@ -346,9 +346,10 @@ class JsonWriter final : public Writer {
   // {"type":"process","pid":..,"resource":{..},"span_keys":[..]}: once per
   // process (and again should it publish another context).
   void process_once(const Call& c) {
-    auto [it, fresh] = processes_.try_emplace(c.pid, c.otel);
-    if (!fresh && it->second == c.otel) return;
-    it->second = c.otel;
+    if (!c.otel->published) return;
+    auto [it, fresh] = processes_.try_emplace(c.pid, c.otel->generation);
+    if (!fresh && it->second == c.otel->generation) return;
+    it->second = c.otel->generation;
     buf_.push_back('{');
     append_piece(buf_, kType.first_key());
     append_quoted(buf_, kProcess);
@@ -482,7 +483,7 @@ class JsonWriter final : public Writer {
   }
 
   Buf buf_;
-  std::map<std::uint32_t, const ProcessContext*> processes_;  // whose process line was written
+  std::map<std::uint32_t, std::uint64_t> processes_;  // the context generation whose process line was written
 };
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include <fmt/format.h>
 
+#include "cudatrace/decode/otel.h"
 #include "cudatrace/decode/transfer.h"
 #include "cudatrace/render/metrics.h"
 
@@ -46,7 +47,7 @@ std::string utf8_label(std::string_view value) {
       ++i;
     }
   }
-  return out;
+  return bounded_value(out, kMaxLabelBytes);
 }
 
 const char* direction_label(std::uint8_t direction) {

@@ -63,9 +63,10 @@ std::string response(int status, const char* reason, const std::string& body, bo
   return r;
 }
 
-// RFC 9110's token characters, which a method is made of.
+// RFC 9110's token characters, which a method is made of. (strchr finds
+// the terminating NUL: a NUL byte is no token character, and must not wait.)
 bool token_char(char c) {
-  return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("!#$%&'*+-.^_`|~", c) != nullptr;
+  return std::isalnum(static_cast<unsigned char>(c)) || (c != '\0' && std::strchr("!#$%&'*+-.^_`|~", c) != nullptr);
 }
 
 bool control_char(char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; }

@@ -241,7 +241,8 @@ void append_spans(Buf& out, const SpanSummary& summary) {
     table("\nCUDA work per span attribute\n", "Attribute", summary.attributes(), false);
 }
 
-void append_otel_processes(Buf& out, const std::map<std::uint32_t, ProcessContext>& processes) {
+void append_otel_processes(Buf& out, const std::map<std::uint32_t, ProcessContext>& processes,
+                           std::uint64_t unlisted) {
   auto it = std::back_inserter(out);
   for (const auto& [pid, ctx] : processes) {
     fmt::format_to(it, "process {}:", pid);
@@ -253,6 +254,7 @@ void append_otel_processes(Buf& out, const std::map<std::uint32_t, ProcessContex
     }
     out.push_back('\n');
   }
+  if (unlisted) fmt::format_to(it, "{} more processes published a context (not listed)\n", unlisted);
 }
 
 // --py-stack: four tables by Python call site, top sites first (the first 15 of each).
@@ -330,7 +332,7 @@ void append_summary_text(Buf& out, const SummarySnapshot& s, bool full_names) {
   else
     fmt::format_to(it, "cudatrace interval {}: {:.3f} s, up to {:.3f} s\n", s.interval, s.covered_s(),
                    s.since_start_s(s.now_ns));
-  if (s.otel) append_otel_processes(out, *s.otel);
+  if (s.otel) append_otel_processes(out, *s.otel, s.otel_unlisted);
   if (s.tables) {
     append_apis(out, s);
     append_kernels(out, s, full_names);

@@ -179,7 +179,8 @@ bool ThreadContextFinder::find(pid_t pid, const std::vector<Mapping>& maps, ct_t
   return false;
 }
 
-bool read_process_context(pid_t pid, const std::vector<Mapping>& maps, ProcessContext& out) {
+bool read_process_context(pid_t pid, const std::vector<Mapping>& maps, ProcessContext& out,
+                          ProcessContextHeaderCopy* header_copy) {
   for (const Mapping& m : maps) {
     if (!m.otel_ctx) continue;
     char header[kProcessContextHeader];
@@ -196,6 +197,10 @@ bool read_process_context(pid_t pid, const std::vector<Mapping>& maps, ProcessCo
     ProcessContext ctx;
     if (!decode_process_context(payload, ctx)) continue;
     out = std::move(ctx);
+    if (header_copy) {
+      header_copy->address = m.start;
+      std::memcpy(header_copy->bytes.data(), header, sizeof header);
+    }
     return true;
   }
   return false;

@@ -897,8 +897,21 @@ TEST_F(Faults, ValuesThatMeanNothingAreRefusedWithOneLine) {
       {"-p 0", "invalid PID '0': -p/--pid takes a process id from 1 to 4194303"},
       {"-p 99999999999999999999", "invalid PID '99999999999999999999'"},  // was echoed as 9223372036854775807
       {"-p 12abc", "invalid PID '12abc'"},
-      {"-i 0 --summary -- true", "-i takes a number of seconds from 1"},
-      {"-c 0 -i 1 --summary -- true", "-c takes a number of reports from 1"},
+      {"-i 0 --summary -- true", "--interval: takes a number of seconds from 1 to 4294967295, not '0'"},
+      {"-c 0 -i 1 --summary -- true", "--count: takes a number of reports from 1 to 4294967295, not '0'"},
+      // Issue 47: out of range is said with the range, not as "not a decimal number" or CLI11's words.
+      {"--min-us 18446744073709551615 -- true",
+       "--min-us: takes a number of microseconds from 0 to 1000000000000, not '18446744073709551615'"},
+      {"--min-us 99999999999999999999999 -- true", "from 0 to 1000000000000, not '99999999999999999999999'"},
+      {"-i 99999999999 --summary -- true", "--interval: takes a number of seconds from 1 to 4294967295, not '99999999999'"},
+      {"--buffer-mb 65537 -- true", "--buffer-mb: takes a number of MiB from 1 to 65536, not '65537'"},
+      // Issue 47: an empty --opt= took the next argument as its value ("--output= --json" wrote ./--json).
+      {"--output= --json -- true", "--output: --output= needs a value, not an empty string"},
+      {"--output= -- true", "--output: --output= needs a value, not an empty string"},
+      {"--perfetto= -- true", "--perfetto: --perfetto= needs a value, not an empty string"},
+      {"-o --json -- true", "--output: takes a FILE, not the option '--json' (for a file of that name, write ./--json)"},
+      {"--perfetto --summary -- true", "--perfetto: takes a FILE, not the option '--summary'"},
+      {"--lib --json -- true", "--lib: takes a PATH, not the option '--json'"},
       {"--max-overhead nan -- true", "--max-overhead takes a percentage from 0.01 to 100, not 'nan'"},
       {"--max-overhead inf -- true", "not 'inf'"},
       {"--max-overhead -1 -- true", "not '-1'"},
@@ -932,6 +945,11 @@ TEST_F(Faults, ValuesThatMeanNothingAreRefusedWithOneLine) {
                          "newline in a trace's path");
   expect_one_clear_error(run(reporter() + " -f '' /dev/null"), 2, "--filter: needs a value, not an empty string",
                          "report -f ''");
+  expect_one_clear_error(run(reporter() + " --perfetto= /dev/null"), 2,
+                         "--perfetto: --perfetto= needs a value, not an empty string", "report --perfetto=");
+  expect_one_clear_error(run(reporter() + " --perfetto --json /dev/null"), 2,
+                         "--perfetto: takes a FILE, not the option '--json'", "report --perfetto --json");
+  for (const std::string name : {"--json", "--"}) EXPECT_FALSE(fs::exists(name)) << name << " written by an empty --opt=";
 }
 
 // Whatever keeps the command from running is one line and status 3 (as

@@ -151,4 +151,30 @@ INSTANTIATE_TEST_SUITE_P(Tls, Otel,
                                                    std::string(OTEL_APP_DLOPEN) + " " + OTEL_LIB_GD}),
                          [](const ::testing::TestParamInfo<Variant>& i) { return std::string(i.param.name); });
 
+class OtelContext : public NeedsRoot {};
+
+// A context published again (issue 47: never seen, while json.md says it
+// is written again): each call carries the context it was made under, and
+// its process line comes before it; `report` writes the same lines back.
+TEST_F(OtelContext, AContextPublishedAgainIsWrittenAgain) {
+  const std::string trace = temp_path("otel-republish.jsonl");
+  const Result r = run(tracer() + " --json -f mem -o " + trace + " -- " + OTEL_APP_EXE + " republish");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto order = [](const std::string& text) {
+    std::vector<std::string> seen;  // "process NAME" and "malloc SIZE", in the order written
+    for (const json& j : parse_lines(text)) {
+      if (j["type"] == "process") seen.push_back("process " + j["resource"]["service.name"].get<std::string>());
+      if (j["type"] == "call" && j["api"] == "cudaMalloc")
+        seen.push_back("malloc " + std::to_string(j["args"]["size"].get<std::uint64_t>()));
+    }
+    return seen;
+  };
+  const std::vector<std::string> expected = {"process otel-app", "malloc 1", "process otel-app-2", "malloc 2"};
+  EXPECT_EQ(order(read_file(trace)), expected) << read_file(trace);
+  const Result report = run(std::string(CUDATRACE_BIN) + " report --json " + trace);
+  ASSERT_EQ(report.status, 0) << report.err;
+  EXPECT_EQ(order(report.out), expected) << report.out;
+  std::remove(trace.c_str());
+}
+
 }  // namespace

@@ -96,6 +96,10 @@ TEST(RequestCheck, SaysWhatARequestAsksForAsSoonAsItCan) {
       {"GET / HTTP/a.1\r\n", 400},
   };
   for (const auto& [request, status] : statuses) EXPECT_EQ(check_request(request).status, status) << request;
+  // NUL bytes (issue 47: they waited 5 s for more, as if a method were coming).
+  using namespace std::string_view_literals;
+  for (const std::string_view nuls : {"\0"sv, "\0\0\0\0\0\0\0\0"sv, "GET\0"sv, "G\0T /metrics HTTP/1.1\r\n\r\n"sv, "GET \0"sv})
+    EXPECT_EQ(check_request(nuls).status, 400) << nuls.size() << " bytes";
   EXPECT_TRUE(check_request("HEAD /metrics HTTP/1.1\r\n\r\n").head);
   EXPECT_FALSE(check_request("GET /metrics HTTP/1.1\r\n\r\n").head);
 }

@@ -199,7 +199,8 @@ TEST(TraceLine, LongCommIsCutBetweenUtf8Characters) {
 
 // run_report on a file: its exit status and what it wrote to stderr (to
 // stdout: in `out`, if given).
-std::pair<int, std::string> report_file(const std::string& text, bool summary = false, std::string* out = nullptr) {
+std::pair<int, std::string> report_file(const std::string& text, bool summary = false, std::string* out = nullptr,
+                                        bool json = false) {
   char path[] = "/tmp/cudatrace-offline-XXXXXX";
   const int fd = mkstemp(path);
   EXPECT_GE(fd, 0);
@@ -208,6 +209,7 @@ std::pair<int, std::string> report_file(const std::string& text, bool summary = 
   Options opts;
   for (int g = 0; g < kGroupCount; ++g) opts.display.group[g] = true;
   opts.summary = opts.summary_tables = summary;
+  opts.json = json;
   testing::internal::CaptureStdout();
   testing::internal::CaptureStderr();
   const int rc = run_report(opts, path);
@@ -392,6 +394,97 @@ TEST(RunReport, EndLineThatDoesNotCountTheLinesIsSaid) {
                                           "(this report is of the lines it holds)\n"
                                           "cudatrace: 3 calls traced, 0 lost, 0 unfinished\n")));
   EXPECT_EQ(report_file(kCall + kCall + kEnd).second, "cudatrace: 2 calls traced, 0 lost, 0 unfinished\n");
+}
+
+// Times no clock since boot gives (issue 47: a dur_ns of 10^18, a ts_ns
+// near 2^64 made tables whose sums wrapped): each such call is left out,
+// said once per field with its line, and counted at the end.
+TEST(RunReport, CallsOfImpossibleTimesAreLeftOutSaidAndCounted) {
+  const std::uint64_t near_wrap = 18446744073709551000ull;
+  std::string out;
+  const auto [rc, err] =
+      report_file(call_line(1000, 5, 1, 0xa) + call_line(2000, 1000000000000000000, 1, 0xb) +
+                      call_line(near_wrap, 5, 1, 0xc) + call_line(3000, 2000000000000000000, 1, 0xd) +
+                      call_line(near_wrap + 1, -1, 1, 0xe) + call_line(4000, 7, 1, 0xf) +
+                      end_line(5).replace(end_line(5).find("\"unfinished\":0"), 14, "\"unfinished\":1"),
+                  true, &out);
+  EXPECT_EQ(rc, 0);
+  EXPECT_EQ(err,
+            "cudatrace: warning: TRACE:2: \"dur_ns\" 1000000000000000000 cannot be real (a duration of 10^18 ns, 31 "
+            "years, or more): such calls are left out, and counted at the end\n"
+            "cudatrace: warning: TRACE:3: \"ts_ns\" 18446744073709551000 cannot be real (a time since boot of 10^18 "
+            "ns, 31 years, or more): such calls are left out, and counted at the end\n"
+            "cudatrace: warning: TRACE: 4 calls left out: 2 with an impossible \"ts_ns\", 2 with an impossible "
+            "\"dur_ns\"\n"
+            "cudatrace: 2 calls traced, 0 lost, 0 unfinished\n");
+  // The tables hold the two real calls alone: 12 ns in all.
+  EXPECT_NE(out.find("cudaFree"), std::string::npos) << out;
+  EXPECT_EQ(out.find("years"), std::string::npos) << out;
+}
+
+// A trace has no exit line: what report keeps of processes is bounded
+// (issue 47: 994 MiB after 32 s of lines of distinct pids). Past 4,096, an
+// eighth at a time whose last calls are the oldest are forgotten, counted.
+TEST(RunReport, ProcessesPastTheBoundAreForgottenAndCounted) {
+  std::string trace, first_4096;
+  for (std::uint32_t pid = 1; pid <= 5000; ++pid) {
+    std::string line = call_line(1000 + pid, 5);
+    trace += line.replace(line.find("\"pid\":1,"), 8, "\"pid\":" + std::to_string(pid) + ",");
+    if (pid == 4096) first_4096 = trace;
+  }
+  std::string out;
+  const auto [rc, err] = report_file(trace + end_line(5000), true, &out);
+  EXPECT_EQ(rc, 0);
+  // Forgotten at the 4,097th process (512) and at the 4,609th (512 more).
+  EXPECT_EQ(err,
+            "cudatrace: warning: TRACE: more than 4096 processes made calls: 1024 processes whose last calls were the "
+            "oldest were forgotten (their streams, kernel names and handles start afresh should they call again)\n"
+            "cudatrace: 5000 calls traced, 0 lost, 0 unfinished\n");
+  EXPECT_EQ(report_file(first_4096 + end_line(4096), true).second, "cudatrace: 4096 calls traced, 0 lost, 0 unfinished\n");
+}
+
+// The summary lists the contexts of the first 4,096 processes that publish
+// one, and counts the others: each is anyone's, of up to 64 attributes.
+TEST(RunReport, SummaryListsABoundedNumberOfContexts) {
+  std::string trace;
+  for (std::uint32_t pid = 1; pid <= 4100; ++pid) {
+    trace += R"({"type":"process","pid":)" + std::to_string(pid) + R"(,"resource":{"service.name":"s"}})" + "\n";
+    std::string line = call_line(1000 + pid, 5);
+    trace += line.replace(line.find("\"pid\":1,"), 8, "\"pid\":" + std::to_string(pid) + ",");
+  }
+  std::string out;
+  EXPECT_EQ(report_file(trace + end_line(4100), true, &out).first, 0);
+  EXPECT_NE(out.find("process 4096: service.name=s\n4 more processes published a context (not listed)\n"),
+            std::string::npos);
+  EXPECT_EQ(out.find("process 4097:"), std::string::npos);
+  EXPECT_EQ(report_file(trace + end_line(4100), true, &out, true).first, 0);
+  EXPECT_NE(out.find("\"processes_unlisted\":4"), std::string::npos);
+}
+
+// report --json writes the process lines the trace has, and no other
+// (issue 47: a call with span attributes and no process line got one
+// made up); a context published again is written again.
+TEST(RunReport, JsonHasTheProcessLinesOfTheTraceAlone) {
+  std::string spanned = call_line(1000, 5);
+  spanned.insert(spanned.rfind('}'), R"(,"trace_id":"0102030405060708090a0b0c0d0e0f10","span_id":"a0a1a2a3a4a5a6a7",)"
+                                     R"("trace_flags":1,"span_attrs":{"http.route":"/predict"})");
+  std::string out;
+  EXPECT_EQ(report_file(spanned + spanned + end_line(2), false, &out, true).first, 0);
+  EXPECT_EQ(out.find("\"type\":\"process\""), std::string::npos) << out;
+  EXPECT_NE(out.find("\"span_attrs\":{\"http.route\":\"/predict\"}"), std::string::npos) << out;
+
+  const auto process = [](const std::string& service) {
+    return R"({"type":"process","pid":1,"resource":{"service.name":")" + service +
+           R"("},"span_keys":["http.route"]})" + "\n";
+  };
+  EXPECT_EQ(report_file(process("a") + spanned + spanned + process("b") + spanned + end_line(3), false, &out, true)
+                .first,
+            0);
+  std::vector<std::string> written;
+  for (std::size_t at = out.find("{\"type\":\"process\""); at != std::string::npos;
+       at = out.find("{\"type\":\"process\"", at + 1))
+    written.push_back(out.substr(at, out.find('\n', at) - at + 1));
+  EXPECT_EQ(written, (std::vector<std::string>{process("a"), process("b")})) << out;
 }
 
 TEST(RunReport, UnreadableFile) {

@@ -54,6 +54,30 @@ TEST(Otel, ProcessContextPayload) {
   EXPECT_EQ(span_key_name(nullptr, 0), "0");
 }
 
+// Whatever a process publishes (up to 1 MiB), what is kept of it is bounded
+// (issue 47): names and values of 128 bytes at most, cut with "…", the first
+// 64 resource attributes, 256 span attribute names.
+TEST(Otel, ProcessContextValuesAreBounded) {
+  std::string resource = len_field(1, key_value("service.name", any_string(std::string(100000, 's'))));
+  for (int i = 0; i < 100; ++i) resource += len_field(1, key_value("k" + std::to_string(i), any_string("v")));
+  resource += len_field(1, key_value(std::string(1000, 'k'), any_string("v")));
+  std::string keys;
+  for (int i = 0; i < 300; ++i) keys += len_field(1, any_string(std::string(200, 'a')));
+  ProcessContext ctx;
+  ASSERT_TRUE(decode_process_context(
+      len_field(1, resource) + len_field(2, key_value("threadlocal.attribute_key_map", len_field(5, keys))) +
+          len_field(2, key_value("threadlocal.schema_version", any_string(std::string(5000, 'v')))),
+      ctx));
+  EXPECT_EQ(ctx.attribute("service.name"), std::string(125, 's') + "\xE2\x80\xA6");
+  EXPECT_EQ(ctx.resource.size(), kMaxResourceAttributes);
+  ASSERT_EQ(ctx.span_keys.size(), 256u);
+  EXPECT_EQ(ctx.span_keys[255], std::string(125, 'a') + "\xE2\x80\xA6");
+  EXPECT_EQ(ctx.schema_version.size(), 128u);
+  // Cut between characters: 2-byte ones, never half of one.
+  EXPECT_EQ(bounded_value(std::string(122, 'x') + "\xC3\xA9\xC3\xA9\xC3\xA9\xC3\xA9"),  // 130 bytes
+            std::string(122, 'x') + "\xC3\xA9" + "\xE2\x80\xA6");
+}
+
 // Every cut of the payload and every flipped byte: false or a partial
 // context, never a read out of bounds (ASan/UBSan builds run this too).
 TEST(Otel, MalformedPayloadsAreRefused) {
@@ -184,7 +208,7 @@ TEST(Otel, SpanOfARecordRoundTrips) {
   EXPECT_EQ(back.span.span_id, c.span.span_id);
   EXPECT_EQ(back.span.trace_flags, 1);
   EXPECT_EQ(back.span.attrs, attrs);
-  EXPECT_EQ(otel.at(7).span_keys, ctx.span_keys);
+  EXPECT_EQ(otel.at(7)->span_keys, ctx.span_keys);
 }
 
 }  // namespace

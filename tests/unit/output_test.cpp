@@ -688,6 +688,56 @@ TEST(OutputFile, SameFileIsFoundByTheFileNotTheName) {
   rmdir(dir.c_str());
 }
 
+// A directory link that another user planted in a sticky world-writable
+// directory is not written through, wherever it is on the path (issue 47:
+// only the last component was checked, and the kernel checks none when
+// fs.protected_symlinks is 0). Ours, and the directory owner's, are followed.
+TEST(OutputFile, DirectoryLinkOfAnotherUserInAStickyDirectoryIsRefused) {
+  const std::string sticky = "/tmp/cudatrace-sticky-" + std::to_string(getpid());
+  const std::string victim = "/tmp/cudatrace-victim-" + std::to_string(getpid());
+  ASSERT_EQ(mkdir(sticky.c_str(), 0755), 0);
+  ASSERT_EQ(chmod(sticky.c_str(), 01777), 0);
+  ASSERT_EQ(mkdir(victim.c_str(), 0700), 0);
+  const std::string planted = sticky + "/planted", ours = sticky + "/ours";
+  ASSERT_EQ(symlink(victim.c_str(), planted.c_str()), 0);
+  ASSERT_EQ(lchown(planted.c_str(), 65534, 65534), 0);  // nobody's
+  ASSERT_EQ(symlink(victim.c_str(), ours.c_str()), 0);
+  const auto opened = [](const std::string& path, std::string& error, bool follow = false) {
+    error.clear();
+    const int fd = open_output_file(path, OutputFileOptions{follow, false}, error);
+    if (fd >= 0) close(fd);
+    return fd >= 0;
+  };
+  std::string error;
+  const std::string refused = "refusing to write " + planted + "/trace: " + planted +
+                              " is a symbolic link of user 65534 in the world-writable directory " + sticky +
+                              " (--output-follow-symlinks allows it)";
+  EXPECT_FALSE(opened(planted + "/trace", error));
+  EXPECT_EQ(error, refused);
+  EXPECT_FALSE(opened("/tmp/../tmp/" + sticky.substr(5) + "/./planted//trace", error));  // however it is spelled
+  EXPECT_NE(error.find(" is a symbolic link of user 65534 "), std::string::npos) << error;
+  EXPECT_EQ(access((victim + "/trace").c_str(), F_OK), -1) << "written through the planted link";
+  // Reached through a link of ours elsewhere, it is refused all the same.
+  const std::string via = victim + "/via";
+  ASSERT_EQ(symlink(planted.c_str(), via.c_str()), 0);
+  EXPECT_FALSE(opened(via + "/trace", error));
+  EXPECT_NE(error.find(" is a symbolic link of user 65534 "), std::string::npos) << error;
+  // Not sticky: anyone could replace even our own link.
+  ASSERT_EQ(chmod(sticky.c_str(), 0777), 0);
+  EXPECT_FALSE(opened(ours + "/trace", error));
+  ASSERT_EQ(chmod(sticky.c_str(), 01777), 0);
+  EXPECT_TRUE(opened(ours + "/trace", error)) << error;
+  EXPECT_TRUE(opened(planted + "/trace2", error, true)) << error;  // --output-follow-symlinks
+  EXPECT_EQ(access((victim + "/trace").c_str(), F_OK), 0);
+  // The last component keeps its rule: no link in a world-writable directory.
+  EXPECT_FALSE(opened(ours, error));
+  EXPECT_EQ(error, "refusing to write " + ours + ": it is a symbolic link in the world-writable directory " + sticky +
+                       " (--output-follow-symlinks allows it)");
+  for (const std::string& p : {victim + "/trace", victim + "/trace2", via, planted, ours}) unlink(p.c_str());
+  rmdir(victim.c_str());
+  rmdir(sticky.c_str());
+}
+
 // ---- OutputWriter ------------------------------------------------------------
 
 // A chunk of `records` lines "record N\n" (each an unfinished call when `unfinished`).

@@ -82,8 +82,12 @@ class Pipeline {
   const NcclTracker& nccl() const { return nccl_; }
   const RangeSummary* by_range() const { return by_range_.get(); }
   const SpanSummary* by_span() const { return by_span_.get(); }
-  // The OpenTelemetry process contexts of the processes seen (decode/otel.h), by pid.
+  // The OpenTelemetry process contexts of the processes seen (decode/otel.h),
+  // by pid: those of the first kMaxListedContexts processes; the others are
+  // counted (otel_unlisted), as any process may publish one.
+  static constexpr std::size_t kMaxListedContexts = 4096;
   const std::map<std::uint32_t, ProcessContext>& otel_processes() const { return otel_processes_; }
+  std::uint64_t otel_unlisted() const { return otel_unlisted_; }
   const GpuTimeTracker* gpu_time() const { return gpu_time_.get(); }
   // Summary mode: the work of each Python call site (--py-stack), the whole run.
   const PySites& py_sites() const { return py_sites_; }
@@ -105,7 +109,8 @@ class Pipeline {
   std::unique_ptr<RangeSummary> by_range_;
   std::unique_ptr<SpanSummary> by_span_;
   std::map<std::uint32_t, ProcessContext> otel_processes_;
-  std::map<std::uint32_t, const ProcessContext*> otel_seen_;  // the source's, to copy each once
+  std::uint64_t otel_unlisted_ = 0;
+  std::map<std::uint32_t, std::uint64_t> otel_seen_;  // the generation of the source's context, to copy each once
   std::unique_ptr<GpuTimeTracker> gpu_time_;
   Activity run_, window_;
   PySites py_sites_;

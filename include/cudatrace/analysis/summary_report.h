@@ -90,6 +90,7 @@ struct SummarySnapshot {
   const SpanSummary* by_span = nullptr;      // final report with --by-span
   // The OpenTelemetry process contexts of the traced processes, by pid (docs/correlation.md).
   const std::map<std::uint32_t, ProcessContext>* otel = nullptr;
+  std::uint64_t otel_unlisted = 0;  // processes with a context past Pipeline::kMaxListedContexts
   std::vector<Insight> insights;
   std::optional<GpuTimeReport> gpu_time;  // --gpu-time: the whole run so far
   std::optional<CostReport> cost;  // interval reports: what tracing has cost so far, if known

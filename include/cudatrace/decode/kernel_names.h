@@ -14,6 +14,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -63,7 +64,9 @@ class KernelNames {
   // Names a handle of process `pid` (a launch read back from a --json trace).
   void add(std::uint32_t pid, std::uint64_t handle, std::string mangled) { remember(pid, handle, std::move(mangled)); }
   // Forgets a process (exit or exec: its handles are meaningless afterwards).
-  void forget(std::uint32_t pid);
+  void forget(std::uint32_t pid) { forget(std::unordered_set<std::uint32_t>{pid}); }
+  // Forgets these processes, in one pass over the names.
+  void forget(const std::unordered_set<std::uint32_t>& pids);
 
   static std::string demangle(const std::string& mangled);
 

@@ -23,9 +23,29 @@ struct ProcessContext {
   // attribute key index.
   std::vector<std::string> span_keys;
   std::string schema_version;  // threadlocal.schema_version, if given
+  // Which publication this is, unique within a source: a context published
+  // again gets another, and its process line is written again.
+  std::uint64_t generation = 0;
+  // False for a saved trace's process that had no "process" line: only the
+  // span attribute names its calls gave, no context to write or report.
+  bool published = true;
   // The value of a resource attribute; empty if absent.
   std::string_view attribute(std::string_view key) const;
 };
+
+// Any process may publish a context, of up to 1 MiB: each name and value
+// is kept to kMaxContextValueBytes (bounded_value), and at most
+// kMaxResourceAttributes resource attributes (the first ones) are kept.
+// A value rides on every Prometheus series of its process and on its
+// process lines: 100 kB of service.name made 8.2 MB per scrape.
+inline constexpr std::size_t kMaxContextValueBytes = 128;
+inline constexpr std::size_t kMaxResourceAttributes = 64;
+// `value` if it has at most `max_bytes` (>= 4) bytes; else its beginning,
+// cut between UTF-8 characters, and "…" (U+2026), in `max_bytes` at most.
+std::string bounded_value(std::string_view value, std::size_t max_bytes = kMaxContextValueBytes);
+
+// A generation no context had before (ProcessContext::generation).
+std::uint64_t next_context_generation();
 
 // The header of the OTEL_CTX mapping (version 2).
 inline constexpr std::size_t kProcessContextHeader = 32;

@@ -13,10 +13,13 @@
 #include <cstdint>
 #include <cstdio>
 #include <deque>
+#include <list>
 #include <map>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -40,6 +43,13 @@ inline constexpr std::size_t kMaxTraceLineBytes = std::size_t(1) << 20;
 inline constexpr std::uint64_t kOrderWindowNs = 1000000000;
 inline constexpr std::size_t kOrderWindowLines = 65536;
 inline constexpr std::size_t kOrderWindowBytes = std::size_t(64) << 20;
+// The largest ts_ns (a clock since boot) and dur_ns a trace can hold, 10^18
+// ns (31 years): a call line beyond it is left out, said and counted.
+inline constexpr std::uint64_t kMaxTraceNs = 1000000000000000000ull;
+// Processes whose state (streams, kernel names, handles, context) is kept
+// at once: past this, the eighth whose last calls are oldest are forgotten
+// (a trace has no line for a process's exit), counted, and said at the end.
+inline constexpr std::size_t kMaxReportProcesses = 4096;
 // Call sites named by the trace's warnings that are kept (past them, a
 // warning found again names its call site by address).
 inline constexpr std::size_t kMaxWarningSites = 65536;
@@ -120,7 +130,11 @@ class SavedTrace final : public Source {
   const Pending* earliest() const;  // in the window; nullptr when it is empty
   bool window_full() const;
   bool fail(const std::string& why);
+  void leave_out(std::uint64_t& count, bool ts, const ct_call& rec);
   void hand_on(CallConsumer& to);
+  // The call's process is the most recent; past kMaxReportProcesses, the
+  // least recent are forgotten.
+  void note_process(std::uint32_t pid, CallConsumer& to);
 
   std::string path_, name_;
   std::FILE* in_ = nullptr;
@@ -147,10 +161,14 @@ class SavedTrace final : public Source {
   std::uint64_t start_ns_ = 0, last_ns_ = 0;
   std::uint64_t calls_read_ = 0, unfinished_read_ = 0;  // checked against the end line's counts
   std::uint64_t end_calls_ = 0, end_unfinished_ = 0;
+  std::uint64_t impossible_ts_ = 0, impossible_dur_ = 0;  // calls left out (kMaxTraceNs)
   KernelNames names_;
   Call call_;
   std::vector<ct_api_stats> api_stats_;  // what BPF counts live, by API id
   LossCounts lost_;                      // as the end line says
+  std::list<std::uint32_t> processes_;   // least recent call first
+  std::unordered_map<std::uint32_t, std::list<std::uint32_t>::iterator> process_at_;
+  std::uint64_t forgotten_processes_ = 0;
   std::map<std::pair<std::uint32_t, std::uint64_t>, std::string> locations_;  // (pid, caller): warnings' sites
   std::map<std::pair<std::uint32_t, std::uint64_t>, std::string> gpu_codes_;  // (pid, caller): failed launches'
 };

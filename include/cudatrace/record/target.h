@@ -67,11 +67,18 @@ class Target {
   // CPU time of the traced processes when tracing began; those started
   // traced are absent (cost.h: price_hits).
   const std::map<std::uint32_t, std::uint64_t>& cpu_at_start() const { return cpu_at_start_; }
-  // The OpenTelemetry process context `pid` published (decode/otel.h), read
-  // at its first call and looked for again at most each second until found;
-  // nullptr while it has none. Stable until the process is forgotten.
+  // The OpenTelemetry process context `pid` published (decode/otel.h) for
+  // its call that began at `call_ns`: the one it published last when the
+  // call was read, or one published after the call. Until one is found, it
+  // is looked for at the process's calls 10 ms after the first look, then
+  // twice as long after each look, up to each second. Once found, a call
+  // made after its header was last read reads the header (32 bytes) again,
+  // at most each 10 ms: a process that publishes again is seen at its first
+  // call after that, and the new context is carried by the calls that began
+  // after it was read (those before carry the one it replaced). nullptr while
+  // it has none. Valid until the next call.
   // `now_anyway`: look now, however recently it was looked for (a library load).
-  const ProcessContext* process_context(std::uint32_t pid, bool now_anyway = false);
+  const ProcessContext* process_context(std::uint32_t pid, std::uint64_t call_ns, bool now_anyway = false);
   // Distinct files with traced APIs probed.
   std::size_t probed_files() const { return probed_files_.size(); }
   // --py-stack: processes with an interpreter whose frames cannot be read.
@@ -125,8 +132,12 @@ class Target {
   void find_thread_context(pid_t pid, const std::vector<Mapping>& maps);
   ThreadContextFinder thread_contexts_;
   struct OtelProcess {
-    std::unique_ptr<ProcessContext> context;
-    std::uint64_t next_look_ns = 0;
+    std::unique_ptr<ProcessContext> context;  // the last one found
+    std::unique_ptr<ProcessContext> previous;  // the one it replaced, for calls that began before since_ns
+    std::uint64_t since_ns = 0;
+    ProcessContextHeaderCopy header;          // where it was found (address 0: no mapping known)
+    std::uint64_t read_ns = 0;                // when the header or the maps were last read
+    std::uint64_t next_look_ns = 0, look_wait_ns = 0;  // no mapping known: when the maps are read again
   };
   std::map<std::uint32_t, OtelProcess> otel_;
   OtelProcess* last_otel_ = nullptr;  // otel_[last_otel_pid_]

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -24,7 +25,9 @@ class TraceLine {
   // The OpenTelemetry process contexts of a trace's processes, by pid: from
   // its "process" lines, and the span attribute names its calls carry
   // (a call's span attributes are encoded by their index in span_keys).
-  using OtelProcesses = std::map<std::uint32_t, ProcessContext>;
+  // Shared with the call lines parsed under each: a context published
+  // again does not change the calls before it.
+  using OtelProcesses = std::map<std::uint32_t, std::shared_ptr<ProcessContext>>;
 
   // Parses one line of a --json trace; false with `error` set (one phrase,
   // no line number) when it is not one. A "process" line goes into `otel`.
@@ -41,6 +44,8 @@ class TraceLine {
   const std::vector<StackFrame>& stack() const { return stack_; }
   // The line's Python frames (--py-stack), innermost first.
   const std::vector<PyFrame>& py_stack() const { return py_stack_; }
+  // Its process's context when the line was read (nullptr: none).
+  const ProcessContext* otel() const { return otel_.get(); }
   // Type::Warning: where the call site the warning was about is, as the
   // tracer named it live (the warning itself is found again from the calls).
   struct WarningSite {
@@ -64,6 +69,7 @@ class TraceLine {
   std::string kernel_mangled_;
   std::vector<StackFrame> stack_;
   std::vector<PyFrame> py_stack_;
+  std::shared_ptr<const ProcessContext> otel_;
   WarningSite warning_;
   LossCounts end_;
   std::uint64_t end_calls_ = 0, end_unfinished_ = 0;

@@ -84,7 +84,10 @@ const char* direction_label(std::uint8_t direction);
 // `value` as a label value: the text format is UTF-8 (a scrape with one
 // invalid byte fails whole), so each byte that is not part of valid UTF-8
 // becomes U+FFFD. Quotes, backslashes and newlines are the serializer's to
-// escape; a process name may hold any byte but NUL and '/'.
+// escape; a process name may hold any byte but NUL and '/'. Any process
+// chooses its label values: each is kept to kMaxLabelBytes, cut with "…"
+// (bounded_value), as it rides on every series of its process.
+inline constexpr std::size_t kMaxLabelBytes = 128;
 std::string utf8_label(std::string_view value);
 
 // The metrics as a writer: fed exporter mode's counts each second.

@@ -5,6 +5,7 @@
 #pragma once
 #include <sys/types.h>
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -41,8 +42,18 @@ class ThreadContextFinder {
   std::map<std::string, Layout> layouts_;  // by libc file identity
 };
 
+// Where a process context was read from: its header's address and bytes.
+// The header changes when the process publishes again (OTEP 4719 updates
+// published_at_ns; a new mapping is elsewhere).
+struct ProcessContextHeaderCopy {
+  std::uint64_t address = 0;
+  std::array<char, kProcessContextHeader> bytes{};
+};
+
 // Reads `pid`'s OTEL_CTX mapping and decodes its payload. False if it has
-// none, or none readable and whole yet (an update in progress).
-bool read_process_context(pid_t pid, const std::vector<Mapping>& maps, ProcessContext& out);
+// none, or none readable and whole yet (an update in progress). `header`,
+// if given, is where it was found.
+bool read_process_context(pid_t pid, const std::vector<Mapping>& maps, ProcessContext& out,
+                          ProcessContextHeaderCopy* header = nullptr);
 
 }  // namespace cudatrace
