@@ -42,15 +42,18 @@ struct py_cursor {
 	__u32 off;     /* where the next frame goes in the record's payload */
 	__u32 n;       /* frames written */
 	__u32 pad;
+	__u64 last_code;  /* the code object of the last frame written, */
+	__u64 last_ident; /* and its identity: a recursion's frames share one read */
 };
 /* The cursor; the thread's PyThreadState (read_py_tstate); the top of its
  * data stack (py_read_window), then one frame from outside it
  * (py_read_frame). Past each, room to read a field at any offset the
- * verifier allows. */
+ * verifier allows. Then a code object's identity (py_code_ident). */
 struct py_frame_buf {
 	struct py_cursor at;
 	__u8 tstate[CT_PY_TSTATE_SPAN + 16];
 	__u8 window[CT_PY_WINDOW + CT_PY_FRAME_SPAN + 8];
+	__u8 ident[CT_PY_IDENT_SPAN];
 };
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

@@ -162,11 +162,19 @@ void append_py_stack_json(fmt::memory_buffer& out, const std::vector<PyFrame>& s
     if (i) out.push_back(',');
     out.push_back('{');
     out.append(kPyFunc.first_key());
-    append_json_string(out, stack[i].func);
-    out.append(kPyFile.key());
-    append_json_string(out, stack[i].file);
-    out.append(kPyLine.key());
-    append_uint(out, static_cast<std::uint64_t>(stack[i].line));
+    if (stack[i].unnamed()) {  // a frame whose code object could not be confirmed
+      out.append(std::string_view("null"));
+      out.append(kPyFile.key());
+      out.append(std::string_view("null"));
+      out.append(kPyLine.key());
+      out.append(std::string_view("null"));
+    } else {
+      append_json_string(out, stack[i].func);
+      out.append(kPyFile.key());
+      append_json_string(out, stack[i].file);
+      out.append(kPyLine.key());
+      append_uint(out, static_cast<std::uint64_t>(stack[i].line));
+    }
     out.push_back('}');
   }
   out.push_back(']');
