@@ -208,8 +208,8 @@ struct ct_py_frame {
 /* A code object's identity: the 8-byte words of its bytes [code_ident_at,
  * code_ident_at + code_ident_len), fields that never change while it lives,
  * folded; never 0. 3.12+: the word of co_version, a number no other code
- * object gets; 3.10 and 3.11: co_firstlineno to co_linetable (the name,
- * file and line table objects). BPF and user space fold alike. */
+ * object gets; 3.10 and 3.11: co_filename to co_linetable (where the name,
+ * file and line table objects are). BPF and user space fold alike. */
 #define CT_PY_IDENT_SPAN 128
 static __inline __u64 ct_py_ident(const __u8 *bytes, __u32 len)
 {

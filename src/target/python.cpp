@@ -184,7 +184,7 @@ std::int64_t read_svarint(const std::string& t, std::size_t& i) {
 // Where a code object's identity is (fields that do not change while it
 // lives) and how much of it is read; false when that is more than is read.
 bool with_identity(PyCodeLayout& c) {
-  c.ident_at = (c.version ? c.version : c.firstlineno) & ~7u;
+  c.ident_at = c.version ? c.version & ~7u : std::min({c.filename, c.name, c.linetable});
   c.ident_len = c.version ? 8 : std::max({c.filename, c.name, c.qualname, c.linetable}) + 8 - c.ident_at;
   c.head_len = std::max({c.ident_at + c.ident_len, c.filename + 8, c.name + 8, c.qualname + 8, c.linetable + 8,
                          c.firstlineno + 4, c.version + 4});

@@ -32,7 +32,7 @@ struct PyCodeLayout {
   std::uint32_t compact_size = 0;   // sizeof(PyCompactUnicodeObject)
   std::uint32_t version = 0;        // 3.12+: co_version; 0: none
   // The bytes whose words are a code object's identity (bpf_abi.h: ct_py_ident):
-  // co_version's word, else from co_firstlineno's to the last of the fields above.
+  // co_version's word, else co_filename to co_linetable (side by side in 3.10 and 3.11).
   std::uint32_t ident_at = 0, ident_len = 0;
   std::uint32_t head_len = 0;  // the bytes read of a code object: up to the end of the above
 };
