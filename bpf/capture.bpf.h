@@ -244,6 +244,19 @@ static __always_inline __u64 py_field(const __u8 *frame, __u32 off, bool four)
 	return v;
 }
 
+/* The identity of the code object at `code` (bpf_abi.h: ct_py_ident), read
+ * now, while the frame holds it; 0 when it cannot be read. */
+static __always_inline __u64 py_code_ident(struct py_walk *w, __u64 code)
+{
+	__u32 len = w->py->code_ident_len;
+	if (len > CT_PY_IDENT_SPAN)
+		len = CT_PY_IDENT_SPAN;
+	barrier_var(len);
+	if (!code || !len || bpf_probe_read_user(w->buf->ident, len, (void *)(code + w->py->code_ident_at)))
+		return 0;
+	return ct_py_ident(w->buf->ident, len);
+}
+
 static long py_read_frame(__u64 i, struct py_walk *w)
 {
 	struct ct_py_layout *py = w->py;
@@ -279,9 +292,25 @@ static long py_read_frame(__u64 i, struct py_walk *w)
 	__u32 off = c->off;
 	if (off > sizeof(w->s->payload) - sizeof(struct ct_py_frame))
 		return 1;
+	__u64 ident = 0;
+	bool seen = false;
+#pragma unroll
+	for (int k = 0; k < CT_PY_SEEN; k++) {
+		if (!seen && c->seen_code[k] == code) {
+			ident = c->seen_ident[k];
+			seen = true;
+		}
+	}
+	if (!seen) {
+		ident = py_code_ident(w, code);
+		__u32 k = c->seen_next++ % CT_PY_SEEN;
+		c->seen_code[k] = code;
+		c->seen_ident[k] = ident;
+	}
 	struct ct_py_frame *out = (struct ct_py_frame *)&w->s->payload[off];
 	out->code = code;
 	out->instr = instr;
+	out->ident = ident;
 	c->off = off + sizeof(struct ct_py_frame);
 	c->n++;
 	return 0;
@@ -350,6 +379,8 @@ static __always_inline __u32 read_py_frames(struct exit_scratch *s, struct ct_py
 	c->fsbase = BPF_CORE_READ(task, thread.fsbase);
 	c->off = off;
 	c->n = 0;
+	__builtin_memset(c->seen_code, 0, sizeof(c->seen_code));
+	c->seen_next = 0;
 	/* The thread's state found before still is this thread's unless it
 	 * was freed and reused. */
 	if (!st->py_tstate || !read_py_tstate(&w, st->py_tstate)) {

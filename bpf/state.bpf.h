@@ -33,6 +33,7 @@ struct {
 /* --py-stack: the frame walk's cursor, kept here rather than on the stack so
  * that the verifier checks each loop body once for any values, not once per
  * iteration (capture.bpf.h: read_py_frames). */
+#define CT_PY_SEEN 4
 struct py_cursor {
 	__u64 fsbase;  /* pthread_self() of the thread: its PyThreadState's thread_id */
 	__u64 tstate;  /* the thread list's cursor, then the thread's */
@@ -42,15 +43,24 @@ struct py_cursor {
 	__u32 off;     /* where the next frame goes in the record's payload */
 	__u32 n;       /* frames written */
 	__u32 pad;
+	/* The code objects of this walk whose identity was read, and their
+	 * identities (CT_PY_SEEN, round robin): a code object on the stack lives
+	 * while the walk runs, so a recursion's frames, or PyTorch's
+	 * Module._call_impl between each module's forward, share one read. */
+	__u64 seen_code[CT_PY_SEEN];
+	__u64 seen_ident[CT_PY_SEEN];
+	__u32 seen_next;
+	__u32 pad2;
 };
 /* The cursor; the thread's PyThreadState (read_py_tstate); the top of its
  * data stack (py_read_window), then one frame from outside it
  * (py_read_frame). Past each, room to read a field at any offset the
- * verifier allows. */
+ * verifier allows. Then a code object's identity (py_code_ident). */
 struct py_frame_buf {
 	struct py_cursor at;
 	__u8 tstate[CT_PY_TSTATE_SPAN + 16];
 	__u8 window[CT_PY_WINDOW + CT_PY_FRAME_SPAN + 8];
+	__u8 ident[CT_PY_IDENT_SPAN];
 };
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

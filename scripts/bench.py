@@ -466,11 +466,11 @@ def loop():
     for _ in range(calls):
         get(ref)
     print(f"ns_per_call={(time.perf_counter_ns() - t0) / calls:.1f}")
-def down(n):  # the module's frame, these, and loop's: `depth` frames
-    if n <= 0:
-        return loop()
-    return down(n - 1)
-down(depth - 3)
+# The module's frame, these, and loop's: `depth` frames, each level a function
+# of its own (a code object of its own, as in a real program's stack).
+exec("def down0():\n    return loop()\n" +
+     "".join(f"def down{k}():\n    return down{k - 1}()\n" for k in range(1, depth - 2)))
+globals()[f"down{depth - 3}"]()
 '''
 
 

@@ -200,7 +200,29 @@ struct ct_py_frame {
 	__u64 code;  /* the frame's code object */
 	__u64 instr; /* 3.10: f_lasti (in code units); 3.11+: the instruction pointer
 		      * (prev_instr / instr_ptr), an address inside the code object */
+	__u64 ident; /* the code object's identity at the call (ct_py_ident); 0: not read.
+		      * CPython reuses a freed code object's memory for the next: user
+		      * space names the frame only if the code object it reads still has it */
 };
+
+/* A code object's identity: the 8-byte words of its bytes [code_ident_at,
+ * code_ident_at + code_ident_len), fields that never change while it lives,
+ * folded; never 0. 3.12+: the word of co_version, a number no other code
+ * object gets; 3.10 and 3.11: co_filename to co_linetable (where the name,
+ * file and line table objects are). BPF and user space fold alike. */
+#define CT_PY_IDENT_SPAN 128
+static __inline __u64 ct_py_ident(const __u8 *bytes, __u32 len)
+{
+	__u64 h = 0;
+	for (__u32 i = 0; i < CT_PY_IDENT_SPAN / 8; i++) {
+		if (i * 8 >= len)
+			break;
+		__u64 word;
+		__builtin_memcpy(&word, bytes + i * 8, 8);
+		h = (h ^ word) * 0x9e3779b97f4a7c15ULL;
+	}
+	return h ? h : 1;
+}
 
 /* Where an interpreter keeps a thread's frames ("py_procs" hash, by tgid):
  * set by user space for each process whose files define _PyRuntime
@@ -227,7 +249,8 @@ struct ct_py_layout {
 				 * CT_PY_NONE: frames are read one by one */
 	__u32 tstate_span;      /* bytes from a PyThreadState's start that hold the fields above,
 				 * read at once (at most CT_PY_TSTATE_SPAN) */
-	__u32 pad;
+	__u16 code_ident_at;    /* a code object's identity (ct_py_ident): where it starts, */
+	__u16 code_ident_len;   /* and its bytes, a multiple of 8 (at most CT_PY_IDENT_SPAN) */
 };
 #define CT_PY_TSTATE_SPAN 512
 /* 3.11+ keep a thread's frames contiguous in its data stack: the top

@@ -96,9 +96,9 @@ void Recorder::finish(CallConsumer& to) {
     if (const std::size_t n = target_->python_unreadable())
       warn_line(fmt::format("--py-stack: {} process{} with a Python interpreter whose frames cannot be read "
                             "(py_unreadable, said above); traced without Python stacks", n, n == 1 ? "" : "es"));
-    if (const std::uint64_t n = symbolizer_.python().unreadable())
-      warn_line(fmt::format("--py-stack: {} Python frames could not be read from their processes (py_unreadable) "
-                            "and are left out of their calls' stacks", n));
+    if (const std::uint64_t n = symbolizer_.python().unnamed())
+      warn_line(fmt::format("--py-stack: {} Python frames are unnamed (\"?\", py_unnamed): their code objects "
+                            "could not be read, or had been freed or replaced, when their records were read", n));
   }
   // Nothing is lost when the activity table fills, so only -v says so.
   if (!opts_.verbose) return;

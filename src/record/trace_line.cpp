@@ -359,7 +359,8 @@ bool TraceLine::parse(std::string_view line, std::string& error, OtelProcesses* 
         PyFrame frame;
         frame.func = optional_string(f, kPyFunc.name(), "py_stack " + quoted(kPyFunc.name()));
         frame.file = optional_string(f, kPyFile.name(), "py_stack " + quoted(kPyFile.name()));
-        frame.line = static_cast<int>(unsigned_of(field(f, kPyLine.name()), "py_stack " + quoted(kPyLine.name())));
+        const Json& line = field(f, kPyLine.name());  // null: an unnamed frame
+        if (!line.is_null()) frame.line = static_cast<int>(unsigned_of(line, "py_stack " + quoted(kPyLine.name())));
         py_stack_.push_back(std::move(frame));
       }
     }

@@ -290,10 +290,14 @@ void append_py_sites(Buf& out, const SummarySnapshot& s) {
   for (std::size_t i = 0; i < s.py_sites.size(); ++i) {
     const PySiteStats& p = s.py_sites[i];
     if (i) out.push_back(',');
-    out.append(std::string_view("{\"file\":"));
-    append_json_string(out, p.file);
-    fmt::format_to(it, ",\"line\":{},\"func\":", p.line);
-    append_json_string(out, p.func);
+    if (PyFrame{p.func, p.file, p.line}.unnamed()) {  // calls whose innermost frame is unnamed
+      out.append(std::string_view("{\"file\":null,\"line\":null,\"func\":null"));
+    } else {
+      out.append(std::string_view("{\"file\":"));
+      append_json_string(out, p.file);
+      fmt::format_to(it, ",\"line\":{},\"func\":", p.line);
+      append_json_string(out, p.func);
+    }
     fmt::format_to(it, ",\"syncs\":{},\"sync_ns\":{},\"allocs\":{},\"alloc_bytes\":{}", p.syncs, p.sync_ns,
                    p.allocs, p.alloc_bytes);
     if (!s.records_lost)  // else not known: a lost record may be a free

@@ -163,11 +163,19 @@ void append_py_stack_json(fmt::memory_buffer& out, const std::vector<PyFrame>& s
     if (i) out.push_back(',');
     out.push_back('{');
     append_piece(out, kPyFunc.first_key());
-    append_json_string(out, stack[i].func);
-    append_piece(out, kPyFile.key());
-    append_json_string(out, stack[i].file);
-    append_piece(out, kPyLine.key());
-    append_uint(out, static_cast<std::uint64_t>(stack[i].line));
+    if (stack[i].unnamed()) {  // a frame whose code object could not be confirmed
+      append_piece(out, "null");
+      append_piece(out, kPyFile.key());
+      append_piece(out, "null");
+      append_piece(out, kPyLine.key());
+      append_piece(out, "null");
+    } else {
+      append_json_string(out, stack[i].func);
+      append_piece(out, kPyFile.key());
+      append_json_string(out, stack[i].file);
+      append_piece(out, kPyLine.key());
+      append_uint(out, static_cast<std::uint64_t>(stack[i].line));
+    }
     out.push_back('}');
   }
   out.push_back(']');

@@ -18,6 +18,9 @@
 namespace cudatrace {
 namespace {
 
+// A code object's bytes read to check it: up to the end of its identity.
+constexpr std::uint32_t kCodeHeadMax = 256;
+
 bool read_mem(pid_t pid, std::uint64_t addr, void* out, std::size_t n) {
   if (!addr) return false;
   iovec local{out, n};
@@ -116,13 +119,13 @@ std::optional<Table> table_for(int minor) {
       b.cframe_frame = 0, b.frame_code = 0, b.frame_previous = 8, b.frame_instr = 56;
       b.frame_owner = 70, b.cstack_owner = 3;
       c.filename = 112, c.name = 120, c.qualname = 128, c.firstlineno = 68, c.linetable = 136;
-      c.code_adaptive = 192, c.ascii_size = 40, c.compact_size = 56;
+      c.code_adaptive = 192, c.ascii_size = 40, c.compact_size = 56, c.version = 92;
       return t;
     case 13:  // as 3.13.0's _Py_DebugOffsets says; used when that cannot be read (frames one by one)
       b.interp_head = 632, b.interp_threads = 7344, b.tstate_thread_id = 152, b.tstate_frame = 72;
       b.frame_code = 0, b.frame_previous = 8, b.frame_instr = 56, b.frame_owner = 70, b.cstack_owner = 3;
       c.filename = 112, c.name = 120, c.qualname = 128, c.firstlineno = 68, c.linetable = 136;
-      c.code_adaptive = 200, c.ascii_size = 40, c.compact_size = 56;
+      c.code_adaptive = 200, c.ascii_size = 40, c.compact_size = 56, c.version = 92;
       return t;
   }
   return std::nullopt;
@@ -146,14 +149,16 @@ bool from_debug_offsets(std::string_view d, Table& t) {
   };
   ct_py_layout& b = t.bpf;
   PyCodeLayout& c = t.code;
-  std::uint32_t ob_sval = 0;
+  std::uint32_t ob_sval = 0, localsplusnames = 0;
   const bool ok = u32(40, b.interp_head) && u32(72, b.interp_threads) && u32(168, b.tstate_next) &&
                   u32(184, b.tstate_frame) && u32(192, b.tstate_thread_id) && u32(208, b.tstate_datastack) &&
                   u32(232, b.frame_previous) &&
                   u32(240, b.frame_code) && u32(248, b.frame_instr) && u32(264, b.frame_owner) &&
                   u32(280, c.filename) && u32(288, c.name) && u32(296, c.qualname) && u32(304, c.linetable) &&
-                  u32(312, c.firstlineno) && u32(344, c.code_adaptive) && u32(560, c.ascii_size) &&
-                  u32(528, ob_sval);
+                  u32(312, c.firstlineno) && u32(328, localsplusnames) && u32(344, c.code_adaptive) &&
+                  u32(560, c.ascii_size) && u32(528, ob_sval);
+  c.version = localsplusnames - 4;  // co_version, not published, is the field before (3.13.0's code.h)
+  if (localsplusnames < 24) return false;
   // What this reader assumes and 3.13 keeps: bytes at 32, the type's name at 24.
   return ok && ob_sval == 32 && at(376) == 24 && at(360) == 8;
 }
@@ -176,7 +181,23 @@ std::int64_t read_svarint(const std::string& t, std::size_t& i) {
   return u & 1 ? -(u >> 1) : u >> 1;
 }
 
+// Where a code object's identity is (fields that do not change while it
+// lives) and how much of it is read; false when that is more than is read.
+bool with_identity(PyCodeLayout& c) {
+  c.ident_at = c.version ? c.version & ~7u : std::min({c.filename, c.name, c.linetable});
+  c.ident_len = c.version ? 8 : std::max({c.filename, c.name, c.qualname, c.linetable}) + 8 - c.ident_at;
+  c.head_len = std::max({c.ident_at + c.ident_len, c.filename + 8, c.name + 8, c.qualname + 8, c.linetable + 8,
+                         c.firstlineno + 4, c.version + 4});
+  return c.ident_len <= CT_PY_IDENT_SPAN && c.ident_at >= 16 && c.head_len <= kCodeHeadMax;
+}
+
 }  // namespace
+
+std::optional<PyCodeLayout> py_code_layout(int minor) {
+  std::optional<Table> t = table_for(minor);
+  if (!t || !with_identity(t->code)) return std::nullopt;
+  return t->code;
+}
 
 int py_line(int minor, const std::string& t, int firstlineno, std::int64_t offset) {
   if (offset < 0) return firstlineno;
@@ -285,6 +306,12 @@ std::optional<PyInterpreter> find_python(pid_t pid, const ElfFile& elf, const Ma
   }
   out.bpf.tstate_span = tstate_span;
   out.code = t->code;
+  if (!with_identity(out.code)) {
+    why = "Python " + out.version + "'s code objects are not the layout cudatrace reads";
+    return std::nullopt;
+  }
+  out.bpf.code_ident_at = static_cast<std::uint16_t>(out.code.ident_at);
+  out.bpf.code_ident_len = static_cast<std::uint16_t>(out.code.ident_len);
   return out;
 }
 
@@ -303,21 +330,43 @@ bool PyNames::is_code_type(pid_t pid, std::uint64_t type) {
   return it->second;
 }
 
-const PyNames::Code& PyNames::code(pid_t pid, const PyCodeLayout& l, std::uint64_t addr) {
-  const auto [it, fresh] = codes_.try_emplace({pid, addr});
-  Code& c = it->second;
-  if (!fresh) return c;
-  std::uint64_t type = 0, filename = 0, name = 0, linetable = 0;
+// Reads the head of the code object at `addr` (l.head_len bytes) into `head`: true when it is a live code object whose
+// identity is `ident`. A freed one fails: pymalloc puts its free list's
+// link where the reference count was, malloc its own over the type.
+bool PyNames::read_head(pid_t pid, const PyCodeLayout& l, std::uint64_t addr, std::uint64_t ident, std::uint8_t* head) {
+  std::uint64_t refcnt = 0, type = 0;
+  if (!read_mem(pid, addr, head, l.head_len)) return false;
+  std::memcpy(&refcnt, head, 8);
+  std::memcpy(&type, head + 8, 8);
+  std::uint32_t version = 1;  // 0 on 3.12+: the numbers ran out, it no longer tells code objects apart
+  if (l.version) std::memcpy(&version, head + l.version, 4);
+  return refcnt >= 1 && refcnt < (std::uint64_t(1) << 32) && version && is_code_type(pid, type) &&
+         ct_py_ident(head + l.ident_at, l.ident_len) == ident;
+}
+
+const PyNames::Code* PyNames::code(pid_t pid, const PyCodeLayout& l, std::uint64_t addr, std::uint64_t ident) {
+  if (!ident) return nullptr;  // not read at the call
+  const auto it = codes_.find({pid, addr});
+  if (it != codes_.end() && it->second.ident == ident) return &it->second;
+  std::uint8_t head[kCodeHeadMax];
+  if (!read_head(pid, l, addr, ident, head)) return nullptr;
+  const auto field = [&](std::uint32_t off) {
+    std::uint64_t v = 0;
+    std::memcpy(&v, head + off, 8);
+    return v;
+  };
+  Code c;
+  c.ident = ident;
   std::int32_t first = 0;
-  c.ok = read_val(pid, addr + 8, type) && is_code_type(pid, type) && read_val(pid, addr + l.filename, filename) &&
-         read_val(pid, addr + (l.qualname ? l.qualname : l.name), name) &&
-         read_val(pid, addr + l.firstlineno, first) && read_val(pid, addr + l.linetable, linetable) &&
-         read_unicode(pid, l, filename, c.file) && read_unicode(pid, l, name, c.func) &&
-         read_bytes(pid, linetable, c.linetable);
+  std::memcpy(&first, head + l.firstlineno, 4);
   c.firstlineno = first;
-  if (!c.ok) codes_.erase(it);  // a code object not yet readable (or freed) is tried again
-  static const Code none;
-  return c.ok ? c : none;
+  // The code object holds its name, file and line table: while it lives
+  // (it still does after they were read) they are its own.
+  if (!read_unicode(pid, l, field(l.filename), c.file) ||
+      !read_unicode(pid, l, field(l.qualname ? l.qualname : l.name), c.func) ||
+      !read_bytes(pid, field(l.linetable), c.linetable) || !read_head(pid, l, addr, ident, head))
+    return nullptr;
+  return &codes_.insert_or_assign(std::make_pair(pid, addr), std::move(c)).first->second;  // over one gone
 }
 
 void PyNames::name(pid_t pid, const ct_py_frame* frames, std::size_t n, std::vector<PyFrame>& out) {
@@ -326,16 +375,17 @@ void PyNames::name(pid_t pid, const ct_py_frame* frames, std::size_t n, std::vec
   if (layout == layouts_.end()) return;
   const PyCodeLayout& l = layout->second;
   for (std::size_t i = 0; i < n; ++i) {
-    const Code& c = code(pid, l, frames[i].code);
-    if (!c.ok) {
-      ++unreadable_;
+    const Code* c = code(pid, l, frames[i].code, frames[i].ident);
+    if (!c) {
+      ++unnamed_;
+      out.push_back({});  // never a name the call may not have had
       continue;
     }
     // The instruction's byte offset in the bytecode.
     const std::int64_t offset = l.minor == 10
                                     ? static_cast<std::int64_t>(frames[i].instr) * 2
                                     : static_cast<std::int64_t>(frames[i].instr - (frames[i].code + l.code_adaptive));
-    out.push_back({c.func, c.file, py_line(l.minor, c.linetable, c.firstlineno, offset)});
+    out.push_back({c->func, c->file, py_line(l.minor, c->linetable, c->firstlineno, offset)});
   }
 }
 

@@ -197,6 +197,34 @@ TEST(TraceLine, LongCommIsCutBetweenUtf8Characters) {
   EXPECT_EQ(std::string(line.record().comm), "ab\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");  // 14 bytes, not 15
 }
 
+// --py-stack: an unnamed frame (its code object freed or replaced before it
+// was read) is written with null fields, read back unnamed, and written again
+// the same; its text is "?".
+TEST(TraceLine, UnnamedPythonFrameRoundTrips) {
+  Call c;
+  RecBuf buf;
+  init_rec(buf, "cudaFree");
+  ASSERT_TRUE(decode_call(buf.rec, nullptr, c));
+  c.py_stack = {PyFrame{}, PyFrame{"main", "/app/train.py", 12}};
+  auto out = make_json_writer();
+  out->call(c, CallAnalysis{});
+  const std::string line = fmt::to_string(*out->buffer());
+  EXPECT_NE(line.find(R"("py_stack":[{"func":null,"file":null,"line":null},{"func":"main","file":"/app/train.py","line":12}])"),
+            std::string::npos)
+      << line;
+  TraceLine parsed;
+  std::string error;
+  ASSERT_TRUE(parsed.parse(std::string_view(line).substr(0, line.size() - 1), error)) << error << "\n" << line;
+  ASSERT_EQ(parsed.py_stack().size(), 2u);
+  EXPECT_TRUE(parsed.py_stack()[0].unnamed());
+  EXPECT_EQ(py_frame_text(parsed.py_stack()[0]), "?");
+  EXPECT_EQ(py_frame_text(parsed.py_stack()[1]), "train.py:12 main");
+  c.py_stack = parsed.py_stack();
+  auto again = make_json_writer();
+  again->call(c, CallAnalysis{});
+  EXPECT_EQ(fmt::to_string(*again->buffer()), line);
+}
+
 // run_report on a file: its exit status and what it wrote to stderr (to
 // stdout: in `out`, if given).
 std::pair<int, std::string> report_file(const std::string& text, bool summary = false, std::string* out = nullptr,

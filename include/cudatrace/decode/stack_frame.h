@@ -19,14 +19,17 @@ struct StackFrame {
 
 // One Python frame (--py-stack, docs/python.md): the function (its
 // qualified name where the interpreter has one), the file as the code
-// object names it, and the line.
+// object names it, and the line. Unnamed (all empty) when its code object
+// could not be told to be the one the call ran.
 struct PyFrame {
   std::string func;
   std::string file;
   int line = 0;  // 0: unknown
+  bool unnamed() const { return func.empty() && file.empty(); }
 };
 
-// "file.py:412 func" with the file's base name: how a line names a Python call site.
+// "file.py:412 func" with the file's base name: how a line names a Python
+// call site; "?" for an unnamed frame.
 std::string py_frame_text(const PyFrame& f);
 
 // "func+0x1c (libfoo.so)", "libfoo.so+0x1234", or "?".

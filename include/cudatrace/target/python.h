@@ -30,6 +30,11 @@ struct PyCodeLayout {
   std::uint32_t code_adaptive = 0;  // 3.11+: the bytecode inside the code object
   std::uint32_t ascii_size = 0;     // sizeof(PyASCIIObject): where a compact ASCII string's bytes are
   std::uint32_t compact_size = 0;   // sizeof(PyCompactUnicodeObject)
+  std::uint32_t version = 0;        // 3.12+: co_version; 0: none
+  // The bytes whose words are a code object's identity (bpf_abi.h: ct_py_ident):
+  // co_version's word, else co_filename to co_linetable (side by side in 3.10 and 3.11).
+  std::uint32_t ident_at = 0, ident_len = 0;
+  std::uint32_t head_len = 0;  // the bytes read of a code object: up to the end of the above
 };
 
 struct PyInterpreter {
@@ -44,32 +49,41 @@ struct PyInterpreter {
 // so and the result is nullopt too.
 std::optional<PyInterpreter> find_python(pid_t pid, const ElfFile& elf, const Mapping& m, std::string& why);
 
-// Names the frames of the processes whose interpreter was found: code
-// objects read once per (process, address).
+// The code objects of CPython 3.<minor> (10 to 13) as cudatrace's own table
+// has them (find_python reads 3.13's from the process); nullopt for others.
+std::optional<PyCodeLayout> py_code_layout(int minor);
+
+// Names the frames of the processes whose interpreter was found. A code
+// object is read from the process's memory after the call, and CPython
+// puts new code objects where freed ones were: a frame is named only from a
+// code object that still has the identity the record took at the call
+// (ct_py_frame.ident), and names are cached by (process, address, identity).
 class PyNames {
  public:
   void set(pid_t pid, const PyCodeLayout& layout) { layouts_[pid] = layout; }
   bool knows(pid_t pid) const { return layouts_.count(pid) != 0; }
   bool any() const { return !layouts_.empty(); }
   void forget(pid_t pid);
-  // The frames, innermost first; a frame whose code object cannot be read
-  // is left out and counted in unreadable().
+  // The frames, innermost first; a frame whose code object cannot be read,
+  // or is no longer the one the call ran, stays unnamed (PyFrame::unnamed)
+  // and is counted in unnamed().
   void name(pid_t pid, const ct_py_frame* frames, std::size_t n, std::vector<PyFrame>& out);
-  std::uint64_t unreadable() const { return unreadable_; }
+  std::uint64_t unnamed() const { return unnamed_; }
 
  private:
   struct Code {
-    bool ok = false;
+    std::uint64_t ident = 0;
     std::string func, file;
     int firstlineno = 0;
     std::string linetable;
   };
-  const Code& code(pid_t pid, const PyCodeLayout& l, std::uint64_t addr);
+  const Code* code(pid_t pid, const PyCodeLayout& l, std::uint64_t addr, std::uint64_t ident);
+  bool read_head(pid_t pid, const PyCodeLayout& l, std::uint64_t addr, std::uint64_t ident, std::uint8_t* head);
   bool is_code_type(pid_t pid, std::uint64_t type);
   std::map<pid_t, PyCodeLayout> layouts_;
   std::map<std::pair<pid_t, std::uint64_t>, Code> codes_;
   std::map<std::pair<pid_t, std::uint64_t>, bool> code_types_;
-  std::uint64_t unreadable_ = 0;
+  std::uint64_t unnamed_ = 0;
 };
 
 // The line of the instruction at byte offset `offset` of a code object's
