@@ -70,7 +70,13 @@ int open_output_file(const std::string& path, const OutputFileOptions& options, 
     fmt::print(stderr, "cudatrace: waiting for a reader of {:?} (a FIFO); nothing is traced until one opens it\n",
                path);
     constexpr useconds_t kRetryUs = 50000;
-    while ((fd = ::open(path.c_str(), flags, 0)) < 0 && errno == ENXIO) usleep(kRetryUs);
+    while ((fd = ::open(path.c_str(), flags, 0)) < 0 && errno == ENXIO) {
+      if (options.stop_waiting && options.stop_waiting()) {
+        error.clear();
+        return -1;
+      }
+      usleep(kRetryUs);  // a stop signal cuts it short
+    }
   }
   if (fd >= 0 && is_fifo) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);  // the writer thread may wait
   if (fd < 0) {
