@@ -32,7 +32,12 @@ void catch_stop_signals() {
   g_caught = true;
   struct sigaction sa {};
   sa.sa_handler = on_signal;
-  for (std::size_t i = 0; i < std::size(kStopSignals); ++i) sigaction(kStopSignals[i], &sa, &g_inherited[i]);
+  for (std::size_t i = 0; i < std::size(kStopSignals); ++i) {
+    sigaction(kStopSignals[i], nullptr, &g_inherited[i]);
+    // An ignored SIGHUP is nohup's: cudatrace outlives the terminal as asked.
+    if (kStopSignals[i] == SIGHUP && g_inherited[i].sa_handler == SIG_IGN) continue;
+    sigaction(kStopSignals[i], &sa, nullptr);
+  }
 }
 
 int stop_signal() { return g_stop; }

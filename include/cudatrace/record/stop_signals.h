@@ -13,8 +13,9 @@
 
 namespace cudatrace {
 
-// Catches SIGINT, SIGTERM and SIGHUP, also where they were left ignored (a
-// background job of a script). Called again, it changes nothing.
+// Catches SIGINT, SIGTERM and SIGHUP, also where SIGINT or SIGTERM was left
+// ignored (a background job of a script); a SIGHUP left ignored (nohup) stays
+// so. Called again, it changes nothing.
 void catch_stop_signals();
 
 // The signal that asked cudatrace to stop; 0 while none has come.
