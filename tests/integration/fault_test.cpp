@@ -919,7 +919,9 @@ int run_with_a_stopped_reader(Tracer& t) {
   if (!running) return -1;
   const double before = cpu_seconds(app);
   kill(t.proc.pid, SIGSTOP);
-  const bool filled = wait_until([&] { return cpu_seconds(app) < 0 || cpu_seconds(app) > before + 2; }, 60s);
+  // Or it ended first (a zombie, cudatrace's child: its CPU time stays).
+  const bool filled = wait_until(
+      [&] { return cpu_seconds(app) < 0 || process_state(app) == 'Z' || cpu_seconds(app) > before + 2; }, 60s);
   kill(t.proc.pid, SIGCONT);
   const int status = t.proc.wait(300s);
   return filled ? status : -1;
