@@ -93,8 +93,16 @@ int BPF_PROG(ct_thread_exit, struct task_struct *task)
 	 * any thread of it exits with the whole group (a fatal signal, exit()).
 	 * Its helper threads ending on their own are neither. */
 	if (settings.tracer_tgid && pid_tgid >> 32 == settings.tracer_tgid &&
-	    (tid == settings.tracer_tgid || (BPF_CORE_READ(task, signal, flags) & SIGNAL_GROUP_EXIT)))
+	    (tid == settings.tracer_tgid || (BPF_CORE_READ(task, signal, flags) & SIGNAL_GROUP_EXIT))) {
 		__sync_fetch_and_or(&tracer_dying, 1);
+		/* Its last thread: none of cudatrace runs user code any more, and
+		 * its links are still open. Its watchdog may read the ring and
+		 * continue what is stopped now (the links take seconds to close). */
+		if (BPF_CORE_READ(task, signal, live.counter) == 0) {
+			__u32 tgid = pid_tgid >> 32;
+			bpf_ringbuf_output(&tracer_exit, &tgid, sizeof(tgid), BPF_RB_FORCE_WAKEUP);
+		}
+	}
 	struct ct_thread_state *st = bpf_map_lookup_elem(&threads, &tid);
 	fold_cost(task, pid_tgid >> 32, st);
 	if (st) {

@@ -23,6 +23,14 @@ struct exit_scratch {
 
 /* --py-stack: the interpreter layout of each Python process (by tgid), set
  * by user space when it finds a file defining _PyRuntime in the process. */
+/* One record once every thread of cudatrace has begun to exit (ct_thread_exit):
+ * what its watchdog waits for, seconds before the kernel has closed its links
+ * (src/record/watchdog.h). Nobody consumes it: it stays readable. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4096); /* set to the page size by user space */
+} tracer_exit SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 4096);

@@ -129,14 +129,15 @@ RecordsNeeded Driver::records_needed() const {
 // so no traced program waits with it (issue 38). A start that fails then
 // removes the files it created: no empty file is left behind.
 int Driver::open_outputs() {
-  const OutputFileOptions file{opts_.output_follow_symlinks, source_.private_trace()};
+  const OutputFileOptions file{opts_.output_follow_symlinks, source_.private_trace(),
+                                [this] { return source_.stopped_before_start() >= 0; }};
   std::string error;
   const auto open = [&](const std::string& path, int& fd) {
     if (path.empty()) return true;
     created_.push_back(output_file_exists(path) ? std::string() : path);
     fd = open_output_file(path, file, error);
     if (fd >= 0) return true;
-    error_line(error);
+    if (!error.empty()) error_line(error);  // empty: a stop signal ended the wait
     return false;
   };
   return open(opts_.output_path, out_fd_) && open(opts_.perfetto_path, timeline_fd_) ? kExitOk : kExitOutput;
@@ -159,7 +160,14 @@ int Driver::run() {
       return kExitOutput;
     }
   }
-  if (int rc = open_outputs()) return rc;
+  const int opened = open_outputs();
+  // A stop signal while an output was waited for (a FIFO's reader): nothing
+  // has started, nothing is written.
+  if (const int stopped = source_.stopped_before_start(); stopped >= 0) {
+    remove_created_outputs();
+    return stopped;
+  }
+  if (opened) return opened;
   if (const int rc = source_.start(records_needed())) {
     remove_created_outputs();
     return rc;

@@ -159,8 +159,9 @@ int BpfObject::load(const Options& opts, const RecordsNeeded& needs, const Trace
   bpf_map__set_max_entries(skel_->maps.api_stats, static_cast<__u32>(stats_entries));
   bpf_map__set_max_entries(skel_->maps.activity_apis, static_cast<__u32>(apis().size()));
   bpf_map__set_max_entries(skel_->maps.export_apis, static_cast<__u32>(apis().size()));
-  if (!traced.every_exec_told)  // unused: the smallest ring
-    bpf_map__set_max_entries(skel_->maps.control, static_cast<__u32>(sysconf(_SC_PAGESIZE)));
+  const auto page = static_cast<__u32>(sysconf(_SC_PAGESIZE));
+  if (!traced.every_exec_told) bpf_map__set_max_entries(skel_->maps.control, page);  // unused: the smallest ring
+  bpf_map__set_max_entries(skel_->maps.tracer_exit, page);  // one record
   const std::uint64_t ring_bytes = std::uint64_t(opts.ring_mb) << 20;
   // Each CPU wakes the reader every wakeup_every records, so at most an
   // eighth of the ring waits unannounced; otherwise the reader polls.
@@ -311,6 +312,7 @@ int BpfObject::events_fd() const { return bpf_map__fd(skel_->maps.events); }
 int BpfObject::otel_tls_fd() const { return bpf_map__fd(skel_->maps.otel_tls); }
 bool BpfObject::thread_ctx() const { return skel_ && skel_->rodata->settings.thread_ctx; }
 int BpfObject::control_fd() const { return bpf_map__fd(skel_->maps.control); }
+int BpfObject::tracer_exit_fd() const { return bpf_map__fd(skel_->maps.tracer_exit); }
 int BpfObject::threads_fd() const { return bpf_map__fd(skel_->maps.threads); }
 bool BpfObject::set_python(std::uint32_t pid, const ct_py_layout& layout) {
   return bpf_map__update_elem(skel_->maps.py_procs, &pid, sizeof pid, &layout, sizeof layout, BPF_ANY) == 0;

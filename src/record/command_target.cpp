@@ -64,7 +64,7 @@ class CommandTarget final : public Target {
         warn_line(std::string("--nvtx replaces NVTX_INJECTION64_PATH=") + other + " for the command");
     }
     CommandSetup setup{exe, opts_.command, needs.trace_on_stdout, nvtx_library_ ? nvtx_library_->path() : "",
-                       inherited_stop_signals()};
+                       inherited_stop_signals(), bpf.tracer_exit_fd()};
     std::string error;
     if (!fork_held_command(setup, command_, error)) {
       error_line(error);
@@ -107,8 +107,8 @@ class CommandTarget final : public Target {
   bool keep_tracing(int stop_signal) override {
     if (exited()) return false;
     if (!stop_signal) return true;
-    // SIGTERM was sent to cudatrace alone (Ctrl-C reaches the command too): pass it on.
-    if (!stop_deadline_ns_ && stop_signal == SIGTERM) kill(command_.pid, SIGTERM);
+    // SIGTERM or SIGHUP was sent to cudatrace alone (Ctrl-C reaches the command too): pass it on.
+    if (!stop_deadline_ns_ && stop_signal != SIGINT) kill(command_.pid, stop_signal);
     if (!stop_deadline_ns_) stop_deadline_ns_ = monotonic_ns() + kCommandGraceNs;
     return monotonic_ns() <= stop_deadline_ns_;
   }

@@ -16,14 +16,19 @@
 
 namespace cudatrace {
 
-Recorder::Recorder(const Options& opts) : opts_(opts), target_(make_target(opts, symbolizer_)) {}
+// The stop signals are caught first: a stop is honoured at any moment, the
+// wait for an output's reader (before start) included.
+Recorder::Recorder(const Options& opts) : opts_(opts), target_(make_target(opts, symbolizer_)) {
+  catch_stop_signals();
+}
+
+int Recorder::stopped_before_start() const { return stop_signal() ? target_->stopped_at_start(stop_signal()) : -1; }
 
 Recorder::~Recorder() = default;
 
 int Recorder::start(const RecordsNeeded& needs) {
   start_ns_ = monotonic_ns();
   trace_records_ = needs.calls == RecordsNeeded::Calls::Every;
-  catch_stop_signals();  // first: a stop is honoured at any moment of the start-up
   const std::uint64_t load_start_ns = monotonic_ns();
   const TracedProcesses traced = target_->prepare();
   bpf_ = std::make_unique<BpfObject>();

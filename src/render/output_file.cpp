@@ -149,7 +149,14 @@ int open_output_file(const std::string& path, const OutputFileOptions& options, 
     fmt::print(stderr, "cudatrace: waiting for a reader of {:?} (a FIFO); nothing is traced until one opens it\n",
                path);
     constexpr useconds_t kRetryUs = 50000;
-    while ((fd = openat(where.dir, where.name.c_str(), flags, 0)) < 0 && errno == ENXIO) usleep(kRetryUs);
+    while ((fd = openat(where.dir, where.name.c_str(), flags, 0)) < 0 && errno == ENXIO) {
+      if (options.stop_waiting && options.stop_waiting()) {
+        close(where.dir);
+        error.clear();
+        return -1;
+      }
+      usleep(kRetryUs);  // a stop signal cuts it short
+    }
   }
   const int open_errno = errno;
   close(where.dir);

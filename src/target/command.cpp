@@ -1,6 +1,7 @@
 #include "cudatrace/target/command.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -44,8 +45,11 @@ bool fork_held_command(const CommandSetup& setup, HeldCommand& cmd, std::string&
       if (null_fd >= 0) dup2(null_fd, STDOUT_FILENO);
     }
     char go = 0;
-    // EOF instead of a byte: the tracer gave up; do not run untraced.
-    if (read(pipefd[0], &go, 1) != 1) _exit(127);
+    // EOF instead of a byte, or the tracer dying: it gave up; do not run untraced.
+    pollfd held[2] = {{pipefd[0], POLLIN, 0}, {setup.tracer_exit_fd, POLLIN, 0}};
+    while (poll(held, 2, -1) < 0 && errno == EINTR) {
+    }
+    if (held[1].revents || read(pipefd[0], &go, 1) != 1) _exit(127);
     for (const auto& [sig, action] : setup.signals) sigaction(sig, &action, nullptr);
     // --nvtx: the command's NVTX loads our injection library; nothing else in its environment changes.
     if (!setup.nvtx_injection.empty()) setenv("NVTX_INJECTION64_PATH", setup.nvtx_injection.c_str(), 1);

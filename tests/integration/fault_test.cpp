@@ -11,6 +11,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -163,6 +164,15 @@ std::string where_they_wait(pid_t tracer) {
   return said;
 }
 
+// The child of `parent` that runs `program` (exec'd), 0 if none.
+pid_t child_running(pid_t parent, const std::string& program) {
+  for (const pid_t child : children_of(parent)) {
+    std::error_code ec;
+    if (fs::read_symlink("/proc/" + std::to_string(child) + "/exe", ec) == fs::weakly_canonical(program)) return child;
+  }
+  return 0;
+}
+
 char process_state(pid_t pid) {
   const std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
   const auto paren = stat.rfind(')');
@@ -246,8 +256,10 @@ TEST_F(Faults, RecordsStillInTheRingWhenTheTargetExitsArePrinted) {
 
 // ---- 2. cudatrace is interrupted or killed ----------------------------------
 
-TEST_F(Faults, SigintAndSigtermFlushEverythingAndWriteTheEndLine) {
-  for (const int sig : {SIGINT, SIGTERM}) {
+// SIGHUP (a closed terminal, a service manager) ended cudatrace with 129,
+// without the end line, the counts or what was queued (issue 47).
+TEST_F(Faults, StopSignalsFlushEverythingAndWriteTheEndLine) {
+  for (const int sig : {SIGINT, SIGTERM, SIGHUP}) {
     SCOPED_TRACE(strsignal(sig));
     Child app = Child::start({FAULT_APP, "calls-then-block", "5"});
     ASSERT_EQ(app.read_line().rfind("ready", 0), 0u);
@@ -271,35 +283,116 @@ TEST_F(Faults, SigintAndSigtermFlushEverythingAndWriteTheEndLine) {
   }
 }
 
-// SIGTERM to cudatrace in command mode goes on to the command (Ctrl-C
-// reaches it from the terminal anyway); cudatrace reports its death.
-TEST_F(Faults, SigtermInCommandModeEndsTheCommandToo) {
-  Tracer t({"--json", "-f", "mem,xfer,launch,stream,event,device,query", "--", FAULT_APP, "calls-then-block", "4"});
-  t.proc.go();  // the command reads cudatrace's stdin
-  ASSERT_TRUE(wait_until([&] { return read_file(t.out).find("cudaGetDevice") != std::string::npos; }));
-  std::this_thread::sleep_for(300ms);  // let it reach the blocking call
-  ASSERT_EQ(kill(t.proc.pid, SIGTERM), 0);
-  EXPECT_EQ(t.proc.wait(), 128 + SIGTERM) << read_file(t.err);
-  const auto lines = t.lines();
-  EXPECT_EQ(records(lines, "call", "cudaGetDevice").size(), 4u);
-  EXPECT_EQ(records(lines, "unfinished", "cudaStreamSynchronize").size(), 1u);
-  EXPECT_EQ(end_of(lines)["unfinished"], 1);
+// SIGTERM or SIGHUP to cudatrace in command mode goes on to the command
+// (Ctrl-C reaches it from the terminal anyway); cudatrace reports its death.
+TEST_F(Faults, SigtermAndSighupInCommandModeEndTheCommandToo) {
+  for (const int sig : {SIGTERM, SIGHUP}) {
+    SCOPED_TRACE(strsignal(sig));
+    Tracer t({"--json", "-f", "mem,xfer,launch,stream,event,device,query", "--", FAULT_APP, "calls-then-block", "4"});
+    pid_t command = 0;
+    ASSERT_TRUE(wait_until([&] { return (command = child_running(t.proc.pid, FAULT_APP)) > 0; }, 60s))
+        << read_file(t.err);
+    t.proc.go();  // the command reads cudatrace's stdin
+    ASSERT_TRUE(wait_until([&] { return waits_in_pause(command); }, 60s)) << "never reached the blocking call";
+    ASSERT_TRUE(wait_until([&] { return read_file(t.out).find("cudaGetDevice") != std::string::npos; }, 30s));
+    ASSERT_EQ(kill(t.proc.pid, sig), 0);
+    EXPECT_EQ(t.proc.wait(30s), 128 + sig) << read_file(t.err);
+    const auto lines = t.lines();
+    EXPECT_EQ(records(lines, "call", "cudaGetDevice").size(), 4u);
+    EXPECT_EQ(records(lines, "unfinished", "cudaStreamSynchronize").size(), 1u);
+    EXPECT_EQ(end_of(lines)["unfinished"], 1);
+  }
 }
 
+// cudatrace started where the stop signals are ignored (a script's
+// background job, nohup), with `dispositions` applied before its exec; its
+// stderr in `err`.
+Child start_tracer_with(const std::vector<std::string>& args, const std::string& err, bool ignoring) {
+  std::vector<std::string> argv = tracer_argv();
+  argv.insert(argv.end(), args.begin(), args.end());
+  return Child::start(argv, [&err, ignoring] {
+    const int fd = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(fd, STDERR_FILENO);
+    for (const int sig : {SIGINT, SIGTERM, SIGHUP}) signal(sig, ignoring ? SIG_IGN : SIG_DFL);
+  });
+}
+
+// Issue 47: while cudatrace waited for a FIFO's reader, a SIGINT it was
+// started ignoring was ignored (it waited 10 minutes), SIGTERM ended it with
+// 143 and SIGHUP with 129, where -p documents 0 for a stop during the
+// start-up. Now each ends the wait at once, also SIGINT and SIGTERM
+// inherited ignored: 0 with -p, 128+signal in command mode (the command
+// never ran), nothing attached. A SIGHUP inherited ignored is nohup's: it
+// stays ignored, and SIGTERM then ends the wait.
+TEST_F(Faults, AStopSignalEndsTheWaitForAFifoReader) {
+  Child app = Child::start({FAULT_APP, "calls-until-line"});
+  ASSERT_EQ(app.read_line().rfind("ready", 0), 0u);
+  const std::string fifo = temp_path("stop-fifo"), err = temp_path("stop-err");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  for (const bool command : {false, true})
+    for (const bool ignoring : {true, false})
+      for (const int sig : {SIGINT, SIGTERM, SIGHUP}) {
+        SCOPED_TRACE(std::string(strsignal(sig)) + (ignoring ? ", inherited ignored" : "") +
+                     (command ? ", command mode" : ", -p"));
+        std::vector<std::string> args = {"-o", fifo, "-p", std::to_string(app.pid)};
+        if (command) args = {"-o", fifo, "--", FAKE_APP, "basic"};
+        std::remove(err.c_str());  // the last run's line must not be taken for this one's
+        Child t = start_tracer_with(args, err, ignoring);
+        ASSERT_TRUE(wait_until([&] { return read_file(err).find("waiting for a reader of") != std::string::npos; },
+                               30s))
+            << read_file(err);
+        ASSERT_EQ(kill(t.pid, sig), 0);
+        int ended_by = sig;
+        if (sig == SIGHUP && ignoring) {
+          EXPECT_EQ(t.wait(1s), -1) << "a SIGHUP ignored under nohup ended cudatrace";
+          ended_by = SIGTERM;
+          ASSERT_EQ(kill(t.pid, ended_by), 0);
+        }
+        EXPECT_EQ(t.wait(5s), command ? 128 + ended_by : 0) << read_file(err);
+        EXPECT_EQ(read_file(err).find("tracing process"), std::string::npos) << read_file(err);
+      }
+  EXPECT_NE(process_state(app.pid), 'T');
+  app.go();
+  EXPECT_EQ(app.wait(30s), 0);
+  std::remove(fifo.c_str());
+  std::remove(err.c_str());
+}
+
+// A command gets the dispositions cudatrace was started with for the
+// signals cudatrace catches itself: under nohup, SIGHUP stays ignored.
+TEST_F(Faults, TheCommandKeepsTheStopSignalsIgnoredAsCudatraceGotThem) {
+  const std::string err = temp_path("nohup-err");
+  Child t = start_tracer_with({"-o", "/dev/null", "--", FAULT_APP, "calls-then-block", "1"}, err, true);
+  pid_t command = 0;
+  ASSERT_TRUE(wait_until([&] { return (command = child_running(t.pid, FAULT_APP)) > 0; }, 60s)) << read_file(err);
+  std::uint64_t ignored = 0;
+  for (const std::string& line : lines_of(read_file("/proc/" + std::to_string(command) + "/status")))
+    if (line.rfind("SigIgn:", 0) == 0) ignored = std::stoull(line.substr(7), nullptr, 16);
+  for (const int sig : {SIGINT, SIGTERM, SIGHUP})
+    EXPECT_TRUE(ignored & (1ull << (sig - 1))) << strsignal(sig) << " not ignored in the command";
+  kill(command, SIGKILL);
+  EXPECT_EQ(t.wait(30s), 128 + SIGKILL) << read_file(err);
+  std::remove(err.c_str());
+}
+
+// The program calls until it is told to stop, not for a set time: on a busy
+// machine the start-up may take longer than any time the program is given
+// (it ended first, and cudatrace with it, exit 0, before its SIGKILL).
 TEST_F(Faults, SigkillOfTheTracerLeavesNoProbeAndTheTargetRunsOn) {
-  Child app = Child::start({FAULT_APP, "calls-for", "4000"});
+  Child app = Child::start({FAULT_APP, "calls-until-line"});
   ASSERT_EQ(app.read_line().rfind("ready", 0), 0u);
   Tracer t({"--json", "-f", "mem,xfer,launch,stream,event,device,query", "-p", std::to_string(app.pid)});
-  ASSERT_TRUE(t.attached()) << read_file(t.err);
-  ASSERT_TRUE(wait_until([&] { return read_file(t.out).find("cudaGetDevice") != std::string::npos; }));
+  ASSERT_TRUE(t.attached(60s)) << read_file(t.err);
+  ASSERT_TRUE(wait_until([&] { return read_file(t.out).find("cudaGetDevice") != std::string::npos; }, 60s));
   const auto links = bpf_ids(t.proc.pid, "link_id");
   const auto progs = bpf_ids(t.proc.pid, "prog_id");
   ASSERT_GE(links.size(), 3u);  // enter, return, loader, tracepoints
   ASSERT_FALSE(progs.empty());
   ASSERT_EQ(kill(t.proc.pid, SIGKILL), 0);
-  EXPECT_EQ(t.proc.wait(), 128 + SIGKILL);
   // The dying process closes its links one by one, each after an RCU grace
-  // period (Linux 6.12+): with --attach perf, 160 links take seconds.
+  // period (Linux 6.12+): with --attach perf, 160 links take seconds, more
+  // beside a parallel build.
+  EXPECT_EQ(t.proc.wait(120s), 128 + SIGKILL) << where_they_wait(t.proc.pid);
   std::set<std::string> left;
   EXPECT_TRUE(wait_until(
       [&] {
@@ -309,13 +402,14 @@ TEST_F(Faults, SigkillOfTheTracerLeavesNoProbeAndTheTargetRunsOn) {
           if (link.contains("id") && links.count(link["id"].dump())) left.insert(link["id"].dump());
         return left.empty();
       },
-      30s))
+      120s))
       << left.size() << " links left, among them " << *left.begin();
   for (const std::string& id : progs)
-    EXPECT_TRUE(wait_until([&] { return run("bpftool prog show id " + id).status != 0; }, 5s)) << "prog " << id;
-  // It checks every call's result itself and exits 0 when its time is up.
+    EXPECT_TRUE(wait_until([&] { return run("bpftool prog show id " + id).status != 0; }, 30s)) << "prog " << id;
+  // It checks every call's result itself and exits 0 once told to stop.
   EXPECT_NE(process_state(app.pid), 'T');
-  EXPECT_EQ(app.wait(), 0);
+  app.go();
+  EXPECT_EQ(app.wait(30s), 0);
 }
 
 // The loader probe stops a process that maps a library until cudatrace has
@@ -332,6 +426,132 @@ TEST_F(Faults, SigkillOfTheTracerWhileTheTargetWaitsAtALibraryLoad) {
   ASSERT_EQ(kill(t.proc.pid, SIGKILL), 0);
   EXPECT_EQ(t.proc.wait(), 128 + SIGKILL);
   EXPECT_EQ(app.wait(5s), 0) << "left stopped: state " << process_state(app.pid);
+}
+
+// Busy loops on every CPU, as a parallel build beside the tests makes; they
+// end with the object (or with the test process).
+struct CpuLoad {
+  std::vector<pid_t> spinners;
+  CpuLoad() {
+    for (long i = 0; i < std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)); ++i) {
+      const pid_t pid = fork();
+      if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        for (volatile unsigned long n = 0;; n = n + 1) {
+        }
+      }
+      if (pid > 0) spinners.push_back(pid);
+    }
+  }
+  ~CpuLoad() {
+    for (const pid_t pid : spinners) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+  }
+};
+
+// Issue 47: the target stayed stopped 8-13 s after cudatrace's SIGKILL with
+// --attach perf (the watchdog waited for cudatrace to have wholly exited,
+// while the kernel closed its links one grace period each), and past 4 s
+// with the default attach under load. The worst moment: the target waits
+// at a library load that cudatrace (stopped, SIGSTOP) will never answer,
+// with every probe of -f all attached; cudatrace alone or its whole process
+// group is killed, with both CPUs busy. The target must run again within a
+// second of the kill.
+TEST_F(Faults, SigkillOfTheTracerContinuesAStoppedTargetWithinASecond) {
+  if (const char* mode = std::getenv("CUDATRACE_TEST_ATTACH"); mode && *mode)
+    GTEST_SKIP() << "runs both link kinds itself: once is enough";
+  std::vector<std::string> attaches = {"perf"};
+  if (run(tracer() + " --attach multi -f query -- /bin/true").err.find("has no uprobe_multi links") ==
+      std::string::npos)
+    attaches.insert(attaches.begin(), "multi");
+  const CpuLoad load;
+  for (const std::string& attach : attaches)
+    for (const bool whole_group : {false, true}) {
+      SCOPED_TRACE("--attach " + attach + (whole_group ? ", its process group killed" : ", cudatrace killed"));
+      Child app = Child::start({FAULT_APP_DLOPEN, "wait-then-dlopen", "3"});
+      ASSERT_EQ(app.read_line().rfind("ready", 0), 0u);
+      Tracer t({"--attach", attach, "--json", "-f", "all", "--lib", FAKE_CUDART_LIB, "-p", std::to_string(app.pid)},
+               temp_path("trace"), whole_group);
+      ASSERT_TRUE(t.attached(120s)) << read_file(t.err);
+      ASSERT_EQ(kill(t.proc.pid, SIGSTOP), 0);  // cudatrace cannot continue it now
+      app.go();
+      ASSERT_TRUE(wait_until([&] { return process_state(app.pid) == 'T'; }, 10s))
+          << "the dlopen did not stop the target";
+      const auto killed = std::chrono::steady_clock::now();
+      ASSERT_EQ(kill(whole_group ? -t.proc.pid : t.proc.pid, SIGKILL), 0);
+      while (process_state(app.pid) == 'T' && std::chrono::steady_clock::now() - killed < 60s)
+        std::this_thread::sleep_for(1ms);
+      const std::chrono::duration<double> stopped = std::chrono::steady_clock::now() - killed;
+      std::printf("--attach %s, %s: stopped %.3f s after the kill\n", attach.c_str(),
+                  whole_group ? "group killed" : "cudatrace killed", stopped.count());
+      EXPECT_LT(stopped.count(), 1.0) << "stopped for " << stopped.count() << " s after the kill";
+      EXPECT_EQ(app.wait(60s), 0) << "state " << process_state(app.pid);
+      EXPECT_EQ(t.proc.wait(120s), 128 + SIGKILL);
+    }
+}
+
+// Command mode holds the command before its exec until the probes are
+// attached; killed then, cudatrace must not leave it waiting for the end of
+// its release pipe, which comes only once the kernel has closed every link
+// (4-7 s with --attach perf, -f all, both CPUs busy). It ends (127, never
+// run untraced) once every thread of cudatrace has begun to exit: that
+// waits for the uninterruptible call a thread of it may be in (attaching a
+// probe, a grace period), 0.1-0.6 s, 1.1-1.2 s in 2 of 16 beside parallel
+// builds; 3 s is the bound.
+TEST_F(Faults, SigkillOfTheTracerEndsTheHeldCommandWithinASecond) {
+  if (const char* mode = std::getenv("CUDATRACE_TEST_ATTACH"); mode && *mode)
+    GTEST_SKIP() << "runs --attach perf itself: once is enough";
+  const CpuLoad load;
+  const std::string bin = fs::weakly_canonical(CUDATRACE_BIN), app = fs::weakly_canonical(FAULT_APP);
+  // The command: > 0 while still held before its exec (cudatrace waiting in
+  // read or poll: not the keeper's or the watchdog's fork of a moment, which
+  // never wait there), < 0 once released (it runs the program), 0 if none.
+  const auto command_of = [&](pid_t tracer) {
+    std::ifstream children("/proc/" + std::to_string(tracer) + "/task/" + std::to_string(tracer) + "/children");
+    for (pid_t child; children >> child;) {
+      std::error_code ec;
+      const fs::path exe = fs::read_symlink("/proc/" + std::to_string(child) + "/exe", ec);
+      if (exe == app) return -child;
+      if (exe != bin) continue;
+      const std::string syscall = read_file("/proc/" + std::to_string(child) + "/syscall");
+      for (const char* waiting : {"0 ", "7 ", "271 "})  // read, poll, ppoll (x86-64)
+        if (syscall.rfind(waiting, 0) == 0) return child;
+    }
+    return pid_t(0);
+  };
+  int tries = 0;
+  for (; tries < 10; ++tries) {
+    Tracer t({"--attach", "perf", "--json", "-f", "all", "--lib", FAKE_CUDART_LIB, "--", FAULT_APP,
+              "wait-then-calls", "3"});
+    // Once its BPF object is loaded (a stop would interrupt the verifier),
+    // cudatrace is run a step at a time (stopped, looked at, continued for a
+    // millisecond) until it is caught holding its command: the window may be
+    // milliseconds long. Released between two looks: tried again.
+    ASSERT_TRUE(wait_until([&] { return !bpf_ids(t.proc.pid, "link_id").empty(); }, 120s)) << read_file(t.err);
+    pid_t command = 0;
+    for (const auto until = std::chrono::steady_clock::now() + 120s;
+         command == 0 && std::chrono::steady_clock::now() < until;) {
+      kill(t.proc.pid, SIGSTOP);
+      while (process_state(t.proc.pid) != 'T' && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(100us);
+      command = command_of(t.proc.pid);
+      if (command <= 0) kill(t.proc.pid, SIGCONT);
+      std::this_thread::sleep_for(1ms);
+    }
+    if (command <= 0) continue;
+    const auto killed = std::chrono::steady_clock::now();
+    ASSERT_EQ(kill(t.proc.pid, SIGKILL), 0);
+    while (kill(command, 0) == 0 && process_state(command) != 'Z' && std::chrono::steady_clock::now() - killed < 60s)
+      std::this_thread::sleep_for(1ms);
+    const std::chrono::duration<double> waited = std::chrono::steady_clock::now() - killed;
+    std::printf("the held command ended %.3f s after the kill\n", waited.count());
+    EXPECT_LT(waited.count(), 3.0) << "the held command was still there " << waited.count() << " s after the kill";
+    EXPECT_EQ(t.proc.wait(120s), 128 + SIGKILL);
+    break;
+  }
+  EXPECT_LT(tries, 10) << "cudatrace was never caught holding its command";
 }
 
 // One copy of the fake runtime per thread, each its own file, so that every
@@ -712,8 +932,9 @@ int run_with_a_stopped_reader(Tracer& t) {
   if (!running) return -1;
   const double before = cpu_seconds(app);
   kill(t.proc.pid, SIGSTOP);
+  // Or it ended first (a zombie, cudatrace's child: its CPU time stays).
   const bool filled = wait_until(
-      [&] { return cpu_seconds(app) < 0 || cpu_seconds(app) > before + 2 || process_state(app) == 'Z'; }, 60s);
+      [&] { return cpu_seconds(app) < 0 || process_state(app) == 'Z' || cpu_seconds(app) > before + 2; }, 60s);
   kill(t.proc.pid, SIGCONT);
   const int status = t.proc.wait(300s);
   return filled ? status : -1;
@@ -1186,7 +1407,10 @@ TEST_F(Faults, DiskFillingUpWhileTracingExitsSixForEveryOutput) {
   const std::string trace = temp_path("full-source.jsonl");
   ASSERT_EQ(run(tracer() + " --json -o " + trace + traced).status, 0);
   // One shell in the namespace: each step prints its status and the file's size.
-  const Result r = run("unshare -m sh -c 'mount -t tmpfs -o size=64k tmpfs " + dir + " || exit 99\n" + tracer() +
+  // Each step runs to its end, however slow the machine: only a hang is cut
+  // short (timeout's 124), so that it fails instead of waiting for ever.
+  const Result r = run("timeout 600 unshare -m sh -c 'mount -t tmpfs -o size=64k tmpfs " + dir + " || exit 99\n" +
+                       tracer() +
                        " --perfetto " + dir + "/t.json -o /dev/null" + traced + "; echo timeline $? $(stat -c %s " +
                        dir + "/t.json)\n" + tracer() + " -o " + dir + "/t.txt" + traced + "; echo text $?\n" +
                        "rm " + dir + "/t.txt; " + tracer() + " --json -o " + dir + "/t.jsonl" + traced +
@@ -1196,6 +1420,7 @@ TEST_F(Faults, DiskFillingUpWhileTracingExitsSixForEveryOutput) {
   rmdir(dir.c_str());
   std::remove(trace.c_str());
   ASSERT_NE(r.status, 99) << "cannot mount a tmpfs: " << r.err;
+  ASSERT_NE(r.status, 124) << "did not end in 10 minutes: " << r.out << r.err;
   EXPECT_NE(r.out.find("timeline 6 0\n"), std::string::npos) << r.out << r.err;
   EXPECT_NE(r.err.find("cudatrace: writing " + dir + "/t.json: No space left on device; the timeline is incomplete, "
                        "so the file was emptied\n"), std::string::npos) << r.err;
@@ -1742,7 +1967,8 @@ TEST_F(Faults, AKeeperOfPerfEventsThatDoesNotAnswerHoldsNothingUp) {
 // The dying tracer's probes stay for seconds while the kernel closes its
 // links: a load then must not stop the program (ct_map_change sees
 // tracer_dying and undoes its stop), and a stop made just before the kill is
-// continued by the watchdog once the tracer has wholly exited. After that,
+// continued by the watchdog within a second (once the tracer's last thread
+// begins to exit, issue 47). After that,
 // the program must never be stopped and must keep loading. Every wait is
 // bounded. CUDATRACE_SIGKILL_RUNS (default 1) runs each case that many times
 // (docs/reliability.md: 50 each).
@@ -1807,8 +2033,14 @@ TEST_F(Faults, SigkillWhileLibrariesLoadNeverLeavesTheProgramStopped) {
           std::this_thread::sleep_for(std::chrono::milliseconds(50 + (case_no * 37) % 400));
           SCOPED_TRACE(kill_how == 0 ? "cudatrace killed" : kill_how == 1 ? "with its children" : "its group");
           const std::vector<pid_t> children = kill_how == 1 ? children_of(t.proc.pid) : std::vector<pid_t>{};
+          const auto killed = std::chrono::steady_clock::now();
           ASSERT_EQ(kill(kill_how == 2 ? -t.proc.pid : t.proc.pid, SIGKILL), 0);
           for (const pid_t child : children) kill(child, SIGKILL);
+          // A stop at the kill is undone within a second (issue 47), not once the links are closed.
+          while (process_state(pid) == 'T' && std::chrono::steady_clock::now() - killed < 60s)
+            std::this_thread::sleep_for(1ms);
+          const std::chrono::duration<double> stopped = std::chrono::steady_clock::now() - killed;
+          EXPECT_LT(stopped.count(), 1.0) << "stopped for " << stopped.count() << " s after the kill";
           EXPECT_EQ(t.proc.wait(60s), 128 + SIGKILL) << "cudatrace did not exit";
           // The watchdog continues what was stopped once cudatrace has gone.
           const long loads = number("loads");

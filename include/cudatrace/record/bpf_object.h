@@ -78,6 +78,9 @@ class BpfObject {
   // Calls carry their thread's OpenTelemetry span (ct_config.thread_ctx).
   bool thread_ctx() const;
   int control_fd() const;
+  // A ring buffer that becomes readable (and stays so) once every thread of
+  // cudatrace has begun to exit, before its links are closed (watchdog.h).
+  int tracer_exit_fd() const;
   int threads_fd() const;
   // --py-stack: where process `pid`'s interpreter keeps its frames ("py_procs").
   bool set_python(std::uint32_t pid, const ct_py_layout& layout);

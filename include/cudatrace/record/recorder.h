@@ -32,6 +32,7 @@ class Recorder final : public Source {
   Recorder& operator=(const Recorder&) = delete;
 
   int start(const RecordsNeeded& needs) override;
+  int stopped_before_start() const override;
   std::uint64_t start_ns() const override { return start_ns_; }
   bool private_trace() const override { return target_->private_trace(); }
   int release() override;

@@ -71,6 +71,10 @@ class Source {
   // runs); saved, opens the trace and reads up to its first call. An exit
   // status (options.h): kExitOk, or why not, said on stderr.
   virtual int start(const RecordsNeeded& needs) = 0;
+  // Before start(), while the driver opens the outputs (a FIFO waits for its
+  // reader): the exit status to end with at once because a stop signal came
+  // (live: SIGINT, SIGTERM, SIGHUP), or -1 while none has.
+  virtual int stopped_before_start() const { return -1; }
   // The CLOCK_MONOTONIC time the outputs show as 0.
   virtual std::uint64_t start_ns() const = 0;
   // Whether the trace is not everyone's to read: files made of it get mode 0600.

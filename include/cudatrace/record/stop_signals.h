@@ -1,5 +1,6 @@
-// SIGINT and SIGTERM ask cudatrace to stop. Caught from the first moment of
-// the start-up, they are looked at by each step of it and by the drain loop;
+// SIGINT, SIGTERM and SIGHUP ask cudatrace to stop. Caught from the first
+// moment (before the outputs are opened: a FIFO's reader is waited for),
+// they are looked at by each step of the start-up and by the drain loop;
 // while nothing started needs undoing (ExitAtStop), one ends cudatrace at
 // once instead.
 #pragma once
@@ -12,14 +13,15 @@
 
 namespace cudatrace {
 
-// Catches SIGINT and SIGTERM, also where they were left ignored (a
-// background job of a script).
+// Catches SIGINT, SIGTERM and SIGHUP, also where SIGINT or SIGTERM was left
+// ignored (a background job of a script); a SIGHUP left ignored (nohup) stays
+// so. Called again, it changes nothing.
 void catch_stop_signals();
 
 // The signal that asked cudatrace to stop; 0 while none has come.
 int stop_signal();
 
-// How SIGINT and SIGTERM were set before catch_stop_signals: a command
+// How the stop signals were set before catch_stop_signals: a command
 // cudatrace starts gets them so.
 std::vector<std::pair<int, struct sigaction>> inherited_stop_signals();
 

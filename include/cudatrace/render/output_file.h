@@ -4,6 +4,7 @@
 // two outputs never write one file.
 #pragma once
 
+#include <functional>
 #include <string>
 
 namespace cudatrace {
@@ -11,11 +12,14 @@ namespace cudatrace {
 struct OutputFileOptions {
   bool follow_symlinks = false;  // --output-follow-symlinks: also in a world-writable directory
   bool private_trace = false;    // it holds another user's trace: 0600
+  // Asked while a FIFO's reader is waited for: true gives up the wait.
+  std::function<bool()> stop_waiting;
 };
 
 // Opens (creates, truncates) `path` for writing. Returns the descriptor, or
 // -1 with `error` set to the whole message for the user. A FIFO that nobody
-// reads yet is waited for, with a line on stderr that says so.
+// reads yet is waited for, with a line on stderr that says so, until a
+// reader comes or `stop_waiting` says to give up (-1, `error` empty).
 int open_output_file(const std::string& path, const OutputFileOptions& options, std::string& error);
 
 // Whether `path` names anything (a file, a FIFO, a link): an output that

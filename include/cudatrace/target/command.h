@@ -27,6 +27,10 @@ struct CommandSetup {
   // Set in the command before its exec: the dispositions cudatrace was
   // started with, for the signals it catches itself.
   std::vector<std::pair<int, struct sigaction>> signals;
+  // Readable once cudatrace is dying (BpfObject::tracer_exit_fd): the held
+  // command then ends at once, as at the release pipe's end, which comes
+  // only once the kernel has closed every link of cudatrace (seconds).
+  int tracer_exit_fd = -1;
 };
 
 // Forks the command, which waits on a pipe. False with `error` set
