@@ -159,14 +159,14 @@ check_summary() {
 	shift
 	local p=$OUTDIR/$name rc
 	section "$name --summary: $*"
-	# The same selection as the trace it is compared with (check: -f all).
+	# The same selection as the trace it is compared with (check: SELECT).
 	# Under the CUPTI counter as the trace was: CUPTI's own driver calls
 	# (cuKernelGetName per launch, cuGetExportTable) are the program's too.
-	timeout -k 10 "$TRACED_TIMEOUT" "$CUDATRACE" -f all --summary --insights --json -o "$p.summary.jsonl" -- \
+	timeout -k 10 "$TRACED_TIMEOUT" "$CUDATRACE" "${SELECT[@]}" --summary --insights --json -o "$p.summary.jsonl" -- \
 		env "${INJECT[@]}" CUPTI_COUNT_OUT="$p.cupti-summary.json" "$@" >"$p.summary.out" 2>"$p.summary.err"
 	rc=$?
 	[ $rc -eq 0 ] || { fail "$name --summary: exited $rc"; show_tail "$p.summary.err"; }
-	timeout -k 10 "$TRACED_TIMEOUT" "$CUDATRACE" -f all --summary --insights -o "$p.summary.txt" -- "$@" \
+	timeout -k 10 "$TRACED_TIMEOUT" "$CUDATRACE" "${SELECT[@]}" --summary --insights -o "$p.summary.txt" -- "$@" \
 		>/dev/null 2>&1 || fail "$name --summary (text): exited non-zero"
 	"$PYTHON" "$KIT/compare_summary.py" "$p.trace.jsonl" "$p.summary.jsonl" >"$p.summary-compare.txt" 2>&1
 	rc=$?

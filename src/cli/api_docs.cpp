@@ -60,10 +60,11 @@ std::string api_list_markdown(const Selection& selection) {
                  "\n`-f all` selects every group. \"recorded\": every call is recorded with its latency and its "
                  "status. A driver call that a runtime call makes (the `cuLaunchKernel` of a `cudaLaunchKernel`) is "
                  "part of the runtime call's record, which has the program's arguments and the status the program "
-                 "got. In a command traced from its start (Linux 6.6 and later) a driver function is not even "
-                 "probed until code other than a CUDA runtime may call it (it imports it, or looks it up); "
-                 "otherwise such a driver call without out-parameters is left out of the record and, on Linux 6.13 "
-                 "and later, its return is not probed. `--every-layer` records it too.\n");
+                 "got, unless it has out-parameters. In a command traced from its start (Linux 6.6 and later) the "
+                 "driver's launches, copies, event records and stream operations without out-parameters are not "
+                 "even probed until code other than a CUDA runtime may call them (it imports them, or looks them "
+                 "up); elsewhere such a driver call traps at its entry and, on Linux 6.13 and later, its return is "
+                 "not probed. `--every-layer` records it too.\n");
   return fmt::to_string(out);
 }
 

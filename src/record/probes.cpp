@@ -203,7 +203,7 @@ const Probes::FileSymbols* Probes::symbols_of(const std::string& path, std::stri
     static const auto kDriverSymbols = [] {
       std::unordered_set<std::string_view> names;
       for (const Api& a : apis())
-        if (a.layer() == Layer::Driver) names.insert(probe_symbol(a));
+        if (deferrable(a)) names.insert(probe_symbol(a));
       return names;
     }();
     // The driver itself and runtime libraries call the driver as runtimes do.
@@ -345,6 +345,26 @@ bool Probes::attach_perf(bpf_program* prog, const std::string& path, const std::
   return true;
 }
 
+// A driver function left unprobed until other code than a runtime may call
+// it: one that runtimes call at the rate of work (launches, copies, events,
+// stream operations), inside the runtime call that makes it, where it has
+// no record of its own (no out-parameters). Those called rarely, or outside
+// the runtime's API calls (cuInit, contexts at start-up and teardown), or
+// recorded inside them (allocations, creations, lookups) are probed as
+// before: a trap now and then, and every count as CUPTI's.
+bool Probes::deferrable(const Api& a) {
+  if (a.layer() != Layer::Driver || a.out_index[0] >= 0) return false;
+  switch (a.group()) {
+    case Group::Launch:
+    case Group::Xfer:
+    case Group::Event:
+    case Group::Stream:
+      return true;
+    default:
+      return false;
+  }
+}
+
 bool Probes::planned_cookie(const FileSymbols::Function& f, std::uint64_t& cookie) const {
   if (!selection_.wants(*f.api)) return false;
   cookie = f.api->cookie;
@@ -385,6 +405,8 @@ bool Probes::attach_file(const std::string& path, pid_t pid, FileResult& result,
   HotGroup hot;
   std::vector<std::uint64_t> lookup_offsets, lookup_kinds;
   r.imports = syms->imports;
+  // The driver library's own functions; one named like them in another file
+  // (a framework's forwarding stub) is called by that file's code.
   const bool defer_here = defers_driver() && is_cuda_library(path, Layer::Driver);
   for (const FileSymbols::Function& fn : syms->functions) {
     const Api* api = fn.api;
@@ -403,9 +425,7 @@ bool Probes::attach_file(const std::string& path, pid_t pid, FileResult& result,
     }
     std::uint64_t cookie = 0;
     if (!planned_cookie(fn, cookie)) continue;
-    // The driver library's own functions; one named like them in another
-    // file (a framework's forwarding stub) is called by that file's code.
-    if (defer_here && api->layer() == Layer::Driver) {
+    if (defer_here && deferrable(*api)) {
       r.deferred.push_back({api, fn.offset, offset, cookie});
       ++r.apis;
       r.driver = true;
@@ -477,6 +497,16 @@ bool Probes::attach_file(const std::string& path, pid_t pid, FileResult& result,
   return true;
 }
 
+bool Probes::file_key(const std::string& path, pid_t pid, std::tuple<dev_t, ino_t, pid_t>& key, std::string& error) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) {
+    error = path + ": " + std::strerror(errno);
+    return false;
+  }
+  key = std::make_tuple(st.st_dev, st.st_ino, pid);
+  return true;
+}
+
 bool Probes::attach_lookup_probes(const std::string& path, pid_t pid, const std::vector<std::uint64_t>& offsets,
                                   const std::vector<std::uint64_t>& kinds, Links& links, std::string& error) {
   // Entry and return as a pair in both uprobe_multi modes (the result is
@@ -487,12 +517,8 @@ bool Probes::attach_lookup_probes(const std::string& path, pid_t pid, const std:
 
 bool Probes::attach_lookups(const std::string& path, pid_t pid, std::string& error) {
   if (!defers_driver()) return false;
-  struct stat st {};
-  if (stat(path.c_str(), &st) != 0) {
-    error = path + ": " + std::strerror(errno);
-    return false;
-  }
-  const auto key = std::make_tuple(st.st_dev, st.st_ino, pid);
+  std::tuple<dev_t, ino_t, pid_t> key;
+  if (!file_key(path, pid, key, error)) return false;
   if (lookups_.count(key)) return true;
   auto elf = ElfFile::open(path, error);
   if (!elf) return false;
@@ -539,12 +565,8 @@ bool Probes::attach_deferred(const std::string& path, pid_t pid, const std::vect
 }
 
 bool Probes::attach_loader(const std::string& path, pid_t pid, std::string& error) {
-  struct stat st {};
-  if (stat(path.c_str(), &st) != 0) {
-    error = path + ": " + std::strerror(errno);
-    return false;
-  }
-  const auto key = std::make_tuple(st.st_dev, st.st_ino, pid);
+  std::tuple<dev_t, ino_t, pid_t> key;
+  if (!file_key(path, pid, key, error)) return false;
   if (loaders_.count(key)) return true;
   auto elf = ElfFile::open(path, error);
   if (!elf) return false;
@@ -559,7 +581,7 @@ bool Probes::attach_loader(const std::string& path, pid_t pid, std::string& erro
   std::uint64_t to_r_state = 0;
   if (const std::uint64_t debug = elf->exported_object("_r_debug"))
     to_r_state = debug + offsetof(struct r_debug, r_state) - found.begin()->second;
-  const std::tuple<dev_t, ino_t> file{st.st_dev, st.st_ino};
+  const std::tuple<dev_t, ino_t> file{std::get<0>(key), std::get<1>(key)};
   if (!attach_pairs(map_change_, nullptr, path, file, pid, {offset}, {to_r_state}, other_links_, error))
     return false;
   loaders_.insert(key);

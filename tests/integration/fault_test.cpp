@@ -962,7 +962,7 @@ TEST_F(Faults, CountsStayExactWhenTheRingLosesLines) {
     lost += st["calls"].get<long>();
   }
   EXPECT_EQ(lost, end["lost_detail"]["ring_buffer"].get<long>());
-  for (const char* api : {"cudaMalloc", "cudaFree"}) EXPECT_EQ(counted[api], kThreads * kIterations) << api;
+  for (const char* api : {"cudaMalloc", "cudaFree", "cuMemAlloc_v2"}) EXPECT_EQ(counted[api], kThreads * kIterations) << api;
 
   const Result report = run(reporter() + " --summary --json " + t.out);
   ASSERT_EQ(report.status, 0) << report.err;
@@ -970,7 +970,7 @@ TEST_F(Faults, CountsStayExactWhenTheRingLosesLines) {
   ASSERT_EQ(summaries.size(), 1u) << report.out;
   std::map<std::string, long> reported;
   for (const json& a : summaries[0]["apis"]) reported[a["name"]] = a["calls"];
-  for (const char* api : {"cudaMalloc", "cudaFree"}) EXPECT_EQ(reported[api], kThreads * kIterations) << api;
+  for (const char* api : {"cudaMalloc", "cudaFree", "cuMemAlloc_v2"}) EXPECT_EQ(reported[api], kThreads * kIterations) << api;
 
   Tracer text({"--ring-mb", "1", "--", FAKE_APP, "threads", "8", "50000"});
   ASSERT_EQ(run_with_a_stopped_reader(text), 0) << read_file(text.err);

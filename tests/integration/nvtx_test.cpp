@@ -50,12 +50,10 @@ TEST_F(Nvtx, EveryCallCarriesTheRangesOpenOnItsThread) {
   const Result r = run(tracer() + " --nvtx --json -- " NVTX_APP);
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(malloc_stacks(r), kExpected) << r.out;
-  // The nested driver calls (--every-layer) carry their thread's ranges too.
-  const Result every = run(tracer() + " --nvtx --every-layer --json -- " NVTX_APP);
-  ASSERT_EQ(every.status, 0) << every.err;
+  // The nested driver calls carry their thread's ranges too.
   std::map<std::uint64_t, Stack> by_size;  // each cudaMalloc's size is its own
-  for (const json& j : calls(every, "cudaMalloc")) by_size[j["args"]["size"]] = stack_of(j);
-  const auto allocs = calls(every, "cuMemAlloc_v2");
+  for (const json& j : calls(r, "cudaMalloc")) by_size[j["args"]["size"]] = stack_of(j);
+  const auto allocs = calls(r, "cuMemAlloc_v2");
   ASSERT_EQ(allocs.size(), by_size.size());
   for (const json& j : allocs) EXPECT_EQ(stack_of(j), by_size.at(j["args"]["bytesize"])) << j;
   // The launches too, each whole.

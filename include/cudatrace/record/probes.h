@@ -204,6 +204,11 @@ class Probes {
   // In parallel (probes.cpp says why).
   static void close_all(const std::vector<int>& fds);
 
+  // Whether defer_driver leaves this API's driver function unprobed at first.
+  static bool deferrable(const Api& a);
+  // `path`'s file with `pid`: the key of the files attached once (loaders, lookups).
+  static bool file_key(const std::string& path, pid_t pid, std::tuple<dev_t, ino_t, pid_t>& key,
+                       std::string& error);
   // The lookup probes of a file (defer_driver): offsets and their ct_lookup_kind.
   bool attach_lookup_probes(const std::string& path, pid_t pid, const std::vector<std::uint64_t>& offsets,
                             const std::vector<std::uint64_t>& kinds, Links& links, std::string& error);
