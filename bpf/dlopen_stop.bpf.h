@@ -27,7 +27,7 @@
  * reader's SIGCONT came before the SIGSTOP and the process stayed stopped.
  * (Kernels that defer the signal to an irq_work: docs/reliability.md, 9.)
  */
-static __always_inline void stop_until_attached(__u64 pid_tgid, __u64 wanted, bool stop)
+static __always_inline void stop_until_attached(__u64 pid_tgid, __u64 wanted, __u64 wanted_by, bool stop)
 {
 	struct ct_map_change *m = settings.report_execs ? bpf_ringbuf_reserve(&control, sizeof(*m), 0)
 					       : bpf_ringbuf_reserve(&events, sizeof(*m), 0);
@@ -39,6 +39,7 @@ static __always_inline void stop_until_attached(__u64 pid_tgid, __u64 wanted, bo
 	m->pid = pid_tgid >> 32;
 	m->tid = (__u32)pid_tgid;
 	m->wanted = wanted;
+	m->wanted_by = wanted_by;
 	m->stopped = stop && !tracer_dying && bpf_send_signal(SIGSTOP) == 0;
 	/* A stop is undone whoever dies. cudatrace itself continues it, or its
 	 * watchdog, which drains this ring once cudatrace has gone; but once
@@ -83,6 +84,6 @@ int ct_map_change(struct pt_regs *ctx)
 		if (r_state != RT_CONSISTENT)
 			return 0;
 	}
-	stop_until_attached(pid_tgid, 0, settings.stop_on_map_change);
+	stop_until_attached(pid_tgid, 0, 0, settings.stop_on_map_change);
 	return 0;
 }

@@ -89,6 +89,6 @@ int ct_lookup_exit(struct pt_regs *ctx)
 	/* Stopped and published as a library load is (dlopen_stop.bpf.h), so
 	 * the same reader and watchdog undo the stop; every thread that looks
 	 * it up before it is probed waits the same way. */
-	stop_until_attached(pid_tgid, addr, true);
+	stop_until_attached(pid_tgid, addr, PT_REGS_IP(ctx), true);
 	return 0;
 }

@@ -43,6 +43,7 @@ int BPF_PROG(ct_exec, struct task_struct *task)
 		m->tid = (__u32)pid_tgid;
 		m->stopped = 0;
 		m->wanted = 0;
+		m->wanted_by = 0;
 		bpf_ringbuf_submit(m, BPF_RB_FORCE_WAKEUP);
 	}
 	return 0;

@@ -317,6 +317,7 @@ struct ct_map_change {
 	 * function the process just looked up, not probed in it yet (the
 	 * driver_fns map): probe it before the process can call it. */
 	__u64 wanted;
+	__u64 wanted_by; /* with `wanted`: the lookup's call site (for -v) */
 };
 
 /* Driver functions probed on demand (docs/design.md, "Two traps a call").

@@ -27,6 +27,7 @@
 #include "cudatrace/clock.h"
 #include "cudatrace/decode/api_overrides.h"
 #include "cudatrace/target/elf_file.h"
+#include "cudatrace/target/library_locations.h"
 #include "cudatrace/record/budget.h"
 #include "cudatrace/record/uprobe_multi.h"
 #include "cudatrace/target/static_runtime.h"
@@ -42,12 +43,12 @@ std::string basename_of(const std::string& path) {
 
 // Libraries whose every table row is expected to be exported; a missing
 // row there means a CUDA version other than the table's, worth a note (-v).
+// A wheel's renamed copy counts (torchvision's libcudart.faf08d9a.so.13).
 bool is_cuda_library(const std::string& path, Layer layer) {
-  const std::string base = basename_of(path);
   // Indexed by Layer; nvtx: cudatrace's own injection library, never a CUDA one.
-  static const char* const kPrefixes[kLayerCount] = {"libcudart.so", "libcuda.so", nullptr, "libnccl.so"};
-  const char* prefix = kPrefixes[static_cast<int>(layer)];
-  return prefix && base.rfind(prefix, 0) == 0;
+  static const char* const kStems[kLayerCount] = {"libcudart", "libcuda", nullptr, "libnccl"};
+  const char* stem = kStems[static_cast<int>(layer)];
+  return stem && is_library_of(basename_of(path), stem);
 }
 
 }  // namespace

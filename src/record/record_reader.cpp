@@ -165,7 +165,7 @@ void RecordReader::on_call(const ct_call& rec) {
 
 // The process waits (--dlopen-stop) until its new files are probed.
 void RecordReader::on_map_change(const ct_map_change& m) {
-  target_.on_map_change(static_cast<pid_t>(m.pid), m.wanted);
+  target_.on_map_change(static_cast<pid_t>(m.pid), m.wanted, m.wanted_by);
   if (!m.wanted) stacks_.forget(static_cast<pid_t>(m.pid));
   if (m.stopped) kill(static_cast<pid_t>(m.pid), SIGCONT);
 }

@@ -43,9 +43,16 @@ std::unique_ptr<Target> make_target(const Options& opts, Symbolizer& symbolizer)
   return make_command_target(opts, symbolizer);
 }
 
-void Target::on_map_change(pid_t pid, std::uint64_t wanted) {
+void Target::on_map_change(pid_t pid, std::uint64_t wanted, std::uint64_t wanted_by) {
   if (wanted) {
-    if (bpf_ && bpf_->probes()) probe_on_demand(pid, {wanted}, "looked up");
+    if (!bpf_ || !bpf_->probes()) return;
+    std::string why = "looked up";
+    if (opts_.verbose) {
+      const Symbolizer::Location at = symbolizer_.locate(pid, wanted_by);
+      if (!at.module.empty())
+        why += fmt::format(" at {}+{:#x}", at.module.substr(at.module.rfind('/') + 1), at.module_offset);
+    }
+    probe_on_demand(pid, {wanted}, why);
     return;
   }
   if (bpf_ && bpf_->probes()) attach_mappings(pid);  // not after the end's detach
@@ -227,7 +234,7 @@ void Target::note_for_demand(pid_t pid, const Mapping& m, const std::string& pat
   d.imported.insert(r.imports.begin(), r.imports.end());
 }
 
-void Target::probe_on_demand(pid_t pid, const std::vector<std::uint64_t>& addrs, const char* why) {
+void Target::probe_on_demand(pid_t pid, const std::vector<std::uint64_t>& addrs, const std::string& why) {
   const auto d = demand_.find(pid);
   if (d == demand_.end()) return;
   std::map<std::string, std::vector<Probes::Deferred>> by_file;
@@ -247,7 +254,8 @@ void Target::probe_on_demand(pid_t pid, const std::vector<std::uint64_t>& addrs,
     }
     if (opts_.verbose)
       for (const Probes::Deferred& f : functions)
-        std::fprintf(stderr, "cudatrace: pid %d: %s probed (%s)\n", pid, f.api->symbol.c_str(), why);
+        std::fprintf(stderr, "cudatrace: pid %d: %s probed (%s)\n", pid, f.api->symbol.c_str(),
+                     terminal_safe(why).c_str());
   }
   for (std::uint64_t addr : probed) {
     bpf_->set_driver_fn(static_cast<std::uint32_t>(pid), addr, true);

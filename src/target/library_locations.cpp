@@ -161,14 +161,16 @@ class Finder {
 
 }  // namespace
 
-bool is_cuda_library_name(std::string_view name) {
+bool is_library_of(std::string_view name, std::string_view stem) {
   if (name.find(".so") == std::string_view::npos) return false;
-  for (std::string_view stem : kLibraryStems) {
-    if (name.size() <= stem.size() || name.substr(0, stem.size()) != stem) continue;
-    const char next = name[stem.size()];
-    if (next == '.' || next == '-' || next == '_') return true;
-  }
-  return false;
+  if (name.size() <= stem.size() || name.substr(0, stem.size()) != stem) return false;
+  const char next = name[stem.size()];
+  return next == '.' || next == '-' || next == '_';
+}
+
+bool is_cuda_library_name(std::string_view name) {
+  return std::any_of(std::begin(kLibraryStems), std::end(kLibraryStems),
+                     [name](std::string_view stem) { return is_library_of(name, stem); });
 }
 
 std::vector<std::string> ld_cache_paths(std::string_view cache) {

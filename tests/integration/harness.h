@@ -40,6 +40,14 @@ inline std::vector<std::string> tracer_argv() {
   return argv;
 }
 
+// Perf-event uprobes (CUDATRACE_TEST_ATTACH=perf): they fire in every
+// process, so the driver's functions are probed from the start there
+// (Probes::defer_driver needs uprobe_multi links).
+inline bool perf_attach() {
+  const char* mode = std::getenv("CUDATRACE_TEST_ATTACH");
+  return mode && std::string(mode) == "perf";
+}
+
 inline std::string tracer() {
   std::string cmdline;
   for (const std::string& a : tracer_argv()) cmdline += (cmdline.empty() ? "" : " ") + a;

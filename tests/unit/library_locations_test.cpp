@@ -32,6 +32,19 @@ TEST(LibraryLocations, NamesOfLibrariesWithTracedApis) {
     EXPECT_FALSE(is_cuda_library_name(name)) << name;
 }
 
+// Which library a file is, whatever a wheel renamed it to: the runtime's own
+// file is told apart from a library that carries a runtime inside it.
+TEST(LibraryLocations, LibraryOfAStem) {
+  for (const char* name : {"libcudart.so.13", "libcudart.faf08d9a.so.13", "libcudart-d0da41ae.so.11.0"})
+    EXPECT_TRUE(is_library_of(name, "libcudart")) << name;
+  for (const char* name : {"libcuda.so.1", "libcuda.so.580.159.04", "libcuda.so"})
+    EXPECT_TRUE(is_library_of(name, "libcuda")) << name;
+  for (const char* name : {"libcudart.so.13", "libcudadebugger.so.1", "libcuda", "libcublas.so.13"})
+    EXPECT_FALSE(is_library_of(name, "libcuda")) << name;
+  for (const char* name : {"libcudart_static.a", "libcublasLt.so.13", "libcudart"})
+    EXPECT_FALSE(is_library_of(name, "libcudart")) << name;
+}
+
 // A cache in glibc's format (elf/cache.c): a header, 24-byte entries and the
 // strings, which the entries name by offset from the header's start.
 std::string make_cache(const std::vector<std::pair<std::int32_t, std::string>>& libs, bool with_old_format = false) {

@@ -57,8 +57,8 @@ class Target {
 
   // A process's dynamic loader changed its maps (the loader probe): its new
   // files are probed. Or (`wanted` not 0) it looked up the driver function
-  // at that address (Probes::defer_driver): that function is probed.
-  void on_map_change(pid_t pid, std::uint64_t wanted = 0);
+  // at that address (Probes::defer_driver), at `wanted_by`: that function is probed.
+  void on_map_change(pid_t pid, std::uint64_t wanted = 0, std::uint64_t wanted_by = 0);
   // A process exited: what is kept of it goes (a reused pid is found afresh).
   void forget_process(pid_t pid);
   // Called with each process in which a file with traced APIs is probed
@@ -158,7 +158,7 @@ class Target {
   };
   void note_for_demand(pid_t pid, const Mapping& m, const std::string& path, const Probes::FileResult& r);
   // Probes `pid`'s functions at `addrs` (and those it imports); `why` for -v.
-  void probe_on_demand(pid_t pid, const std::vector<std::uint64_t>& addrs, const char* why);
+  void probe_on_demand(pid_t pid, const std::vector<std::uint64_t>& addrs, const std::string& why);
   std::map<pid_t, DemandProcess> demand_;
 };
 

@@ -16,6 +16,10 @@ namespace cudatrace {
 // libcudart-d0da41ae.so.11.0 (a wheel's renamed copy)...; not libcufft
 // (no runtime inside), libcudart_static.a or libcudadebugger.so.1.
 bool is_cuda_library_name(std::string_view basename);
+// Whether `basename` is a shared library of `stem` ("libcudart"): the stem,
+// then '.', '-' or '_', and ".so" somewhere (libcudart.so.13,
+// libcudart.faf08d9a.so.13); not libcudadebugger.so.1 for "libcuda".
+bool is_library_of(std::string_view basename, std::string_view stem);
 
 // The x86-64 library paths of a dynamic loader cache (/etc/ld.so.cache, the
 // "glibc-ld.so.cache1.1" format, alone or after the old one). Empty if
