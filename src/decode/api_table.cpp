@@ -76,13 +76,8 @@ std::uint64_t make_cookie(const Api& api) {
   }
   if (api.spec->returns != Returns::Status) c |= CT_COOKIE_VOID;
   if (api.layer() == Layer::Nccl) c |= CT_COOKIE_NCCL_STATUS;
-  // The driver calls a runtime call makes are part of its record (bpf_abi.h,
-  // bits 14 and 60). Not those of nvcc's registration hooks (__cudaRegister*,
-  // __cudaGetKernel...): no API call the program makes, and CUPTI counts the
-  // driver calls made in them (a cuInit at a module's registration) as the
-  // program's; they get their own records, nested.
-  const bool registration_hook = api.symbol.rfind("__cuda", 0) == 0;
-  if (api.layer() == Layer::Runtime && !registration_hook) c |= CT_COOKIE_RUNTIME;
+  // The driver calls a runtime call makes are part of its record (bpf_abi.h, bits 14 and 60).
+  if (api.layer() == Layer::Runtime) c |= CT_COOKIE_RUNTIME;
   if (api.layer() == Layer::Driver) c |= CT_COOKIE_DRIVER;
   if (has_stack_struct(api)) c |= CT_COOKIE_STACK_ADDR;
   if (needs_detail_record(*api.spec)) c |= CT_COOKIE_DETAIL;
