@@ -316,6 +316,19 @@ static long py_read_frame(__u64 i, struct py_walk *w)
 	return 0;
 }
 
+/* 8 bytes of the thread state read by read_py_tstate. The bound is checked
+ * here, next to the read: Linux 6.1's verifier forgets a 32-bit offset's
+ * bound once it is spilled across a helper call. */
+static __always_inline __u64 py_tstate_field(struct py_walk *w, __u32 off)
+{
+	__u64 v = 0;
+	barrier_var(off); /* clang must not drop the check as one made before */
+	if (off > CT_PY_TSTATE_SPAN)
+		return 0;
+	__builtin_memcpy(&v, &w->buf->tstate[off], 8);
+	return v;
+}
+
 /* Reads the PyThreadState at `tstate` into buf->tstate; true when it is the
  * calling thread's. */
 static __always_inline bool read_py_tstate(struct py_walk *w, __u64 tstate)
@@ -325,21 +338,9 @@ static __always_inline bool read_py_tstate(struct py_walk *w, __u64 tstate)
 		span = CT_PY_TSTATE_SPAN;
 	barrier_var(span);
 	__u32 at = w->py->tstate_thread_id;
-	if (!tstate || !span || at > CT_PY_TSTATE_SPAN || bpf_probe_read_user(w->buf->tstate, span, (void *)tstate))
+	if (!tstate || !span || bpf_probe_read_user(w->buf->tstate, span, (void *)tstate))
 		return false;
-	__u64 id = 0;
-	__builtin_memcpy(&id, &w->buf->tstate[at], 8);
-	return id == w->buf->at.fsbase;
-}
-
-/* 8 bytes of the thread state read by read_py_tstate. */
-static __always_inline __u64 py_tstate_field(struct py_walk *w, __u32 off)
-{
-	__u64 v = 0;
-	if (off > CT_PY_TSTATE_SPAN)
-		return 0;
-	__builtin_memcpy(&v, &w->buf->tstate[off], 8);
-	return v;
+	return py_tstate_field(w, at) == w->buf->at.fsbase;
 }
 
 /* 3.11+: reads the top of the thread's data stack (its current chunk, up to
