@@ -51,6 +51,15 @@ bool is_cuda_library(const std::string& path, Layer layer) {
   return stem && is_library_of(basename_of(path), stem);
 }
 
+// Where the probe of the function at file `offset` goes: its first
+// instructions decide (target/prologue.h).
+ProbePlace place_at(const ElfFile& elf, std::uint64_t offset) {
+  constexpr std::size_t kPrologueBytes = 64;
+  const std::string_view bytes = elf.contents();
+  const std::size_t n = offset < bytes.size() ? std::min(kPrologueBytes, bytes.size() - offset) : 0;
+  return place_probe(reinterpret_cast<const std::uint8_t*>(bytes.data()) + offset, n);
+}
+
 }  // namespace
 
 void Probes::prepare(bpf_program* prog, AttachMode mode) {
@@ -192,14 +201,7 @@ const Probes::FileSymbols* Probes::symbols_of(const std::string& path, std::stri
             "cudatrace?); calls to the others are seen at the driver layer only");
   }
   FileSymbols syms;
-  const std::string_view bytes = elf->contents();
-  for (const auto& [offset, api] : by_offset) {
-    // The first instructions decide where the probe goes (target/prologue.h).
-    constexpr std::size_t kPrologueBytes = 64;
-    const std::size_t n = offset < bytes.size() ? std::min(kPrologueBytes, bytes.size() - offset) : 0;
-    syms.functions.push_back(
-        {api, offset, place_probe(reinterpret_cast<const std::uint8_t*>(bytes.data()) + offset, n)});
-  }
+  for (const auto& [offset, api] : by_offset) syms.functions.push_back({api, offset, place_at(*elf, offset)});
   if (defers_driver()) {
     static const auto kDriverSymbols = [] {
       std::unordered_set<std::string_view> names;
@@ -446,10 +448,8 @@ bool Probes::attach_file(const std::string& path, pid_t pid, FileResult& result,
   }
   if (!offsets.empty()) {
     Links& links = file_links_[key];
-    const bool attached = mode_ == AttachMode::MultiSession
-                              ? attach_multi(session_, path, pid, offsets, cookies, MultiLink::Session, links, error)
-                              : attach_pairs(enter_, exit_, path, file, pid, offsets, cookies, links, error);
-    if (!attached) {  // none or all: a later attach_file tries the whole file again
+    // None or all: a later attach_file tries the whole file again.
+    if (!attach_calls(path, file, pid, offsets, cookies, links, error)) {
       detach(links);
       file_links_.erase(key);
       return false;
@@ -498,6 +498,14 @@ bool Probes::attach_file(const std::string& path, pid_t pid, FileResult& result,
   return true;
 }
 
+bool Probes::attach_calls(const std::string& path, const std::tuple<dev_t, ino_t>& file, pid_t pid,
+                          const std::vector<std::uint64_t>& offsets, const std::vector<std::uint64_t>& cookies,
+                          Links& into, std::string& error) {
+  return mode_ == AttachMode::MultiSession
+             ? attach_multi(session_, path, pid, offsets, cookies, MultiLink::Session, into, error)
+             : attach_pairs(enter_, exit_, path, file, pid, offsets, cookies, into, error);
+}
+
 bool Probes::file_key(const std::string& path, pid_t pid, std::tuple<dev_t, ino_t, pid_t>& key, std::string& error) {
   struct stat st {};
   if (stat(path.c_str(), &st) != 0) {
@@ -527,9 +535,7 @@ bool Probes::attach_lookups(const std::string& path, pid_t pid, std::string& err
   for (const auto& [name, vaddr] : elf->find_functions({"dlsym", "dlvsym"})) {
     std::uint64_t offset = 0;
     if (!elf->vaddr_to_offset(vaddr, offset)) continue;
-    const std::string_view bytes = elf->contents();
-    const std::size_t n = offset < bytes.size() ? std::min<std::size_t>(64, bytes.size() - offset) : 0;
-    offsets.push_back(offset + place_probe(reinterpret_cast<const std::uint8_t*>(bytes.data()) + offset, n).offset);
+    offsets.push_back(offset + place_at(*elf, offset).offset);
     kinds.push_back(CT_LOOKUP_RESULT);
   }
   if (offsets.empty()) return false;
@@ -551,9 +557,7 @@ bool Probes::attach_deferred(const std::string& path, pid_t pid, const std::vect
     }
   if (offsets.empty()) return true;
   Links links;
-  const bool attached = mode_ == AttachMode::MultiSession
-                            ? attach_multi(session_, path, pid, offsets, cookies, MultiLink::Session, links, error)
-                            : attach_pairs(enter_, exit_, path, file, pid, offsets, cookies, links, error);
+  const bool attached = attach_calls(path, file, pid, offsets, cookies, links, error);
   Links& kept = file_links_[std::tuple_cat(file, std::make_tuple(pid))];
   kept.entry.insert(kept.entry.end(), links.entry.begin(), links.entry.end());
   kept.ret.insert(kept.ret.end(), links.ret.begin(), links.ret.end());

@@ -181,6 +181,11 @@ class Probes {
   bool attach_pairs(bpf_program* entry, bpf_program* ret, const std::string& path,
                     const std::tuple<dev_t, ino_t>& file, pid_t pid, const std::vector<std::uint64_t>& offsets,
                     const std::vector<std::uint64_t>& cookies, Links& into, std::string& error);
+  // The generic programs on calls at `offsets`: one session link where the
+  // kernel has sessions, else entry and return (attach_pairs).
+  bool attach_calls(const std::string& path, const std::tuple<dev_t, ino_t>& file, pid_t pid,
+                    const std::vector<std::uint64_t>& offsets, const std::vector<std::uint64_t>& cookies,
+                    Links& into, std::string& error);
   void detach(Links& links);
   // A file's hot probes, attached and detached as a group. The file is held
   // open: re-attaching goes through /proc/self/fd even after every process
