@@ -292,20 +292,15 @@ static long py_read_frame(__u64 i, struct py_walk *w)
 	__u32 off = c->off;
 	if (off > sizeof(w->s->payload) - sizeof(struct ct_py_frame))
 		return 1;
-	__u64 ident = 0;
-	bool seen = false;
-#pragma unroll
-	for (int k = 0; k < CT_PY_SEEN; k++) {
-		if (!seen && c->seen_code[k] == code) {
-			ident = c->seen_ident[k];
-			seen = true;
-		}
-	}
-	if (!seen) {
+	struct py_code_cache *codes = &buf->codes;
+	__u32 slot = ((code >> 4) ^ (code >> 12)) % CT_PY_CODE_SLOTS;
+	__u64 ident = codes->code[slot] == code ? codes->ident[slot] : 0;
+	if (!ident) {
 		ident = py_code_ident(w, code);
-		__u32 k = c->seen_next++ % CT_PY_SEEN;
-		c->seen_code[k] = code;
-		c->seen_ident[k] = ident;
+		if (ident) {
+			codes->code[slot] = code;
+			codes->ident[slot] = ident;
+		}
 	}
 	struct ct_py_frame *out = (struct ct_py_frame *)&w->s->payload[off];
 	out->code = code;
@@ -380,8 +375,16 @@ static __always_inline __u32 read_py_frames(struct exit_scratch *s, struct ct_py
 	c->fsbase = BPF_CORE_READ(task, thread.fsbase);
 	c->off = off;
 	c->n = 0;
-	__builtin_memset(c->seen_code, 0, sizeof(c->seen_code));
-	c->seen_next = 0;
+	/* The identities read before hold while no code object of the process
+	 * was freed since (py_code_freed); else, or with no epoch yet, from now. */
+	__u64 epoch = *(volatile __u64 *)&py->code_epoch;
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct py_code_cache *codes = &w.buf->codes;
+	if (!epoch || codes->epoch != epoch || codes->tgid != tgid) {
+		__builtin_memset(codes->code, 0, sizeof(codes->code));
+		codes->epoch = epoch;
+		codes->tgid = tgid;
+	}
 	/* The thread's state found before still is this thread's unless it
 	 * was freed and reused. */
 	if (!st->py_tstate || !read_py_tstate(&w, st->py_tstate)) {

@@ -91,4 +91,18 @@ int ct_session(struct pt_regs *ctx)
 	return enter_call(ctx, true);
 }
 
+/* --py-stack: CPython's code object deallocator (PyCode_Type's tp_dealloc),
+ * probed for each traced Python process. The memory of a code object freed
+ * may hold the next one, so the identities read before it no longer hold
+ * (capture.bpf.h: read_py_frames). */
+SEC("uprobe")
+int ct_py_code_freed(struct pt_regs *ctx)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	struct ct_py_layout *py = bpf_map_lookup_elem(&py_procs, &tgid);
+	if (py && py->code_epoch)
+		__sync_fetch_and_add(&py->code_epoch, 1);
+	return 0;
+}
+
 char LICENSE[] SEC("license") = "Dual MIT/GPL";

@@ -41,7 +41,6 @@ struct {
 /* --py-stack: the frame walk's cursor, kept here rather than on the stack so
  * that the verifier checks each loop body once for any values, not once per
  * iteration (capture.bpf.h: read_py_frames). */
-#define CT_PY_SEEN 4
 struct py_cursor {
 	__u64 fsbase;  /* pthread_self() of the thread: its PyThreadState's thread_id */
 	__u64 tstate;  /* the thread list's cursor, then the thread's */
@@ -51,21 +50,27 @@ struct py_cursor {
 	__u32 off;     /* where the next frame goes in the record's payload */
 	__u32 n;       /* frames written */
 	__u32 pad;
-	/* The code objects of this walk whose identity was read, and their
-	 * identities (CT_PY_SEEN, round robin): a code object on the stack lives
-	 * while the walk runs, so a recursion's frames, or PyTorch's
-	 * Module._call_impl between each module's forward, share one read. */
-	__u64 seen_code[CT_PY_SEEN];
-	__u64 seen_ident[CT_PY_SEEN];
-	__u32 seen_next;
-	__u32 pad2;
 };
-/* The cursor; the thread's PyThreadState (read_py_tstate); the top of its
+/* Code objects whose identity was read, and their identities, one slot per
+ * address hash. Valid for the process `tgid` while its code_epoch stays
+ * `epoch`; with no epoch yet (0), only for one walk: a code object on the
+ * stack lives while the walk runs, so a recursion's frames, or PyTorch's
+ * Module._call_impl between each module's forward, share one read. */
+#define CT_PY_CODE_SLOTS 64
+struct py_code_cache {
+	__u64 epoch;
+	__u32 tgid;
+	__u32 pad;
+	__u64 code[CT_PY_CODE_SLOTS];
+	__u64 ident[CT_PY_CODE_SLOTS];
+};
+/* The cursor; the code objects' identities; the thread's PyThreadState (read_py_tstate); the top of its
  * data stack (py_read_window), then one frame from outside it
  * (py_read_frame). Past each, room to read a field at any offset the
  * verifier allows. Then a code object's identity (py_code_ident). */
 struct py_frame_buf {
 	struct py_cursor at;
+	struct py_code_cache codes;
 	__u8 tstate[CT_PY_TSTATE_SPAN + 16];
 	__u8 window[CT_PY_WINDOW + CT_PY_FRAME_SPAN + 8];
 	__u8 ident[CT_PY_IDENT_SPAN];

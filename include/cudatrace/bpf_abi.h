@@ -251,7 +251,15 @@ struct ct_py_layout {
 				 * read at once (at most CT_PY_TSTATE_SPAN) */
 	__u16 code_ident_at;    /* a code object's identity (ct_py_ident): where it starts, */
 	__u16 code_ident_len;   /* and its bytes, a multiple of 8 (at most CT_PY_IDENT_SPAN) */
+	__u32 pad;
+	/* The process's code object epoch: 0 until its code objects' deallocator
+	 * is probed; then a number of user space's (CT_PY_EPOCH_STEP apart per
+	 * process), raised by one at each code object freed. While it stays, no
+	 * code object of the process was freed, so the identities read at it
+	 * still hold for the same addresses: a walk reads only new ones. */
+	__u64 code_epoch;
 };
+#define CT_PY_EPOCH_STEP (1ULL << 32)
 #define CT_PY_TSTATE_SPAN 512
 /* 3.11+ keep a thread's frames contiguous in its data stack: the top
  * CT_PY_WINDOW bytes of it are read at once, and the frames in them need no

@@ -184,6 +184,10 @@ int BpfObject::load(const Options& opts, const RecordsNeeded& needs, const Trace
     else
       bpf_program__set_autoload(p, false);
   }
+  if (needs.py_stack)
+    Probes::prepare(skel_->progs.ct_py_code_freed, mode_);
+  else
+    bpf_program__set_autoload(skel_->progs.ct_py_code_freed, false);
   // The session program only where the kernel has sessions. ct_enter/ct_exit
   // are loaded in every mode: measure_cost() probes cudatrace's own functions
   // with them (an entry-only and a paired probe).
@@ -316,6 +320,9 @@ int BpfObject::tracer_exit_fd() const { return bpf_map__fd(skel_->maps.tracer_ex
 int BpfObject::threads_fd() const { return bpf_map__fd(skel_->maps.threads); }
 bool BpfObject::set_python(std::uint32_t pid, const ct_py_layout& layout) {
   return bpf_map__update_elem(skel_->maps.py_procs, &pid, sizeof pid, &layout, sizeof layout, BPF_ANY) == 0;
+}
+bool BpfObject::watch_code_frees(const std::string& path, pid_t pid, std::uint64_t offset, std::string& error) {
+  return probes_->attach_program(skel_->progs.ct_py_code_freed, path, pid, offset, error);
 }
 void BpfObject::forget_python(std::uint32_t pid) {
   bpf_map__delete_elem(skel_->maps.py_procs, &pid, sizeof pid, 0);

@@ -604,6 +604,16 @@ bool Probes::attach_function(const std::string& path, pid_t pid, std::uint64_t o
                       other_links_, error);
 }
 
+bool Probes::attach_program(bpf_program* prog, const std::string& path, pid_t pid, std::uint64_t offset,
+                            std::string& error) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) {
+    error = path + ": " + std::strerror(errno);
+    return false;
+  }
+  return attach_pairs(prog, nullptr, path, {st.st_dev, st.st_ino}, pid, {offset}, {0}, other_links_, error);
+}
+
 std::string probe_summary(const std::string& path, const std::vector<PlannedProbe>& planned) {
   std::size_t probes = 0, emulated = 0;
   std::string stepped;

@@ -298,9 +298,31 @@ void Target::look_for_python(pid_t pid) {
     return;
   }
   symbolizer_.python().set(pid, py->code);
+  const bool cached = watch_code_frees(pid, *py);
   if (opts_.verbose)
-    std::fprintf(stderr, "cudatrace: pid %d: Python %s, _PyRuntime at 0x%llx\n", pid, py->version.c_str(),
-                 static_cast<unsigned long long>(py->bpf.runtime));
+    std::fprintf(stderr, "cudatrace: pid %d: Python %s, _PyRuntime at 0x%llx; code object identities %s\n", pid,
+                 py->version.c_str(), static_cast<unsigned long long>(py->bpf.runtime),
+                 cached ? fmt::format("kept until one is freed (its deallocator: 0x{:x} in the file)", py->code_dealloc_offset).c_str()
+                        : "read at every call");
+}
+
+bool Target::watch_code_frees(pid_t pid, PyInterpreter py) {
+  if (!py.code_dealloc_offset) return false;
+  struct stat st {};
+  if (stat(py.file.c_str(), &st) != 0) return false;
+  const std::tuple<dev_t, ino_t, pid_t> key{st.st_dev, st.st_ino, policy_.bound_to_process ? pid : -1};
+  if (!code_frees_watched_.count(key)) {
+    std::string error;
+    if (!bpf_->watch_code_frees(py.file, std::get<2>(key), py.code_dealloc_offset, error)) {
+      if (opts_.verbose) std::fprintf(stderr, "cudatrace: pid %d: %s\n", pid, terminal_safe(error).c_str());
+      return false;
+    }
+    code_frees_watched_.insert(key);
+  }
+  // Set once the deallocator is probed, so that no free goes unseen; a
+  // number of this process's own, so that no cache of another applies.
+  py.bpf.code_epoch = ++py_epochs_ * CT_PY_EPOCH_STEP;
+  return bpf_->set_python(static_cast<std::uint32_t>(pid), py.bpf);
 }
 
 void Target::note_probed_file(const std::string& path) {

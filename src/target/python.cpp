@@ -240,8 +240,33 @@ int py_line(int minor, const std::string& t, int firstlineno, std::int64_t offse
   return 0;
 }
 
+namespace {
+
+// The file offset of PyCode_Type's tp_dealloc (a static function of the
+// same file), 0 if it cannot be found. The file holds the pointer's value
+// where the static linker applied its relocation in place (GNU ld does);
+// else the process's memory does, once the loader relocated the file.
+std::uint64_t code_deallocator(const ElfFile& elf, pid_t pid, std::uint64_t bias) {
+  const std::uint64_t type = elf.exported_object("PyCode_Type");
+  if (!type) return 0;
+  constexpr std::uint64_t kTpDealloc = 48;  // PyTypeObject: PyObject_VAR_HEAD, tp_name, tp_basicsize, tp_itemsize
+  const std::optional<ElfFile::Section> text = elf.section(".text");
+  if (!text) return 0;
+  const auto in_text = [&](std::uint64_t vaddr) { return vaddr >= text->address && vaddr < text->address + text->size; };
+  std::uint64_t vaddr = 0, offset = 0;
+  const std::string_view b = elf.bytes_at(type + kTpDealloc);
+  if (b.size() >= 8) std::memcpy(&vaddr, b.data(), 8);
+  if (!in_text(vaddr)) {
+    std::uint64_t addr = 0;
+    if (!read_val(pid, bias + type + kTpDealloc, addr) || addr < bias || !in_text(addr - bias)) return 0;
+    vaddr = addr - bias;
+  }
+  return elf.vaddr_to_offset(vaddr, offset) ? offset : 0;
+}
+
+}  // namespace
+
 std::optional<PyInterpreter> find_python(pid_t pid, const ElfFile& elf, const Mapping& m, std::string& why) {
-  (void)pid;
   const std::uint64_t runtime = elf.exported_object("_PyRuntime");
   if (!runtime) return std::nullopt;
   std::uint64_t map_vaddr = 0;
@@ -312,6 +337,8 @@ std::optional<PyInterpreter> find_python(pid_t pid, const ElfFile& elf, const Ma
   }
   out.bpf.code_ident_at = static_cast<std::uint16_t>(out.code.ident_at);
   out.bpf.code_ident_len = static_cast<std::uint16_t>(out.code.ident_len);
+  out.code_dealloc_offset = code_deallocator(elf, pid, bias);
+  out.file = host_path(pid, m);
   return out;
 }
 

@@ -293,4 +293,16 @@ TEST_F(PyStack, CodeObjectsMadeAndFreedAreNamedRightOrNotAtAll) {
   }
 }
 
+// The reuse test above passes with identities read at every call too: this
+// one says they are kept, i.e. that the code object deallocator is probed.
+TEST_F(PyStack, CodeObjectIdentitiesAreKeptUntilOneIsFreed) {
+  for (const std::string& python : pythons()) {
+    SCOPED_TRACE(python);
+    const Result r = run(tracer() + " -v --py-stack -o /dev/null -- " + python + " " + kReuseApp +
+                         " " FAKE_CUDART_LIB " 4");
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.err.find("code object identities kept until one is freed"), std::string::npos) << r.err;
+  }
+}
+
 }  // namespace

@@ -85,6 +85,9 @@ class BpfObject {
   // --py-stack: where process `pid`'s interpreter keeps its frames ("py_procs").
   bool set_python(std::uint32_t pid, const ct_py_layout& layout);
   void forget_python(std::uint32_t pid);
+  // --py-stack: probes CPython's code object deallocator at `offset` of
+  // `path` (ct_py_code_freed), which ends the identities cached in BPF.
+  bool watch_code_frees(const std::string& path, pid_t pid, std::uint64_t offset, std::string& error);
   // --py-stack: the next record with Python frames wakes the reader.
   void wake_on_python_frames();
   int process_cost_fd() const;

@@ -128,6 +128,9 @@ class Probes {
   std::map<std::uint16_t, double> hot_shares(std::uint64_t now_ns) const;
   // Must be called on the programs before the BPF object is loaded.
   static void prepare(bpf_program* prog, AttachMode mode = AttachMode::MultiPair);
+  // Attaches `prog` (prepared with prepare) alone at `offset` of `path`.
+  bool attach_program(bpf_program* prog, const std::string& path, pid_t pid, std::uint64_t offset,
+                      std::string& error);
   static void prepare_session(bpf_program* prog);
   // MultiSession when this kernel accepts a uprobe session link (found by
   // trying one on a scratch file), else MultiPair.

@@ -41,6 +41,11 @@ struct PyInterpreter {
   ct_py_layout bpf{};  // for the "py_procs" map
   PyCodeLayout code;
   std::string version;  // "3.11"
+  // The code objects' deallocator (PyCode_Type's tp_dealloc) in the file
+  // that defines _PyRuntime, as a file offset to probe (ct_py_code_freed);
+  // 0: not found (every walk then reads each code object's identity).
+  std::uint64_t code_dealloc_offset = 0;
+  std::string file;  // that file, as cudatrace opens it (host_path)
 };
 
 // Whether the file `elf`, mapped by `pid` at `m` (an executable mapping),
