@@ -59,6 +59,7 @@ if(prometheus_source)
                -DCMAKE_CXX_COMPILER_LAUNCHER=${CMAKE_CXX_COMPILER_LAUNCHER} -DENABLE_PULL=OFF -DENABLE_PUSH=OFF -DENABLE_COMPRESSION=OFF
                -DENABLE_TESTING=OFF -DGENERATE_PKGCONFIG=OFF -DUSE_THIRDPARTY_LIBRARIES=OFF
     BUILD_BYPRODUCTS ${static_lib}/libprometheus-cpp-core.a
+    BUILD_ALWAYS ON  # its own ninja sees a source refetched by install-deps.sh (a Debian update)
     UPDATE_COMMAND "" DOWNLOAD_COMMAND "")
   add_library(cudatrace_static::prometheus_core STATIC IMPORTED GLOBAL)
   set_target_properties(cudatrace_static::prometheus_core PROPERTIES
@@ -86,6 +87,7 @@ if(curl_source AND static_ssl AND static_crypto AND static_z)
                -DCURL_USE_LIBSSH=OFF -DCURL_USE_GSSAPI=OFF -DUSE_LIBRTMP=OFF -DENABLE_ARES=OFF
                -DCURL_USE_LIBPSL=OFF -DCURL_DISABLE_LDAP=ON -DCURL_DISABLE_LDAPS=ON
     BUILD_BYPRODUCTS ${static_lib}/libcurl.a
+    BUILD_ALWAYS ON  # its own ninja sees a source refetched by install-deps.sh (a Debian update)
     UPDATE_COMMAND "" DOWNLOAD_COMMAND "")
   add_library(cudatrace_static::curl STATIC IMPORTED GLOBAL)
   set_target_properties(cudatrace_static::curl PROPERTIES
