@@ -35,8 +35,9 @@ qemu_start=$SECONDS
 setsid -w bash scripts/qemu-6.1/run.sh build >build/qemu-6.1.log 2>&1 &
 qemu=$!
 trap 'kill -- -$qemu 2>/dev/null || true' EXIT
-# deploy/: the systemd unit verifies, the DaemonSet parses and holds its shape.
-timed bash scripts/deploy-check.sh build/cudatrace
+# deploy/: the systemd unit verifies, the DaemonSet parses and holds its shape,
+# its image builds, and the image's binary has every exporter and serves a scrape.
+timed bash scripts/deploy-check.sh build
 # The Debian package installs, runs and has its man page.
 timed bash scripts/package-check.sh build
 

@@ -569,6 +569,9 @@ int main(int argc, char** argv) {
   parse_or_exit(app, argc, argv);
   if (args.version) {
     std::printf("%s\n", kVersion);
+#ifdef CUDATRACE_BUILT_WITHOUT  // a static build lacking an exporter's dependency (CMakeLists.txt)
+    std::printf("built without: %s\n", CUDATRACE_BUILT_WITHOUT);
+#endif
     return 0;
   }
   take_command(app, opts);

@@ -5,8 +5,8 @@
 // past kMaxIdentities distinct ones, new ones are folded into comm="other".
 //
 // Built on prometheus-cpp (core + pull). A build without it (a static
-// binary made without CUDATRACE_STATIC_PROMETHEUS) has create() fail with
-// one line saying so.
+// binary made without prometheus-cpp's source, cmake/static-deps.cmake) has
+// create() fail with one line saying so.
 #pragma once
 
 #include <cstdint>
