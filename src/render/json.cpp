@@ -160,4 +160,41 @@ void append_json_value(fmt::memory_buffer& out, const Value& v) {
 }
 
 
+void JsonFieldWriter::value() {
+  Open& o = open_.back();
+  if (!o.array) return;  // after its key
+  if (!o.empty) out_.push_back(',');
+  o.empty = false;
+}
+
+void JsonFieldWriter::key(std::string_view name) {
+  Open& o = open_.back();
+  if (!o.empty) out_.push_back(',');
+  o.empty = false;
+  append_json_string(out_, name);
+  out_.push_back(':');
+}
+
+void JsonFieldWriter::string(std::string_view v) {
+  value();
+  append_json_string(out_, v);
+}
+
+void JsonFieldWriter::number(std::uint64_t v) {
+  value();
+  append_uint(out_, v);
+}
+
+void JsonFieldWriter::hex(std::uint64_t v) {
+  value();
+  out_.push_back('"');
+  append_hex(out_, v);
+  out_.push_back('"');
+}
+
+void JsonFieldWriter::null() {
+  value();
+  append_piece(out_, std::string_view("null"));
+}
+
 }  // namespace cudatrace

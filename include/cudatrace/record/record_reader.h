@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cudatrace/decode/decode.h"
+#include "cudatrace/decode/facet.h"
 #include "cudatrace/decode/kernel_names.h"
 #include "cudatrace/record/bpf_maps.h"
 #include "cudatrace/record/ring_reader.h"
@@ -113,7 +114,7 @@ class RecordReader {
   KernelNames names_;
   std::uint64_t handle_layouts_seen_ = 0;  // Symbolizer::handle_layouts_learnt() when last looked
   StringReader read_string_;
-  bool stack_frames_;  // symbolise each call's stack as it is read
+  FacetNames facet_names_;
   std::unique_ptr<RingReader> ring_;
   std::unique_ptr<RingReader> control_ring_;  // whole node: map changes and execs
   CallConsumer* consumer_ = nullptr;

@@ -5,8 +5,10 @@
 #include <fmt/format.h>
 
 #include <string_view>
+#include <vector>
 
 #include "cudatrace/decode/decode.h"
+#include "cudatrace/decode/facet.h"
 
 namespace cudatrace {
 
@@ -16,5 +18,32 @@ void append_json_string(fmt::memory_buffer& out, std::string_view s);
 
 // A decoded argument value as JSON records write it (docs/json.md).
 void append_json_value(fmt::memory_buffer& out, const Value& v);
+
+// Facets' fields (decode/facet.h) as JSON, appended to `out` inside an
+// object that already has fields: each of its fields starts with a comma.
+class JsonFieldWriter final : public FieldWriter {
+ public:
+  explicit JsonFieldWriter(fmt::memory_buffer& out) : out_(out), open_{{false, false}} {}
+  void key(std::string_view name) override;
+  void string(std::string_view v) override;
+  void number(std::uint64_t v) override;
+  void hex(std::uint64_t v) override;
+  void null() override;
+  void begin_array() override { open('['); open_.push_back({true, true}); }
+  void end_array() override { close(']'); }
+  void begin_object() override { open('{'); open_.push_back({false, true}); }
+  void end_object() override { close('}'); }
+
+ private:
+  struct Open {
+    bool array;
+    bool empty;  // nothing written in it yet
+  };
+  void value();  // an array's elements are separated by commas
+  void open(char c) { value(); out_.push_back(c); }
+  void close(char c) { open_.pop_back(); out_.push_back(c); }
+  fmt::memory_buffer& out_;
+  std::vector<Open> open_;
+};
 
 }  // namespace cudatrace
