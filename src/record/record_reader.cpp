@@ -13,7 +13,7 @@
 #include "cudatrace/clock.h"
 #include "cudatrace/record/bpf_object.h"
 #include "cudatrace/record/budget.h"
-#include "cudatrace/record/target.h"
+#include "cudatrace/record/tracee.h"
 #include "cudatrace/target/process.h"
 #include "cudatrace/terminal.h"
 
@@ -57,7 +57,7 @@ void ExitWatch::look(const std::vector<pid_t>& mapped) {
   }
 }
 
-RecordReader::RecordReader(BpfObject& bpf, Target& target, Symbolizer& symbolizer, const RecordsNeeded& needs)
+RecordReader::RecordReader(BpfObject& bpf, Tracee& target, Symbolizer& symbolizer, const RecordsNeeded& needs)
     : bpf_(bpf),
       target_(target),
       symbolizer_(symbolizer),

@@ -29,7 +29,7 @@ namespace cudatrace {
 
 class BpfObject;
 class BudgetControl;
-class Target;
+class Tracee;
 
 // The processes and threads calls came from, and those of them that exited:
 // found gone at one look, told at the next (a second on), after the ring
@@ -60,7 +60,7 @@ class RecordReader {
  public:
   // Reads what `bpf` sends as `needs` asked; a process's map changes and
   // exits go to `target`, names of its code come from `symbolizer`.
-  RecordReader(BpfObject& bpf, Target& target, Symbolizer& symbolizer, const RecordsNeeded& needs);
+  RecordReader(BpfObject& bpf, Tracee& target, Symbolizer& symbolizer, const RecordsNeeded& needs);
   RecordReader(const RecordReader&) = delete;
   RecordReader& operator=(const RecordReader&) = delete;
 
@@ -108,7 +108,7 @@ class RecordReader {
   void read_activity(std::uint64_t below_gen, bool for_report = false);
 
   BpfObject& bpf_;
-  Target& target_;
+  Tracee& target_;
   Symbolizer& symbolizer_;
   StackSymbolizer stacks_{symbolizer_};
   KernelNames names_;
