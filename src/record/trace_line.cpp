@@ -18,44 +18,15 @@ namespace {
 
 using Json = nlohmann::json;
 using namespace json_fields;
+using namespace facet_json;  // the field readers the facets use too; each throws FacetJsonError
 
 // What makes a line not a trace line; caught in TraceLine::parse.
-struct BadLine {
-  std::string what;
-};
-
-[[noreturn]] void bad(std::string what) { throw BadLine{std::move(what)}; }
-
-const Json& field(const Json& obj, std::string_view key) {
-  const auto it = obj.find(key);
-  if (it == obj.end()) bad("no \"" + std::string(key) + "\" field");
-  return *it;
-}
-
-// "name": how an error names a field of the line.
-std::string quoted(std::string_view name) { return "\"" + std::string(name) + "\""; }
-
-std::uint64_t unsigned_of(const Json& v, const std::string& what) {
-  if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<std::int64_t>() >= 0))
-    bad(what + " is not a non-negative integer");
-  return v.get<std::uint64_t>();
-}
+[[noreturn]] void bad(std::string what) { throw FacetJsonError{std::move(what)}; }
 
 std::int64_t signed_of(const Json& v, const std::string& what) {
   if (v.is_number_unsigned()) return static_cast<std::int64_t>(v.get<std::uint64_t>());
   if (!v.is_number_integer()) bad(what + " is not an integer");
   return v.get<std::int64_t>();
-}
-
-const std::string& string_of(const Json& v, const std::string& what) {
-  if (!v.is_string()) bad(what + " is not a string");
-  return v.get_ref<const std::string&>();
-}
-
-std::uint64_t hex_of(const Json& v, const std::string& what) {
-  const auto n = v.is_string() ? hex_text_value(v.get_ref<const std::string&>()) : std::nullopt;
-  if (!n) bad(what + " is not a hex string \"0x...\"");
-  return *n;
 }
 
 // lost_detail.ring_buffer_calls: the lost calls of each API, counted and
@@ -118,11 +89,6 @@ std::optional<std::uint64_t> optional_hex(const Json& obj, std::string_view key,
   const auto it = obj.find(key);
   if (it == obj.end() || it->is_null()) return std::nullopt;
   return hex_of(*it, what);
-}
-
-std::string optional_string(const Json& obj, std::string_view key, const std::string& what) {
-  const auto it = obj.find(key);
-  return it == obj.end() || it->is_null() ? std::string() : string_of(*it, what);
 }
 
 }  // namespace
@@ -311,8 +277,6 @@ bool TraceLine::parse(std::string_view line, std::string& error, OtelProcesses* 
     std::memcpy(bytes, &rec, sizeof rec);
     if (!payload.empty()) std::memcpy(bytes + sizeof(ct_call), payload.data(), payload.size());
     return true;
-  } catch (const BadLine& e) {
-    error = e.what;
   } catch (const FacetJsonError& e) {
     error = e.what;
   } catch (const Json::exception& e) {

@@ -56,7 +56,8 @@ struct FacetReading {
   std::function<ProcessContext&()> process_context;
 };
 
-// A call line a facet cannot read: one phrase, thrown by read_json.
+// A trace line that is not what was written (a field missing or of another
+// kind): one phrase, thrown by read_json and the facet_json readers.
 struct FacetJsonError {
   std::string what;
 };
