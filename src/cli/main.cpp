@@ -21,7 +21,6 @@
 #include "cudatrace/decode/api_table.h"
 #include "cudatrace/drive/tracer.h"
 #include "cudatrace/options.h"
-#include "cudatrace/record/probes.h"
 #include "cudatrace/render/metrics_server.h"
 #include "cudatrace/render/output_file.h"
 #include "cudatrace/target/nvtx_injection.h"

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "cudatrace/decode/arg_types.h"
+#include "cudatrace/decode/facet.h"
 #include "cudatrace/decode/kernel_names.h"
 
 namespace cudatrace {
@@ -103,7 +104,8 @@ const ct_py_frame* record_py_frames(const ct_call& rec) {
                                               CT_PY_FRAMES_OFFSET(rec.payload_len, rec.stack_len));
 }
 
-bool decode_call(const ct_call& rec, KernelNames* names, Call& call, const StringReader* read_string) {
+bool decode_call(const ct_call& rec, KernelNames* names, Call& call, const StringReader* read_string,
+                 const FacetNames* facet_names) {
   const Api* api = api_by_id(rec.api);
   if (!api) return false;
   call.api = api;
@@ -129,22 +131,8 @@ bool decode_call(const ct_call& rec, KernelNames* names, Call& call, const Strin
 
   call.payload = std::string_view(reinterpret_cast<const char*>(&rec + 1), rec.payload_len);
   call.payload_fault = rec.flags & CT_FLAG_PAYLOAD_FAULT;
-  call.stack_addresses = record_stack(rec);
-  call.py_stack.clear();
   call.otel = nullptr;
-  call.has_span = rec.span_present != 0;
-  if (call.has_span) {  // the caller checked that it fits (record_fits)
-    const auto* at = reinterpret_cast<const std::uint8_t*>(&rec + 1) +
-                     CT_SPAN_OFFSET(rec.payload_len, rec.stack_len, rec.py_frames);
-    ct_span s;
-    std::memcpy(&s, at, sizeof s);
-    std::memcpy(call.span.trace_id.data(), s.trace_id, 16);
-    std::memcpy(call.span.span_id.data(), s.span_id, 8);
-    call.span.trace_flags = s.trace_flags;
-    call.span.attrs = std::string_view(reinterpret_cast<const char*>(at + CT_SPAN_SIZE), s.attrs_size);
-  } else {
-    call.span = {};
-  }
+  for (const Facet* f : call_facets()) f->decode(rec, facet_names, call);
   int out_no = 0;
   bool names_kernel = false;
   for (std::size_t i = 0; i < api->spec->args.size(); ++i) {

@@ -2,6 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <iterator>
+
+#include "cudatrace/terminal.h"
+
 namespace cudatrace {
 namespace {
 
@@ -18,6 +22,14 @@ std::string frame_text(const StackFrame& f) {
                             : fmt::format("{}+{:#x} ({})", f.function, f.function_offset, base_name(f.module));
   if (!f.module.empty()) return fmt::format("{}+{:#x}", base_name(f.module), f.module_offset);
   return "?";
+}
+
+std::string stack_lines(const std::vector<StackFrame>& stack, int indent) {
+  fmt::memory_buffer out;
+  for (std::size_t i = 0; i < stack.size(); ++i)
+    fmt::format_to(std::back_inserter(out), "{:{}}#{:<2} {:#018x} {}\n", "", indent, i, stack[i].addr,
+                   terminal_safe(frame_text(stack[i])));
+  return fmt::to_string(out);
 }
 
 }  // namespace cudatrace

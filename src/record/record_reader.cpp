@@ -13,7 +13,7 @@
 #include "cudatrace/clock.h"
 #include "cudatrace/record/bpf_object.h"
 #include "cudatrace/record/budget.h"
-#include "cudatrace/record/target.h"
+#include "cudatrace/record/tracee.h"
 #include "cudatrace/target/process.h"
 #include "cudatrace/terminal.h"
 
@@ -57,11 +57,10 @@ void ExitWatch::look(const std::vector<pid_t>& mapped) {
   }
 }
 
-RecordReader::RecordReader(BpfObject& bpf, Target& target, Symbolizer& symbolizer, const RecordsNeeded& needs)
+RecordReader::RecordReader(BpfObject& bpf, Tracee& target, Symbolizer& symbolizer, const RecordsNeeded& needs)
     : bpf_(bpf),
       target_(target),
       symbolizer_(symbolizer),
-      stack_frames_(needs.stacks == RecordsNeeded::Stacks::Frames),
       counted_activity_(needs.counted_activity) {
   names_.set_symbolizer([this](std::uint32_t pid, std::uint64_t addr) {
     std::string name = symbolizer_.function_at(static_cast<pid_t>(pid), addr);
@@ -80,6 +79,14 @@ RecordReader::RecordReader(BpfObject& bpf, Target& target, Symbolizer& symbolize
   });
   read_string_ = [this](std::uint32_t pid, std::uint64_t addr, std::string& out) {
     return symbolizer_.string_at(static_cast<pid_t>(pid), addr, CT_MAX_PAYLOAD, out);
+  };
+  // Facets are named as they are decoded; stacks only when an output shows them.
+  if (needs.stacks == RecordsNeeded::Stacks::Frames)
+    facet_names_.stack = [this](std::uint32_t pid, const std::vector<std::uint64_t>& addrs) {
+      return stacks_.frames(static_cast<pid_t>(pid), addrs);
+    };
+  facet_names_.python = [this](std::uint32_t pid, const ct_py_frame* frames, std::size_t n, std::vector<PyFrame>& out) {
+    symbolizer_.python().name(static_cast<pid_t>(pid), frames, n, out);
   };
 }
 
@@ -144,22 +151,18 @@ bool RecordReader::on_record(void* ctx, const void* data, std::size_t size) {
 }
 
 void RecordReader::on_call(const ct_call& rec) {
-  if (!decode_call(rec, &names_, call_, &read_string_)) return;
+  if (!decode_call(rec, &names_, call_, &read_string_, &facet_names_)) return;
   ++records_;
   exits_.saw(call_.pid, call_.tid);
   if (counted_activity_ && call_.counted() && activity_api(*call_.api).kind == CT_ACT_PAGE_LOCK) {
     // This call bumped the page-locked generation: the copies counted
     // before it are judged by the page-locked memory before it.
     read_activity(++page_locked_changes_);
-    decode_call(rec, &names_, call_, &read_string_);  // read_activity reused call_
+    decode_call(rec, &names_, call_, &read_string_, &facet_names_);  // read_activity reused call_
   }
   if (call_.api->group() == Group::Module) names_.learn(call_);
-  if (stack_frames_) call_.stack = stacks_.frames(static_cast<pid_t>(call_.pid), call_.stack_addresses);
   call_.otel = target_.process_context(call_.pid, rec.ts_ns);
-  if (rec.py_frames) {
-    ++python_records_;
-    symbolizer_.python().name(static_cast<pid_t>(call_.pid), record_py_frames(rec), rec.py_frames, call_.py_stack);
-  }
+  if (rec.py_frames) ++python_records_;  // the reader waits less for more (wait_ms)
   consumer_->on_call(call_);
 }
 

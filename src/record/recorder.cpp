@@ -18,7 +18,7 @@ namespace cudatrace {
 
 // The stop signals are caught first: a stop is honoured at any moment, the
 // wait for an output's reader (before start) included.
-Recorder::Recorder(const Options& opts) : opts_(opts), target_(make_target(opts, symbolizer_)) {
+Recorder::Recorder(const Options& opts) : opts_(opts), target_(make_tracee(opts, symbolizer_)) {
   catch_stop_signals();
 }
 

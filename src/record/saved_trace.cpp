@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "cudatrace/decode/api_stats.h"
+#include "cudatrace/decode/facet.h"
 #include "cudatrace/options.h"
 #include "cudatrace/terminal.h"
 
@@ -315,9 +316,8 @@ void SavedTrace::hand_on(CallConsumer& to) {
   if (!line.kernel_mangled().empty()) names_.add(rec.pid, line.kernel_handle(), line.kernel_mangled());
   if (!decode_call(rec, &names_, call_)) return;
   if (call_.api->group() == Group::Module) names_.learn(call_);
-  call_.stack = line.stack();
   call_.otel = line.otel();
-  call_.py_stack = line.py_stack();
+  for (const Facet* f : call_facets()) f->carry(line.facets(), call_);
   last_ns_ = std::max<std::uint64_t>(last_ns_, call_.end_ns());
   // What BPF counts live in summary mode.
   if (!call_.unfinished)

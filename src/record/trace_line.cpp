@@ -1,5 +1,5 @@
 // One line of a --json trace rebuilt into the ring-buffer record it was
-// written from (record/trace_line.h).
+// written from, with its facets beside it (record/trace_line.h).
 #include "cudatrace/record/trace_line.h"
 
 #include <nlohmann/json.hpp>
@@ -10,6 +10,7 @@
 #include "cudatrace/decode/api_table.h"
 #include "cudatrace/decode/arg_types.h"
 #include "cudatrace/decode/decode.h"
+#include "cudatrace/decode/facet.h"
 #include "cudatrace/json_fields.h"
 
 namespace cudatrace {
@@ -17,44 +18,15 @@ namespace {
 
 using Json = nlohmann::json;
 using namespace json_fields;
+using namespace facet_json;  // the field readers the facets use too; each throws FacetJsonError
 
 // What makes a line not a trace line; caught in TraceLine::parse.
-struct BadLine {
-  std::string what;
-};
-
-[[noreturn]] void bad(std::string what) { throw BadLine{std::move(what)}; }
-
-const Json& field(const Json& obj, std::string_view key) {
-  const auto it = obj.find(key);
-  if (it == obj.end()) bad("no \"" + std::string(key) + "\" field");
-  return *it;
-}
-
-// "name": how an error names a field of the line.
-std::string quoted(std::string_view name) { return "\"" + std::string(name) + "\""; }
-
-std::uint64_t unsigned_of(const Json& v, const std::string& what) {
-  if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<std::int64_t>() >= 0))
-    bad(what + " is not a non-negative integer");
-  return v.get<std::uint64_t>();
-}
+[[noreturn]] void bad(std::string what) { throw FacetJsonError{std::move(what)}; }
 
 std::int64_t signed_of(const Json& v, const std::string& what) {
   if (v.is_number_unsigned()) return static_cast<std::int64_t>(v.get<std::uint64_t>());
   if (!v.is_number_integer()) bad(what + " is not an integer");
   return v.get<std::int64_t>();
-}
-
-const std::string& string_of(const Json& v, const std::string& what) {
-  if (!v.is_string()) bad(what + " is not a string");
-  return v.get_ref<const std::string&>();
-}
-
-std::uint64_t hex_of(const Json& v, const std::string& what) {
-  const auto n = v.is_string() ? hex_text_value(v.get_ref<const std::string&>()) : std::nullopt;
-  if (!n) bad(what + " is not a hex string \"0x...\"");
-  return *n;
 }
 
 // lost_detail.ring_buffer_calls: the lost calls of each API, counted and
@@ -119,11 +91,6 @@ std::optional<std::uint64_t> optional_hex(const Json& obj, std::string_view key,
   return hex_of(*it, what);
 }
 
-std::string optional_string(const Json& obj, std::string_view key, const std::string& what) {
-  const auto it = obj.find(key);
-  return it == obj.end() || it->is_null() ? std::string() : string_of(*it, what);
-}
-
 }  // namespace
 
 namespace {
@@ -142,20 +109,6 @@ void read_process(const Json& j, TraceLine::OtelProcesses* otel) {
   }
   ctx.generation = next_context_generation();
   if (otel) (*otel)[static_cast<std::uint32_t>(pid)] = std::make_shared<ProcessContext>(std::move(ctx));
-}
-
-// The index of span attribute `name` in the process's key map, added when new.
-std::uint8_t span_key_index(ProcessContext& ctx, const std::string& name) {
-  for (std::size_t i = 0; i < ctx.span_keys.size(); ++i)
-    if (ctx.span_keys[i] == name) return static_cast<std::uint8_t>(i);
-  // A name that is an index: the tracer had no name for it.
-  if (!name.empty() && name.size() <= 3 && name.find_first_not_of("0123456789") == std::string::npos) {
-    const unsigned n = static_cast<unsigned>(std::stoul(name));
-    if (n < 256 && n >= ctx.span_keys.size()) return static_cast<std::uint8_t>(n);
-  }
-  if (ctx.span_keys.size() >= 256) bad("more than 256 span attribute names");
-  ctx.span_keys.push_back(name);
-  return static_cast<std::uint8_t>(ctx.span_keys.size() - 1);
 }
 
 }  // namespace
@@ -301,89 +254,30 @@ bool TraceLine::parse(std::string_view line, std::string& error, OtelProcesses* 
     kernel_mangled_ = optional_string(j, kKernelMangled.name(), quoted(kKernelMangled.name()));
     if (kernel_mangled_ == "?") kernel_mangled_.clear();
 
-    stack_.clear();
-    if (const auto it = j.find(kStack.name()); it != j.end()) {
-      const std::string frames_error = quoted(kStack.name()) + " is not an array of frames";
-      if (!it->is_array() || it->size() > CT_MAX_STACK_FRAMES) bad(frames_error);
-      for (const Json& f : *it) {
-        if (!f.is_object()) bad(frames_error);
-        StackFrame frame;
-        frame.addr = hex_of(field(f, kAddr.name()), "stack " + quoted(kAddr.name()));
-        frame.function = optional_string(f, kFunction.name(), "stack " + quoted(kFunction.name()));
-        frame.module = optional_string(f, kModule.name(), "stack " + quoted(kModule.name()));
-        if (!frame.function.empty())
-          frame.function_offset = unsigned_of(field(f, kFunctionOffset.name()), "stack offset");
-        if (!frame.module.empty()) frame.module_offset = unsigned_of(field(f, kModuleOffset.name()), "stack offset");
-        stack_.push_back(std::move(frame));
+    // The call's facets (decode/facet.h), each read by its own code.
+    TraceLine::OtelProcesses none;
+    FacetReading reading;
+    reading.pid = rec.pid;
+    reading.process_context = [&]() -> ProcessContext& {
+      std::shared_ptr<ProcessContext>& ctx = (otel ? *otel : none)[rec.pid];
+      if (!ctx) {  // a process without a "process" line: its names are kept, as no context
+        ctx = std::make_shared<ProcessContext>();
+        ctx->published = false;
       }
-    }
-
-    // The span (docs/correlation.md): its attributes by their index in the process's key map.
-    ct_span span{};
-    std::string span_attrs;
-    if (const auto it = j.find(kTraceId.name()); it != j.end()) {
-      if (!parse_hex_id(string_of(*it, quoted(kTraceId.name())), span.trace_id, 16))
-        bad(quoted(kTraceId.name()) + " is not 32 hex digits");
-      if (!parse_hex_id(string_of(field(j, kSpanId.name()), quoted(kSpanId.name())), span.span_id, 8))
-        bad(quoted(kSpanId.name()) + " is not 16 hex digits");
-      const std::uint64_t flags = unsigned_of(field(j, kTraceFlags.name()), quoted(kTraceFlags.name()));
-      if (flags > 0xff) bad(quoted(kTraceFlags.name()) + " out of range");
-      span.valid = 1;
-      span.trace_flags = static_cast<std::uint8_t>(flags);
-      if (const auto a = j.find(kSpanAttrs.name()); a != j.end()) {
-        if (!a->is_object()) bad(quoted(kSpanAttrs.name()) + " is not an object");
-        TraceLine::OtelProcesses none;
-        std::shared_ptr<ProcessContext>& ctx = (otel ? *otel : none)[rec.pid];
-        if (!ctx) {  // a process without a "process" line: its names are kept, as no context
-          ctx = std::make_shared<ProcessContext>();
-          ctx->published = false;
-        }
-        for (const auto& [name, value] : a->items()) {
-          const std::string& v = string_of(value, quoted(kSpanAttrs.name()));
-          if (v.size() > 255) bad(quoted(kSpanAttrs.name()) + " value longer than 255 bytes");
-          span_attrs.push_back(static_cast<char>(span_key_index(*ctx, name)));
-          span_attrs.push_back(static_cast<char>(v.size()));
-          span_attrs += v;
-        }
-        if (span_attrs.size() > CT_MAX_SPAN_ATTRS) bad(quoted(kSpanAttrs.name()) + " too long");
-      }
-      span.attrs_size = static_cast<std::uint16_t>(span_attrs.size());
-      rec.span_present = 1;
-    }
-    py_stack_.clear();
-    if (const auto it = j.find(kPyStack.name()); it != j.end()) {
-      const std::string frames_error = quoted(kPyStack.name()) + " is not an array of Python frames";
-      if (!it->is_array() || it->size() > CT_MAX_PY_FRAMES) bad(frames_error);
-      for (const Json& f : *it) {
-        if (!f.is_object()) bad(frames_error);
-        PyFrame frame;
-        frame.func = optional_string(f, kPyFunc.name(), "py_stack " + quoted(kPyFunc.name()));
-        frame.file = optional_string(f, kPyFile.name(), "py_stack " + quoted(kPyFile.name()));
-        const Json& line = field(f, kPyLine.name());  // null: an unnamed frame
-        if (!line.is_null()) frame.line = static_cast<int>(unsigned_of(line, "py_stack " + quoted(kPyLine.name())));
-        py_stack_.push_back(std::move(frame));
-      }
-    }
+      return *ctx;
+    };
+    for (const Facet* f : call_facets()) f->read_json(j, reading, facets_);
 
     otel_.reset();
     if (otel)
       if (const auto it = otel->find(rec.pid); it != otel->end()) otel_ = it->second;
     rec.payload_len = static_cast<std::uint16_t>(payload.size());
-    rec.stack_len = static_cast<std::uint16_t>(stack_.size());
-    const std::size_t stack_at = sizeof(ct_call) + CT_ALIGN8(payload.size());
-    const std::size_t span_at = sizeof(ct_call) + CT_SPAN_OFFSET(payload.size(), stack_.size(), rec.py_frames);
-    const std::size_t total = rec.span_present ? span_at + CT_SPAN_BYTES(span_attrs.size()) : stack_at + stack_.size() * 8;
-    buf_.assign((total + 7) / 8, 0);
+    buf_.assign((sizeof(ct_call) + payload.size() + 7) / 8, 0);
     auto* bytes = reinterpret_cast<std::uint8_t*>(buf_.data());
     std::memcpy(bytes, &rec, sizeof rec);
     if (!payload.empty()) std::memcpy(bytes + sizeof(ct_call), payload.data(), payload.size());
-    for (std::size_t i = 0; i < stack_.size(); ++i) std::memcpy(bytes + stack_at + 8 * i, &stack_[i].addr, 8);
-    if (rec.span_present) {
-      std::memcpy(bytes + span_at, &span, sizeof span);
-      if (!span_attrs.empty()) std::memcpy(bytes + span_at + CT_SPAN_SIZE, span_attrs.data(), span_attrs.size());
-    }
     return true;
-  } catch (const BadLine& e) {
+  } catch (const FacetJsonError& e) {
     error = e.what;
   } catch (const Json::exception& e) {
     error = std::string("unexpected value: ") + e.what();

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <iterator>
 
@@ -159,5 +160,54 @@ void append_json_value(fmt::memory_buffer& out, const Value& v) {
       v);
 }
 
+
+void JsonFieldWriter::value() {
+  Open& o = open_[depth_ - 1];
+  if (!o.array) return;  // after its key
+  if (!o.empty) out_.push_back(',');
+  o.empty = false;
+}
+
+void JsonFieldWriter::key(std::string_view name) {
+  Open& o = open_[depth_ - 1];
+  if (!o.empty) out_.push_back(',');
+  o.empty = false;
+  append_json_string(out_, name);
+  out_.push_back(':');
+}
+
+void JsonFieldWriter::open(char c, bool array) {
+  value();
+  out_.push_back(c);
+  if (depth_ == kMaxDepth) std::abort();  // a facet nests deeper than any JSON field it writes
+  open_[depth_++] = {array, true};
+}
+
+void JsonFieldWriter::close(char c) {
+  --depth_;
+  out_.push_back(c);
+}
+
+void JsonFieldWriter::string(std::string_view v) {
+  value();
+  append_json_string(out_, v);
+}
+
+void JsonFieldWriter::number(std::uint64_t v) {
+  value();
+  append_uint(out_, v);
+}
+
+void JsonFieldWriter::hex(std::uint64_t v) {
+  value();
+  out_.push_back('"');
+  append_hex(out_, v);
+  out_.push_back('"');
+}
+
+void JsonFieldWriter::null() {
+  value();
+  append_piece(out_, std::string_view("null"));
+}
 
 }  // namespace cudatrace

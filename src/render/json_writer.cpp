@@ -156,57 +156,9 @@ void append_nvtx_json(fmt::memory_buffer& out, const Call& c) {
   if (c.nvtx_process) append_messages(out, ",\"nvtx_process\":", *c.nvtx_process);
 }
 
-void append_py_stack_json(fmt::memory_buffer& out, const std::vector<PyFrame>& stack) {
-  append_piece(out, kPyStack.key());
-  out.push_back('[');
-  for (std::size_t i = 0; i < stack.size(); ++i) {
-    if (i) out.push_back(',');
-    out.push_back('{');
-    append_piece(out, kPyFunc.first_key());
-    if (stack[i].unnamed()) {  // a frame whose code object could not be confirmed
-      append_piece(out, "null");
-      append_piece(out, kPyFile.key());
-      append_piece(out, "null");
-      append_piece(out, kPyLine.key());
-      append_piece(out, "null");
-    } else {
-      append_json_string(out, stack[i].func);
-      append_piece(out, kPyFile.key());
-      append_json_string(out, stack[i].file);
-      append_piece(out, kPyLine.key());
-      append_uint(out, static_cast<std::uint64_t>(stack[i].line));
-    }
-    out.push_back('}');
-  }
-  out.push_back(']');
-}
-
 void append_stack_json(fmt::memory_buffer& out, const std::vector<StackFrame>& stack) {
-  out.push_back('[');
-  for (std::size_t i = 0; i < stack.size(); ++i) {
-    const StackFrame& f = stack[i];
-    if (i) out.push_back(',');
-    out.push_back('{');
-    append_piece(out, kAddr.first_key());
-    append_quoted_hex(out, f.addr);
-    // A part not known: the name and its offset null.
-    const auto place = [&](const auto& name, const auto& offset, const std::string& text, std::uint64_t at) {
-      append_piece(out, name.key());
-      if (text.empty()) {
-        append_piece(out, std::string_view("null"));
-        append_piece(out, offset.key());
-        append_piece(out, std::string_view("null"));
-      } else {
-        append_json_string(out, text);
-        append_piece(out, offset.key());
-        append_uint(out, at);
-      }
-    };
-    place(kFunction, kFunctionOffset, f.function, f.function_offset);
-    place(kModule, kModuleOffset, f.module, f.module_offset);
-    out.push_back('}');
-  }
-  out.push_back(']');
+  JsonFieldWriter fields(out);
+  write_stack_json(stack, fields);
 }
 
 void append_cost_json(fmt::memory_buffer& out, const CostReport& r) {
@@ -381,27 +333,6 @@ class JsonWriter final : public Writer {
     append_piece(buf_, std::string_view("]}\n"));
   }
 
-  // ,"trace_id":"..","span_id":"..","trace_flags":..,"span_attrs":{..}
-  void span(const Call& c) {
-    append_piece(buf_, kTraceId.key());
-    append_quoted(buf_, hex_id(c.span.trace_id.data(), c.span.trace_id.size()));
-    append_piece(buf_, kSpanId.key());
-    append_quoted(buf_, hex_id(c.span.span_id.data(), c.span.span_id.size()));
-    append_piece(buf_, kTraceFlags.key());
-    append_uint(buf_, c.span.trace_flags);
-    const std::vector<SpanAttr> attrs = parse_span_attrs(c.span.attrs);
-    if (attrs.empty()) return;
-    append_piece(buf_, kSpanAttrs.key());
-    buf_.push_back('{');
-    for (std::size_t i = 0; i < attrs.size(); ++i) {
-      if (i) buf_.push_back(',');
-      append_json_string(buf_, span_key_name(c.otel, attrs[i].key));
-      buf_.push_back(':');
-      append_json_string(buf_, attrs[i].value);
-    }
-    buf_.push_back('}');
-  }
-
   // ,"ts_ns":..,"pid":..,"tid":..
   void when_and_who(const Call& c) {
     append_piece(buf_, kTsNs.key());
@@ -481,12 +412,9 @@ class JsonWriter final : public Writer {
       append_quoted_hex(buf_, c.caller);
     }
     append_nvtx_json(buf_, c);
-    if (c.has_span) span(c);
-    if (!c.stack.empty()) {
-      append_piece(buf_, kStack.key());
-      append_stack_json(buf_, c.stack);
-    }
-    if (!c.py_stack.empty()) append_py_stack_json(buf_, c.py_stack);
+    JsonFieldWriter fields(buf_);
+    for (const Facet* f : call_facets())
+      if (f->present(c)) f->write_json(c, fields);
     append_piece(buf_, std::string_view("}\n"));
   }
 

@@ -158,24 +158,14 @@ void PerfettoWriter::api_slice(const Call& c) {
   }
   if (c.graph) graph_arg(*c.graph);
   if (c.captured) buf_.append(std::string_view("\"captured\":true,"));
-  if (c.has_span) {  // to find the request's calls (docs/correlation.md)
-    fmt::format_to(it, "\"trace_id\":\"{}\",\"span_id\":\"{}\",", hex_id(c.span.trace_id.data(), 16),
-                   hex_id(c.span.span_id.data(), 8));
-    for (const SpanAttr& a : parse_span_attrs(c.span.attrs)) {
-      append_json_string(buf_, span_key_name(c.otel, a.key));
+  for (const Facet* f : call_facets()) {
+    if (!f->present(c)) continue;
+    f->perfetto_args(c, [this](std::string_view key, std::string_view value) {
+      append_json_string(buf_, key);
       buf_.push_back(':');
-      append_json_string(buf_, a.value);
+      append_json_string(buf_, value);
       buf_.push_back(',');
-    }
-  }
-  if (!c.py_stack.empty()) {  // --py-stack: "py" the innermost line, "py_stack" every frame, innermost first
-    buf_.append(std::string_view("\"py\":"));
-    append_json_string(buf_, py_frame_text(c.py_stack.front()));
-    buf_.append(std::string_view(",\"py_stack\":"));
-    std::string frames;
-    for (const PyFrame& f : c.py_stack) frames += (frames.empty() ? "" : "\n") + py_frame_text(f);
-    append_json_string(buf_, frames);
-    buf_.push_back(',');
+    });
   }
   if (c.unfinished) {
     buf_.append(std::string_view("\"ret\":\"unfinished\"}"));

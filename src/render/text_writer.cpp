@@ -237,9 +237,7 @@ void append_nvtx_text(fmt::memory_buffer& out, const Call& c) {
 }
 
 void append_stack_text(fmt::memory_buffer& out, const std::vector<StackFrame>& stack, int indent) {
-  for (std::size_t i = 0; i < stack.size(); ++i)
-    fmt::format_to(std::back_inserter(out), "{:{}}#{:<2} {:#018x} {}\n", "", indent, i, stack[i].addr,
-                   terminal_safe(frame_text(stack[i])));
+  append_piece(out, stack_lines(stack, indent));
 }
 
 void append_cost_text(Buf& out, const CostReport& r) {
@@ -388,22 +386,20 @@ class TextWriter final : public Writer {
     if (c.graph) append_graph_text(buf_, *c.graph);
     if (c.captured) append_piece(buf_, std::string_view(" [captured]"));
     append_nvtx_text(buf_, c);
-    if (c.has_span) {  // span=<first 8 hex digits of the trace id>/<span id>
-      append_piece(buf_, std::string_view(" span="));
-      append_piece(buf_, hex_id(c.span.trace_id.data(), 4));
-      buf_.push_back('/');
-      append_piece(buf_, hex_id(c.span.span_id.data(), c.span.span_id.size()));
-    }
     if (c.nccl) append_nccl_text(buf_, *c.nccl);
-    if (!c.py_stack.empty()) {  // the innermost Python frame: the line that made the call
-      append_piece(buf_, std::string_view(" py="));
-      append_piece(buf_, terminal_safe(py_frame_text(c.py_stack.front())));
+    below_.clear();
+    for (const Facet* f : call_facets()) {
+      if (!f->present(c)) continue;
+      line_.clear();
+      f->write_text(c, line_, below_);
+      append_piece(buf_, line_);
     }
     buf_.push_back('\n');
-    append_stack_text(buf_, c.stack, 4);
+    append_piece(buf_, below_);
   }
 
   Buf buf_;
+  std::string line_, below_;  // a facet's text on the call's line, and below it
   std::uint64_t start_ns_;
   bool full_names_;
 };

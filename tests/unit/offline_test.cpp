@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "cudatrace/decode/decode.h"
+#include "cudatrace/decode/facet.h"
 #include "cudatrace/decode/kernel_names.h"
 #include "cudatrace/drive/tracer.h"
 #include "cudatrace/render/writer.h"
@@ -215,11 +216,12 @@ TEST(TraceLine, UnnamedPythonFrameRoundTrips) {
   TraceLine parsed;
   std::string error;
   ASSERT_TRUE(parsed.parse(std::string_view(line).substr(0, line.size() - 1), error)) << error << "\n" << line;
-  ASSERT_EQ(parsed.py_stack().size(), 2u);
-  EXPECT_TRUE(parsed.py_stack()[0].unnamed());
-  EXPECT_EQ(py_frame_text(parsed.py_stack()[0]), "?");
-  EXPECT_EQ(py_frame_text(parsed.py_stack()[1]), "train.py:12 main");
-  c.py_stack = parsed.py_stack();
+  const std::vector<PyFrame>& read = parsed.facets().py_stack;
+  ASSERT_EQ(read.size(), 2u);
+  EXPECT_TRUE(read[0].unnamed());
+  EXPECT_EQ(py_frame_text(read[0]), "?");
+  EXPECT_EQ(py_frame_text(read[1]), "train.py:12 main");
+  c.py_stack = read;
   auto again = make_json_writer();
   again->call(c, CallAnalysis{});
   EXPECT_EQ(fmt::to_string(*again->buffer()), line);
@@ -487,6 +489,37 @@ TEST(RunReport, SummaryListsABoundedNumberOfContexts) {
   EXPECT_EQ(out.find("process 4097:"), std::string::npos);
   EXPECT_EQ(report_file(trace + end_line(4100), true, &out, true).first, 0);
   EXPECT_NE(out.find("\"processes_unlisted\":4"), std::string::npos);
+}
+
+// Every facet (decode/facet.h) comes back from `cudatrace report --json` as
+// the trace wrote it: the sample line carries each facet's fields (a facet
+// added without a sample here fails), each facet reads its own back, and
+// the report writes them again byte for byte.
+TEST(RunReport, EveryFacetRoundTrips) {
+  const std::string facets =
+      R"(,"trace_id":"0102030405060708090a0b0c0d0e0f10","span_id":"a0a1a2a3a4a5a6a7","trace_flags":1,)"
+      R"("span_attrs":{"http.route":"/predict"})"
+      R"(,"stack":[{"addr":"0x4011d6","function":"main","function_offset":22,"module":"/app/train",)"
+      R"("module_offset":4566},{"addr":"0x7f0000001000","function":null,"function_offset":null,"module":null,)"
+      R"("module_offset":null}])"
+      R"(,"py_stack":[{"func":null,"file":null,"line":null},{"func":"main","file":"/app/train.py","line":12}])";
+  std::string line = call_line(1000, 5);
+  line.insert(line.rfind('}'), facets);
+
+  TraceLine parsed;
+  std::string error;
+  ASSERT_TRUE(parsed.parse(std::string_view(line).substr(0, line.size() - 1), error)) << error;
+  for (std::size_t i = 0; i < call_facets().size(); ++i)
+    EXPECT_TRUE(call_facets()[i]->present(parsed.facets())) << "facet " << i << " has no fields in the sample line";
+
+  std::string out;
+  ASSERT_EQ(report_file(line + end_line(1), false, &out, true).first, 0);
+  EXPECT_NE(out.find(facets + "}\n"), std::string::npos) << out;
+
+  // A facet's field that is not what it writes: one clear line, no report.
+  std::string bad = call_line(1000, 5);
+  bad.insert(bad.rfind('}'), R"(,"py_stack":7)");
+  EXPECT_EQ(parse_error(bad), "\"py_stack\" is not an array of Python frames");
 }
 
 // report --json writes the process lines the trace has, and no other

@@ -8,6 +8,7 @@
 
 #include "cudatrace/decode/api_table.h"
 #include "cudatrace/decode/decode.h"
+#include "cudatrace/decode/facet.h"
 #include "cudatrace/decode/otel.h"
 #include "cudatrace/record/trace_line.h"
 #include "cudatrace/render/writer.h"
@@ -203,6 +204,7 @@ TEST(Otel, SpanOfARecordRoundTrips) {
   ASSERT_TRUE(parsed.parse(std::string_view(line).substr(0, line.size() - 1), error, &otel)) << error;
   Call back;
   ASSERT_TRUE(decode_call(parsed.record(), nullptr, back));
+  for (const Facet* f : call_facets()) f->carry(parsed.facets(), back);  // as a saved trace does
   ASSERT_TRUE(back.has_span);
   EXPECT_EQ(back.span.trace_id, c.span.trace_id);
   EXPECT_EQ(back.span.span_id, c.span.span_id);

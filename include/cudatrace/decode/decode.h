@@ -19,6 +19,7 @@ namespace cudatrace {
 
 class KernelNames;
 struct NvtxRange;
+struct FacetNames;
 
 struct Dim3 {
   std::uint32_t x, y, z;
@@ -107,6 +108,9 @@ struct Call {
   // The process's published OpenTelemetry context (its resource, the span
   // attributes' key names), set by the source after decoding; else nullptr.
   const ProcessContext* otel = nullptr;
+  // Bytes a facet read back from JSON keeps for the views of its decoded
+  // form (the span's attributes; decode/facet.h).
+  std::string facet_bytes;
 
   std::string_view comm() const { return comm_; }  // the thread's name
   std::int32_t status() const { return static_cast<std::int32_t>(ret); }
@@ -123,7 +127,7 @@ struct Call {
   const char* ret_name() const;
 
  private:
-  friend bool decode_call(const ct_call&, KernelNames*, Call&, const StringReader*);
+  friend bool decode_call(const ct_call&, KernelNames*, Call&, const StringReader*, const FacetNames*);
   std::string_view comm_;
 };
 
@@ -167,7 +171,9 @@ bool record_fits(const ct_call& rec, std::size_t room);
 const ct_py_frame* record_py_frames(const ct_call& rec);
 
 // Decodes `rec` (with `payload_len` bytes of payload after it) into `call`,
-// reusing its storage. Returns false if the record names an unknown API.
-bool decode_call(const ct_call& rec, KernelNames* names, Call& call, const StringReader* read_string = nullptr);
+// reusing its storage; its facets (facet.h) are named by `facet_names`.
+// Returns false if the record names an unknown API.
+bool decode_call(const ct_call& rec, KernelNames* names, Call& call, const StringReader* read_string = nullptr,
+                 const FacetNames* facet_names = nullptr);
 
 }  // namespace cudatrace

@@ -35,6 +35,10 @@ std::string py_frame_text(const PyFrame& f);
 // "func+0x1c (libfoo.so)", "libfoo.so+0x1234", or "?".
 std::string frame_text(const StackFrame& f);
 
+// One line per frame, "#0  0x00000000004011d6 func+0x1c (libfoo.so)",
+// indented by `indent` spaces, terminal-safe.
+std::string stack_lines(const std::vector<StackFrame>& stack, int indent);
+
 // Names call sites and symbolises stacks of the traced processes: the
 // source's to say (live, from the processes' files; a saved trace, from
 // what it recorded). Unset: addresses alone.

@@ -24,7 +24,7 @@ struct bpf_link;
 namespace cudatrace {
 
 // Which processes BPF traces, and what it does at their library loads: the
-// target's part of the configuration (target.h: Target::prepare).
+// target's part of the configuration (tracee.h: Tracee::prepare).
 struct TracedProcesses {
   pid_t only = 0;               // this process alone (-p); 0: see the others
   bool registered = false;      // the processes given to trace_process, and their descendants

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cudatrace/decode/decode.h"
+#include "cudatrace/decode/facet.h"
 #include "cudatrace/decode/kernel_names.h"
 #include "cudatrace/record/bpf_maps.h"
 #include "cudatrace/record/ring_reader.h"
@@ -28,7 +29,7 @@ namespace cudatrace {
 
 class BpfObject;
 class BudgetControl;
-class Target;
+class Tracee;
 
 // The processes and threads calls came from, and those of them that exited:
 // found gone at one look, told at the next (a second on), after the ring
@@ -59,7 +60,7 @@ class RecordReader {
  public:
   // Reads what `bpf` sends as `needs` asked; a process's map changes and
   // exits go to `target`, names of its code come from `symbolizer`.
-  RecordReader(BpfObject& bpf, Target& target, Symbolizer& symbolizer, const RecordsNeeded& needs);
+  RecordReader(BpfObject& bpf, Tracee& target, Symbolizer& symbolizer, const RecordsNeeded& needs);
   RecordReader(const RecordReader&) = delete;
   RecordReader& operator=(const RecordReader&) = delete;
 
@@ -107,13 +108,13 @@ class RecordReader {
   void read_activity(std::uint64_t below_gen, bool for_report = false);
 
   BpfObject& bpf_;
-  Target& target_;
+  Tracee& target_;
   Symbolizer& symbolizer_;
   StackSymbolizer stacks_{symbolizer_};
   KernelNames names_;
   std::uint64_t handle_layouts_seen_ = 0;  // Symbolizer::handle_layouts_learnt() when last looked
   StringReader read_string_;
-  bool stack_frames_;  // symbolise each call's stack as it is read
+  FacetNames facet_names_;
   std::unique_ptr<RingReader> ring_;
   std::unique_ptr<RingReader> control_ring_;  // whole node: map changes and execs
   CallConsumer* consumer_ = nullptr;

@@ -1,4 +1,4 @@
-// The live source: a composition of the target (target.h: what is traced,
+// The live source: a composition of the tracee (tracee.h: what is traced,
 // how its files are probed, when tracing ends), the BPF object
 // (bpf_object.h: configured for the records the driver needs) and the
 // record reader (record_reader.h: ring buffers into decoded calls), with
@@ -19,7 +19,7 @@
 #include "cudatrace/record/exporter_counts.h"
 #include "cudatrace/record/record_reader.h"
 #include "cudatrace/record/source.h"
-#include "cudatrace/record/target.h"
+#include "cudatrace/record/tracee.h"
 #include "cudatrace/target/symbolizer.h"
 
 namespace cudatrace {
@@ -55,7 +55,7 @@ class Recorder final : public Source {
 
   const Options& opts_;
   Symbolizer symbolizer_;  // the traced processes' mappings: the target fills it, the reader names with it
-  std::unique_ptr<Target> target_;
+  std::unique_ptr<Tracee> target_;
   std::unique_ptr<BpfObject> bpf_;
   std::unique_ptr<RecordReader> reader_;
   std::unique_ptr<ExporterCounts> exporter_;  // exporter mode

@@ -1,6 +1,6 @@
 // A line of a --json trace (docs/json.md) parsed back into the record the
-// tracer decoded it from: `cudatrace report` decodes and analyses it exactly
-// as it was live.
+// tracer decoded it from, and its facets (decode/facet.h) read by their own
+// code: `cudatrace report` decodes and analyses it exactly as it was live.
 #pragma once
 
 #include <cstdint>
@@ -13,8 +13,8 @@
 
 #include "cudatrace/accounting.h"
 #include "cudatrace/bpf_abi.h"
+#include "cudatrace/decode/decode.h"
 #include "cudatrace/decode/otel.h"
-#include "cudatrace/decode/stack_frame.h"
 
 namespace cudatrace {
 
@@ -34,16 +34,15 @@ class TraceLine {
   bool parse(std::string_view line, std::string& error, OtelProcesses* otel = nullptr);
 
   Type type() const { return type_; }
-  // Type::Call: the record, payload and stack as the ring buffer held them
+  // Type::Call: the record and payload as the ring buffer held them
   // (a "call" or "unfinished" line).
   const ct_call& record() const { return *reinterpret_cast<const ct_call*>(buf_.data()); }
   // Launches of a known kernel: the function handle and the kernel's mangled name.
   std::uint64_t kernel_handle() const { return kernel_handle_; }
   const std::string& kernel_mangled() const { return kernel_mangled_; }
-  // The line's symbolised stack (--stack), innermost first.
-  const std::vector<StackFrame>& stack() const { return stack_; }
-  // The line's Python frames (--py-stack), innermost first.
-  const std::vector<PyFrame>& py_stack() const { return py_stack_; }
+  // The line's facets (decode/facet.h), read into a call that holds
+  // nothing else: each facet carries its own to the decoded record.
+  const Call& facets() const { return facets_; }
   // Its process's context when the line was read (nullptr: none).
   const ProcessContext* otel() const { return otel_.get(); }
   // Type::Warning: where the call site the warning was about is, as the
@@ -64,11 +63,10 @@ class TraceLine {
 
  private:
   Type type_ = Type::Call;
-  std::vector<std::uint64_t> buf_;  // ct_call, payload, stack frames: 8-byte aligned
+  std::vector<std::uint64_t> buf_;  // ct_call and payload: 8-byte aligned
   std::uint64_t kernel_handle_ = 0;
   std::string kernel_mangled_;
-  std::vector<StackFrame> stack_;
-  std::vector<PyFrame> py_stack_;
+  Call facets_;
   std::shared_ptr<const ProcessContext> otel_;
   WarningSite warning_;
   LossCounts end_;

@@ -13,7 +13,7 @@
 
 #include "cudatrace/clock.h"
 #include "cudatrace/record/stop_signals.h"
-#include "cudatrace/record/target.h"
+#include "cudatrace/record/tracee.h"
 #include "cudatrace/target/command.h"
 #include "cudatrace/target/elf_file.h"
 #include "cudatrace/target/nvtx_injection.h"
@@ -26,10 +26,10 @@ namespace {
 // exit, so that its last calls are still traced.
 constexpr std::uint64_t kCommandGraceNs = 2000000000ull;
 
-class CommandTarget final : public Target {
+class CommandTracee final : public Tracee {
  public:
-  CommandTarget(const Options& opts, Symbolizer& symbolizer) : Target(opts, symbolizer, {}) {}
-  ~CommandTarget() override { abandon_command(command_); }
+  CommandTracee(const Options& opts, Symbolizer& symbolizer) : Tracee(opts, symbolizer, {}) {}
+  ~CommandTracee() override { abandon_command(command_); }
 
   TracedProcesses prepare() override {
     stop_at_loads_ = opts_.dlopen_stop != Options::DlopenStop::Never;
@@ -147,8 +147,8 @@ class CommandTarget final : public Target {
 
 }  // namespace
 
-std::unique_ptr<Target> make_command_target(const Options& opts, Symbolizer& symbolizer) {
-  return std::make_unique<CommandTarget>(opts, symbolizer);
+std::unique_ptr<Tracee> make_command_tracee(const Options& opts, Symbolizer& symbolizer) {
+  return std::make_unique<CommandTracee>(opts, symbolizer);
 }
 
 }  // namespace cudatrace

@@ -3,7 +3,7 @@
 // process of the host (--all-processes). Each kind owns its processes, when
 // and how probes are attached to their files and kept up to date (library
 // loads, --dlopen-stop, rescans, probing ahead), and when tracing ends;
-// make_target chooses the kind once. The recorder takes a target through
+// make_tracee chooses the kind once. The recorder takes a target through
 // its stages: prepare (before the BPF object loads), attach, release, then
 // refresh and keep_tracing at each feed.
 #pragma once
@@ -27,11 +27,11 @@
 
 namespace cudatrace {
 
-class Target {
+class Tracee {
  public:
-  virtual ~Target() = default;
-  Target(const Target&) = delete;
-  Target& operator=(const Target&) = delete;
+  virtual ~Tracee() = default;
+  Tracee(const Tracee&) = delete;
+  Tracee& operator=(const Tracee&) = delete;
 
   // Before the BPF object loads: which processes it traces and whether it
   // stops them at library loads (said where a process that could be is not).
@@ -96,7 +96,7 @@ class Target {
     // it is found (it may have run for hours before).
     bool unasked_processes = false;
   };
-  Target(const Options& opts, Symbolizer& symbolizer, AttachPolicy policy)
+  Tracee(const Options& opts, Symbolizer& symbolizer, AttachPolicy policy)
       : opts_(opts), symbolizer_(symbolizer), policy_(policy) {}
 
   // Attaches to every CUDA-bearing file `pid` maps that was not seen
@@ -168,11 +168,11 @@ class Target {
 };
 
 // The kinds, one file each in src/record/.
-std::unique_ptr<Target> make_command_target(const Options& opts, Symbolizer& symbolizer);
-std::unique_ptr<Target> make_pid_target(const Options& opts, Symbolizer& symbolizer);
-std::unique_ptr<Target> make_node_target(const Options& opts, Symbolizer& symbolizer);
+std::unique_ptr<Tracee> make_command_tracee(const Options& opts, Symbolizer& symbolizer);
+std::unique_ptr<Tracee> make_pid_tracee(const Options& opts, Symbolizer& symbolizer);
+std::unique_ptr<Tracee> make_node_tracee(const Options& opts, Symbolizer& symbolizer);
 
 // The one that `opts` asks for: --all-processes, -p PID or the command after --.
-std::unique_ptr<Target> make_target(const Options& opts, Symbolizer& symbolizer);
+std::unique_ptr<Tracee> make_tracee(const Options& opts, Symbolizer& symbolizer);
 
 }  // namespace cudatrace

@@ -1,7 +1,7 @@
 // What every kind of target shares: attaching to what a process maps, the
 // --lib files, the stop watchdog, forgetting a process that exited; and
 // the choice of a kind.
-#include "cudatrace/record/target.h"
+#include "cudatrace/record/tracee.h"
 
 #include <sys/stat.h>
 
@@ -37,13 +37,13 @@ bool is_loader(const std::string& path) {
 
 }  // namespace
 
-std::unique_ptr<Target> make_target(const Options& opts, Symbolizer& symbolizer) {
-  if (opts.all_processes) return make_node_target(opts, symbolizer);
-  if (opts.pid > 0) return make_pid_target(opts, symbolizer);
-  return make_command_target(opts, symbolizer);
+std::unique_ptr<Tracee> make_tracee(const Options& opts, Symbolizer& symbolizer) {
+  if (opts.all_processes) return make_node_tracee(opts, symbolizer);
+  if (opts.pid > 0) return make_pid_tracee(opts, symbolizer);
+  return make_command_tracee(opts, symbolizer);
 }
 
-void Target::on_map_change(pid_t pid, std::uint64_t wanted, std::uint64_t wanted_by) {
+void Tracee::on_map_change(pid_t pid, std::uint64_t wanted, std::uint64_t wanted_by) {
   if (wanted) {
     if (!bpf_ || !bpf_->probes()) return;
     std::string why = "looked up";
@@ -61,7 +61,7 @@ void Target::on_map_change(pid_t pid, std::uint64_t wanted, std::uint64_t wanted
   if (opts_.otel) process_context(static_cast<std::uint32_t>(pid), 0, true);
 }
 
-void Target::find_thread_context(pid_t pid, const std::vector<Mapping>& maps) {
+void Tracee::find_thread_context(pid_t pid, const std::vector<Mapping>& maps) {
   const int fd = bpf_->otel_tls_fd();
   const auto key = static_cast<std::uint32_t>(pid);
   ct_tls_target t{};
@@ -79,7 +79,7 @@ void Target::find_thread_context(pid_t pid, const std::vector<Mapping>& maps) {
   }
 }
 
-const ProcessContext* Target::process_context(std::uint32_t pid, std::uint64_t call_ns, bool now_anyway) {
+const ProcessContext* Tracee::process_context(std::uint32_t pid, std::uint64_t call_ns, bool now_anyway) {
   if (!opts_.otel) return nullptr;
   constexpr std::uint64_t kFirstLookWaitNs = 10000000, kLongestLookWaitNs = 1000000000;
   constexpr std::uint64_t kHeaderReadWaitNs = 10000000;  // a read opens /proc/PID/mem
@@ -135,7 +135,7 @@ const ProcessContext* Target::process_context(std::uint32_t pid, std::uint64_t c
   return for_the_call();
 }
 
-void Target::forget_process(pid_t pid) {
+void Tracee::forget_process(pid_t pid) {
   otel_.erase(static_cast<std::uint32_t>(pid));
   last_otel_ = nullptr;
   if (bpf_ && bpf_->thread_ctx()) {  // a reused pid is another program
@@ -152,7 +152,7 @@ void Target::forget_process(pid_t pid) {
   seen_mappings_.erase(seen_mappings_.lower_bound({pid, 0, 0}), seen_mappings_.lower_bound({pid + 1, 0, 0}));
 }
 
-void Target::attach_mappings(pid_t pid) {
+void Tracee::attach_mappings(pid_t pid) {
   std::vector<Mapping> maps;
   if (!read_maps(pid, maps)) return;
   symbolizer_.capture(pid, maps);
@@ -205,7 +205,7 @@ void Target::attach_mappings(pid_t pid) {
   }
 }
 
-void Target::note_for_demand(pid_t pid, const Mapping& m, const std::string& path, const Probes::FileResult& r) {
+void Tracee::note_for_demand(pid_t pid, const Mapping& m, const std::string& path, const Probes::FileResult& r) {
   DemandProcess& d = demand_[pid];
   const auto key = static_cast<std::uint32_t>(pid);
   const auto in_mapping = [&m](std::uint64_t offset, std::uint64_t& vaddr) {
@@ -234,7 +234,7 @@ void Target::note_for_demand(pid_t pid, const Mapping& m, const std::string& pat
   d.imported.insert(r.imports.begin(), r.imports.end());
 }
 
-void Target::probe_on_demand(pid_t pid, const std::vector<std::uint64_t>& addrs, const std::string& why) {
+void Tracee::probe_on_demand(pid_t pid, const std::vector<std::uint64_t>& addrs, const std::string& why) {
   const auto d = demand_.find(pid);
   if (d == demand_.end()) return;
   std::map<std::string, std::vector<Probes::Deferred>> by_file;
@@ -264,7 +264,7 @@ void Target::probe_on_demand(pid_t pid, const std::vector<std::uint64_t>& addrs,
   }
 }
 
-int Target::attach_libs(pid_t pid) {
+int Tracee::attach_libs(pid_t pid) {
   for (const std::string& lib : opts_.libs) {
     Probes::FileResult r;
     std::string error;
@@ -281,7 +281,7 @@ int Target::attach_libs(pid_t pid) {
   return kExitOk;
 }
 
-void Target::look_for_python(pid_t pid) {
+void Tracee::look_for_python(pid_t pid) {
   if (!bpf_ || symbolizer_.python().knows(pid) || python_unreadable_.count(pid)) return;
   std::string why;
   const std::optional<PyInterpreter> py = symbolizer_.find_python(pid, why);
@@ -325,12 +325,12 @@ bool Target::watch_code_frees(pid_t pid, PyInterpreter py) {
   return bpf_->set_python(static_cast<std::uint32_t>(pid), py.bpf);
 }
 
-void Target::note_probed_file(const std::string& path) {
+void Tracee::note_probed_file(const std::string& path) {
   struct stat st {};
   if (stat(path.c_str(), &st) == 0) probed_files_.emplace(st.st_dev, st.st_ino);
 }
 
-void Target::start_stop_watchdog() {
+void Tracee::start_stop_watchdog() {
   if (stop_at_loads_ && start_watchdog(bpf_->events_fd(), bpf_->tracer_exit_fd()) < 0)
     warn_line(std::string("cannot start the watchdog process: ") + std::strerror(errno) +
               "; if cudatrace is killed while a process waits at a library load, send it SIGCONT");

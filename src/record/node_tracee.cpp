@@ -20,7 +20,7 @@
 
 #include "cudatrace/clock.h"
 #include "cudatrace/record/stop_signals.h"
-#include "cudatrace/record/target.h"
+#include "cudatrace/record/tracee.h"
 #include "cudatrace/target/library_locations.h"
 #include "cudatrace/terminal.h"
 
@@ -39,9 +39,9 @@ void raise_file_limit() {
   }
 }
 
-class NodeTarget final : public Target {
+class NodeTracee final : public Tracee {
  public:
-  NodeTarget(const Options& opts, Symbolizer& symbolizer) : Target(opts, symbolizer, unasked()) {}
+  NodeTracee(const Options& opts, Symbolizer& symbolizer) : Tracee(opts, symbolizer, unasked()) {}
 
   TracedProcesses prepare() override {
     raise_file_limit();
@@ -121,8 +121,8 @@ class NodeTarget final : public Target {
 
 }  // namespace
 
-std::unique_ptr<Target> make_node_target(const Options& opts, Symbolizer& symbolizer) {
-  return std::make_unique<NodeTarget>(opts, symbolizer);
+std::unique_ptr<Tracee> make_node_tracee(const Options& opts, Symbolizer& symbolizer) {
+  return std::make_unique<NodeTracee>(opts, symbolizer);
 }
 
 }  // namespace cudatrace

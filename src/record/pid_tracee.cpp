@@ -11,7 +11,7 @@
 #include <set>
 
 #include "cudatrace/record/cost.h"
-#include "cudatrace/record/target.h"
+#include "cudatrace/record/tracee.h"
 #include "cudatrace/target/process.h"
 #include "cudatrace/target/process_state.h"
 #include "cudatrace/terminal.h"
@@ -21,10 +21,10 @@ namespace {
 
 int pidfd_open(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
 
-class PidTarget final : public Target {
+class PidTracee final : public Tracee {
  public:
-  PidTarget(const Options& opts, Symbolizer& symbolizer) : Target(opts, symbolizer, bound()), pid_(opts.pid) {}
-  ~PidTarget() override {
+  PidTracee(const Options& opts, Symbolizer& symbolizer) : Tracee(opts, symbolizer, bound()), pid_(opts.pid) {}
+  ~PidTracee() override {
     if (pidfd_ >= 0) close(pidfd_);
   }
 
@@ -154,8 +154,8 @@ class PidTarget final : public Target {
 
 }  // namespace
 
-std::unique_ptr<Target> make_pid_target(const Options& opts, Symbolizer& symbolizer) {
-  return std::make_unique<PidTarget>(opts, symbolizer);
+std::unique_ptr<Tracee> make_pid_tracee(const Options& opts, Symbolizer& symbolizer) {
+  return std::make_unique<PidTracee>(opts, symbolizer);
 }
 
 }  // namespace cudatrace

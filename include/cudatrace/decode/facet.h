@@ -1,0 +1,106 @@
+// Facets: the contexts a call may carry besides its arguments (the user
+// stack, the Python frames, the OpenTelemetry span). Each facet is one file
+// (src/decode/facet_*.cpp) that decodes and names its part of a record,
+// and knows its JSON fields (written, and read back by `cudatrace report`),
+// its text form and its Perfetto args. The writers loop over call_facets() and name none
+// of them; a new writer (OTLP attributes) does the same. docs/design.md,
+// "Adding a per-call context", says how to add one.
+#pragma once
+
+#include <nlohmann/json_fwd.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cudatrace/bpf_abi.h"
+#include "cudatrace/decode/stack_frame.h"
+
+namespace cudatrace {
+
+struct Call;
+struct ProcessContext;
+
+// How a live source names what BPF captured, while the record is decoded
+// (the recorder's symbolizer). Unset: the facet keeps the raw form
+// (addresses) or nothing.
+struct FacetNames {
+  std::function<std::vector<StackFrame>(std::uint32_t pid, const std::vector<std::uint64_t>& addrs)> stack;
+  std::function<void(std::uint32_t pid, const ct_py_frame* frames, std::size_t n, std::vector<PyFrame>& out)> python;
+};
+
+// Where a facet writes its JSON fields: generic values, each writer's own
+// JSON. key() opens the next field of the object being written (the call's
+// line, or one the facet opened).
+class FieldWriter {
+ public:
+  virtual ~FieldWriter() = default;
+  virtual void key(std::string_view name) = 0;
+  virtual void string(std::string_view v) = 0;
+  virtual void number(std::uint64_t v) = 0;
+  virtual void hex(std::uint64_t v) = 0;  // "0x..."
+  virtual void null() = 0;
+  virtual void begin_array() = 0;
+  virtual void end_array() = 0;
+  virtual void begin_object() = 0;
+  virtual void end_object() = 0;
+};
+
+// What a facet reading a call line back may need besides the line: its
+// process's OpenTelemetry context, made when the trace had none for it.
+struct FacetReading {
+  std::uint32_t pid = 0;
+  std::function<ProcessContext&()> process_context;
+};
+
+// A trace line that is not what was written (a field missing or of another
+// kind): one phrase, thrown by read_json and the facet_json readers.
+struct FacetJsonError {
+  std::string what;
+};
+
+class Facet {
+ public:
+  virtual ~Facet() = default;
+  // Decodes and names its part of a record (bpf_abi.h), or clears it from
+  // `c` when the record has none. The record fits (record_fits).
+  virtual void decode(const ct_call& rec, const FacetNames* names, Call& c) const = 0;
+  // Whether the call carries this facet.
+  virtual bool present(const Call& c) const = 0;
+  // Its JSON fields, after the call's others (docs/json.md).
+  virtual void write_json(const Call& c, FieldWriter& out) const = 0;
+  // Reads its fields back from a call line into `c` (nothing when the line
+  // has none). Bytes the decoded form points at are kept in `c.facet_bytes`.
+  virtual void read_json(const nlohmann::json& line, const FacetReading& in, Call& c) const = 0;
+  // Gives `to` (the call decoded later from the same line) what read_json
+  // read into `from`; views stay on `from`'s bytes.
+  virtual void carry(const Call& from, Call& to) const = 0;
+  // Its text form: appended to the call's line, and lines below it.
+  virtual void write_text(const Call& c, std::string& line, std::string& below) const = 0;
+  // Its Perfetto args (string values).
+  virtual void perfetto_args(const Call& c,
+                             const std::function<void(std::string_view key, std::string_view value)>& arg) const = 0;
+};
+
+// Reading a call line's fields; each throws FacetJsonError naming the field.
+namespace facet_json {
+const nlohmann::json& field(const nlohmann::json& obj, std::string_view key);
+std::uint64_t unsigned_of(const nlohmann::json& v, const std::string& what);
+const std::string& string_of(const nlohmann::json& v, const std::string& what);
+std::uint64_t hex_of(const nlohmann::json& v, const std::string& what);
+// The string at `key`; empty when absent or null.
+std::string optional_string(const nlohmann::json& obj, std::string_view key, const std::string& what);
+// "name": how an error names a field.
+std::string quoted(std::string_view name);
+}  // namespace facet_json
+
+// Every facet, in the order the outputs write them.
+const std::vector<const Facet*>& call_facets();
+
+// A user stack's frames as JSON (the stack facet's; leak sites in summaries).
+void write_stack_json(const std::vector<StackFrame>& stack, FieldWriter& out);
+
+}  // namespace cudatrace

@@ -1,0 +1,92 @@
+// The Python frames (--py-stack, docs/python.md): the calling thread's,
+// innermost first, named by the recorder.
+#include <nlohmann/json.hpp>
+
+#include "cudatrace/bpf_abi.h"
+#include "cudatrace/decode/decode.h"
+#include "cudatrace/decode/facet.h"
+#include "cudatrace/json_fields.h"
+#include "cudatrace/terminal.h"
+
+namespace cudatrace {
+namespace {
+
+using namespace json_fields;
+using namespace facet_json;
+
+class PyStackFacet final : public Facet {
+ public:
+  void decode(const ct_call& rec, const FacetNames* names, Call& c) const override {
+    c.py_stack.clear();
+    if (rec.py_frames && names && names->python) names->python(c.pid, record_py_frames(rec), rec.py_frames, c.py_stack);
+  }
+
+  bool present(const Call& c) const override { return !c.py_stack.empty(); }
+
+  void write_json(const Call& c, FieldWriter& out) const override {
+    out.key(kPyStack.name());
+    out.begin_array();
+    for (const PyFrame& f : c.py_stack) {
+      out.begin_object();
+      out.key(kPyFunc.name());
+      if (f.unnamed()) {  // a frame whose code object could not be confirmed
+        out.null();
+        out.key(kPyFile.name());
+        out.null();
+        out.key(kPyLine.name());
+        out.null();
+      } else {
+        out.string(f.func);
+        out.key(kPyFile.name());
+        out.string(f.file);
+        out.key(kPyLine.name());
+        out.number(static_cast<std::uint64_t>(f.line));
+      }
+      out.end_object();
+    }
+    out.end_array();
+  }
+
+  void read_json(const nlohmann::json& line, const FacetReading&, Call& c) const override {
+    c.py_stack.clear();
+    const auto it = line.find(kPyStack.name());
+    if (it == line.end()) return;
+    const std::string frames_error = quoted(kPyStack.name()) + " is not an array of Python frames";
+    if (!it->is_array() || it->size() > CT_MAX_PY_FRAMES) throw FacetJsonError{frames_error};
+    for (const nlohmann::json& f : *it) {
+      if (!f.is_object()) throw FacetJsonError{frames_error};
+      PyFrame frame;
+      frame.func = optional_string(f, kPyFunc.name(), "py_stack " + quoted(kPyFunc.name()));
+      frame.file = optional_string(f, kPyFile.name(), "py_stack " + quoted(kPyFile.name()));
+      const nlohmann::json& number = field(f, kPyLine.name());  // null: an unnamed frame
+      if (!number.is_null()) frame.line = static_cast<int>(unsigned_of(number, "py_stack " + quoted(kPyLine.name())));
+      c.py_stack.push_back(std::move(frame));
+    }
+  }
+
+  void carry(const Call& from, Call& to) const override { to.py_stack = from.py_stack; }
+
+  // The innermost Python frame: the line that made the call.
+  void write_text(const Call& c, std::string& line, std::string&) const override {
+    line += " py=";
+    line += terminal_safe(py_frame_text(c.py_stack.front()));
+  }
+
+  // "py" the innermost line, "py_stack" every frame, innermost first.
+  void perfetto_args(const Call& c,
+                     const std::function<void(std::string_view, std::string_view)>& arg) const override {
+    arg("py", py_frame_text(c.py_stack.front()));
+    std::string frames;
+    for (const PyFrame& f : c.py_stack) frames += (frames.empty() ? "" : "\n") + py_frame_text(f);
+    arg("py_stack", frames);
+  }
+};
+
+}  // namespace
+
+const Facet& py_stack_facet() {
+  static const PyStackFacet facet;
+  return facet;
+}
+
+}  // namespace cudatrace

@@ -1,0 +1,99 @@
+// The user stack (--stack): its return addresses, symbolised by the
+// recorder (target/stacks.h), innermost first.
+#include <nlohmann/json.hpp>
+
+#include "cudatrace/bpf_abi.h"
+#include "cudatrace/decode/decode.h"
+#include "cudatrace/decode/facet.h"
+#include "cudatrace/json_fields.h"
+
+namespace cudatrace {
+namespace {
+
+using namespace json_fields;
+using namespace facet_json;
+
+class StackFacet final : public Facet {
+ public:
+  void decode(const ct_call& rec, const FacetNames* names, Call& c) const override {
+    c.stack_addresses = record_stack(rec);
+    if (names && names->stack)
+      c.stack = names->stack(c.pid, c.stack_addresses);
+    else
+      c.stack.clear();
+  }
+
+  bool present(const Call& c) const override { return !c.stack.empty(); }
+
+  void write_json(const Call& c, FieldWriter& out) const override {
+    out.key(kStack.name());
+    write_stack_json(c.stack, out);
+  }
+
+  void read_json(const nlohmann::json& line, const FacetReading&, Call& c) const override {
+    c.stack.clear();
+    c.stack_addresses.clear();
+    const auto it = line.find(kStack.name());
+    if (it == line.end()) return;
+    const std::string frames_error = quoted(kStack.name()) + " is not an array of frames";
+    if (!it->is_array() || it->size() > CT_MAX_STACK_FRAMES) throw FacetJsonError{frames_error};
+    for (const nlohmann::json& f : *it) {
+      if (!f.is_object()) throw FacetJsonError{frames_error};
+      StackFrame frame;
+      frame.addr = hex_of(field(f, kAddr.name()), "stack " + quoted(kAddr.name()));
+      frame.function = optional_string(f, kFunction.name(), "stack " + quoted(kFunction.name()));
+      frame.module = optional_string(f, kModule.name(), "stack " + quoted(kModule.name()));
+      if (!frame.function.empty()) frame.function_offset = unsigned_of(field(f, kFunctionOffset.name()), "stack offset");
+      if (!frame.module.empty()) frame.module_offset = unsigned_of(field(f, kModuleOffset.name()), "stack offset");
+      c.stack_addresses.push_back(frame.addr);
+      c.stack.push_back(std::move(frame));
+    }
+  }
+
+  void carry(const Call& from, Call& to) const override {
+    to.stack = from.stack;
+    to.stack_addresses = from.stack_addresses;
+  }
+
+  void write_text(const Call& c, std::string&, std::string& below) const override {
+    below += stack_lines(c.stack, 4);
+  }
+
+  // Perfetto shows no stack: its slices have none.
+  void perfetto_args(const Call&, const std::function<void(std::string_view, std::string_view)>&) const override {}
+};
+
+}  // namespace
+
+void write_stack_json(const std::vector<StackFrame>& stack, FieldWriter& out) {
+  out.begin_array();
+  for (const StackFrame& f : stack) {
+    out.begin_object();
+    out.key(kAddr.name());
+    out.hex(f.addr);
+    // A part not known: the name and its offset null.
+    const auto place = [&](const auto& name, const auto& offset, const std::string& text, std::uint64_t at) {
+      out.key(name.name());
+      if (text.empty()) {
+        out.null();
+        out.key(offset.name());
+        out.null();
+      } else {
+        out.string(text);
+        out.key(offset.name());
+        out.number(at);
+      }
+    };
+    place(kFunction, kFunctionOffset, f.function, f.function_offset);
+    place(kModule, kModuleOffset, f.module, f.module_offset);
+    out.end_object();
+  }
+  out.end_array();
+}
+
+const Facet& stack_facet() {
+  static const StackFacet facet;
+  return facet;
+}
+
+}  // namespace cudatrace
