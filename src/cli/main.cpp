@@ -23,6 +23,7 @@
 #include "cudatrace/options.h"
 #include "cudatrace/record/probes.h"
 #include "cudatrace/render/metrics_server.h"
+#include "cudatrace/render/otlp.h"
 #include "cudatrace/render/output_file.h"
 #include "cudatrace/target/nvtx_injection.h"
 #include "cudatrace/terminal.h"
@@ -416,6 +417,9 @@ void add_live_options(CLI::App& app, cudatrace::Options& opts, LiveArgs& args) {
                "--summary adds tables by Python line")
       ->group(kOutput);
   app.add_option("--prometheus", opts.prometheus_address, "Serve Prometheus metrics at http://ADDRESS/metrics (HOST:PORT; :PORT for every address) instead of printing calls (docs/prometheus.md)")->group(kOutput)->type_name("ADDRESS")->check(kNotEmpty);
+  app.add_option("--otlp", opts.otlp_endpoint, "Also send the calls made under a published OpenTelemetry span to an OTLP/HTTP collector, as child spans (ENDPOINT: http[s]://HOST:PORT; default OTEL_EXPORTER_OTLP_ENDPOINT, else http://localhost:4318; docs/otlp.md)")->group(kOutput)->type_name("ENDPOINT")->expected(0, 1);
+  app.add_flag("--otlp-all-calls", opts.otlp_all_calls, "With --otlp: also send the calls made under no span, as root spans")->group(kOutput);
+  app.add_option("--otlp-interval", opts.otlp_interval_s, "With --otlp and --prometheus: send the metrics every N seconds (default 10)")->group(kOutput)->type_name("N")->transform(decimal(1, 86400, "a number of seconds"));
   app.add_flag("--nvtx", opts.nvtx, "Give each call the NVTX ranges open on its thread (torch.cuda.nvtx, emit_nvtx; docs/nvtx.md)")->group(kOutput);
   // Analysis
   add_analysis_options(app, opts);
@@ -520,6 +524,28 @@ void check_prometheus(const cudatrace::Options& opts) {
                 "--summary, --hist, --insights, --gpu-time, --stack, --py-stack, --nvtx, --min-us, --errors or --tid");
 }
 
+// --otlp: the endpoint and the OTEL_EXPORTER_OTLP_* variables are read now,
+// so that a bad one is said before anything is traced.
+void check_otlp(const CLI::App& app, cudatrace::Options& opts) {
+  opts.otlp = app.count("--otlp") > 0;
+  if (opts.otlp_all_calls && !opts.otlp) usage_error("--otlp-all-calls needs --otlp");
+  if (app.count("--otlp-interval") && (!opts.otlp || opts.prometheus_address.empty()))
+    usage_error("--otlp-interval needs --otlp and --prometheus (the metrics are the exporter's)");
+  if (!opts.otlp) return;
+  if (!opts.prometheus_address.empty() && opts.otlp_all_calls)
+    usage_error("--otlp-all-calls sends spans; with --prometheus, --otlp sends the metrics only (calls are counted in "
+                "the kernel, none is recorded)");
+  cudatrace::OtlpConfig config;
+  std::string error;
+  if (!cudatrace::read_otlp_config(opts.otlp_endpoint, [](const char* name) { return std::getenv(name); }, config,
+                                   error))
+    usage_error(error);
+  if (!cudatrace::otlp_export_built()) {
+    std::fprintf(stderr, "cudatrace: --otlp: this cudatrace was built without the OTLP exporter\n");
+    std::exit(cudatrace::kExitUsage);
+  }
+}
+
 // -i and -c report summaries; --min-us and --errors select calls to print.
 void check_reports(const cudatrace::Options& opts) {
   if (opts.interval_s && !opts.summary) usage_error("-i needs --summary, --hist or --insights");
@@ -568,7 +594,7 @@ int main(int argc, char** argv) {
   add_live_options(app, opts, args);
   parse_or_exit(app, argc, argv);
   if (args.version) {
-    std::printf("%s\n", kVersion);
+    std::printf("%s%s\n", kVersion, cudatrace::otlp_export_built() ? "" : " (built without: otlp)");
     return 0;
   }
   take_command(app, opts);
@@ -579,6 +605,7 @@ int main(int argc, char** argv) {
   parse_numbers(app, args, opts);
   check_target(args, opts);
   check_prometheus(opts);
+  check_otlp(app, opts);
   apply_reports(opts);
   check_reports(opts);
   apply_tuning(args, opts);
