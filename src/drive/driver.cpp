@@ -166,6 +166,8 @@ int Driver::run() {
     OtlpConfig config;
     std::string error;
     config.calls_without_span = opts_.otlp_all_calls;
+    config.metrics_interval = std::chrono::seconds(opts_.otlp_interval_s);
+    config.exporter_metrics = metrics_ != nullptr;
     if (read_otlp_config(opts_.otlp_endpoint, [](const char* name) { return std::getenv(name); }, config, error))
       otlp_ = make_otlp_writer(config, error);
     if (!otlp_) {
@@ -409,10 +411,8 @@ void Driver::finish() {
   if (opts_.json && end_written && stats_.lost())
     warn_line(std::to_string(stats_.lost()) + " call records lost; see the end line's lost_detail");
   if (stats_.otlp && stats_.otlp->metrics_failed)
-    warn_line(fmt::format("{} of {} OTLP metrics exports failed (last error: {}); each later one that succeeded "
-                          "carried the counts the failed ones had",
-                          stats_.otlp->metrics_failed, stats_.otlp->metrics_failed + stats_.otlp->metrics_sent,
-                          stats_.otlp->last_error));
+    warn_line(fmt::format("{} of {} OTLP metrics exports failed (last error: {})", stats_.otlp->metrics_failed,
+                          stats_.otlp->metrics_failed + stats_.otlp->metrics_sent, stats_.otlp->last_error));
   if (opts_.json && end_written && stats_.otlp && stats_.otlp->lost())
     warn_line(fmt::format("{} of {} OTLP spans not sent (queue full: {}, refused: {}, unsent at the exit timeout: "
                           "{}){}; see the end line's lost_detail",

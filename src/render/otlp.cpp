@@ -16,6 +16,7 @@
 #include <iterator>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 #include <unordered_map>
@@ -114,7 +115,7 @@ class OtlpExporter final : public OtlpWriter {
  public:
   OtlpExporter(OtlpConfig config, std::string host)
       : config_(std::move(config)), host_(std::move(host)), offset_ns_(realtime_offset_ns()),
-        ids_(std::random_device{}()), started_unix_ns_(unix_now_ns()) {
+        ids_(std::random_device{}()), started_unix_ns_(unix_now_ns()), exposition_fed_(config_.exporter_metrics) {
     curl_ = curl_easy_init();
     sender_ = std::thread([this] { send_loop(); });
   }
@@ -148,7 +149,8 @@ class OtlpExporter final : public OtlpWriter {
       auto* kv = s.add_attributes();
       kv->set_key(a.key);
       set_value(*kv->mutable_value(), a.value);
-      q.bytes += a.key.size() + 32 + (std::holds_alternative<std::string>(a.value) ? std::get<std::string>(a.value).size() : 0);
+      const auto* text = std::get_if<std::string>(&a.value);
+      q.bytes += a.key.size() + 32 + (text ? text->size() : 0);
     }
     if (!c.unfinished && c.failed()) {
       s.mutable_status()->set_code(otlp_trace::Status::STATUS_CODE_ERROR);
@@ -168,7 +170,9 @@ class OtlpExporter final : public OtlpWriter {
   void metrics(std::string exposition) override {
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      pending_metrics_ = std::move(exposition);
+      pending_exposition_ = std::move(exposition);
+      exposition_fed_ = true;
+      metrics_due_ = true;
     }
     wake_.notify_one();
   }
@@ -178,6 +182,7 @@ class OtlpExporter final : public OtlpWriter {
       std::lock_guard<std::mutex> lock(mutex_);
       deadline_ns_ = (Clock::now() + config_.timeout).time_since_epoch().count();
       stopping_ = true;
+      metrics_due_ = true;  // the spans' last counts
     }
     wake_.notify_all();
     if (sender_.joinable()) sender_.join();
@@ -211,13 +216,18 @@ class OtlpExporter final : public OtlpWriter {
       if (!has(kv.first)) attrs.push_back(kv);
     auto r = std::make_shared<otlp_resource::Resource>();
     for (const auto& [key, value] : attrs) add_string(*r, key, value);
-    auto* pid = r->add_attributes();
-    pid->set_key("process.pid");
-    pid->mutable_value()->set_int_value(c.pid);
-    if (!exe_name.empty()) add_string(*r, "process.executable.name", exe_name);
-    if (!host_.empty() && !has("host.name")) add_string(*r, "host.name", host_);
-    if (!who.cgroup.container_id.empty() && !has("container.id")) add_string(*r, "container.id", who.cgroup.container_id);
-    if (!who.cgroup.pod_uid.empty() && !has("k8s.pod.uid")) add_string(*r, "k8s.pod.uid", who.cgroup.pod_uid);
+    if (!has("process.pid")) {
+      auto* pid = r->add_attributes();
+      pid->set_key("process.pid");
+      pid->mutable_value()->set_int_value(c.pid);
+    }
+    const auto add_unless_set = [&](const char* key, const std::string& value) {
+      if (!value.empty() && !has(key)) add_string(*r, key, value);
+    };
+    add_unless_set("process.executable.name", exe_name);
+    add_unless_set("host.name", host_);
+    add_unless_set("container.id", who.cgroup.container_id);
+    add_unless_set("k8s.pod.uid", who.cgroup.pod_uid);
     resources_[c.pid] = {generation, r};
     return r;
   }
@@ -237,15 +247,8 @@ class OtlpExporter final : public OtlpWriter {
     std::unique_lock<std::mutex> lock(mutex_);
     while (true) {
       wake_.wait_for(lock, kBatchDelay,
-                     [this] { return stopping_ || queue_.size() >= kBatchSpans || !pending_metrics_.empty(); });
-      if (!pending_metrics_.empty() && !past_deadline()) {
-        const std::string exposition = std::move(pending_metrics_);
-        pending_metrics_.clear();
-        lock.unlock();
-        const std::string body = encode_metrics(exposition);
-        lock.lock();
-        send_metrics(body, lock);
-      }
+                     [this] { return stopping_ || queue_.size() >= kBatchSpans || metrics_due_; });
+      send_due_metrics(lock);
       if (queue_.empty()) {
         if (stopping_) return;
         continue;
@@ -283,6 +286,42 @@ class OtlpExporter final : public OtlpWriter {
     }
     std::string body = request.SerializeAsString();
     return config_.gzip ? gzipped(body) : body;
+  }
+
+  // Without --prometheus (no exposition fed), the spans' own counts every
+  // metrics interval; with it, the exposition the driver hands over. Called
+  // and returns locked; also between a batch's retries.
+  void send_due_metrics(std::unique_lock<std::mutex>& lock) {
+    if (!exposition_fed_ && Clock::now() >= next_own_metrics_) {
+      metrics_due_ = true;
+      next_own_metrics_ = Clock::now() + config_.metrics_interval;
+    }
+    if (!metrics_due_ || past_deadline()) return;
+    metrics_due_ = false;
+    if (exposition_fed_ && pending_exposition_.empty()) return;  // sent already
+    std::string exposition = std::move(pending_exposition_);
+    pending_exposition_.clear();
+    if (!exposition_fed_) exposition = spans_exposition();
+    lock.unlock();
+    const std::string body = encode_metrics(exposition);
+    lock.lock();
+    send_metrics(body, lock);
+  }
+
+  // What became of the spans so far, in the text format (docs/otlp.md).
+  // Called locked.
+  std::string spans_exposition() const {
+    std::string out =
+        "# HELP cudatrace_otlp_spans_total Calls handed to the OTLP exporter as spans, by what became of them\n"
+        "# TYPE cudatrace_otlp_spans_total counter\n";
+    for (const auto& [outcome, n] : {std::pair<const char*, std::uint64_t>{"sent", loss_.sent},
+                                     {"dropped_queue_full", loss_.queue_full},
+                                     {"refused", loss_.rejected}})
+      out += std::string("cudatrace_otlp_spans_total{outcome=\"") + outcome + "\"} " + std::to_string(n) + "\n";
+    out += "# HELP cudatrace_otlp_queued_spans Spans waiting to be sent\n"
+           "# TYPE cudatrace_otlp_queued_spans gauge\n"
+           "cudatrace_otlp_queued_spans " + std::to_string(queue_.size()) + "\n";
+    return out;
   }
 
   std::string encode_metrics(const std::string& exposition) const {
@@ -356,9 +395,10 @@ class OtlpExporter final : public OtlpWriter {
       const Clock::time_point until = Clock::now() + wait;
       // Woken by stop(): from then on the wait ends at the exit deadline.
       while (Clock::now() < until && !past_deadline()) {
-        Clock::time_point limit = until;
+        Clock::time_point limit = std::min(until, Clock::now() + kBatchDelay);  // metrics go on meanwhile
         if (const std::int64_t d = deadline_ns_.load()) limit = std::min(limit, Clock::time_point(Clock::duration(d)));
         wake_.wait_until(lock, limit);
+        send_due_metrics(lock);
       }
       if (past_deadline()) {
         loss_.unsent += n;
@@ -428,7 +468,10 @@ class OtlpExporter final : public OtlpWriter {
   std::mutex mutex_;  // guards what follows
   std::condition_variable wake_;
   std::deque<QueuedSpan> queue_;
-  std::string pending_metrics_;  // the exposition to send next; empty: none
+  std::string pending_exposition_;  // --prometheus: the exposition to send next
+  bool exposition_fed_;  // the exporter's metrics (metrics()), not the spans' counts
+  bool metrics_due_ = false;
+  Clock::time_point next_own_metrics_ = Clock::now();
   std::size_t queued_bytes_ = 0;
   OtlpLoss loss_;
   bool stopping_ = false;

@@ -54,7 +54,7 @@ def compile_schema(proto_dir, out_dir):
 
 class Collector:
     """An OTLP/HTTP receiver on 127.0.0.1. `answers`: the status of each request in turn
-    (the last one repeats); None: read the request and never answer."""
+    (the last one repeats), or such a tuple by path; None: read the request and never answer."""
 
     def __init__(self, request_type, answers=(200,), retry_after=None):
         self.requests = []  # (path, headers, decoded ExportTraceServiceRequest)
@@ -67,8 +67,9 @@ class Collector:
 
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                n = len(collector.requests)
-                answer = answers[min(n, len(answers) - 1)]
+                turns = answers[self.path] if isinstance(answers, dict) else answers
+                n = sum(1 for path, _, _ in collector.requests if path == self.path or not isinstance(answers, dict))
+                answer = turns[min(n, len(turns) - 1)]
                 try:
                     raw = gzip.decompress(body) if self.headers.get("Content-Encoding") == "gzip" else body
                     decoded = request_type[self.path]()
@@ -191,7 +192,8 @@ def test_spans(cudatrace, request_type, app, label, gzip_on):
     c.close()
     check(status == 0, f"{label}: exit status {status}: {err}")
     check(not c.errors, f"{label}: undecodable requests: {c.errors}")
-    check(all(p == "/v1/traces" for p, _, _ in c.requests), f"{label}: paths {[p for p, _, _ in c.requests]}")
+    paths = [p for p, _, _ in c.requests]
+    check("/v1/traces" in paths and set(paths) <= {"/v1/traces", "/v1/metrics"}, f"{label}: paths {paths}")
     if gzip_on:
         check(c.requests and all(h.get("Content-Encoding") == "gzip" for _, h, _ in c.requests),
               f"{label}: gzip asked, not every request was gzip")
@@ -433,6 +435,28 @@ def test_metrics(cudatrace, request_type, fake_app):
         c.close()
 
 
+def test_spans_metrics(cudatrace, request_type, app):
+    """Without --prometheus, the spans' own counts go to /v1/metrics every --otlp-interval, the
+    spans dropped by a full queue among them: a Collector that refuses spans (503) takes metrics."""
+    c = Collector(request_type, answers={"/v1/traces": (503,), "/v1/metrics": (200,)})
+    status, err, end, _, _ = run(cudatrace, ["--otlp", c.url(), "--otlp-interval", "1", "-f", "launch"],
+                                 [app, "loop", "60000"], {"OTEL_EXPORTER_OTLP_TIMEOUT": "1000"})
+    c.close()
+    check(status == 0, f"spans' metrics: exit {status}: {err}")
+    requests = [r for path, _, r in c.requests if path == "/v1/metrics"]
+    check(len(requests) >= 2, f"spans' metrics: {len(requests)} metrics requests")
+    if not requests:
+        return
+    points, temporalities = otlp_points(requests[-1])
+    dropped = points.get(("cudatrace_otlp_spans_total", frozenset({("outcome", "dropped_queue_full")})))
+    m = re.search(r"queue full: (\d+)", err)
+    check(m and dropped == float(m.group(1)) and dropped > 0,
+          f"spans' metrics: dropped {dropped}, stderr says {m.group(0) if m else err}")
+    check(points.get(("cudatrace_otlp_spans_total", frozenset({("outcome", "sent")}))) == 0,
+          f"spans' metrics: sent {points}")
+    check(temporalities == {2}, f"spans' metrics: temporalities {temporalities}")
+
+
 def test_bad_settings(cudatrace, app):
     for env, args, words in (({"OTEL_EXPORTER_OTLP_COMPRESSION": "zip"}, ["--otlp"], "OTEL_EXPORTER_OTLP_COMPRESSION"),
                              ({"OTEL_EXPORTER_OTLP_TIMEOUT": "soon"}, ["--otlp"], "OTEL_EXPORTER_OTLP_TIMEOUT"),
@@ -467,6 +491,7 @@ def main():
         test_unreachable(cudatrace, request_type, otel_exe, "down", answers=None, url=down)
         test_queue_bound(cudatrace, request_type, otel_exe)
         test_metrics(cudatrace, request_type, fake_app)
+        test_spans_metrics(cudatrace, request_type, otel_exe)
     if failures:
         print(f"{len(failures)} checks failed")
         sys.exit(1)

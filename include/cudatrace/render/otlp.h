@@ -36,6 +36,8 @@ struct OtlpConfig {
   // process's resource where the process does not set the key itself.
   std::vector<std::pair<std::string, std::string>> resource;
   bool calls_without_span = false;  // --otlp-all-calls: also calls under no published span (as roots)
+  std::chrono::seconds metrics_interval{10};  // --otlp-interval
+  bool exporter_metrics = false;  // --prometheus: metrics() hands the exporter's metrics over
 };
 
 // Reads how to export: `endpoint` is --otlp's value (empty: the variable
@@ -75,7 +77,8 @@ class OtlpWriter : public Writer {
 
   // --prometheus: the exposition /metrics serves now, to be sent as OTLP
   // metrics (otlp_metrics.h); one not sent yet is replaced (the values are
-  // cumulative: the newer says all the older did).
+  // cumulative: the newer says all the older did). Without it the writer
+  // sends the spans' own counts every metrics_interval instead.
   virtual void metrics(std::string exposition) = 0;
   virtual OtlpLoss stop() = 0;
 };
