@@ -127,7 +127,8 @@ class OtlpExporter final : public OtlpWriter {
   bool ok() const { return curl_ != nullptr; }
 
   void call(const Call& c, const CallAnalysis&) override {
-    if (!c.has_span && !config_.calls_without_span) return;  // counted in the metrics, not sent
+    if (!c.has_span && !config_.calls_without_span) return;  // no span: in the trace and the end line only
+    if (queue_full()) return;  // a Collector down or slow: dropped before any work
     QueuedSpan q{resource_of(c), {}, 0};
     otlp_trace::Span& s = q.span;
     std::uint64_t span_id = 0;
@@ -158,13 +159,22 @@ class OtlpExporter final : public OtlpWriter {
     }
     std::lock_guard<std::mutex> lock(mutex_);
     ++loss_.spans;
-    if (queue_.size() >= kMaxQueuedSpans || queued_bytes_ + q.bytes > kMaxQueuedBytes) {
+    if (queue_.size() >= kMaxQueuedSpans || queued_bytes_ + q.bytes > kMaxQueuedBytes) {  // filled meanwhile
       ++loss_.queue_full;
       return;
     }
     queued_bytes_ += q.bytes;
     queue_.push_back(std::move(q));
     if (queue_.size() >= kBatchSpans) wake_.notify_one();
+  }
+
+  // Counts the span as dropped if the queue has no room for it now.
+  bool queue_full() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (queue_.size() < kMaxQueuedSpans && queued_bytes_ < kMaxQueuedBytes) return false;
+    ++loss_.spans;
+    ++loss_.queue_full;
+    return true;
   }
 
   void metrics(std::string exposition) override {
