@@ -539,10 +539,6 @@ void check_otlp(const CLI::App& app, cudatrace::Options& opts) {
   if (!cudatrace::read_otlp_config(opts.otlp_endpoint, [](const char* name) { return std::getenv(name); }, config,
                                    error))
     usage_error(error);
-  if (!cudatrace::otlp_export_built()) {
-    std::fprintf(stderr, "cudatrace: --otlp: this cudatrace was built without the OTLP exporter\n");
-    std::exit(cudatrace::kExitUsage);
-  }
 }
 
 // -i and -c report summaries; --min-us and --errors select calls to print.
