@@ -58,6 +58,7 @@ class Collector:
 
     def __init__(self, request_type, answers=(200,), retry_after=None):
         self.requests = []  # (path, headers, decoded ExportTraceServiceRequest)
+        self.arrivals = []  # (path, time.monotonic()) of every request, as it came
         self.errors = []
         collector = self
 
@@ -66,6 +67,7 @@ class Collector:
                 pass
 
             def do_POST(self):
+                collector.arrivals.append((self.path, time.monotonic()))
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 turns = answers[self.path] if isinstance(answers, dict) else answers
                 n = sum(1 for path, _, _ in collector.requests if path == self.path or not isinstance(answers, dict))
@@ -337,17 +339,24 @@ def test_pid_mode(cudatrace, request_type, fake_app):
 
 
 def test_retry(cudatrace, request_type, app):
-    """503 with Retry-After, then 200: everything arrives, once."""
-    c = Collector(request_type, answers=(503, 200), retry_after=1)
+    """Spans answered 503 with Retry-After, then 200: everything arrives, once."""
+    c = Collector(request_type, answers={"/v1/traces": (503, 200), "/v1/metrics": (200,)}, retry_after=1)
     status, err, end, took, lines = run(cudatrace, ["--otlp", c.url()], [app])
     c.close()
     traced = [j for j in lines if j.get("type") == "call" and j.get("trace_id")]
+    requests = [req for path, _, req in c.requests if path == "/v1/traces"]
     check(status == 0, f"503 then 200: exit {status}: {err}")
-    check(len(c.requests) >= 2, f"503 then 200: {len(c.requests)} requests")
-    # The first request was refused: what the Collector kept are the later ones.
-    kept = [s for path, _, req in c.requests[1:] for rs in req.resource_spans for ss in rs.scope_spans for s in ss.spans]
+    check(len(requests) >= 2, f"503 then 200: {len(requests)} trace requests")
+    span_ids = lambda reqs: sorted(s.span_id for req in reqs for rs in req.resource_spans for ss in rs.scope_spans
+                                   for s in ss.spans)
+    # The first request was refused: what the Collector kept are the later ones, the same spans again.
+    kept = span_ids(requests[1:])
     check(len(kept) == len(traced) and traced, f"503 then 200: {len(kept)} spans accepted, {len(traced)} calls")
+    check(kept == span_ids(requests[:1]), "503 then 200: the retry did not send the refused spans again")
     check(end.get("lost_detail", {}).get("otlp_spans") == 0, f"503 then 200: end line {end}")
+    # Retry-After: 1 said when: not the first backoff's 0.5 s.
+    times = [t for path, t in c.arrivals if path == "/v1/traces"]
+    check(len(times) >= 2 and times[1] - times[0] >= 0.95, f"503 then 200: retried after {times[1:2]} - {times[:1]}")
 
 
 def test_unreachable(cudatrace, request_type, app, label, answers, url=None):
