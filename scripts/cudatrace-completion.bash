@@ -6,7 +6,7 @@ _cudatrace() {
   cur="${COMP_WORDS[COMP_CWORD]}"
   prev="${COMP_WORDS[COMP_CWORD-1]}"
   local opts="--pid --all-processes --lib --filter --layer --min-us --errors --tid --json --output --perfetto
-    --output-follow-symlinks --full-names --stack --py-stack --prometheus --nvtx --by-range --by-span --write-nvtx-library --summary --hist --insights --gpu-time --interval --count --ring-mb --buffer-mb
+    --output-follow-symlinks --full-names --stack --py-stack --prometheus --otlp --otlp-all-calls --otlp-interval --nvtx --by-range --by-span --write-nvtx-library --summary --hist --insights --gpu-time --interval --count --ring-mb --buffer-mb
     --dlopen-stop --no-dlopen-stop --max-overhead --attach --no-otel --every-layer --empty-probes --help --list-apis --verbose --version"
   local report_opts="--filter --layer --json --perfetto --output-follow-symlinks --full-names --summary --hist --insights --gpu-time --by-span --help"
   local groups="mem xfer launch stream event device coll module query nvtx info error graph occupancy texture interop other all"
@@ -37,7 +37,7 @@ _cudatrace() {
     -o|--output|--perfetto|--lib)
       COMPREPLY=($(compgen -f -- "$cur"))
       return ;;
-    --min-us|--tid|-i|--interval|-c|--count|--ring-mb|--prometheus|--max-overhead)
+    --min-us|--tid|-i|--interval|-c|--count|--ring-mb|--prometheus|--otlp|--otlp-interval|--max-overhead)
       return ;;
   esac
 

@@ -24,9 +24,10 @@ apt-get install -y -qq --no-install-recommends \
   libcli11-dev libfmt-dev libgtest-dev nlohmann-json3-dev \
   prometheus-cpp-dev prometheus systemd python3-yaml \
   python3 libclang-rt-14-dev man-db jq curl qemu-system-x86 busybox-static cpio \
-  dpkg-dev libprotobuf-dev protobuf-compiler libssl-dev podman buildah >/dev/null  # python3: scripts/bench.py, render-timeline.py; libFuzzer and the sanitizer runtimes for clang (scripts/fuzz.sh); man-db: scripts/package-check.sh; jq: the output tests and the docs' examples; curl: the docs' Prometheus examples (doc_blocks)
+  dpkg-dev libprotobuf-dev protobuf-compiler libssl-dev libcurl4-openssl-dev python3-protobuf podman buildah >/dev/null  # python3: scripts/bench.py, render-timeline.py; libFuzzer and the sanitizer runtimes for clang (scripts/fuzz.sh); man-db: scripts/package-check.sh; jq: the output tests and the docs' examples; curl: the docs' Prometheus examples (doc_blocks)
 # prometheus-cpp-dev: --prometheus (the server binary `prometheus` runs in its
-# integration test); systemd (systemd-analyze) and python3-yaml: the deploy/
+# integration test); libprotobuf-dev, protobuf-compiler, libcurl4-openssl-dev:
+# --otlp (python3-protobuf: its test's fake Collector decodes with the schema); systemd (systemd-analyze) and python3-yaml: the deploy/
 # checks of scripts/test.sh. qemu-system-x86, busybox-static, cpio: the
 # suites on Debian's Linux 6.1 (scripts/qemu-6.1/run.sh). podman, buildah: the
 # DaemonSet's image (deploy/Containerfile, scripts/deploy-check.sh).

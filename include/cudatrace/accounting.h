@@ -105,6 +105,19 @@ class Sampling {
   std::map<std::uint16_t, double> sampled_;
 };
 
+// --otlp (render/otlp.h): the spans handed to the exporter and what became
+// of them at exit.
+struct OtlpLoss {
+  std::uint64_t spans = 0;       // calls queued as spans
+  std::uint64_t sent = 0;        // accepted by the Collector
+  std::uint64_t queue_full = 0;  // dropped: the queue was full (the Collector was slow or down)
+  std::uint64_t rejected = 0;    // answered with an error that is not retried (400, 401, ...)
+  std::uint64_t unsent = 0;      // still queued or being retried when the exit timeout passed
+  std::uint64_t metrics_sent = 0, metrics_failed = 0;  // --prometheus: metrics requests
+  std::string last_error;        // the last failure ("HTTP 503", "Couldn't connect to server"), else empty
+  std::uint64_t lost() const { return queue_full + rejected + unsent; }
+};
+
 // The end of a trace: the JSON end line, or text mode's lines on stderr.
 struct EndStats {
   std::uint64_t calls = 0;       // calls written
@@ -117,6 +130,7 @@ struct EndStats {
   // A trace: whether its lines and the lost calls counted by API (LossCounts::
   // ring_buffer_calls) together count every call exactly. Unset for a summary.
   std::optional<bool> counts_exact;
+  std::optional<OtlpLoss> otlp;  // with --otlp: spans not sent (lost_detail.otlp_spans), not calls of the trace
   std::uint64_t lost() const { return kernel.calls() + lost_output; }
 };
 

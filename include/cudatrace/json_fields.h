@@ -108,5 +108,6 @@ inline constexpr auto kThreadTable = field("thread_table");
 inline constexpr auto kDepthOverflow = field("depth_overflow");
 inline constexpr auto kOutput = field("output");
 inline constexpr auto kControl = field("control");
+inline constexpr auto kOtlpSpans = field("otlp_spans");  // --otlp: spans not sent (not calls of the trace)
 
 }  // namespace cudatrace::json_fields

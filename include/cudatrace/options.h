@@ -72,6 +72,12 @@ struct Options {
   bool gpu_time = false;  // --gpu-time: GPU time bounds and estimates from host events (docs/gpu-time.md)
   bool all_processes = false;      // --all-processes: every process of the host (docs/prometheus.md)
   std::string prometheus_address;  // --prometheus ADDR:PORT: serve metrics, print no calls; empty: off
+  // --otlp [ENDPOINT]: send the calls made under published spans as OTLP
+  // spans (docs/otlp.md); empty endpoint: OTEL_EXPORTER_OTLP_ENDPOINT's.
+  bool otlp = false;
+  std::string otlp_endpoint;
+  bool otlp_all_calls = false;  // --otlp-all-calls: also the calls under no span, as root spans
+  unsigned otlp_interval_s = 10;  // --otlp-interval: with --prometheus, metrics sent every N seconds
   double max_overhead_pct = 0;  // --max-overhead: budget for the tracing cost (budget.h); 0: none
 };
 

@@ -22,6 +22,7 @@
 #include "cudatrace/drive/tracer.h"
 #include "cudatrace/options.h"
 #include "cudatrace/render/metrics_server.h"
+#include "cudatrace/render/otlp.h"
 #include "cudatrace/render/output_file.h"
 #include "cudatrace/target/nvtx_injection.h"
 #include "cudatrace/terminal.h"
@@ -415,6 +416,9 @@ void add_live_options(CLI::App& app, cudatrace::Options& opts, LiveArgs& args) {
                "--summary adds tables by Python line")
       ->group(kOutput);
   app.add_option("--prometheus", opts.prometheus_address, "Serve Prometheus metrics at http://ADDRESS/metrics (HOST:PORT; :PORT for every address) instead of printing calls (docs/prometheus.md)")->group(kOutput)->type_name("ADDRESS")->check(kNotEmpty);
+  app.add_option("--otlp", opts.otlp_endpoint, "Also send the calls made under a published OpenTelemetry span to an OTLP/HTTP collector, as child spans (ENDPOINT: http[s]://HOST:PORT; default OTEL_EXPORTER_OTLP_ENDPOINT, else http://localhost:4318; docs/otlp.md)")->group(kOutput)->type_name("ENDPOINT")->expected(0, 1);
+  app.add_flag("--otlp-all-calls", opts.otlp_all_calls, "With --otlp: also send the calls made under no span, as root spans")->group(kOutput);
+  app.add_option("--otlp-interval", opts.otlp_interval_s, "With --otlp: send the metrics every N seconds (default 10): the spans' counts, or with --prometheus the exporter's")->group(kOutput)->type_name("N")->transform(decimal(1, 86400, "a number of seconds"));
   app.add_flag("--nvtx", opts.nvtx, "Give each call the NVTX ranges open on its thread (torch.cuda.nvtx, emit_nvtx; docs/nvtx.md)")->group(kOutput);
   // Analysis
   add_analysis_options(app, opts);
@@ -519,6 +523,23 @@ void check_prometheus(const cudatrace::Options& opts) {
                 "--summary, --hist, --insights, --gpu-time, --stack, --py-stack, --nvtx, --min-us, --errors or --tid");
 }
 
+// --otlp: the endpoint and the OTEL_EXPORTER_OTLP_* variables are read now,
+// so that a bad one is said before anything is traced.
+void check_otlp(const CLI::App& app, cudatrace::Options& opts) {
+  opts.otlp = app.count("--otlp") > 0;
+  if (opts.otlp_all_calls && !opts.otlp) usage_error("--otlp-all-calls needs --otlp");
+  if (app.count("--otlp-interval") && !opts.otlp) usage_error("--otlp-interval needs --otlp");
+  if (!opts.otlp) return;
+  if (!opts.prometheus_address.empty() && opts.otlp_all_calls)
+    usage_error("--otlp-all-calls sends spans; with --prometheus, --otlp sends the metrics only (calls are counted in "
+                "the kernel, none is recorded)");
+  cudatrace::OtlpConfig config;
+  std::string error;
+  if (!cudatrace::read_otlp_config(opts.otlp_endpoint, [](const char* name) { return std::getenv(name); }, config,
+                                   error))
+    usage_error(error);
+}
+
 // -i and -c report summaries; --min-us and --errors select calls to print.
 void check_reports(const cudatrace::Options& opts) {
   if (opts.interval_s && !opts.summary) usage_error("-i needs --summary, --hist or --insights");
@@ -568,9 +589,13 @@ int main(int argc, char** argv) {
   parse_or_exit(app, argc, argv);
   if (args.version) {
     std::printf("%s\n", kVersion);
-#ifdef CUDATRACE_BUILT_WITHOUT  // a static build lacking an exporter's dependency (CMakeLists.txt)
-    std::printf("built without: %s\n", CUDATRACE_BUILT_WITHOUT);
+    // A static build lacking an exporter's dependency (CMakeLists.txt) says which.
+    std::vector<std::string> without;
+#ifdef CUDATRACE_BUILT_WITHOUT
+    without.emplace_back(CUDATRACE_BUILT_WITHOUT);
 #endif
+    if (!cudatrace::otlp_export_built()) without.emplace_back("the OTLP exporter");
+    if (!without.empty()) std::printf("built without: %s\n", fmt::format("{}", fmt::join(without, ", ")).c_str());
     return 0;
   }
   take_command(app, opts);
@@ -581,6 +606,7 @@ int main(int argc, char** argv) {
   parse_numbers(app, args, opts);
   check_target(args, opts);
   check_prometheus(opts);
+  check_otlp(app, opts);
   apply_reports(opts);
   check_reports(opts);
   apply_tuning(args, opts);

@@ -114,7 +114,9 @@ RecordsNeeded Driver::records_needed() const {
   needs.calls = metrics_ ? Calls::Export : analyses.tables ? Calls::Summary : Calls::Every;
   // --by-range and --gpu-time read every launch and synchronisation.
   // --by-span reads each call's span; --py-stack's tables every call's Python line.
-  needs.every_record = analyses.by_range || analyses.gpu_time || analyses.by_span || opts_.py_stack;
+  // --otlp sends every call made under a span (with --prometheus: the metrics only).
+  needs.every_record =
+      analyses.by_range || analyses.gpu_time || analyses.by_span || opts_.py_stack || (opts_.otlp && !metrics_);
   // A timeline draws every launch and copy.
   needs.counted_activity = needs.calls == Calls::Summary && !needs.every_record && opts_.perfetto_path.empty();
   if (opts_.stack)  // a summary symbolises only the stacks it reports (the leaks')
@@ -160,6 +162,19 @@ int Driver::run() {
       return kExitOutput;
     }
   }
+  if (opts_.otlp) {
+    OtlpConfig config;
+    std::string error;
+    config.calls_without_span = opts_.otlp_all_calls;
+    config.metrics_interval = std::chrono::seconds(opts_.otlp_interval_s);
+    config.exporter_metrics = metrics_ != nullptr;
+    if (read_otlp_config(opts_.otlp_endpoint, [](const char* name) { return std::getenv(name); }, config, error))
+      otlp_ = make_otlp_writer(config, error);
+    if (!otlp_) {
+      error_line(error);
+      return kExitOutput;
+    }
+  }
   const int opened = open_outputs();
   // A stop signal while an output was waited for (a FIFO's reader): nothing
   // has started, nothing is written.
@@ -192,10 +207,11 @@ int Driver::run() {
     report.activity_counted = records_needed().counted_activity && source_.counts_in_kernel();
     reporter_ = std::make_unique<SummaryReport>(report, pipeline_, source_.site_names());
     next_report_ns_ = source_.start_ns() + std::uint64_t(opts_.interval_s) * 1000000000ull;
-  } else if (!metrics_) {
+  } else if (!metrics_ && !spans_only()) {
     call_writers_.push_back(trace_.get());
     filtered_in_kernel_ = opts_.min_us || opts_.errors_only;
   }
+  if (otlp_ && !metrics_) call_writers_.push_back(otlp_.get());
   if (metrics_) {
     metrics_->tracing_began();
     std::fprintf(stderr, "cudatrace: serving Prometheus metrics on port %d (%s/metrics)\n", metrics_->port(),
@@ -203,7 +219,7 @@ int Driver::run() {
   }
   writer_ = std::make_unique<OutputWriter>(out_fd_, std::size_t(opts_.buffer_mb) << 20);
   trace_->buffer()->reserve(OutputWriter::kChunkCapacity);
-  if (!reporter_ && !metrics_) trace_->header();
+  if (!reporter_ && !metrics_ && !spans_only()) trace_->header();
   // Written before the command starts: an output that cannot be written
   // (-o /dev/full) is found before anything runs.
   hand_over_output();
@@ -250,6 +266,7 @@ void Driver::on_call(Call& c) {
     }
   }
   if (reporter_) stats_.unfinished += c.unfinished;
+  if (spans_only()) ++(c.unfinished ? stats_.unfinished : stats_.calls);
   if (trace_->buffer()->size() >= OutputWriter::kChunkBytes) hand_over_output();
 }
 
@@ -304,6 +321,10 @@ void Driver::count_node(bool last) {
   if (!last && now < next_count_ns_) return;
   next_count_ns_ = now + kCountEveryNs;
   if (const std::optional<NodeCounts> counts = source_.node_counts()) metrics_->counts(*counts, pipeline_.memory());
+  if (otlp_ && (last || now >= next_otlp_metrics_ns_)) {
+    next_otlp_metrics_ns_ = now + std::uint64_t(opts_.otlp_interval_s) * 1000000000ull;
+    otlp_->metrics(metrics_->metrics().text());
+  }
 }
 
 void Driver::finish() {
@@ -319,6 +340,7 @@ void Driver::finish() {
   }
   stats_.kernel = source_.losses();
   stats_.cost = source_.cost();
+  stop_otlp();
   if (timeline_) {
     std::string error;
     timeline_failed_ = !timeline_->finish(error);
@@ -388,6 +410,26 @@ void Driver::finish() {
                           forgotten.merged_segments, StreamTracker::kMaxSegments));
   if (opts_.json && end_written && stats_.lost())
     warn_line(std::to_string(stats_.lost()) + " call records lost; see the end line's lost_detail");
+  if (stats_.otlp && stats_.otlp->metrics_failed)
+    warn_line(fmt::format("{} of {} OTLP metrics exports failed (last error: {})", stats_.otlp->metrics_failed,
+                          stats_.otlp->metrics_failed + stats_.otlp->metrics_sent, stats_.otlp->last_error));
+  if (opts_.json && end_written && stats_.otlp && stats_.otlp->lost())
+    warn_line(fmt::format("{} of {} OTLP spans not sent (queue full: {}, refused: {}, unsent at the exit timeout: "
+                          "{}){}; see the end line's lost_detail",
+                          stats_.otlp->lost(), stats_.otlp->spans, stats_.otlp->queue_full, stats_.otlp->rejected,
+                          stats_.otlp->unsent,
+                          stats_.otlp->last_error.empty() ? "" : "; last error: " + stats_.otlp->last_error));
+}
+
+// --otlp alone: the calls go to the Collector, not as text to the terminal
+// (--json or -o add the trace); the end line still says what was lost.
+bool Driver::spans_only() const { return opts_.otlp && !opts_.json && opts_.output_path.empty(); }
+
+// Sends what the OTLP queue holds, for at most the export timeout.
+void Driver::stop_otlp() {
+  if (!otlp_) return;
+  stats_.otlp = otlp_->stop();
+  call_writers_.erase(std::remove(call_writers_.begin(), call_writers_.end(), otlp_.get()), call_writers_.end());
 }
 
 int Driver::exit_status() const {

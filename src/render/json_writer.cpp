@@ -245,6 +245,7 @@ class JsonWriter final : public Writer {
     count(kDepthOverflow, s.kernel.depth_overflow);
     count(kOutput, s.lost_output);
     count(kControl, s.kernel.control);
+    if (s.otlp) count(kOtlpSpans, s.otlp->lost());
     if (!s.kernel.ring_buffer_calls.empty()) lost_calls(s.kernel.ring_buffer_calls);
     buf_.push_back('}');
     count(kUnmatched, s.kernel.unmatched);

@@ -301,6 +301,12 @@ void append_end_text(Buf& out, const EndStats& s) {
                    s.lost_output);
   if (s.kernel.control)
     fmt::format_to(it, "cudatrace: lost {} loader or thread-exit notifications (ring buffer full)\n", s.kernel.control);
+  if (s.otlp && s.otlp->lost())
+    fmt::format_to(it,
+                   "cudatrace: {} of {} OTLP spans not sent (queue full: {}, refused: {}, unsent at the exit "
+                   "timeout: {}){}\n",
+                   s.otlp->lost(), s.otlp->spans, s.otlp->queue_full, s.otlp->rejected, s.otlp->unsent,
+                   s.otlp->last_error.empty() ? "" : "; last error: " + s.otlp->last_error);
   if (s.cost) append_cost_text(out, *s.cost);
 }
 

@@ -25,6 +25,7 @@
 #include "cudatrace/options.h"
 #include "cudatrace/record/source.h"
 #include "cudatrace/render/metrics.h"
+#include "cudatrace/render/otlp.h"
 #include "cudatrace/render/output_writer.h"
 #include "cudatrace/render/writer.h"
 
@@ -55,6 +56,8 @@ class Driver final : public CallConsumer {
   void warn_failed_launch(const Call& c);
   void summary_report(bool final);
   void count_node(bool last);
+  bool spans_only() const;
+  void stop_otlp();
   void finish();
   int exit_status() const;
 
@@ -71,6 +74,7 @@ class Driver final : public CallConsumer {
   std::unique_ptr<Writer> trace_;            // text or JSON Lines: the trace, or the summaries
   std::unique_ptr<Writer> timeline_;         // --perfetto
   std::unique_ptr<MetricsWriter> metrics_;   // --prometheus
+  std::unique_ptr<OtlpWriter> otlp_;         // --otlp
   std::vector<Writer*> call_writers_;        // the writers each displayed call goes to
   int out_fd_ = STDOUT_FILENO;
   int timeline_fd_ = -1;              // --perfetto's file, until its writer takes it
@@ -81,6 +85,7 @@ class Driver final : public CallConsumer {
   std::uint64_t next_report_ns_ = 0;  // with -i
   unsigned reports_ = 0;
   std::uint64_t next_count_ns_ = 0;  // exporter mode: the next look at the node's counts
+  std::uint64_t next_otlp_metrics_ns_ = 0;  // exporter mode with --otlp: the next metrics sent
   // --min-us or --errors: the kernel dropped the other calls, so the trace
   // has no NVTX calls (never slow or failed) and no waits (what was queued
   // is not known).
