@@ -264,7 +264,7 @@ void Driver::forget_thread(std::uint32_t pid, std::uint32_t tid) { pipeline_.for
 void Driver::warn_pageable_copy(const Call& c, std::uint64_t host_ptr) {
   std::string site = source_.location(c.pid, c.caller);
   if (!c.py_stack.empty()) site += " (python " + py_frame_text(c.py_stack.front()) + ")";
-  const bool to_device = arg_value(c, ArgType::Ptr, 1) == host_ptr;
+  const bool to_device = role_value(c, Role::Source) == host_ptr;
   const Warning w{"pageable_async_copy", host_ptr, site,
                   fmt::format("{} {} pageable host memory {:#x} at {}: the copy is synchronous", c.api->symbol,
                               to_device ? "from" : "to", host_ptr, site)};
