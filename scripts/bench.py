@@ -22,7 +22,8 @@
      kernel.bpf_stats_enabled=1 also the BPF programs' run time per call
   g. work per record (issue 46), on the fake runtime's launch loop (each
      cudaLaunchKernel nests a cuLaunchKernel), app on CPU 0 and cudatrace on
-     CPU 1, per mode (--empty-probes, default, --summary, --json, -f all):
+     CPU 1, per mode (--empty-probes, default, --summary, --prometheus, --json,
+     -f all):
      the BPF programs' run time per run (kernel.bpf_stats_enabled=1), and
      cudatrace's own CPU time per record (-v; a 1-call run's start-up time
      subtracted), the minimum of the runs (scripts/bench.py --only g)
@@ -416,8 +417,10 @@ def bench_work_per_record(build, calls, reps):
         die(f"cudatrace and tests/fixtures/fake_app must be built in {build}")
     if open("/proc/sys/kernel/bpf_stats_enabled").read().strip() != "1":
         die("needs kernel.bpf_stats_enabled=1 (the BPF programs' run time)")
-    modes = {"--empty-probes": ["--empty-probes"], "default": [], "--summary": ["--summary"],
-             "--json": ["--json"], "-f all": ["-f", "all"]}
+    to_null = ["-o", "/dev/null"]  # --prometheus writes no trace: it takes no -o
+    modes = {"--empty-probes": ["--empty-probes", *to_null], "default": to_null, "--summary": ["--summary", *to_null],
+             "--prometheus": ["--prometheus", "127.0.0.1:0"], "--json": ["--json", *to_null],
+             "-f all": ["-f", "all", *to_null]}
     print(f"\n### Work per record: cudaLaunchKernel (fake runtime, nesting cuLaunchKernel) x {calls}, "
           f"{reps} interleaved runs, minimum\n")
     print("BPF: each program's run time / its runs (kernel BPF statistics); per call: all of them / calls.")
@@ -430,7 +433,7 @@ def bench_work_per_record(build, calls, reps):
         for name, flags in modes.items():
             r = results[name]
             for n, key in ((1, "start"), (calls, "cpu")):
-                cmd = pinned([app, "launch-loop", str(n)], [cudatrace, *flags, "-v", "-o", "/dev/null", "--"])
+                cmd = pinned([app, "launch-loop", str(n)], [cudatrace, *flags, "-v", "--"])
                 text, progs = bpf_runs(cmd) if n == calls else (run(cmd)[0], {})
                 m = cpu.search(text)
                 if not m:

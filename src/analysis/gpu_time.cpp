@@ -97,7 +97,7 @@ GpuTimeTracker::GpuTimeTracker(GpuTimeOptions opts)
     : opts_(opts), column_names_{"per-window overhead"}, column_kernels_(1), column_counts_{0} {}
 
 GpuTimeTracker::Stream* GpuTimeTracker::stream_of(Process& p, const Call& c) {
-  const NamedValue* arg = arg_of_type(c, ArgType::Stream);
+  const NamedValue* arg = role_arg(c, Role::Stream);
   // No stream argument (cudaMemcpy, cudaMemset): the default stream.
   const std::string id = arg && !arg->id.empty() ? std::string(arg->id) : std::string("default");
   auto it = p.lanes.find({id, id == "per-thread" ? c.tid : 0});
@@ -410,11 +410,11 @@ const std::vector<GpuWindow>& GpuTimeTracker::on_call(const Call& c, const Strea
   if (c.unfinished || !c.outermost()) return closed_;
   const Effect effect = c.api->effect();
   if (effect == Effect::SetDevice && c.counted()) {
-    const auto device = arg_value(c, ArgType::Int);
+    const auto device = role_value(c, Role::Device);
     if (device && p.device && *p.device != *device) p.device_switched = true;
     if (device) p.device = device;
   } else if (c.counted() && (c.api->symbol.rfind("cuCtxSetCurrent", 0) == 0 || c.api->symbol.rfind("cuCtxPushCurrent", 0) == 0)) {
-    const auto context = arg_value(c, ArgType::Handle);
+    const auto context = role_value(c, Role::Object);
     if (context && p.context && *p.context != *context) p.device_switched = true;
     if (context) p.context = context;
   }
@@ -424,7 +424,7 @@ const std::vector<GpuWindow>& GpuTimeTracker::on_call(const Call& c, const Strea
     Stream* s = nullptr;
     if (effect == Effect::StreamQuery) {
       s = stream_of(p, c);
-    } else if (const NamedValue* e = arg_of_type(c, ArgType::Event); e && !e->id.empty()) {
+    } else if (const NamedValue* e = role_arg(c, Role::Event); e && !e->id.empty()) {
       if (auto it = p.events.find(std::string(e->id)); it != p.events.end() && p.streams.count(it->second.lane))
         s = &p.streams[it->second.lane];
     }
@@ -434,14 +434,14 @@ const std::vector<GpuWindow>& GpuTimeTracker::on_call(const Call& c, const Strea
   if (!c.counted() || !c.succeeded()) return closed_;
   if (activity.queued) {
     // A synchronous copy starts a piece of its own: it may close the work before it and not itself.
-    if (effect == Effect::Copy && !arg_of_type(c, ArgType::Stream))
+    if (effect == Effect::Copy && !role_arg(c, Role::Stream))
       if (auto s = p.streams.find(activity.queued->lane); s != p.streams.end()) s->second.sealed = true;
     enqueue(p, c, *activity.queued);
   }
   const bool blocked = c.dur_ns >= opts_.immediate_ns;
   switch (effect) {
     case Effect::Copy: {
-      if (arg_of_type(c, ArgType::Stream)) break;
+      if (role_arg(c, Role::Stream)) break;
       // A synchronous copy: to the host, it returns once it and the work
       // before it are done; from the host, once the work before it is done
       // (a pageable source is staged, not yet copied); others need not wait.
@@ -465,7 +465,7 @@ const std::vector<GpuWindow>& GpuTimeTracker::on_call(const Call& c, const Strea
         for (auto& [lane, s] : p.streams) close(p, s, kAllWork, c, blocked);
       break;
     case Effect::EventRecord:
-      if (const NamedValue* e = arg_of_type(c, ArgType::Event); e && !e->id.empty()) {
+      if (const NamedValue* e = role_arg(c, Role::Event); e && !e->id.empty()) {
         if (Stream* s = stream_of(p, c)) {
           p.events[std::string(e->id)] = {s->lane, s->seq};
           s->sealed = true;
@@ -476,7 +476,7 @@ const std::vector<GpuWindow>& GpuTimeTracker::on_call(const Call& c, const Strea
       break;
     case Effect::EventSync:
     case Effect::EventQuery:
-      if (const NamedValue* e = arg_of_type(c, ArgType::Event); e && !e->id.empty())
+      if (const NamedValue* e = role_arg(c, Role::Event); e && !e->id.empty())
         if (auto it = p.events.find(std::string(e->id)); it != p.events.end() && p.streams.count(it->second.lane))
           close(p, p.streams[it->second.lane], it->second.seq, c, blocked && effect == Effect::EventSync);
       break;

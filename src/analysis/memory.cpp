@@ -7,27 +7,6 @@
 
 namespace cudatrace {
 
-namespace {
-
-// Out-param 0 (the new pointer or handle); nullopt-like 0 when unavailable.
-std::uint64_t out0(const Call& c) {
-  for (const NamedValue& a : c.args)
-    if (is_out(a.type)) return std::holds_alternative<Hex>(a.value) ? std::get<Hex>(a.value).v : 0;
-  return 0;
-}
-
-}  // namespace
-
-std::uint64_t allocation_bytes(const Call& c) {
-  if (arg_of_type(c, ArgType::OutSize)) {
-    std::uint64_t height = 0;
-    for (const NamedValue& a : c.args)
-      if (a.type == ArgType::Size) height = std::get<std::uint64_t>(a.value);
-    return arg_value(c, ArgType::OutSize).value_or(0) * height;
-  }
-  return arg_value(c, ArgType::Size).value_or(0);
-}
-
 int MemoryTracker::current_device(std::uint32_t tid) const {
   auto it = thread_device_.find(tid);
   return it == thread_device_.end() ? 0 : it->second;
@@ -37,7 +16,7 @@ void MemoryTracker::on_call(const Call& c) {
   if (!c.counted()) return;
   switch (c.api->effect()) {
     case Effect::SetDevice: {
-      const int device = static_cast<int>(arg_value(c, ArgType::Int).value_or(0));
+      const int device = static_cast<int>(role_value(c, Role::Device).value_or(0));
       if (device)
         thread_device_[c.tid] = device;
       else
@@ -64,7 +43,7 @@ void MemoryTracker::on_call(const Call& c) {
 
 // cudaMemGetInfo(free, total) / cuMemGetInfo: of the thread's current device.
 void MemoryTracker::memory_info(const Call& c) {
-  const auto free_bytes = arg_value(c, ArgType::OutSize, 0), total_bytes = arg_value(c, ArgType::OutSize, 1);
+  const auto free_bytes = role_value(c, Role::FreeBytes), total_bytes = role_value(c, Role::TotalBytes);
   if (!free_bytes || !total_bytes) return;
   DeviceMemory& d = devices_[{c.pid, current_device(c.tid)}];
   d.reported_free_bytes = *free_bytes;
@@ -73,8 +52,8 @@ void MemoryTracker::memory_info(const Call& c) {
 }
 
 void MemoryTracker::allocate(const Call& c, bool managed) {
-  const std::uint64_t ptr = out0(c);
-  const std::uint64_t bytes = allocation_bytes(c);
+  const std::uint64_t ptr = role_value(c, Role::Address).value_or(0);
+  const std::uint64_t bytes = role_bytes(c);
   if (!ptr) return;
   Allocation a;
   a.pid = c.pid;
@@ -124,8 +103,7 @@ void MemoryTracker::allocate(const Call& c, bool managed) {
 }
 
 void MemoryTracker::free(const Call& c) {
-  const std::uint64_t ptr = arg_of_type(c, ArgType::Ptr) ? arg_value(c, ArgType::Ptr).value_or(0)
-                                                         : arg_value(c, ArgType::Handle).value_or(0);  // cuMemRelease
+  const std::uint64_t ptr = role_value(c, Role::Address).value_or(0);
   auto it = live_.find({c.pid, ptr});
   if (!ptr || it == live_.end()) return;  // allocated before tracing started
   const Allocation& a = it->second;
@@ -153,8 +131,8 @@ void PageLockedMemory::on_call(const Call& c) {
     case Effect::AllocHost:
     case Effect::AllocManaged:
     case Effect::RegisterHost: {
-      const auto ptr = c.api->effect() == Effect::RegisterHost ? arg_value(c, ArgType::Ptr) : arg_value(c, ArgType::OutPtr);
-      const auto bytes = arg_value(c, ArgType::Size);
+      const auto ptr = role_value(c, Role::Address);
+      const auto bytes = role_value(c, Role::Bytes);
       if (!ptr || !*ptr || !bytes || !*bytes) break;
       ranges_[{pid, *ptr}] = *ptr + *bytes;
       if (ranges_.size() > kMaxRanges) {
@@ -169,7 +147,7 @@ void PageLockedMemory::on_call(const Call& c) {
     case Effect::FreeHost:
     case Effect::UnregisterHost:
     case Effect::Free:  // managed memory
-      if (const auto ptr = arg_value(c, ArgType::Ptr)) ranges_.erase({pid, *ptr});
+      if (const auto ptr = role_value(c, Role::Address)) ranges_.erase({pid, *ptr});
       break;
     default:
       break;

@@ -53,7 +53,7 @@ const NcclInfo* NcclTracker::on_call(const Call& c) {
       on_comm_init(c);
       break;
     case Effect::CommDestroy:
-      if (const auto comm = arg_value(c, ArgType::Handle)) comms_.erase({c.pid, *comm});
+      if (const auto comm = role_value(c, Role::Object)) comms_.erase({c.pid, *comm});
       break;
     case Effect::Collective:
       on_collective(c, info_);
@@ -64,7 +64,7 @@ const NcclInfo* NcclTracker::on_call(const Call& c) {
         const auto* id = arg_of_type(c, ArgType::NcclUniqueIdPtr);
         if (id && c.parent && c.parent->effect() == Effect::CommInit && std::holds_alternative<std::string_view>(id->value))
           unique_id_[tid] = std::stoull(std::string(std::get<std::string_view>(id->value)), nullptr, 16);
-      } else if (const auto comm = arg_value(c, ArgType::Handle)) {
+      } else if (const auto comm = role_value(c, Role::Object)) {
         // ncclCommCount / ncclCommUserRank: what a split communicator does not tell at creation.
         auto it = comms_.find({c.pid, *comm});
         const NamedValue* out = arg_of_type(c, ArgType::OutInt);
@@ -84,7 +84,7 @@ void NcclTracker::on_comm_init(const Call& c) {
   if (arg_of_type(c, ArgType::NcclCommArray)) {
     // ncclCommInitAll: ndev communicators of this process, ranks 0..ndev-1, all
     // with the id NCCL made for them in the ncclGetUniqueId call it nests.
-    const auto ndev = arg_value(c, ArgType::Int);
+    const auto ndev = role_value(c, Role::Ranks);
     if (!ndev || c.payload_fault) return;
     const int n = static_cast<int>(static_cast<std::int32_t>(*ndev));
     const auto uid = unique_id_.find(c.tid);
@@ -104,7 +104,7 @@ void NcclTracker::on_comm_init(const Call& c) {
     info_.nranks = n;
     return;
   }
-  const auto handle = arg_value(c, ArgType::OutHandle);
+  const auto handle = role_value(c, Role::Created);
   if (!handle || !*handle) return;  // ncclCommSplit with NCCL_SPLIT_NOCOLOR gives no communicator
   Comm comm;
   const NamedValue* uid = arg_of_type(c, ArgType::NcclUniqueId);
@@ -114,16 +114,16 @@ void NcclTracker::on_comm_init(const Call& c) {
     const auto id = nccl_unique_id_hash(payload, c.payload.size());
     if (!id) return;
     comm.id = *id;
-    comm.nranks = static_cast<int>(static_cast<std::int32_t>(arg_value(c, ArgType::Int, 0).value_or(-1)));
-    comm.rank = static_cast<int>(static_cast<std::int32_t>(arg_value(c, ArgType::Int, 1).value_or(-1)));
+    comm.nranks = static_cast<int>(static_cast<std::int32_t>(role_value(c, Role::Ranks).value_or(-1)));
+    comm.rank = static_cast<int>(static_cast<std::int32_t>(role_value(c, Role::Rank).value_or(-1)));
   } else {
     // ncclCommSplit: every rank splits the parent in the same order, so the
     // parent's id, the color and the split's index agree across the ranks
     // that end up in one new communicator.
-    const auto parent_handle = arg_value(c, ArgType::Handle);
+    const auto parent_handle = role_value(c, Role::Object);
     auto parent = parent_handle ? comms_.find({pid, *parent_handle}) : comms_.end();
     if (parent == comms_.end()) return;
-    const auto color = static_cast<std::int32_t>(arg_value(c, ArgType::Int, 0).value_or(0));
+    const auto color = static_cast<std::int32_t>(role_value(c, Role::Color).value_or(0));
     comm.id = nccl_split_id(parent->second.id, color, parent->second.splits++);
   }
   comms_[{pid, *handle}] = comm;
@@ -134,13 +134,13 @@ void NcclTracker::on_comm_init(const Call& c) {
 }
 
 void NcclTracker::on_collective(const Call& c, NcclInfo& info) {
-  const auto count = arg_value(c, ArgType::Size);
-  const auto type = arg_value(c, ArgType::NcclDataType);
+  const auto count = role_value(c, Role::Count);
+  const auto type = role_value(c, Role::DataType);
   if (count && type && nccl_datatype_size(*type & 0xffffffff)) {
     info.has_bytes = true;
     info.bytes = *count * nccl_datatype_size(*type & 0xffffffff);
   }
-  const auto handle = arg_value(c, ArgType::Handle);
+  const auto handle = role_value(c, Role::Object);
   auto comm = handle ? comms_.find({c.pid, *handle}) : comms_.end();
   if (comm != comms_.end()) {
     info.has_comm = true;

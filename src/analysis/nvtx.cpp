@@ -11,7 +11,7 @@ namespace cudatrace {
 namespace {
 
 std::string message_of(const Call& c) {
-  const NamedValue* v = arg_of_type(c, ArgType::String);
+  const NamedValue* v = role_arg(c, Role::Message);
   if (v && std::holds_alternative<std::string_view>(v->value)) return std::string(std::get<std::string_view>(v->value));
   return "?";  // the message could not be read
 }
@@ -19,7 +19,7 @@ std::string message_of(const Call& c) {
 }  // namespace
 
 std::optional<NvtxClosed> NvtxTracker::on_call(const Call& c) {
-  const std::uint64_t domain = arg_value(c, ArgType::Handle).value_or(0);
+  const std::uint64_t domain = role_value(c, Role::Object).value_or(0);
   switch (c.api->effect()) {
     case Effect::NvtxPush:
       threads_[c.tid].push_back({message_of(c), domain, 0, c.ts_ns});
@@ -37,12 +37,12 @@ std::optional<NvtxClosed> NvtxTracker::on_call(const Call& c) {
       return closed;
     }
     case Effect::NvtxStart:
-      processes_[c.pid].push_back({message_of(c), domain, arg_value(c, ArgType::Size).value_or(0), c.ts_ns});
+      processes_[c.pid].push_back({message_of(c), domain, role_value(c, Role::RangeId).value_or(0), c.ts_ns});
       break;
     case Effect::NvtxEnd: {
       auto it = processes_.find(c.pid);
       if (it == processes_.end()) break;
-      const std::uint64_t id = arg_value(c, ArgType::Size).value_or(0);
+      const std::uint64_t id = role_value(c, Role::RangeId).value_or(0);
       auto open = std::find_if(it->second.begin(), it->second.end(), [&](const NvtxRange& x) { return x.id == id; });
       if (open == it->second.end()) break;
       NvtxClosed closed{std::move(*open), c.pid, c.tid, c.end_ns(), true};
@@ -68,7 +68,7 @@ void RangeSummary::on_call(const Call& c) {
   // it. A failed launch or copy is a call, but no work.
   if (c.unfinished || c.depth != 0 || c.api->layer() == Layer::Nvtx) return;
   const std::uint64_t launches = c.counted() && c.api->effect() == Effect::Launch;
-  const std::uint64_t bytes = c.counted() && c.api->effect() == Effect::Copy ? transfer_bytes(c) : 0;
+  const std::uint64_t bytes = c.counted() && c.api->effect() == Effect::Copy ? role_bytes(c) : 0;
   if (!c.nvtx) {
     outside_.calls++;
     outside_.api_ns += c.dur_ns;

@@ -26,14 +26,14 @@ void PySites::on_call(const Call& c, const MemoryTracker& memory) {
   if (!c.counted() || c.captured) return;
   if (e == Effect::AllocDevice || e == Effect::AllocManaged) {
     ++s.allocs;
-    s.alloc_bytes += arg_value(c, ArgType::Size).value_or(0);
+    s.alloc_bytes += role_bytes(c);
   } else if (e == Effect::Launch) {
     ++s.launches;
   } else if (e == Effect::Copy && copy_direction(c) == Direction::HtoD) {
-    const std::uint64_t bytes = transfer_bytes(c);
+    const std::uint64_t bytes = role_bytes(c);
     ++s.htod;
     s.htod_bytes += bytes;
-    const auto src = arg_value(c, ArgType::Ptr, 1);
+    const auto src = role_value(c, Role::Source);
     if (src && !memory.pinned(c.pid, *src, bytes)) s.htod_pageable_bytes += bytes;
   }
 }

@@ -16,7 +16,7 @@ void SpanSummary::on_call(const Call& c) {
   // Outermost calls only, as --by-range: nested driver calls are part of their runtime call.
   if (c.unfinished || c.depth != 0 || c.api->layer() == Layer::Nvtx) return;
   const std::uint64_t launches = c.counted() && c.api->effect() == Effect::Launch;
-  const std::uint64_t bytes = c.counted() && c.api->effect() == Effect::Copy ? transfer_bytes(c) : 0;
+  const std::uint64_t bytes = c.counted() && c.api->effect() == Effect::Copy ? role_bytes(c) : 0;
   const std::uint64_t sync_ns = is_synchronisation(c) ? c.dur_ns : 0;
   auto add = [&](Stats& s) {
     s.calls++;

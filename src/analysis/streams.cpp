@@ -263,18 +263,18 @@ void StreamTracker::queue(Stream& s, const StreamActivity::Queued& what) {
 
 // The stream a call names (its Stream argument; none: the default stream).
 StreamTracker::Stream& StreamTracker::stream_of_call(Process& p, const Call& c) {
-  const NamedValue* stream_arg = arg_of_type(c, ArgType::Stream);
+  const NamedValue* stream_arg = role_arg(c, Role::Stream);
   return *stream_for(p, c, stream_arg ? integer_value(stream_arg->value).value_or(0) : 0, true);
 }
 
 // The event a call names, or nullptr.
 StreamTracker::Event* StreamTracker::event_of_call(Process& p, const Call& c) {
-  const auto handle = arg_value(c, ArgType::Event);
+  const auto handle = role_value(c, Role::Event);
   return handle && *handle ? event_for(p, *handle, true, false) : nullptr;
 }
 
 void StreamTracker::apply(Process& p, Call& c) {
-  const bool has_stream = arg_of_type(c, ArgType::Stream);  // an asynchronous copy, not a synchronous one
+  const bool has_stream = role_arg(c, Role::Stream);  // an asynchronous copy, not a synchronous one
   auto call_stream = [&]() -> Stream& { return stream_of_call(p, c); };
   auto call_event = [&] { return event_of_call(p, c); };
   auto consumed = [&](const Event& e) {
@@ -306,7 +306,7 @@ void StreamTracker::apply(Process& p, Call& c) {
     case Effect::Memset: {
       const bool copy = c.api->effect() == Effect::Copy;
       const Direction dir = copy_direction(c);
-      const std::uint64_t bytes = transfer_bytes(c);
+      const std::uint64_t bytes = role_bytes(c);
       Stream& s = call_stream();
       Segment& seg = open_segment(p, s, false);
       StreamWork::Bytes& b = copy ? seg.work.copies[static_cast<int>(dir)] : seg.work.memsets;
@@ -316,7 +316,7 @@ void StreamTracker::apply(Process& p, Call& c) {
       queue(s, {{}, 0, {}, c.api->effect(), {}, dir, bytes});
       if (copy && has_stream && (dir == Direction::HtoD || dir == Direction::DtoH)) {
         // cudaMemcpyAsync(dst, src, ...): the host side is src for HtoD, dst for DtoH.
-        const auto host = arg_value(c, ArgType::Ptr, dir == Direction::HtoD ? 1 : 0);
+        const auto host = role_value(c, dir == Direction::HtoD ? Role::Source : Role::Destination);
         if (host && *host && !page_locked_.contains(c.pid, *host, 1)) {
           if (p.warned_sites.size() >= kMaxWarnedSites) p.warned_sites.clear();  // a site may warn again
           // A Python line is a site of its own (--py-stack): its copies all come from one native caller.
@@ -398,7 +398,7 @@ void StreamTracker::apply(Process& p, Call& c) {
       break;
     }
     case Effect::EventDestroy:
-      if (const auto handle = arg_value(c, ArgType::Event); handle && p.events.count(*handle)) {
+      if (const auto handle = role_value(c, Role::Event); handle && p.events.count(*handle)) {
         p.event_order.erase(p.events[*handle].number);
         p.events.erase(*handle);  // a later create of the handle is a new event
       }

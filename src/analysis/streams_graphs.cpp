@@ -68,7 +68,7 @@ void StreamTracker::end_capture(Process& p, Stream& s, Call& c) {
   capture_end_.known = true;
   capture_end_.work = capture->work;
   c.graph = &capture_end_;
-  const auto graph = arg_value(c, ArgType::OutHandle);
+  const auto graph = role_value(c, Role::Created);
   if (!c.succeeded() || !graph || !*graph) return;  // invalidated: no graph
   if (!p.graphs.count(*graph)) limit_graphs(p);
   StreamWork& work = p.graphs[*graph];
@@ -84,7 +84,7 @@ bool StreamTracker::apply_graph(Process& p, Call& c) {
       Stream& s = call_stream();
       s.capture = std::make_shared<Capture>();
       // cudaStreamBeginCaptureToGraph: into an existing graph (its first Handle).
-      s.capture->into_graph = arg_value(c, ArgType::Handle).value_or(0);
+      s.capture->into_graph = role_value(c, Role::Object).value_or(0);
       return true;
     }
     case Effect::CaptureEnd:
@@ -98,7 +98,7 @@ bool StreamTracker::apply_graph(Process& p, Call& c) {
       GraphInfo& g = p.execs[*exec];  // a reused handle is a new executable graph
       g = GraphInfo{};
       g.id = fmt::format("g{}", p.next_graph++);
-      const auto graph = arg_value(c, ArgType::Handle);
+      const auto graph = role_value(c, Role::Object);
       const auto source = graph ? p.graphs.find(*graph) : p.graphs.end();
       g.known = source != p.graphs.end();
       if (g.known) g.work = source->second;
@@ -108,20 +108,20 @@ bool StreamTracker::apply_graph(Process& p, Call& c) {
       return true;
     }
     case Effect::GraphExecDestroy:
-      if (const auto handle = arg_value(c, ArgType::Handle)) p.execs.erase(*handle);
+      if (const auto handle = role_value(c, Role::Object)) p.execs.erase(*handle);
       return true;
     case Effect::GraphDestroy:
-      if (const auto handle = arg_value(c, ArgType::Handle)) p.graphs.erase(*handle);
+      if (const auto handle = role_value(c, Role::Object)) p.graphs.erase(*handle);
       return true;
     case Effect::GraphCreate:
-      if (const auto graph = arg_value(c, ArgType::OutHandle); graph && *graph) {
+      if (const auto graph = role_value(c, Role::Created); graph && *graph) {
         if (!p.graphs.count(*graph)) limit_graphs(p);
         p.graphs[*graph] = StreamWork{};  // empty, and known: its nodes are followed
       }
       return true;
     case Effect::GraphAddKernel:
     case Effect::GraphAddNode: {
-      const auto graph = arg_value(c, ArgType::Handle);
+      const auto graph = role_value(c, Role::Object);
       const auto it = graph ? p.graphs.find(*graph) : p.graphs.end();
       if (it == p.graphs.end()) return true;  // made out of sight: unknown already
       if (c.api->effect() == Effect::GraphAddKernel && !c.kernel.empty())
@@ -139,7 +139,7 @@ bool StreamTracker::apply_graph(Process& p, Call& c) {
           c.graph = &exec_graph(p, *handle);
           exec->id = c.graph->id;  // first seen here: annotate_graph did not know it
         }
-      if (!arg_of_type(c, ArgType::Stream)) return false;  // a synchronous copy: on the legacy stream, which cannot capture
+      if (!role_arg(c, Role::Stream)) return false;  // a synchronous copy: on the legacy stream, which cannot capture
       Stream& s = call_stream();
       if (!s.capture) return false;
       c.captured = true;
@@ -159,12 +159,12 @@ bool StreamTracker::apply_graph(Process& p, Call& c) {
         case Effect::Copy: {
           StreamWork::Bytes& b = work.copies[static_cast<int>(copy_direction(c))];
           ++b.count;
-          b.bytes += transfer_bytes(c);
+          b.bytes += role_bytes(c);
           break;
         }
         default:
           ++work.memsets.count;
-          work.memsets.bytes += transfer_bytes(c);
+          work.memsets.bytes += role_bytes(c);
       }
       return true;
     }

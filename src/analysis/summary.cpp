@@ -57,7 +57,7 @@ void Activity::count(const Call& c, const MemoryTracker& memory, const ct_activi
     }
     std::string name;
     if (c.kernel.empty())
-      name = fmt::format("graph {:#x}", arg_value(c, ArgType::Handle).value_or(0));
+      name = fmt::format("graph {:#x}", role_value(c, Role::Object).value_or(0));
     else if (c.kernel == "?")
       name = fmt::format("? {:#x}", c.kernel_handle);
     else
@@ -73,8 +73,8 @@ void Activity::count(const Call& c, const MemoryTracker& memory, const ct_activi
   }
   if (effect != Effect::Copy && effect != Effect::Memset) return;
   const Direction dir = copy_direction(c);
-  const std::uint64_t bytes = transfer_bytes(c);
-  const bool sync = arg_of_type(c, ArgType::Stream) == nullptr;
+  const std::uint64_t bytes = role_bytes(c);
+  const bool sync = role_arg(c, Role::Stream) == nullptr;
   TransferStats& t = transfers[static_cast<int>(dir)];
   t.count += n;
   t.bytes += n * bytes;

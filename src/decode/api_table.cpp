@@ -154,6 +154,115 @@ int place_argument(ArgumentPlaces& places, const ArgSpec& a) {
   return slot + facts.slots <= CT_MAX_ARGS ? slot : kNotCaptured;
 }
 
+// The nth argument of type `t` in `row`, or none.
+RoleArg nth_of_type(const ApiSpec& row, ArgType t, int nth = 0) {
+  int seen = 0;
+  for (std::size_t i = 0; i < row.args.size(); ++i)
+    if (row.args[i].type == t && seen++ == nth)
+      return {t, static_cast<std::int8_t>(nth), static_cast<std::int8_t>(i)};
+  return {};
+}
+RoleArg last_of_type(const ApiSpec& row, ArgType t) {
+  const auto n = std::count_if(row.args.begin(), row.args.end(), [t](const ArgSpec& a) { return a.type == t; });
+  return n ? nth_of_type(row, t, static_cast<int>(n - 1)) : RoleArg{};
+}
+RoleArg first_out(const ApiSpec& row) {
+  for (const ArgSpec& a : row.args)
+    if (is_out(a.type)) return nth_of_type(row, a.type);
+  return {};
+}
+int count_of_type(const ApiSpec& row, ArgType t) {
+  return static_cast<int>(std::count_if(row.args.begin(), row.args.end(), [t](const ArgSpec& a) { return a.type == t; }));
+}
+bool has_type(const ApiSpec& row, ArgType t) { return count_of_type(row, t) > 0; }
+
+}  // namespace
+
+ArgRoles roles_of(const ApiSpec& row) {
+  ArgRoles r;
+  r[Role::Stream] = nth_of_type(row, A::Stream);
+  // A launch config's decoding adds its stream to the call's arguments (arg_types.cpp: as_launch_config).
+  if (!r[Role::Stream].present() && has_type(row, A::LaunchConfig)) r[Role::Stream] = {A::Stream, 0, -1};
+  r[Role::Event] = nth_of_type(row, A::Event);
+  r[Role::Object] = nth_of_type(row, A::Handle);
+  r[Role::Created] = nth_of_type(row, A::OutHandle);
+  switch (row.effect) {
+    case E::Copy: {
+      // A 2D copy has more than two sizes: the pitches, then width and height.
+      const int sizes = count_of_type(row, A::Size);
+      r[Role::Bytes] = nth_of_type(row, A::Size, sizes > 2 ? sizes - 2 : 0);
+      if (sizes > 2) r[Role::Rows] = last_of_type(row, A::Size);
+      r[Role::Destination] = nth_of_type(row, A::Ptr, 0);
+      r[Role::Source] = nth_of_type(row, A::Ptr, 1);
+      break;
+    }
+    case E::Memset: {
+      r[Role::Bytes] = nth_of_type(row, A::Size);
+      const std::string_view name = row.name;
+      r.element_bytes = name.find("D32") != std::string_view::npos   ? 4
+                        : name.find("D16") != std::string_view::npos ? 2
+                                                                     : 1;
+      break;
+    }
+    case E::AllocDevice:
+    case E::AllocManaged:
+    case E::AllocHost:
+      // cudaMallocPitch / cuMemAllocPitch: the pitch it chose times the height (the last size).
+      if (has_type(row, A::OutSize)) {
+        r[Role::Bytes] = nth_of_type(row, A::OutSize);
+        r[Role::Rows] = last_of_type(row, A::Size);
+      } else {
+        r[Role::Bytes] = nth_of_type(row, A::Size);
+      }
+      r[Role::Address] = first_out(row);
+      break;
+    case E::RegisterHost:
+      r[Role::Bytes] = nth_of_type(row, A::Size);
+      r[Role::Address] = nth_of_type(row, A::Ptr);
+      break;
+    case E::UnregisterHost:
+    case E::FreeHost:
+      r[Role::Address] = nth_of_type(row, A::Ptr);
+      break;
+    case E::Free:
+      r[Role::Address] = has_type(row, A::Ptr) ? nth_of_type(row, A::Ptr) : nth_of_type(row, A::Handle);  // cuMemRelease
+      break;
+    case E::SetDevice:
+      r[Role::Device] = nth_of_type(row, A::Int);
+      break;
+    case E::MemInfo:
+      r[Role::FreeBytes] = nth_of_type(row, A::OutSize, 0);
+      r[Role::TotalBytes] = nth_of_type(row, A::OutSize, 1);
+      break;
+    case E::CommInit:
+      // With a unique id (or ncclCommInitAll's array): nranks (ndev) and rank; ncclCommSplit: color, key.
+      if (has_type(row, A::NcclUniqueId) || has_type(row, A::NcclUniqueIdPtr) || has_type(row, A::NcclCommArray)) {
+        r[Role::Ranks] = nth_of_type(row, A::Int, 0);
+        r[Role::Rank] = nth_of_type(row, A::Int, 1);
+      } else {
+        r[Role::Color] = nth_of_type(row, A::Int, 0);
+      }
+      break;
+    case E::Collective:
+      r[Role::Count] = nth_of_type(row, A::Size);
+      r[Role::DataType] = nth_of_type(row, A::NcclDataType);
+      break;
+    case E::NvtxPush:
+    case E::NvtxPop:
+    case E::NvtxStart:
+    case E::NvtxEnd:
+    case E::NvtxMark:
+      r[Role::Message] = nth_of_type(row, A::String);
+      if (row.effect == E::NvtxStart || row.effect == E::NvtxEnd) r[Role::RangeId] = nth_of_type(row, A::Size);
+      break;
+    default:
+      break;
+  }
+  return r;
+}
+
+namespace {
+
 Api make_api(std::uint16_t id, const ApiSpec& spec, std::string symbol, bool variant) {
   Api api{id, std::move(symbol), &spec, {}, {-1, -1}, -1, 0, variant};
   ArgumentPlaces places(spec.returns);
@@ -180,6 +289,7 @@ Api make_api(std::uint16_t id, const ApiSpec& spec, std::string symbol, bool var
   if (has_stack_struct(api) && register_after_struct)
     throw std::logic_error(std::string("stack arguments after a by-value ncclUniqueId: ") + spec.name);
   api.cookie = make_cookie(api);
+  api.roles = roles_of(spec);
   return api;
 }
 

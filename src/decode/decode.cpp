@@ -39,6 +39,21 @@ std::optional<std::uint64_t> arg_value(const Call& c, ArgType t, int nth) {
   return a ? integer_value(a->value) : std::nullopt;
 }
 
+const NamedValue* role_arg(const Call& c, Role r) {
+  const RoleArg& a = c.api->roles[r];
+  return a.present() ? arg_of_type(c, a.type, a.nth) : nullptr;
+}
+
+std::optional<std::uint64_t> role_value(const Call& c, Role r) {
+  const NamedValue* a = role_arg(c, r);
+  return a ? integer_value(a->value) : std::nullopt;
+}
+
+std::uint64_t role_bytes(const Call& c) {
+  const std::uint64_t rows = c.api->roles[Role::Rows].present() ? role_value(c, Role::Rows).value_or(0) : 1;
+  return role_value(c, Role::Bytes).value_or(0) * rows * c.api->roles.element_bytes;
+}
+
 std::optional<std::uint64_t> integer_value(const Value& v) {
   if (const auto* h = std::get_if<Hex>(&v)) return h->v;
   if (const auto* n = std::get_if<Named>(&v)) return static_cast<std::uint64_t>(n->raw);

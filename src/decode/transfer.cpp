@@ -1,7 +1,6 @@
 #include "cudatrace/decode/transfer.h"
 
 #include <string_view>
-#include <vector>
 
 namespace cudatrace {
 
@@ -39,21 +38,6 @@ Direction copy_direction(const Call& c) {
   const bool has_kind = arg_of_type(c, ArgType::MemcpyKind);
   return copy_direction(*c.api->spec,
                         has_kind ? std::optional(arg_value(c, ArgType::MemcpyKind).value_or(~0ull)) : std::nullopt);
-}
-
-std::uint64_t transfer_bytes(const Call& c) {
-  std::vector<std::uint64_t> sizes;
-  for (const NamedValue& a : c.args)
-    if (a.type == ArgType::Size) sizes.push_back(std::get<std::uint64_t>(a.value));
-  if (sizes.empty()) return 0;
-  if (c.api->effect() == Effect::Memset) {
-    const std::string_view name = c.api->spec->name;
-    const std::uint64_t element = name.find("D32") != std::string_view::npos   ? 4
-                                  : name.find("D16") != std::string_view::npos ? 2
-                                                                               : 1;
-    return sizes.front() * element;
-  }
-  return sizes.size() > 2 ? sizes[sizes.size() - 2] * sizes.back() : sizes.front();
 }
 
 }  // namespace cudatrace

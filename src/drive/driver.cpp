@@ -91,13 +91,173 @@ std::string empty_because(const Options& opts, const std::optional<CostReport>& 
   return "the program made no call of the groups shown by default (-f all shows every group)";
 }
 
+// A trace or summary that holds no call says why.
+void explain_if_empty(const Options& opts, EndStats& stats) {
+  if (!opts.empty_probes && stats.calls == 0 && stats.unfinished == 0 && stats.lost() == 0)
+    stats.empty_because = empty_because(opts, stats.cost);
+}
+
 PipelineOptions pipeline_options(const Options& opts) {
   return {opts.display, opts.nvtx, opts.by_range, opts.summary, opts.gpu_time, opts.by_span};
 }
 
 }  // namespace
 
-Driver::Driver(const Options& opts, Source& source) : opts_(opts), source_(source), pipeline_(pipeline_options(opts)) {}
+class Driver::Mode {
+ public:
+  explicit Mode(Driver& d) : d_(d) {}
+  virtual ~Mode() = default;
+  // What the BPF side sends and counts for it (record/source.h).
+  virtual RecordsNeeded::Calls calls() const = 0;
+  // Before the source starts: kExitOk, or the exit status it fails with (said on stderr).
+  virtual int prepare() { return kExitOk; }
+  // Tracing has begun, the trace writer is built.
+  virtual void begin() = 0;
+  // A call the pipeline has analysed.
+  virtual void on_call(const Call&) {}
+  // Between two feeds: false to stop tracing (-c reports written).
+  virtual bool between_feeds() { return true; }
+  // The source has ended: the last counts or report.
+  virtual void end() {}
+  // The end line's counts, once what was formatted is written (EndStats).
+  virtual void complete_stats(EndStats&) {}
+
+ protected:
+  Driver& d_;
+};
+
+// A line per call (text or JSON Lines); a header first.
+class Driver::TraceMode final : public Mode {
+ public:
+  using Mode::Mode;
+  RecordsNeeded::Calls calls() const override { return RecordsNeeded::Calls::Every; }
+  void begin() override {
+    d_.call_writers_.push_back(d_.trace_.get());
+    d_.filtered_in_kernel_ = d_.opts_.min_us || d_.opts_.errors_only;
+    d_.trace_->header();
+  }
+  void complete_stats(EndStats& stats) override {
+    explain_if_empty(d_.opts_, stats);
+    // Are the trace's lines and the lost calls counted by API every call?
+    std::uint64_t counted = 0;
+    for (const auto& [id, st] : stats.kernel.ring_buffer_calls) counted += st.calls;
+    stats.counts_exact = counted == stats.kernel.ring_buffer && stats.kernel.thread_table == 0 &&
+                         stats.kernel.depth_overflow == 0 && stats.lost_output == 0;
+  }
+};
+
+// --summary: the tables, every -i seconds and at the end, from the
+// statistics counted in BPF and the calls the analyses read.
+class Driver::SummaryMode final : public Mode {
+ public:
+  using Mode::Mode;
+  RecordsNeeded::Calls calls() const override { return RecordsNeeded::Calls::Summary; }
+  void begin() override {
+    const Options& opts = d_.opts_;
+    // NVTX calls are not CUDA work: --by-range has them, the per-API tables do not.
+    Selection reported = opts.display;
+    reported.layer[static_cast<int>(Layer::Nvtx)] = false;
+    ReportOptions report{reported, opts.summary_tables, opts.hist, opts.insights, opts.json, d_.source_.start_ns(),
+                         {}, opts.full_names, true};
+    report.activity_counted = d_.records_needed().counted_activity && d_.source_.counts_in_kernel();
+    reporter_ = std::make_unique<SummaryReport>(report, d_.pipeline_, d_.source_.site_names());
+    next_report_ns_ = d_.source_.start_ns() + interval_ns();
+  }
+  void on_call(const Call& c) override { d_.stats_.unfinished += c.unfinished; }
+  bool between_feeds() override {
+    if (!d_.opts_.interval_s || d_.source_.now_ns() < next_report_ns_) return true;
+    report(false);
+    // -c: stop, leave the command running
+    return (d_.flush() || !d_.output_closed_) && !(d_.opts_.count && ++reports_ >= d_.opts_.count);
+  }
+  void end() override { report(true); }
+  void complete_stats(EndStats& stats) override { explain_if_empty(d_.opts_, stats); }
+
+ private:
+  std::uint64_t interval_ns() const { return std::uint64_t(d_.opts_.interval_s) * 1000000000ull; }
+  void report(bool final) {
+    Source& source = d_.source_;
+    source.pass_counted(d_, final);
+    const std::vector<ct_api_stats> run = source.api_stats();
+    if (final) d_.stats_.calls = reporter_->calls(run);
+    std::optional<CostReport> cost = final ? std::nullopt : source.cost();
+    d_.trace_->summary(reporter_->snapshot(run, source.now_ns(), final, std::move(cost), source.sampling(),
+                                           source.losses().records()));
+    next_report_ns_ += interval_ns();
+  }
+
+  std::unique_ptr<SummaryReport> reporter_;
+  std::uint64_t next_report_ns_ = 0;  // with -i
+  unsigned reports_ = 0;
+};
+
+// --prometheus: the node's counts, looked at once a second and a last time
+// at the end, served as metrics; no trace.
+class Driver::ExporterMode final : public Mode {
+ public:
+  using Mode::Mode;
+  RecordsNeeded::Calls calls() const override { return RecordsNeeded::Calls::Export; }
+  // Served before the source starts: an address that cannot be served is
+  // said before anything is loaded, and /metrics answers 503 until tracing
+  // has begun.
+  int prepare() override {
+    std::string error;
+    metrics_ = MetricsWriter::serve(d_.opts_.prometheus_address, error);
+    if (metrics_) return kExitOk;
+    error_line(error);
+    return kExitOutput;
+  }
+  void begin() override {
+    metrics_->tracing_began();
+    std::fprintf(stderr, "cudatrace: serving Prometheus metrics on port %d (%s/metrics)\n", metrics_->port(),
+                 d_.opts_.prometheus_address.c_str());
+  }
+  bool between_feeds() override {
+    count(false);
+    return true;
+  }
+  void end() override {
+    count(true);
+    d_.stats_.calls = metrics_->calls_counted();
+  }
+
+ private:
+  void count(bool last) {
+    const std::uint64_t now = d_.source_.now_ns();
+    if (!last && now < next_count_ns_) return;
+    next_count_ns_ = now + kCountEveryNs;
+    if (const std::optional<NodeCounts> counts = d_.source_.node_counts())
+      metrics_->counts(*counts, d_.pipeline_.memory());
+    if (d_.otlp_ && (last || now >= next_otlp_metrics_ns_)) {  // --otlp: the same counts, pushed
+      next_otlp_metrics_ns_ = now + std::uint64_t(d_.opts_.otlp_interval_s) * 1000000000ull;
+      d_.otlp_->metrics(metrics_->metrics().text());
+    }
+  }
+
+  std::unique_ptr<MetricsWriter> metrics_;
+  std::uint64_t next_count_ns_ = 0;         // the next look at the node's counts
+  std::uint64_t next_otlp_metrics_ns_ = 0;  // with --otlp: the next metrics sent
+};
+
+// --otlp with no trace asked for (no -o, no --json): the calls go out as
+// spans only, and the end line counts them.
+class Driver::SpansMode final : public Mode {
+ public:
+  using Mode::Mode;
+  RecordsNeeded::Calls calls() const override { return RecordsNeeded::Calls::Every; }
+  void begin() override {}
+  void on_call(const Call& c) override { ++(c.unfinished ? d_.stats_.unfinished : d_.stats_.calls); }
+};
+
+std::unique_ptr<Driver::Mode> Driver::make_mode(Driver& d) {
+  if (!d.opts_.prometheus_address.empty()) return std::make_unique<ExporterMode>(d);
+  if (d.opts_.summary) return std::make_unique<SummaryMode>(d);
+  if (d.opts_.otlp && !d.opts_.json && d.opts_.output_path.empty()) return std::make_unique<SpansMode>(d);
+  return std::make_unique<TraceMode>(d);
+}
+
+Driver::Driver(const Options& opts, Source& source)
+    : opts_(opts), source_(source), pipeline_(pipeline_options(opts)), mode_(make_mode(*this)) {}
 
 Driver::~Driver() {
   writer_.reset();  // stop writing before the output is closed
@@ -111,12 +271,12 @@ RecordsNeeded Driver::records_needed() const {
   using Calls = RecordsNeeded::Calls;
   const PipelineOptions& analyses = pipeline_.options();
   RecordsNeeded needs;
-  needs.calls = metrics_ ? Calls::Export : analyses.tables ? Calls::Summary : Calls::Every;
+  needs.calls = mode_->calls();
   // --by-range and --gpu-time read every launch and synchronisation.
   // --by-span reads each call's span; --py-stack's tables every call's Python line.
   // --otlp sends every call made under a span (with --prometheus: the metrics only).
   needs.every_record =
-      analyses.by_range || analyses.gpu_time || analyses.by_span || opts_.py_stack || (opts_.otlp && !metrics_);
+      analyses.by_range || analyses.gpu_time || analyses.by_span || opts_.py_stack || (opts_.otlp && opts_.prometheus_address.empty());
   // A timeline draws every launch and copy.
   needs.counted_activity = needs.calls == Calls::Summary && !needs.every_record && opts_.perfetto_path.empty();
   if (opts_.stack)  // a summary symbolises only the stacks it reports (the leaks')
@@ -151,23 +311,12 @@ void Driver::remove_created_outputs() {
 }
 
 int Driver::run() {
-  // Served before the source starts: an address that cannot be served is
-  // said before anything is loaded, and /metrics answers 503 until tracing
-  // has begun.
-  if (!opts_.prometheus_address.empty()) {
-    std::string error;
-    metrics_ = MetricsWriter::serve(opts_.prometheus_address, error);
-    if (!metrics_) {
-      error_line(error);
-      return kExitOutput;
-    }
-  }
   if (opts_.otlp) {
     OtlpConfig config;
     std::string error;
     config.calls_without_span = opts_.otlp_all_calls;
     config.metrics_interval = std::chrono::seconds(opts_.otlp_interval_s);
-    config.exporter_metrics = metrics_ != nullptr;
+    config.exporter_metrics = !opts_.prometheus_address.empty();
     if (read_otlp_config(opts_.otlp_endpoint, [](const char* name) { return std::getenv(name); }, config, error))
       otlp_ = make_otlp_writer(config, error);
     if (!otlp_) {
@@ -175,6 +324,7 @@ int Driver::run() {
       return kExitOutput;
     }
   }
+  if (const int rc = mode_->prepare()) return rc;
   const int opened = open_outputs();
   // A stop signal while an output was waited for (a FIFO's reader): nothing
   // has started, nothing is written.
@@ -198,28 +348,11 @@ int Driver::run() {
     }
     call_writers_.push_back(timeline_.get());
   }
-  if (opts_.summary) {
-    // NVTX calls are not CUDA work: --by-range has them, the per-API tables do not.
-    Selection reported = opts_.display;
-    reported.layer[static_cast<int>(Layer::Nvtx)] = false;
-    ReportOptions report{reported, opts_.summary_tables, opts_.hist, opts_.insights, opts_.json, source_.start_ns(),
-                         {}, opts_.full_names, true};
-    report.activity_counted = records_needed().counted_activity && source_.counts_in_kernel();
-    reporter_ = std::make_unique<SummaryReport>(report, pipeline_, source_.site_names());
-    next_report_ns_ = source_.start_ns() + std::uint64_t(opts_.interval_s) * 1000000000ull;
-  } else if (!metrics_ && !spans_only()) {
-    call_writers_.push_back(trace_.get());
-    filtered_in_kernel_ = opts_.min_us || opts_.errors_only;
-  }
-  if (otlp_ && !metrics_) call_writers_.push_back(otlp_.get());
-  if (metrics_) {
-    metrics_->tracing_began();
-    std::fprintf(stderr, "cudatrace: serving Prometheus metrics on port %d (%s/metrics)\n", metrics_->port(),
-                 opts_.prometheus_address.c_str());
-  }
   writer_ = std::make_unique<OutputWriter>(out_fd_, std::size_t(opts_.buffer_mb) << 20);
   trace_->buffer()->reserve(OutputWriter::kChunkCapacity);
-  if (!reporter_ && !metrics_ && !spans_only()) trace_->header();
+  mode_->begin();
+  // Spans of the calls beside any output but the exporter's, which has no call records.
+  if (otlp_ && opts_.prometheus_address.empty()) call_writers_.push_back(otlp_.get());
   // Written before the command starts: an output that cannot be written
   // (-o /dev/full) is found before anything runs.
   hand_over_output();
@@ -231,12 +364,7 @@ int Driver::run() {
   // reader that went away (`| head`) ends it.
   while (source_.feed(*this, kFeedWaitMs)) {
     if (!flush() && output_closed_) break;
-    if (metrics_) count_node(false);
-    if (reporter_ && opts_.interval_s && source_.now_ns() >= next_report_ns_) {
-      summary_report(false);
-      if ((!flush() && output_closed_) || (opts_.count && ++reports_ >= opts_.count))
-        break;  // -c: stop, leave the command running
-    }
+    if (!mode_->between_feeds()) break;
   }
   finish();
   return exit_status();
@@ -265,8 +393,7 @@ void Driver::on_call(Call& c) {
       w->call(c, analysis);
     }
   }
-  if (reporter_) stats_.unfinished += c.unfinished;
-  if (spans_only()) ++(c.unfinished ? stats_.unfinished : stats_.calls);
+  mode_->on_call(c);
   if (trace_->buffer()->size() >= OutputWriter::kChunkBytes) hand_over_output();
 }
 
@@ -281,7 +408,7 @@ void Driver::forget_thread(std::uint32_t pid, std::uint32_t tid) { pipeline_.for
 void Driver::warn_pageable_copy(const Call& c, std::uint64_t host_ptr) {
   std::string site = source_.location(c.pid, c.caller);
   if (!c.py_stack.empty()) site += " (python " + py_frame_text(c.py_stack.front()) + ")";
-  const bool to_device = arg_value(c, ArgType::Ptr, 1) == host_ptr;
+  const bool to_device = role_value(c, Role::Source) == host_ptr;
   const Warning w{"pageable_async_copy", host_ptr, site,
                   fmt::format("{} {} pageable host memory {:#x} at {}: the copy is synchronous", c.api->symbol,
                               to_device ? "from" : "to", host_ptr, site)};
@@ -305,28 +432,6 @@ void Driver::warn_failed_launch(const Call& c) {
   trace_->warning(c, w);
 }
 
-void Driver::summary_report(bool final) {
-  source_.pass_counted(*this, final);
-  const std::vector<ct_api_stats> run = source_.api_stats();
-  if (final) stats_.calls = reporter_->calls(run);
-  std::optional<CostReport> cost = final ? std::nullopt : source_.cost();
-  trace_->summary(reporter_->snapshot(run, source_.now_ns(), final, std::move(cost), source_.sampling(),
-                                     source_.losses().records()));
-  next_report_ns_ += std::uint64_t(opts_.interval_s) * 1000000000ull;
-}
-
-// Exporter mode: once a second, and a last time at the end.
-void Driver::count_node(bool last) {
-  const std::uint64_t now = source_.now_ns();
-  if (!last && now < next_count_ns_) return;
-  next_count_ns_ = now + kCountEveryNs;
-  if (const std::optional<NodeCounts> counts = source_.node_counts()) metrics_->counts(*counts, pipeline_.memory());
-  if (otlp_ && (last || now >= next_otlp_metrics_ns_)) {
-    next_otlp_metrics_ns_ = now + std::uint64_t(opts_.otlp_interval_s) * 1000000000ull;
-    otlp_->metrics(metrics_->metrics().text());
-  }
-}
-
 void Driver::finish() {
   source_.finish(*this);
   if (source_.failed()) {  // no end: what was read is all there is, and it was said why
@@ -334,10 +439,7 @@ void Driver::finish() {
     writer_->drain(source_.can_wait() ? kNoStall : kOutputStall);
     return;
   }
-  if (metrics_) {
-    count_node(true);
-    stats_.calls = metrics_->calls_counted();
-  }
+  mode_->end();
   stats_.kernel = source_.losses();
   stats_.cost = source_.cost();
   stop_otlp();
@@ -346,7 +448,6 @@ void Driver::finish() {
     timeline_failed_ = !timeline_->finish(error);
     if (timeline_failed_) error_line(error);
   }
-  if (reporter_) summary_report(true);
   // Everything formatted is written before the end line, which counts what
   // was not: the consumer may take its time, as long as it reads.
   const std::chrono::milliseconds stall = source_.can_wait() ? kNoStall : kOutputStall;
@@ -360,14 +461,7 @@ void Driver::finish() {
                           opts_.output_path.empty() ? std::string("standard output") : opts_.output_path,
                           std::chrono::duration_cast<std::chrono::seconds>(stall).count(),
                           drained.unwritten.total()));
-  if (!metrics_ && !opts_.empty_probes && stats_.calls == 0 && stats_.unfinished == 0 && stats_.lost() == 0)
-    stats_.empty_because = empty_because(opts_, stats_.cost);
-  if (!reporter_ && !metrics_) {  // a trace: are its lines and the lost calls counted by API every call?
-    std::uint64_t counted = 0;
-    for (const auto& [id, st] : stats_.kernel.ring_buffer_calls) counted += st.calls;
-    stats_.counts_exact = counted == stats_.kernel.ring_buffer && stats_.kernel.thread_table == 0 &&
-                          stats_.kernel.depth_overflow == 0 && stats_.lost_output == 0;
-  }
+  mode_->complete_stats(stats_);
   fmt::memory_buffer messages;  // for stderr
   trace_->end(stats_, messages);
   bool end_written = false;
@@ -423,8 +517,6 @@ void Driver::finish() {
 
 // --otlp alone: the calls go to the Collector, not as text to the terminal
 // (--json or -o add the trace); the end line still says what was lost.
-bool Driver::spans_only() const { return opts_.otlp && !opts_.json && opts_.output_path.empty(); }
-
 // Sends what the OTLP queue holds, for at most the export timeout.
 void Driver::stop_otlp() {
   if (!otlp_) return;
@@ -461,7 +553,7 @@ void Driver::hand_over_output() {
   if (!queued) {
     const RecordCount dropped = records_after(chunk_, 0);
     count_unwritten(dropped);
-    if (dropped.total() == 0 && !writer_->error() && reporter_)
+    if (dropped.total() == 0 && !writer_->error() && mode_->calls() == RecordsNeeded::Calls::Summary)
       warn_line("a report was dropped: the output is not being read (output buffer full, see --buffer-mb)");
     chunk_.bytes.clear();
     chunk_.record_ends.clear();

@@ -74,7 +74,6 @@ ct_activity_api activity_api(const Api& api) {
                                                                       [](const ArgSpec& arg) { return arg.type == ArgType::Func; });
   if (graph_launch || (effect != Effect::Launch && effect != Effect::Copy && effect != Effect::Memset)) return a;
   a.kind = effect == Effect::Copy ? CT_ACT_COPY : CT_ACT_COUNT;
-  int ptrs = 0;
   for (std::size_t i = 0; i < api.spec->args.size(); ++i) {
     const ArgType t = api.spec->args[i].type;
     const int slot = api.slots[i];
@@ -89,10 +88,9 @@ ct_activity_api activity_api(const Api& api) {
     }
     if (t == ArgType::Size || t == ArgType::MemcpyKind) key(1);
     if (t == ArgType::MemcpyKind) a.copy_kind_slot = static_cast<std::uint8_t>(slot + 1);
-    // The first two pointers are the destination and the source (summary.cpp: Activity).
-    if (t == ArgType::Ptr && effect == Effect::Copy && ptrs < 2)
-      (ptrs++ == 0 ? a.dst_slot : a.src_slot) = static_cast<std::uint8_t>(slot + 1);
   }
+  for (const auto& [role, slot] : {std::pair{Role::Destination, &a.dst_slot}, std::pair{Role::Source, &a.src_slot}})
+    if (const RoleArg& arg = api.roles[role]; arg.index >= 0) *slot = static_cast<std::uint8_t>(api.slots[arg.index] + 1);
   // Without a cudaMemcpyKind argument the name gives the direction; only the host side of HtoD and DtoH is keyed.
   const Direction d = copy_direction(*api.spec);
   if (d == Direction::HtoD || d == Direction::DtoH) a.copy_kind = static_cast<std::uint8_t>(d);

@@ -122,20 +122,15 @@ ct_export_api export_api(const Api& api) {
       return a;
   }
   a.kind = CT_EXP_COPY;
-  // As transfer_bytes() (summary.h): the first size, or width x height for
-  // the 2D forms (the last two sizes, after the pitches).
-  std::vector<int> sizes;
-  for (std::size_t i = 0; i < api.spec->args.size(); ++i) {
-    const ArgType t = api.spec->args[i].type;
-    if (t == ArgType::Size) sizes.push_back(api.slots[i]);
-    if (t == ArgType::MemcpyKind) a.copy_kind_slot = static_cast<std::uint8_t>(api.slots[i] + 1);
-  }
-  if (sizes.size() > 2) {
-    a.bytes_slot = static_cast<std::uint8_t>(sizes[sizes.size() - 2] + 1);
-    a.rows_slot = static_cast<std::uint8_t>(sizes.back() + 1);
-  } else if (!sizes.empty()) {
-    a.bytes_slot = static_cast<std::uint8_t>(sizes.front() + 1);
-  }
+  // The arguments of role_bytes() (decode.h): Bytes, times Rows for the 2D forms.
+  auto slot_of = [&](Role r) {
+    const RoleArg& arg = api.roles[r];
+    return static_cast<std::uint8_t>(arg.index >= 0 ? api.slots[arg.index] + 1 : 0);
+  };
+  a.bytes_slot = slot_of(Role::Bytes);
+  a.rows_slot = slot_of(Role::Rows);
+  for (std::size_t i = 0; i < api.spec->args.size(); ++i)
+    if (api.spec->args[i].type == ArgType::MemcpyKind) a.copy_kind_slot = static_cast<std::uint8_t>(api.slots[i] + 1);
   // Without a cudaMemcpyKind argument the name says it.
   a.copy_kind = static_cast<std::uint8_t>(copy_direction(*api.spec));
   return a;

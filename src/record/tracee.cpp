@@ -306,7 +306,7 @@ void Tracee::look_for_python(pid_t pid) {
                         : "read at every call");
 }
 
-bool Target::watch_code_frees(pid_t pid, PyInterpreter py) {
+bool Tracee::watch_code_frees(pid_t pid, PyInterpreter py) {
   if (!py.code_dealloc_offset) return false;
   struct stat st {};
   if (stat(py.file.c_str(), &st) != 0) return false;

@@ -12,7 +12,9 @@
 #include "analysis_calls.h"
 #include "cudatrace/decode/kernel_names.h"
 #include "cudatrace/analysis/memory.h"
+#include "cudatrace/analysis/py_sites.h"
 #include "cudatrace/record/bpf_maps.h"
+#include "cudatrace/record/node_stats.h"
 
 namespace {
 
@@ -214,7 +216,7 @@ TEST(Transfers, DirectionFromKindElseName) {
 TEST(Transfers, BytesMoved) {
   auto bytes = [](std::string_view api, std::vector<Arg> args) {
     std::uint64_t n = 0;
-    with_call(api, args, {}, [&](const Call& c) { n = transfer_bytes(c); });
+    with_call(api, args, {}, [&](const Call& c) { n = role_bytes(c); });
     return n;
   };
   EXPECT_EQ(bytes("cudaMemcpy", {{"count", 4096}}), 4096u);
@@ -223,6 +225,44 @@ TEST(Transfers, BytesMoved) {
   EXPECT_EQ(bytes("cuMemsetD32_v2", {{"N", 10}}), 40u);
   EXPECT_EQ(bytes("cuMemsetD8_v2", {{"N", 10}}), 10u);
   EXPECT_EQ(bytes("cudaMemset", {{"count", 9}}), 9u);
+}
+
+// One rule gives a copy's bytes: the exporter's BPF side (aggregate.bpf.h)
+// multiplies the arguments that role_bytes multiplies, for every copy row.
+TEST(Transfers, TheExporterMultipliesTheArgumentsOfRoleBytes) {
+  int copies = 0;
+  for (const Api& api : apis()) {
+    if (api.effect() != Effect::Copy) continue;
+    ++copies;
+    auto b = std::make_unique<cudatrace_test::RecBuf>();
+    cudatrace_test::init_rec(*b, api.symbol);
+    for (int i = 0; i < CT_MAX_ARGS; ++i) b->rec.args[i] = 1000 + 7 * i;  // a different value in each slot
+    Call c;
+    ASSERT_TRUE(decode_call(b->rec, nullptr, c)) << api.symbol;
+    const ct_export_api e = export_api(api);
+    // arg_in_slot: slot + 1, 0 for none; no rows multiply by 1.
+    const std::uint64_t bytes = e.bytes_slot ? b->rec.args[e.bytes_slot - 1] : 0;
+    const std::uint64_t rows = e.rows_slot ? b->rec.args[e.rows_slot - 1] : 1;
+    EXPECT_EQ(role_bytes(c), bytes * rows) << api.symbol;
+    EXPECT_NE(role_bytes(c), 0u) << api.symbol << " has no byte count";
+  }
+  EXPECT_GT(copies, 20);
+}
+
+// A Python line's allocations count the bytes the memory table counts: a
+// pitched allocation's pitch x height, not its width.
+TEST(Transfers, PythonSitesCountAPitchedAllocationsBytes) {
+  MemoryTracker memory;
+  PySites sites;
+  CallSpec spec;
+  spec.outs = {0xd100000000, 1024};  // the pointer, the pitch cudaMallocPitch chose
+  with_call("cudaMallocPitch", {{"width", 1000}, {"height", 30}}, spec, [&](const Call& c) {
+    Call with_stack = c;
+    with_stack.py_stack = {PyFrame{"step", "train.py", 12}};
+    sites.on_call(with_stack, memory);
+  });
+  ASSERT_EQ(sites.sites().size(), 1u);
+  EXPECT_EQ(sites.sites().begin()->second.alloc_bytes, 1024u * 30);
 }
 
 TEST(Activity, CopiesCountedOnceWithSyncBandwidthPageableAndTiny) {

@@ -23,10 +23,6 @@
 
 namespace cudatrace {
 
-// Bytes an allocation call asks for: pitch x height for the pitched forms
-// (an OutSize out-parameter), else the first size.
-std::uint64_t allocation_bytes(const Call& c);
-
 // Host memory a copy engine can read and write directly, so async copies
 // stay async: pinned (cudaMallocHost, cudaHostAlloc and driver forms),
 // registered (cudaHostRegister) and managed memory, per process.

@@ -121,8 +121,7 @@ struct ArgSpec {
 enum class Returns : std::uint8_t { Status, Void, Value, Memory };
 
 // What a call does, for the analyses (summary, memory, streams, insights).
-// The arguments an effect needs are found by type: the first Stream, Event,
-// Ptr, Size or MemcpyKind argument, and out-param 0 for allocations.
+// The arguments an effect needs are its row's roles (Role, roles_of).
 enum class Effect : std::uint8_t {
   None,
   AllocDevice,     // out-param 0: the pointer (or handle); first Size: bytes
@@ -173,6 +172,51 @@ enum class Effect : std::uint8_t {
   GraphAddNode,      // first Handle: the graph gets a node the model does not read (copy, memset, child graph, ...)
 };
 
+// What an argument means to the analyses, worked out once per row from its
+// effect and its arguments' types (api_table.cpp: roles_of), so that no
+// analysis finds an argument by its type and position.
+enum class Role : std::uint8_t {
+  Bytes,        // bytes a copy or memset moves, an allocation takes or a registration covers;
+                // per row where there are Rows (a 2D copy's width, a pitched allocation's pitch)
+  Rows,         // 2D copies and pitched allocations: how many rows of Bytes
+  Destination,  // copies: the first pointer
+  Source,       // copies: the second pointer
+  Address,      // allocations: the new pointer or handle (out-param 0); registrations and frees: the pointer
+                // (cuMemRelease: its handle)
+  Stream,       // the stream a call names (a launch config's, for cudaLaunchKernelExC)
+  Event,        // the event a call names
+  Object,       // the handle a call acts on: graph, executable graph, communicator, NVTX domain, context
+  Created,      // the handle a call makes: a graph, an executable graph, a communicator
+  Device,       // cudaSetDevice's device
+  Ranks,        // NCCL communicator creation: the number of ranks (ncclCommInitAll: of devices)
+  Rank,         // NCCL communicator creation: this rank
+  Color,        // ncclCommSplit: the color
+  Count,        // NCCL collectives: elements
+  DataType,     // NCCL collectives: the element type
+  Message,      // NVTX: the message
+  RangeId,      // NVTX start/end ranges: the range id
+  FreeBytes,    // cudaMemGetInfo / cuMemGetInfo: out-params 0 and 1
+  TotalBytes,
+};
+inline constexpr std::size_t kRoleCount = static_cast<std::size_t>(Role::TotalBytes) + 1;  // the last one above
+
+// Where a role's value is among a decoded call's arguments: the nth of its
+// type (Call::args; a launch config adds its stream there), and the row's
+// argument it comes from (ApiSpec::args; -1 for a launch config's stream).
+struct RoleArg {
+  ArgType type = ArgType::Handle;
+  std::int8_t nth = -1;  // -1: the row has no argument in this role
+  std::int8_t index = -1;
+  bool present() const { return nth >= 0; }
+};
+struct ArgRoles {
+  RoleArg arg[kRoleCount];
+  // Memsets of 16- and 32-bit elements (D16, D32 in the name): Bytes counts elements of this size.
+  std::uint8_t element_bytes = 1;
+  const RoleArg& operator[](Role r) const { return arg[static_cast<std::size_t>(r)]; }
+  RoleArg& operator[](Role r) { return arg[static_cast<std::size_t>(r)]; }
+};
+
 // The graph calls the stream model reads (capture, instantiation,
 // destruction, construction by node): traced with launches whatever -f says
 // (Selection).
@@ -219,6 +263,7 @@ struct Api {
   int payload_index = -1;           // spec->args index of the String/LaunchConfig/NcclUniqueId* argument
   std::uint64_t cookie;             // what the BPF programs are told (bpf_abi.h)
   bool variant;                     // a _ptsz/_ptds form of spec->name
+  ArgRoles roles;                   // of spec's arguments (roles_of)
 
   Layer layer() const { return spec->layer; }
   Group group() const { return spec->group; }
@@ -233,6 +278,9 @@ inline constexpr std::uint8_t kNotCaptured = 0xff;
 // memsets, the kernel lookups made per launch, and the query group (when -f
 // selects it).
 bool is_hot_api(const Api& a);
+
+// The roles of a row's arguments (Api::roles has them for each probed symbol).
+ArgRoles roles_of(const ApiSpec& row);
 
 const std::vector<ApiSpec>& api_rows();
 const std::vector<Api>& apis();

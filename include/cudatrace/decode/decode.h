@@ -136,6 +136,15 @@ struct Call {
 // is no such argument or it could not be read).
 const NamedValue* arg_of_type(const Call& c, ArgType t, int nth = 0);
 std::optional<std::uint64_t> arg_value(const Call& c, ArgType t, int nth = 0);
+// The argument in role `r` (api_table.h: Role), nullptr if the call has none,
+// and its integer value (nullopt also when it could not be read).
+const NamedValue* role_arg(const Call& c, Role r);
+std::optional<std::uint64_t> role_value(const Call& c, Role r);
+// The one rule for bytes: Bytes x Rows x the element size. What a copy or
+// memset moves (width x height for 2D copies; elements x 2 or 4 for D16 and
+// D32 memsets), what an allocation takes (pitch x height when pitched);
+// record/node_stats.cpp gives the BPF side the same arguments.
+std::uint64_t role_bytes(const Call& c);
 // A decoded value as an integer (handles, pointers, sizes, ints, enums).
 std::optional<std::uint64_t> integer_value(const Value& v);
 

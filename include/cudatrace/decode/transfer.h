@@ -1,5 +1,5 @@
-// What a copy or memset call moves: its direction and its bytes, decided
-// once from the decoded call for every analysis and output. Directions are
+// Which way a copy or memset call moves its bytes (role_bytes, decode.h:
+// how many), decided once from the decoded call for every analysis and output. Directions are
 // spelled as CUDA's driver API names them (cuMemcpyHtoD: HtoD).
 #pragma once
 
@@ -28,9 +28,5 @@ const char* direction_name(Direction d);
 Direction copy_direction(const ApiSpec& row, std::optional<std::uint64_t> memcpy_kind = std::nullopt);
 // A decoded call's: its kind argument's value, if it has one.
 Direction copy_direction(const Call& c);
-// Bytes a copy or memset moves: width x height for 2D copies (more than two
-// size arguments: the last two), else the first size; memsets of 16- and
-// 32-bit elements (D16/D32 in the name) multiply by the element size.
-std::uint64_t transfer_bytes(const Call& c);
 
 }  // namespace cudatrace

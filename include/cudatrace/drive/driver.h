@@ -1,6 +1,7 @@
 // The driver: built from the options, it owns the analyses (Pipeline), the
-// writers, the summary reports and the way out of the trace (the -o file
-// and its writer thread), and runs a source (record/source.h) through them:
+// writers, the output mode (the trace, summaries or the exporter's metrics:
+// driver.cpp, Driver::Mode) and the way out of the trace (the -o file and
+// its writer thread), and runs a source (record/source.h) through them:
 //
 //   Source ── Call ──▶ Pipeline ──▶ Writers (text or JSON Lines, Perfetto)
 //      │                   │
@@ -54,9 +55,6 @@ class Driver final : public CallConsumer {
   void remove_created_outputs();
   void warn_pageable_copy(const Call& c, std::uint64_t host_ptr);
   void warn_failed_launch(const Call& c);
-  void summary_report(bool final);
-  void count_node(bool last);
-  bool spans_only() const;
   void stop_otlp();
   void finish();
   int exit_status() const;
@@ -67,13 +65,24 @@ class Driver final : public CallConsumer {
   bool output_ok();
   void count_unwritten(const RecordCount& n);
 
+  // What the driver is run for, chosen once from the options (driver.cpp):
+  // the trace, summaries (--summary), the exporter's metrics (--prometheus)
+  // or, with --otlp and no trace asked for, the spans alone.
+  // Each knows what it needs recorded, what it does while calls come and how
+  // it ends.
+  class Mode;
+  class TraceMode;
+  class SummaryMode;
+  class ExporterMode;
+  class SpansMode;
+  static std::unique_ptr<Mode> make_mode(Driver& d);
+
   const Options& opts_;
   Source& source_;
   Pipeline pipeline_;
-  std::unique_ptr<SummaryReport> reporter_;  // summary mode
+  std::unique_ptr<Mode> mode_;
   std::unique_ptr<Writer> trace_;            // text or JSON Lines: the trace, or the summaries
   std::unique_ptr<Writer> timeline_;         // --perfetto
-  std::unique_ptr<MetricsWriter> metrics_;   // --prometheus
   std::unique_ptr<OtlpWriter> otlp_;         // --otlp
   std::vector<Writer*> call_writers_;        // the writers each displayed call goes to
   int out_fd_ = STDOUT_FILENO;
@@ -82,10 +91,6 @@ class Driver final : public CallConsumer {
   std::unique_ptr<OutputWriter> writer_;
   Chunk chunk_;  // where the records in the trace writer's buffer end; its bytes while handed over
   EndStats stats_;
-  std::uint64_t next_report_ns_ = 0;  // with -i
-  unsigned reports_ = 0;
-  std::uint64_t next_count_ns_ = 0;  // exporter mode: the next look at the node's counts
-  std::uint64_t next_otlp_metrics_ns_ = 0;  // exporter mode with --otlp: the next metrics sent
   // --min-us or --errors: the kernel dropped the other calls, so the trace
   // has no NVTX calls (never slow or failed) and no waits (what was queued
   // is not known).
