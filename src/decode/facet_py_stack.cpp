@@ -73,6 +73,16 @@ class PyStackFacet final : public Facet {
   }
 
   // "py" the innermost line, "py_stack" every frame, innermost first.
+  // OpenTelemetry's code attributes: the innermost frame is the call site.
+  void otlp_attributes(const Call& c, AttributeSink& out) const override {
+    const PyFrame& site = c.py_stack.front();
+    if (!site.func.empty()) out.string("code.function", site.func);
+    if (!site.file.empty()) out.string("code.filepath", site.file);
+    if (site.line) out.integer("code.lineno", std::int64_t(site.line));
+    std::string frames;
+    for (const PyFrame& f : c.py_stack) frames += (frames.empty() ? "" : "\n") + py_frame_text(f);
+    out.string("code.stacktrace", frames);
+  }
   void perfetto_args(const Call& c,
                      const std::function<void(std::string_view, std::string_view)>& arg) const override {
     arg("py", py_frame_text(c.py_stack.front()));

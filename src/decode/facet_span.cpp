@@ -114,6 +114,8 @@ class SpanFacet final : public Facet {
   }
 
   // To find the request's calls (docs/correlation.md).
+  // The span is the OTLP span's parent (its trace and span ids), not an attribute of it.
+  void otlp_attributes(const Call&, AttributeSink&) const override {}
   void perfetto_args(const Call& c,
                      const std::function<void(std::string_view, std::string_view)>& arg) const override {
     arg("trace_id", hex_id(c.span.trace_id.data(), 16));

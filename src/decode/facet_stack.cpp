@@ -60,6 +60,8 @@ class StackFacet final : public Facet {
   }
 
   // Perfetto shows no stack: its slices have none.
+  // Native frames stay in the trace: a span's attributes name the Python call site.
+  void otlp_attributes(const Call&, AttributeSink&) const override {}
   void perfetto_args(const Call&, const std::function<void(std::string_view, std::string_view)>&) const override {}
 };
 

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "cudatrace/decode/cuda_errors.h"
+#include "cudatrace/decode/facet.h"
 #include "cudatrace/decode/transfer.h"
 #include "cudatrace/render/otlp.h"
 
@@ -58,23 +59,25 @@ std::vector<OtlpAttribute> otlp_call_attributes(const Call& c) {
   if (!c.kernel.empty()) add("cuda.kernel.name", std::string(c.kernel));
   const Effect effect = c.api->effect();
   if (effect == Effect::Copy || effect == Effect::Memset) {
-    add("cuda.bytes", std::int64_t(transfer_bytes(c)));
+    add("cuda.bytes", std::int64_t(role_bytes(c)));
     add("cuda.copy.direction", std::string(direction_name(copy_direction(c))));
   }
-  if (const NamedValue* stream = arg_of_type(c, ArgType::Stream); stream && !stream->id.empty())
+  if (const NamedValue* stream = role_arg(c, Role::Stream); stream && !stream->id.empty())
     add("cuda.stream", std::string(stream->id));
   for (const NamedValue& a : c.args) add("cuda.arg." + std::string(a.name), attribute_value(a.value));
   add("thread.id", std::int64_t(c.tid));
   add("thread.name", std::string(c.comm()));
-  if (!c.py_stack.empty()) {  // --py-stack: the innermost Python frame is the call site
-    const PyFrame& site = c.py_stack.front();
-    if (!site.func.empty()) add("code.function", site.func);
-    if (!site.file.empty()) add("code.filepath", site.file);
-    if (site.line) add("code.lineno", std::int64_t(site.line));
-    std::string stack;
-    for (const PyFrame& f : c.py_stack) stack += (stack.empty() ? "" : "\n") + py_frame_text(f);
-    add("code.stacktrace", stack);
-  }
+  // The facets' own (--py-stack: the Python call site), as every writer takes them.
+  struct Sink final : AttributeSink {
+    std::vector<OtlpAttribute>& out;
+    explicit Sink(std::vector<OtlpAttribute>& o) : out(o) {}
+    void string(std::string_view key, std::string_view value) override {
+      out.push_back({std::string(key), std::string(value)});
+    }
+    void integer(std::string_view key, std::int64_t value) override { out.push_back({std::string(key), value}); }
+  } sink{out};
+  for (const Facet* f : call_facets())
+    if (f->present(c)) f->otlp_attributes(c, sink);
   return out;
 }
 

@@ -49,6 +49,14 @@ class FieldWriter {
   virtual void end_object() = 0;
 };
 
+// Where a facet puts its OpenTelemetry span attributes (--otlp, docs/otlp.md).
+class AttributeSink {
+ public:
+  virtual ~AttributeSink() = default;
+  virtual void string(std::string_view key, std::string_view value) = 0;
+  virtual void integer(std::string_view key, std::int64_t value) = 0;
+};
+
 // What a facet reading a call line back may need besides the line: its
 // process's OpenTelemetry context, made when the trace had none for it.
 struct FacetReading {
@@ -80,6 +88,8 @@ class Facet {
   virtual void carry(const Call& from, Call& to) const = 0;
   // Its text form: appended to the call's line, and lines below it.
   virtual void write_text(const Call& c, std::string& line, std::string& below) const = 0;
+  // Its attributes on the call's OTLP span.
+  virtual void otlp_attributes(const Call& c, AttributeSink& out) const = 0;
   // Its Perfetto args (string values).
   virtual void perfetto_args(const Call& c,
                              const std::function<void(std::string_view key, std::string_view value)>& arg) const = 0;
