@@ -293,13 +293,21 @@ static long py_read_frame(__u64 i, struct py_walk *w)
 	if (off > sizeof(w->s->payload) - sizeof(struct ct_py_frame))
 		return 1;
 	struct py_code_cache *codes = &buf->codes;
-	__u32 slot = ((code >> 4) ^ (code >> 12)) % CT_PY_CODE_SLOTS;
-	__u64 ident = codes->code[slot] == code ? codes->ident[slot] : 0;
+	__u32 way0 = 2 * (((code >> 4) ^ (code >> 12)) % CT_PY_CODE_SETS), way1 = way0 + 1;
+	__u64 gen = codes->gen, ident = 0;
+	if (codes->code[way0] == code && codes->slot_gen[way0] == gen)
+		ident = codes->ident[way0];
+	else if (codes->code[way1] == code && codes->slot_gen[way1] == gen)
+		ident = codes->ident[way1];
 	if (!ident) {
 		ident = py_code_ident(w, code);
-		if (ident) {
-			codes->code[slot] = code;
-			codes->ident[slot] = ident;
+		if (ident) { /* the older way goes */
+			codes->code[way1] = codes->code[way0];
+			codes->ident[way1] = codes->ident[way0];
+			codes->slot_gen[way1] = codes->slot_gen[way0];
+			codes->code[way0] = code;
+			codes->ident[way0] = ident;
+			codes->slot_gen[way0] = gen;
 		}
 	}
 	struct ct_py_frame *out = (struct ct_py_frame *)&w->s->payload[off];
@@ -381,7 +389,7 @@ static __always_inline __u32 read_py_frames(struct exit_scratch *s, struct ct_py
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	struct py_code_cache *codes = &w.buf->codes;
 	if (!epoch || codes->epoch != epoch || codes->tgid != tgid) {
-		__builtin_memset(codes->code, 0, sizeof(codes->code));
+		codes->gen++;
 		codes->epoch = epoch;
 		codes->tgid = tgid;
 	}

@@ -51,18 +51,22 @@ struct py_cursor {
 	__u32 n;       /* frames written */
 	__u32 pad;
 };
-/* Code objects whose identity was read, and their identities, one slot per
- * address hash. Valid for the process `tgid` while its code_epoch stays
- * `epoch`; with no epoch yet (0), only for one walk: a code object on the
- * stack lives while the walk runs, so a recursion's frames, or PyTorch's
- * Module._call_impl between each module's forward, share one read. */
-#define CT_PY_CODE_SLOTS 64
+/* Code objects whose identity was read, and their identities: two ways per
+ * address hash, the newer first. Valid for the process `tgid` while its
+ * code_epoch stays `epoch`; with no epoch yet (0), only for one walk: a code
+ * object on the stack lives while the walk runs, so a recursion's frames,
+ * or PyTorch's Module._call_impl between each module's forward, share one
+ * read. */
+#define CT_PY_CODE_SETS 128
+#define CT_PY_CODE_SLOTS (2 * CT_PY_CODE_SETS)
 struct py_code_cache {
 	__u64 epoch;
 	__u32 tgid;
 	__u32 pad;
+	__u64 gen;                      /* raised to start over: a slot of another gen is empty */
 	__u64 code[CT_PY_CODE_SLOTS];
 	__u64 ident[CT_PY_CODE_SLOTS];
+	__u64 slot_gen[CT_PY_CODE_SLOTS];
 };
 /* The cursor; the code objects' identities; the thread's PyThreadState (read_py_tstate); the top of its
  * data stack (py_read_window), then one frame from outside it
