@@ -97,6 +97,16 @@ void explain_if_empty(const Options& opts, EndStats& stats) {
     stats.empty_because = empty_because(opts, stats.cost);
 }
 
+// A mode with a record per call (the trace, the spans): why it is empty,
+// and whether its lines and the lost calls are counted by API every call.
+void complete_call_stats(const Options& opts, EndStats& stats) {
+  explain_if_empty(opts, stats);
+  std::uint64_t counted = 0;
+  for (const auto& [id, st] : stats.kernel.ring_buffer_calls) counted += st.calls;
+  stats.counts_exact = counted == stats.kernel.ring_buffer && stats.kernel.thread_table == 0 &&
+                       stats.kernel.depth_overflow == 0 && stats.lost_output == 0;
+}
+
 PipelineOptions pipeline_options(const Options& opts) {
   return {opts.display, opts.nvtx, opts.by_range, opts.summary, opts.gpu_time, opts.by_span};
 }
@@ -136,14 +146,7 @@ class Driver::TraceMode final : public Mode {
     d_.filtered_in_kernel_ = d_.opts_.min_us || d_.opts_.errors_only;
     d_.trace_->header();
   }
-  void complete_stats(EndStats& stats) override {
-    explain_if_empty(d_.opts_, stats);
-    // Are the trace's lines and the lost calls counted by API every call?
-    std::uint64_t counted = 0;
-    for (const auto& [id, st] : stats.kernel.ring_buffer_calls) counted += st.calls;
-    stats.counts_exact = counted == stats.kernel.ring_buffer && stats.kernel.thread_table == 0 &&
-                         stats.kernel.depth_overflow == 0 && stats.lost_output == 0;
-  }
+  void complete_stats(EndStats& stats) override { complete_call_stats(d_.opts_, stats); }
 };
 
 // --summary: the tables, every -i seconds and at the end, from the
@@ -247,6 +250,7 @@ class Driver::SpansMode final : public Mode {
   RecordsNeeded::Calls calls() const override { return RecordsNeeded::Calls::Every; }
   void begin() override {}
   void on_call(const Call& c) override { ++(c.unfinished ? d_.stats_.unfinished : d_.stats_.calls); }
+  void complete_stats(EndStats& stats) override { complete_call_stats(d_.opts_, stats); }
 };
 
 std::unique_ptr<Driver::Mode> Driver::make_mode(Driver& d) {
@@ -275,8 +279,8 @@ RecordsNeeded Driver::records_needed() const {
   // --by-range and --gpu-time read every launch and synchronisation.
   // --by-span reads each call's span; --py-stack's tables every call's Python line.
   // --otlp sends every call made under a span (with --prometheus: the metrics only).
-  needs.every_record =
-      analyses.by_range || analyses.gpu_time || analyses.by_span || opts_.py_stack || (opts_.otlp && opts_.prometheus_address.empty());
+  needs.every_record = analyses.by_range || analyses.gpu_time || analyses.by_span || opts_.py_stack ||
+                       (opts_.otlp && needs.calls != Calls::Export);
   // A timeline draws every launch and copy.
   needs.counted_activity = needs.calls == Calls::Summary && !needs.every_record && opts_.perfetto_path.empty();
   if (opts_.stack)  // a summary symbolises only the stacks it reports (the leaks')
@@ -316,7 +320,7 @@ int Driver::run() {
     std::string error;
     config.calls_without_span = opts_.otlp_all_calls;
     config.metrics_interval = std::chrono::seconds(opts_.otlp_interval_s);
-    config.exporter_metrics = !opts_.prometheus_address.empty();
+    config.exporter_metrics = mode_->calls() == RecordsNeeded::Calls::Export;
     if (read_otlp_config(opts_.otlp_endpoint, [](const char* name) { return std::getenv(name); }, config, error))
       otlp_ = make_otlp_writer(config, error);
     if (!otlp_) {
@@ -352,7 +356,7 @@ int Driver::run() {
   trace_->buffer()->reserve(OutputWriter::kChunkCapacity);
   mode_->begin();
   // Spans of the calls beside any output but the exporter's, which has no call records.
-  if (otlp_ && opts_.prometheus_address.empty()) call_writers_.push_back(otlp_.get());
+  if (otlp_ && mode_->calls() != RecordsNeeded::Calls::Export) call_writers_.push_back(otlp_.get());
   // Written before the command starts: an output that cannot be written
   // (-o /dev/full) is found before anything runs.
   hand_over_output();

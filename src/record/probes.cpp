@@ -606,12 +606,13 @@ bool Probes::attach_function(const std::string& path, pid_t pid, std::uint64_t o
 
 bool Probes::attach_program(bpf_program* prog, const std::string& path, pid_t pid, std::uint64_t offset,
                             std::string& error) {
-  struct stat st {};
-  if (stat(path.c_str(), &st) != 0) {
-    error = path + ": " + std::strerror(errno);
-    return false;
-  }
-  return attach_pairs(prog, nullptr, path, {st.st_dev, st.st_ino}, pid, {offset}, {0}, other_links_, error);
+  std::tuple<dev_t, ino_t, pid_t> key;
+  if (!file_key(path, pid, key, error)) return false;
+  const auto [dev, ino, _] = key;
+  if (programs_.count({prog, dev, ino, pid, offset})) return true;
+  if (!attach_pairs(prog, nullptr, path, {dev, ino}, pid, {offset}, {0}, other_links_, error)) return false;
+  programs_.emplace(prog, dev, ino, pid, offset);
+  return true;
 }
 
 std::string probe_summary(const std::string& path, const std::vector<PlannedProbe>& planned) {

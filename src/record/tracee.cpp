@@ -298,31 +298,28 @@ void Tracee::look_for_python(pid_t pid) {
     return;
   }
   symbolizer_.python().set(pid, py->code);
-  const bool cached = watch_code_frees(pid, *py);
-  if (opts_.verbose)
+  const bool kept = watch_code_frees(pid, *py);
+  if (opts_.verbose) {
+    const std::string identities =
+        kept ? fmt::format("kept until one is freed (its deallocator: 0x{:x} in the file)", py->code_dealloc_offset)
+             : "read at every call";
     std::fprintf(stderr, "cudatrace: pid %d: Python %s, _PyRuntime at 0x%llx; code object identities %s\n", pid,
-                 py->version.c_str(), static_cast<unsigned long long>(py->bpf.runtime),
-                 cached ? fmt::format("kept until one is freed (its deallocator: 0x{:x} in the file)", py->code_dealloc_offset).c_str()
-                        : "read at every call");
+                 py->version.c_str(), static_cast<unsigned long long>(py->bpf.runtime), identities.c_str());
+  }
 }
 
-bool Tracee::watch_code_frees(pid_t pid, PyInterpreter py) {
+bool Tracee::watch_code_frees(pid_t pid, const PyInterpreter& py) {
   if (!py.code_dealloc_offset) return false;
-  struct stat st {};
-  if (stat(py.file.c_str(), &st) != 0) return false;
-  const std::tuple<dev_t, ino_t, pid_t> key{st.st_dev, st.st_ino, policy_.bound_to_process ? pid : -1};
-  if (!code_frees_watched_.count(key)) {
-    std::string error;
-    if (!bpf_->watch_code_frees(py.file, std::get<2>(key), py.code_dealloc_offset, error)) {
-      if (opts_.verbose) std::fprintf(stderr, "cudatrace: pid %d: %s\n", pid, terminal_safe(error).c_str());
-      return false;
-    }
-    code_frees_watched_.insert(key);
+  std::string error;
+  if (!bpf_->watch_code_frees(py.file, policy_.bound_to_process ? pid : -1, py.code_dealloc_offset, error)) {
+    if (opts_.verbose) std::fprintf(stderr, "cudatrace: pid %d: %s\n", pid, terminal_safe(error).c_str());
+    return false;
   }
   // Set once the deallocator is probed, so that no free goes unseen; a
   // number of this process's own, so that no cache of another applies.
-  py.bpf.code_epoch = ++py_epochs_ * CT_PY_EPOCH_STEP;
-  return bpf_->set_python(static_cast<std::uint32_t>(pid), py.bpf);
+  ct_py_layout layout = py.bpf;
+  layout.code_epoch = ++py_epochs_ * CT_PY_EPOCH_STEP;
+  return bpf_->set_python(static_cast<std::uint32_t>(pid), layout);
 }
 
 void Tracee::note_probed_file(const std::string& path) {

@@ -128,7 +128,8 @@ class Probes {
   std::map<std::uint16_t, double> hot_shares(std::uint64_t now_ns) const;
   // Must be called on the programs before the BPF object is loaded.
   static void prepare(bpf_program* prog, AttachMode mode = AttachMode::MultiPair);
-  // Attaches `prog` (prepared with prepare) alone at `offset` of `path`.
+  // Attaches `prog` (prepared with prepare) alone at `offset` of `path`,
+  // once: true too when it already is.
   bool attach_program(bpf_program* prog, const std::string& path, pid_t pid, std::uint64_t offset,
                       std::string& error);
   static void prepare_session(bpf_program* prog);
@@ -231,6 +232,7 @@ class Probes {
   std::map<std::tuple<dev_t, ino_t>, FileSymbols> symbols_;
   std::map<std::tuple<dev_t, ino_t, pid_t>, FileResult> attached_;
   std::set<std::tuple<dev_t, ino_t, pid_t>> loaders_;
+  std::set<std::tuple<const bpf_program*, dev_t, ino_t, pid_t, std::uint64_t>> programs_;  // attach_program's
   std::map<std::tuple<dev_t, ino_t, pid_t>, Links> file_links_;  // attach_file's, by file and pid
   Links other_links_;  // attach_loader's and attach_function's
   std::unique_ptr<UprobeKeeper> keeper_;  // PerfPair: holds the perf events

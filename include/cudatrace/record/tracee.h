@@ -109,7 +109,7 @@ class Tracee {
   void look_for_python(pid_t pid);
   // --py-stack: probes `py`'s code object deallocator and gives the process
   // its epoch (bpf_abi.h: ct_py_layout.code_epoch); false if not done.
-  bool watch_code_frees(pid_t pid, PyInterpreter py);
+  bool watch_code_frees(pid_t pid, const PyInterpreter& py);
   // A file with traced APIs was probed.
   void note_probed_file(const std::string& path);
   // Where processes are stopped at library loads: a watchdog that continues
@@ -146,7 +146,6 @@ class Tracee {
   OtelProcess* last_otel_ = nullptr;  // otel_[last_otel_pid_]
   std::uint32_t last_otel_pid_ = 0;
   std::set<pid_t> python_unreadable_;
-  std::set<std::tuple<dev_t, ino_t, pid_t>> code_frees_watched_;  // (file, probe pid)
   std::uint64_t py_epochs_ = 0;
   // Driver functions probed on demand (Probes::defer_driver), per process:
   // those not probed yet by their address there, and the driver functions
