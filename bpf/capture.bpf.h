@@ -477,6 +477,9 @@ static __always_inline bool emit_call(void *ctx, __u64 pid_tgid, struct ct_threa
 			size = sizeof(struct ct_call) + off + n;
 		}
 	}
+	/* Python frames and spans are read in the traced thread, unpriced by the
+	 * start-up measurement (cudatrace has neither): timed, for the exit line. */
+	__u64 facets_start = py || tls ? bpf_ktime_get_ns() : 0;
 	if (py) {
 		__u32 off = CT_PY_FRAMES_OFFSET(len, c->stack_len);
 		if (off > CT_MAX_PAYLOAD + CT_MAX_STACK_FRAMES * 8)
@@ -499,6 +502,8 @@ static __always_inline bool emit_call(void *ctx, __u64 pid_tgid, struct ct_threa
 			size = sizeof(struct ct_call) + at + n;
 		}
 	}
+	if (facets_start)
+		st->capture_ns += bpf_ktime_get_ns() - facets_start;
 	if (size > sizeof(*s))
 		size = sizeof(*s);
 	__u64 wake = ring_flags();

@@ -49,8 +49,8 @@ int BPF_PROG(ct_exec, struct task_struct *task)
 	return 0;
 }
 
-/* Adds an exiting thread's probe hits to its process's; at the exit of the
- * last thread, also the process's CPU time. */
+/* Adds an exiting thread's probe hits, capture time and run-queue wait to its
+ * process's; at the exit of the last thread, also the process's CPU time. */
 static __always_inline void fold_cost(struct task_struct *task, __u32 tgid, struct ct_thread_state *st)
 {
 	bool last = BPF_CORE_READ(task, signal, live.counter) == 0;
@@ -69,7 +69,12 @@ static __always_inline void fold_cost(struct task_struct *task, __u32 tgid, stru
 		__sync_fetch_and_add(&c->entry_hits, st->entry_hits);
 		__sync_fetch_and_add(&c->return_hits, st->return_hits);
 		__sync_fetch_and_add(&c->stepped_hits, st->stepped_hits);
+		__sync_fetch_and_add(&c->capture_ns, st->capture_ns);
 	}
+	/* What it waited for a CPU: the exit line says how much of it was
+	 * cudatrace's doing, where the two share CPUs (record/cost.h). */
+	if (bpf_core_field_exists(task->sched_info))
+		__sync_fetch_and_add(&c->run_delay_ns, BPF_CORE_READ(task, sched_info.run_delay));
 	if (!last)
 		return;
 	/* The signal's sum holds the threads released so far; a group leader is
@@ -81,6 +86,7 @@ static __always_inline void fold_cost(struct task_struct *task, __u32 tgid, stru
 	if (leader != task)
 		cpu += BPF_CORE_READ(leader, se.sum_exec_runtime);
 	c->cpu_ns = cpu;
+	bpf_probe_read_kernel(c->cpus, sizeof(c->cpus), __builtin_preserve_access_index(&task->cpus_mask.bits));
 }
 
 /* A thread that exits inside a probed call never returns from it: report its

@@ -66,6 +66,10 @@ def measure(args, tmp, op, mode):
     if h:
         est = float(h.group(1)) * 1e6 / args.calls
         hits = int(h.group(2).replace(",", "")) / args.calls
+        # Sharing a CPU with cudatrace: what the program waited for it.
+        w = re.search(r"also waited \u2248 ([0-9.]+) ms for the CPUs it shares with cudatrace", text)
+        if w:
+            est += float(w.group(1)) * 1e6 / args.calls
     return float(m.group(1)), hits, est
 
 

@@ -361,14 +361,18 @@ def end_stats(mode, stderr_text, json_path):
         if not lines:
             return None, None
         end = lines[-1]
-        pct = [p.get("added_pct") for p in end.get("overhead", {}).get("processes", [])]
-        pct = [p for p in pct if p is not None]
+        pct = [p.get("added_pct") + (p.get("waited_pct") or 0)
+               for p in end.get("overhead", {}).get("processes", []) if p.get("added_pct") is not None]
         return end["lost"], max(pct) if pct else None
     m = re.search(r"cudatrace: (\d+) calls traced, (\d+) lost", stderr_text)
-    est = re.findall(r"added \S+ ([0-9.]+) ms of CPU time to .*?, ([0-9.]+) % of its CPU time", stderr_text)
+    est = re.findall(r"added \S+ ([0-9.]+) ms of CPU time to .*? \(PID (\d+)\), ([0-9.]+) % of its CPU time", stderr_text)
+    # Sharing CPUs with cudatrace: what the process waited for it, by PID.
+    waited = dict(re.findall(r"\(PID (\d+)\) also waited \S+ [0-9.]+ ms for the CPUs it shares with cudatrace, "
+                             r"([0-9.]+) % of its CPU time", stderr_text))
+    est = [(pid, float(p) + float(waited.get(pid, 0))) for _, pid, p in est]
     # --max-overhead: the budget's own estimate (safety factor included) wins.
     budget = re.search(r"--max-overhead \S+ %: estimated cost ([0-9.]+) %", stderr_text)
-    estimate = float(budget.group(1)) if budget else (max(float(p) for _, p in est) if est else None)
+    estimate = float(budget.group(1)) if budget else (max(p for _, p in est) if est else None)
     return (int(m.group(2)) if m else None), estimate
 
 

@@ -51,6 +51,9 @@ struct ProcessCost {
   std::uint64_t stepped_hits = 0;  // of entry_hits, on single-stepped probes
   double added_ns = 0;
   std::optional<std::uint64_t> cpu_ns;  // its CPU time (user + system) while traced, if known
+  // Time it waited for a CPU that cudatrace's own threads held (record/cost.h:
+  // waited_for_tracer); nullopt where the two do not contend.
+  std::optional<double> waited_ns;
   std::uint64_t hits() const { return entry_hits + return_hits; }
 };
 

@@ -408,6 +408,7 @@ struct ct_thread_state {
 	__u64 entry_hits;
 	__u64 return_hits;
 	__u64 stepped_hits; /* of entry_hits, those on single-stepped probes */
+	__u64 capture_ns;   /* BPF time spent reading Python frames and spans for its records */
 	__u64 py_tstate; /* --py-stack: the thread's PyThreadState, once found (checked at each use) */
 	char comm[CT_COMM_LEN]; /* at the thread's first traced call, and after exec */
 	struct ct_frame frames[CT_MAX_DEPTH];
@@ -497,11 +498,16 @@ struct ct_activity {
 
 /* What tracing cost each process ("process_cost" hash, by tgid): the probe
  * hits of its threads that exited; live threads keep theirs in their state. */
+#define CT_COST_CPU_WORDS 4 /* CPUs 0-255 */
 struct ct_process_cost {
 	__u64 entry_hits;
 	__u64 return_hits;
 	__u64 stepped_hits;
 	__u64 cpu_ns; /* its CPU time when its last thread exited; 0 while it runs */
+	__u64 capture_ns;   /* of its exited threads (ct_thread_state) */
+	__u64 run_delay_ns; /* time its exited threads waited on a run queue, over their lives */
+	__u64 cpus[CT_COST_CPU_WORDS]; /* the CPUs its last thread could run on (CPU n: bit n % 64
+					* of word n / 64), when it exited */
 	char comm[CT_COMM_LEN];
 };
 

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -223,7 +224,16 @@ bool read_hit_counts(int process_cost_fd, int threads_fd, std::vector<HitCount>&
     if (bpf_map_lookup_elem(process_cost_fd, &key, &pc) != 0) continue;
     HitCount h{key, std::string(pc.comm, strnlen(pc.comm, sizeof pc.comm)), pc.entry_hits, pc.return_hits, {}};
     h.stepped_hits = pc.stepped_hits;
-    if (pc.cpu_ns) h.exit_cpu_ns = pc.cpu_ns;
+    h.capture_ns = pc.capture_ns;
+    h.exit_run_delay_ns = pc.run_delay_ns;
+    if (pc.cpu_ns) {
+      h.exit_cpu_ns = pc.cpu_ns;
+      cpu_set_t cpus;
+      CPU_ZERO(&cpus);
+      for (int cpu = 0; cpu < CT_COST_CPU_WORDS * 64; ++cpu)
+        if (pc.cpus[cpu / 64] >> (cpu % 64) & 1) CPU_SET(cpu, &cpus);
+      if (CPU_COUNT(&cpus)) h.exit_cpus = cpus;
+    }
     out.push_back(std::move(h));
   }
   prev = nullptr;
@@ -233,7 +243,7 @@ bool read_hit_counts(int process_cost_fd, int threads_fd, std::vector<HitCount>&
     prev = &key;
     if (bpf_map_lookup_elem(threads_fd, &key, &st) != 0) continue;
     out.push_back({st.tgid, std::string(st.comm, strnlen(st.comm, sizeof st.comm)), st.entry_hits, st.return_hits, {},
-                   key, st.stepped_hits});
+                   key, st.stepped_hits, st.capture_ns});
   }
   return true;
 }
@@ -247,14 +257,59 @@ std::map<std::uint32_t, HitCount> hits_by_process(const std::vector<HitCount>& c
     sum.entry_hits += h.entry_hits;
     sum.return_hits += h.return_hits;
     sum.stepped_hits += h.stepped_hits;
+    sum.capture_ns += h.capture_ns;
+    sum.exit_run_delay_ns += h.exit_run_delay_ns;
     if (h.exit_cpu_ns) sum.exit_cpu_ns = h.exit_cpu_ns;
+    if (h.exit_cpus) sum.exit_cpus = h.exit_cpus;
   }
   return by_pid;
 }
 
+std::optional<ProcessTimes> process_times(pid_t pid) {
+  const std::optional<std::uint64_t> cpu = process_cpu_ns(pid);
+  if (!cpu) return std::nullopt;
+  ProcessTimes t;
+  t.cpu_ns = *cpu;
+  // /proc/PID/task/TID/schedstat: "on-CPU ns, run-queue wait ns, slices".
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
+    std::ifstream in(task.path() / "schedstat");
+    std::uint64_t on_cpu = 0, waited = 0;
+    if (in >> on_cpu >> waited) t.run_delay_ns += waited;
+  }
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  if (sched_getaffinity(pid, sizeof cpus, &cpus) == 0) t.cpus = cpus;
+  return t;
+}
+
+std::uint64_t own_cpu_ns() { return clock_ns(CLOCK_PROCESS_CPUTIME_ID); }
+
+TracerCpu tracer_cpu(std::uint64_t cpu_at_start_ns) {
+  TracerCpu t;
+  const std::uint64_t cpu = own_cpu_ns();
+  t.cpu_ns = cpu - std::min(cpu, cpu_at_start_ns);
+  CPU_ZERO(&t.cpus);
+  if (sched_getaffinity(0, sizeof t.cpus, &t.cpus) != 0) CPU_ZERO(&t.cpus);
+  t.online_cpus = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  return t;
+}
+
+std::optional<double> waited_for_tracer(const TracerCpu& tracer, const cpu_set_t& process_cpus,
+                                        std::uint64_t run_delay_while_traced_ns) {
+  const int tracer_allowed = CPU_COUNT(&tracer.cpus);
+  cpu_set_t shared;
+  CPU_AND(&shared, &process_cpus, &tracer.cpus);
+  const int n_shared = CPU_COUNT(&shared);
+  if (n_shared == 0 || tracer_allowed == 0 || CPU_COUNT(&process_cpus) >= tracer.online_cpus) return std::nullopt;
+  const double tracer_there = double(tracer.cpu_ns) * n_shared / tracer_allowed;
+  return std::min(tracer_there, double(run_delay_while_traced_ns));
+}
+
 CostReport price_hits(const std::vector<HitCount>& counts, const ProbeCost& per_hit,
-                      const std::map<std::uint32_t, std::uint64_t>& cpu_at_start,
-                      const std::function<std::optional<std::uint64_t>(std::uint32_t pid)>& cpu_now) {
+                      const std::map<std::uint32_t, ProcessTimes>& at_start,
+                      const std::function<std::optional<ProcessTimes>(std::uint32_t pid)>& now,
+                      const std::optional<TracerCpu>& tracer) {
   CostReport r;
   r.per_hit = per_hit;
   r.workload_factor = kWorkloadFactor;
@@ -266,16 +321,25 @@ CostReport price_hits(const std::vector<HitCount>& counts, const ProbeCost& per_
     p.return_hits = h.return_hits;
     p.stepped_hits = std::min(h.stepped_hits, h.entry_hits);
     if (!p.hits()) continue;
-    p.added_ns = added_ns(per_hit, p.entry_hits, p.stepped_hits, p.return_hits);
-    std::optional<std::uint64_t> cpu = h.exit_cpu_ns ? h.exit_cpu_ns : cpu_now(pid);
+    // The reads were timed in the thread itself: they are its CPU time as
+    // they are, with no workload factor.
+    p.added_ns = added_ns(per_hit, p.entry_hits, p.stepped_hits, p.return_hits) + double(h.capture_ns);
+    const auto start = at_start.find(pid);
+    const ProcessTimes before = start == at_start.end() ? ProcessTimes{} : start->second;
+    const std::optional<ProcessTimes> live = h.exit_cpu_ns ? std::nullopt : now(pid);
+    std::optional<std::uint64_t> cpu = h.exit_cpu_ns;
+    if (live) cpu = live->cpu_ns;
     if (cpu) {
-      const auto start = cpu_at_start.find(pid);
-      const std::uint64_t before = start == cpu_at_start.end() ? 0 : start->second;
-      p.cpu_ns = *cpu - std::min(*cpu, before);
+      p.cpu_ns = *cpu - std::min(*cpu, before.cpu_ns);
       // The traps run on the process's own threads, so what they added is
       // part of its CPU time: the workload factor must not price a loop that
       // is little but probe hits above everything the process spent.
       p.added_ns = std::min(p.added_ns, double(*p.cpu_ns));
+    }
+    const std::optional<cpu_set_t>& cpus = live && live->cpus ? live->cpus : h.exit_cpus ? h.exit_cpus : before.cpus;
+    if (tracer && cpus) {
+      const std::uint64_t delay = h.exit_run_delay_ns + (live ? live->run_delay_ns : 0);
+      p.waited_ns = waited_for_tracer(*tracer, *cpus, delay - std::min(delay, before.run_delay_ns));
     }
     r.processes.push_back(std::move(p));
   }

@@ -50,7 +50,7 @@ class PidTracee final : public Tracee {
       return kExitTarget;
     }
     pidfd_ = pidfd_open(pid_);
-    if (const auto cpu = process_cpu_ns(pid_)) cpu_at_start_[static_cast<std::uint32_t>(pid_)] = *cpu;
+    if (const auto t = process_times(pid_)) times_at_start_[static_cast<std::uint32_t>(pid_)] = *t;
     if (opts_.nvtx && !started_with_nvtx_injection(pid_))
       warn_line("process " + std::to_string(pid_) +
                 " was started without NVTX_INJECTION64_PATH: its NVTX calls do nothing and no range will be seen "

@@ -66,6 +66,7 @@ int Recorder::start(const RecordsNeeded& needs) {
 // Said once the outputs exist (the driver opens them between start and
 // release): whoever waits for the target's line finds the -o file there.
 int Recorder::release() {
+  tracer_cpu_at_release_ns_ = own_cpu_ns();
   if (int rc = target_->release(stop_signal())) return rc;
   if (opts_.max_overhead_pct > 0) start_budget();
   return kExitOk;
@@ -137,8 +138,9 @@ std::optional<CostReport> Recorder::cost() {
   if (!per_hit_ && !budget_) return std::nullopt;
   std::vector<HitCount> counts;
   read_hit_counts(bpf_->process_cost_fd(), bpf_->threads_fd(), counts);
-  CostReport r = price_hits(counts, per_hit_.value_or(ProbeCost{}), target_->cpu_at_start(),
-                            [](std::uint32_t pid) { return process_cpu_ns(pid); });
+  CostReport r = price_hits(counts, per_hit_.value_or(ProbeCost{}), target_->times_at_start(),
+                            [](std::uint32_t pid) { return process_times(static_cast<pid_t>(pid)); },
+                            tracer_cpu(tracer_cpu_at_release_ns_));
   if (budget_) r.budget = budget_->report();
   return r;
 }

@@ -142,7 +142,6 @@ void Tracee::forget_process(pid_t pid) {
     const auto key = static_cast<std::uint32_t>(pid);
     bpf_map_delete_elem(bpf_->otel_tls_fd(), &key);
   }
-  cpu_at_start_.erase(static_cast<std::uint32_t>(pid));
   if (opts_.py_stack && bpf_) bpf_->forget_python(static_cast<std::uint32_t>(pid));
   python_unreadable_.erase(pid);
   if (const auto d = demand_.find(pid); d != demand_.end()) {
@@ -184,8 +183,11 @@ void Tracee::attach_mappings(pid_t pid) {
     if (r.apis) {
       note_probed_file(path);
       if (probed_process_) probed_process_(pid);
-      if (policy_.unasked_processes && !cpu_at_start_.count(static_cast<std::uint32_t>(pid)))
-        if (const auto cpu = process_cpu_ns(pid)) cpu_at_start_[static_cast<std::uint32_t>(pid)] = *cpu;
+      if (!times_at_start_.count(static_cast<std::uint32_t>(pid)))
+        if (std::optional<ProcessTimes> t = process_times(pid)) {
+          if (!policy_.unasked_processes) t->cpu_ns = t->run_delay_ns = 0;  // all of its life is traced
+          times_at_start_[static_cast<std::uint32_t>(pid)] = *t;
+        }
     }
     if (r.apis && opts_.verbose) {
       std::fprintf(stderr, "cudatrace: pid %d: %s: %d APIs\n", pid, terminal_safe(m.path).c_str(), r.apis);

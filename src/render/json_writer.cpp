@@ -175,9 +175,17 @@ void append_cost_json(fmt::memory_buffer& out, const CostReport& r) {
     fmt::format_to(it, ",\"entry_hits\":{},\"stepped_hits\":{},\"return_hits\":{},\"added_ns\":{:.0f}",
                    p.entry_hits, p.stepped_hits, p.return_hits, p.added_ns);
     if (p.cpu_ns && *p.cpu_ns)
-      fmt::format_to(it, ",\"cpu_ns\":{},\"added_pct\":{:.3f}}}", *p.cpu_ns, 100.0 * p.added_ns / double(*p.cpu_ns));
+      fmt::format_to(it, ",\"cpu_ns\":{},\"added_pct\":{:.3f}", *p.cpu_ns, 100.0 * p.added_ns / double(*p.cpu_ns));
     else
-      append_piece(out, std::string_view(",\"cpu_ns\":null,\"added_pct\":null}"));
+      append_piece(out, std::string_view(",\"cpu_ns\":null,\"added_pct\":null"));
+    if (p.waited_ns) {
+      fmt::format_to(it, ",\"waited_ns\":{:.0f}", *p.waited_ns);
+      if (p.cpu_ns && *p.cpu_ns)
+        fmt::format_to(it, ",\"waited_pct\":{:.3f}", 100.0 * *p.waited_ns / double(*p.cpu_ns));
+      else
+        append_piece(out, std::string_view(",\"waited_pct\":null"));
+    }
+    out.push_back('}');
   }
   out.push_back(']');
   if (r.budget) {

@@ -251,6 +251,13 @@ void append_cost_text(Buf& out, const CostReport& r) {
     if (p.cpu_ns && *p.cpu_ns)
       fmt::format_to(it, ", {:.1f} % of its CPU time while traced", 100.0 * p.added_ns / double(*p.cpu_ns));
     fmt::format_to(it, " ({} probe hits)\n", group_digits(p.hits()));
+    if (p.waited_ns) {
+      const double waited_ms = *p.waited_ns / 1e6;
+      fmt::format_to(it, "cudatrace: {} (PID {}) also waited \u2248 {:.{}f} ms for the CPUs it shares with cudatrace",
+                     terminal_safe(p.comm), p.pid, waited_ms, waited_ms < 1 ? 3 : 1);
+      if (p.cpu_ns && *p.cpu_ns) fmt::format_to(it, ", {:.1f} % of its CPU time", 100.0 * *p.waited_ns / double(*p.cpu_ns));
+      out.push_back('\n');
+    }
   }
   if (r.processes.size() > kShown) {
     double rest = 0;

@@ -6,6 +6,7 @@
 // that each runs the same harness and the perf-event pass (integration_perf)
 // repeats all of them.
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -682,6 +683,35 @@ TEST_F(Trace, ProbeHitsAndTheCostTheyAddedArePerProcess) {
                                                      "fake_app \\(PID [0-9]+\\), [0-9.]+ % of its CPU time "
                                                      "while traced \\(40,0[0-9][0-9] probe hits\\)\n")))
       << text.err;
+}
+
+// A program confined to the CPU cudatrace runs on waits while cudatrace
+// reads and writes its records: the end line says how long, from cudatrace's
+// CPU time there and the program's own run-queue wait (cost.h). Where the
+// program may run on every CPU, it says nothing of a wait.
+TEST_F(Trace, AProgramSharingItsCpuWithTheTracerIsToldHowLongItWaited) {
+  const Result r = run("taskset -c 0 " + tracer() + " --json --layer runtime -f device,query -- " FAKE_APP " loop 50000");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json& p = end_of(r.lines).at("overhead").at("processes").at(0);
+  ASSERT_TRUE(p.contains("waited_ns")) << p;
+  EXPECT_GT(p["waited_ns"].get<double>(), 0) << p;
+  ASSERT_TRUE(p["waited_pct"].is_number()) << p;
+  EXPECT_NEAR(p["waited_pct"].get<double>(), 100 * p["waited_ns"].get<double>() / p["cpu_ns"].get<double>(), 0.01) << p;
+
+  const Result text = run("taskset -c 0 " + tracer() + " --layer runtime -f device,query -o /dev/null -- " FAKE_APP
+                          " loop 50000");
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_TRUE(std::regex_search(text.err, std::regex("cudatrace: fake_app \\(PID [0-9]+\\) also waited \xe2\x89\x88 "
+                                                     "[0-9.]+ ms for the CPUs it shares with cudatrace, [0-9.]+ % of "
+                                                     "its CPU time\n")))
+      << text.err;
+
+  cpu_set_t ours;
+  ASSERT_EQ(sched_getaffinity(0, sizeof ours, &ours), 0);
+  if (CPU_COUNT(&ours) < sysconf(_SC_NPROCESSORS_ONLN)) GTEST_SKIP() << "this test runs confined to some CPUs";
+  const Result free = run(tracer() + " --json --layer runtime -f device,query -- " FAKE_APP " loop 50000");
+  ASSERT_EQ(free.status, 0) << free.err;
+  EXPECT_FALSE(end_of(free.lines).at("overhead").at("processes").at(0).contains("waited_ns")) << free.out;
 }
 
 // The BPF programs are verified anew for each set of options (they are

@@ -55,6 +55,32 @@ TEST(CostRender, TextAndJson) {
             R"("added_pct":null}]})");
 }
 
+TEST(CostRender, WaitForTheTracerHasALineAndFieldsOfItsOwn) {
+  CostReport r;
+  r.per_hit = cost(500, 300, 9000);
+  ProcessCost p;
+  p.pid = 812;
+  p.comm = "app";
+  p.entry_hits = p.return_hits = 1000;
+  p.added_ns = 2e6;
+  p.cpu_ns = 100000000;
+  p.waited_ns = 35e6;
+  r.processes.push_back(p);
+  fmt::memory_buffer text;
+  append_cost_text(text, r);
+  EXPECT_EQ(fmt::to_string(text),
+            "cudatrace: added \u2248 2.0 ms of CPU time to app (PID 812), 2.0 % of its CPU time while traced "
+            "(2,000 probe hits)\n"
+            "cudatrace: app (PID 812) also waited \u2248 35.0 ms for the CPUs it shares with cudatrace, 35.0 % of its "
+            "CPU time\n");
+  fmt::memory_buffer json;
+  append_cost_json(json, r);
+  const std::string s = fmt::to_string(json);
+  EXPECT_NE(s.find(R"("cpu_ns":100000000,"added_pct":2.000,"waited_ns":35000000,"waited_pct":35.000})"),
+            std::string::npos)
+      << s;
+}
+
 TEST(CostRender, BudgetTextAndJson) {
   BudgetReport r;
   r.safety_factor = 2;

@@ -5,6 +5,7 @@
 // the BPF program does.
 #pragma once
 
+#include <sched.h>
 #include <sys/types.h>
 
 #include <cstdint>
@@ -50,18 +51,55 @@ struct HitCount {
   std::optional<std::uint64_t> exit_cpu_ns;  // CPU time of the whole process when it exited
   std::uint32_t tid = 0;  // a live thread's; 0: the threads of the process that exited, summed
   std::uint64_t stepped_hits = 0;  // of entry_hits, on single-stepped probes
+  std::uint64_t capture_ns = 0;    // BPF time reading Python frames and spans (bpf_abi.h)
+  std::uint64_t exit_run_delay_ns = 0;  // run-queue wait of the process's exited threads, over their lives
+  std::optional<cpu_set_t> exit_cpus;   // where its last thread could run, when the process exited
 };
 
 // The threads' counts summed per process (comm: the first thread's; exit
 // CPU time: the last one given).
 std::map<std::uint32_t, HitCount> hits_by_process(const std::vector<HitCount>& counts);
 
-// Sums hits per process and prices them. `cpu_at_start` is each process's CPU
-// time when tracing began (processes started traced are absent: 0);
-// `cpu_now` reads a live process's CPU time (nullopt: it is gone).
+// A process's clocks, from /proc: its CPU time, the time its live threads
+// have waited on a run queue for a CPU, and the CPUs it may run on.
+struct ProcessTimes {
+  std::uint64_t cpu_ns = 0;
+  std::uint64_t run_delay_ns = 0;
+  std::optional<cpu_set_t> cpus;
+};
+// Those of a live process (nullopt: it is gone).
+std::optional<ProcessTimes> process_times(pid_t pid);
+
+// cudatrace's own CPU time since tracing began, and where it may run.
+struct TracerCpu {
+  std::uint64_t cpu_ns = 0;
+  cpu_set_t cpus{};
+  int online_cpus = 0;  // of the host
+};
+// This process's, `cpu_at_start_ns` of its CPU time being before tracing.
+TracerCpu tracer_cpu(std::uint64_t cpu_at_start_ns);
+// This process's CPU time (all threads), in ns.
+std::uint64_t own_cpu_ns();
+
+// What a traced process waited for cudatrace. Where the process is confined
+// to fewer CPUs than the host has online (taskset, a container's cpuset) and
+// cudatrace may run on some of them, the scheduler cannot move either away
+// from the other: cudatrace's CPU time there (its share, by CPUs) is time
+// the process may have waited for, and its own run-queue wait while traced
+// bounds it. Unconfined, cudatrace runs on an idle CPU where there is one,
+// and a wait is some other process's doing: nullopt.
+std::optional<double> waited_for_tracer(const TracerCpu& tracer, const cpu_set_t& process_cpus,
+                                        std::uint64_t run_delay_while_traced_ns);
+
+// Sums hits per process and prices them, with the time their Python frames
+// and spans took to read. `at_start` is each process's times when tracing
+// began (processes started traced have cpu and run delay 0); `now` reads a
+// live process's (nullopt: it is gone); `tracer` prices what a process
+// waited for cudatrace's own threads (waited_for_tracer).
 CostReport price_hits(const std::vector<HitCount>& counts, const ProbeCost& per_hit,
-                      const std::map<std::uint32_t, std::uint64_t>& cpu_at_start,
-                      const std::function<std::optional<std::uint64_t>(std::uint32_t pid)>& cpu_now);
+                      const std::map<std::uint32_t, ProcessTimes>& at_start,
+                      const std::function<std::optional<ProcessTimes>(std::uint32_t pid)>& now,
+                      const std::optional<TracerCpu>& tracer = std::nullopt);
 
 // Reads the "process_cost" map and the live thread states of "threads".
 bool read_hit_counts(int process_cost_fd, int threads_fd, std::vector<HitCount>& out);

@@ -61,6 +61,7 @@ class Recorder final : public Source {
   std::unique_ptr<ExporterCounts> exporter_;  // exporter mode
   std::unique_ptr<BudgetControl> budget_;     // --max-overhead
   std::optional<ProbeCost> per_hit_;          // what a probe hit costs, when it could be measured
+  std::uint64_t tracer_cpu_at_release_ns_ = 0;  // cudatrace's CPU time when the target was let run
   std::uint64_t start_ns_ = 0;
   bool trace_records_ = false;  // a record per call: the statistics map counts only the lost ones
 };

@@ -22,6 +22,7 @@
 
 #include "cudatrace/options.h"
 #include "cudatrace/record/bpf_object.h"
+#include "cudatrace/record/cost.h"
 #include "cudatrace/target/symbolizer.h"
 #include "cudatrace/target/thread_context.h"
 
@@ -64,9 +65,10 @@ class Tracee {
   // Called with each process in which a file with traced APIs is probed
   // (exporter mode reads who it is while it runs).
   void on_probed_process(std::function<void(pid_t)> probed) { probed_process_ = std::move(probed); }
-  // CPU time of the traced processes when tracing began; those started
-  // traced are absent (cost.h: price_hits).
-  const std::map<std::uint32_t, std::uint64_t>& cpu_at_start() const { return cpu_at_start_; }
+  // The traced processes' times when tracing began: those started traced
+  // have CPU time and run delay 0 (cost.h: price_hits), and the CPUs they
+  // were given when first probed.
+  const std::map<std::uint32_t, ProcessTimes>& times_at_start() const { return times_at_start_; }
   // The OpenTelemetry process context `pid` published (decode/otel.h) for
   // its call that began at `call_ns`: the one it published last when the
   // call was read, or one published after the call. Until one is found, it
@@ -123,7 +125,7 @@ class Tracee {
   BpfObject* bpf_ = nullptr;    // from attach on
   bool stop_at_loads_ = false;  // the loader probe stops processes (--dlopen-stop)
   bool loader_probed_ = false;  // a dynamic loader's _dl_debug_state is probed
-  std::map<std::uint32_t, std::uint64_t> cpu_at_start_;
+  std::map<std::uint32_t, ProcessTimes> times_at_start_;
 
  private:
   AttachPolicy policy_;
