@@ -120,8 +120,9 @@ std::string section(const std::string& text, const std::string& title) {
 TEST_F(Summary, OfflineReportOfAJsonTraceGivesTheLiveTables) {
   const std::string trace = temp_path("offline.jsonl");
   // Single-threaded programs: the peak of memory live at once is the same in every run.
+  // "mixed": launches and copies counted in BPF, each unlike the call before.
   for (const std::string app : {FAKE_APP " basic", STREAMS_APP " edges", INSIGHTS_APP " leak",
-                                INSIGHTS_APP " copies pageable 20 4096"}) {
+                                INSIGHTS_APP " copies pageable 20 4096", INSIGHTS_APP " mixed 50"}) {
     SCOPED_TRACE(app);
     const Result recorded = run(tracer() + " --json -o " + trace + " -- " + app);
     ASSERT_EQ(recorded.status, 0) << recorded.err;
