@@ -37,7 +37,7 @@ inline void append_piece(fmt::memory_buffer& out, std::string_view s) { append_p
 
 // One byte, or `n` of one byte (padding): fmt's push_back is a call per byte
 // where the compiler does not inline it, and a line pads with dozens.
-inline void append_char(fmt::memory_buffer& out, char c) {
+[[gnu::always_inline]] inline void append_char(fmt::memory_buffer& out, char c) {
   const std::size_t size = out.size();
   if (size == out.capacity()) {
     out.push_back(c);
