@@ -269,6 +269,25 @@ TEST_F(Summary, LaunchesAndCopiesAreCountedInBpfWithoutRecords) {
   }
 }
 
+// More keys than the activity map holds (16,384): the launches it has no
+// room for come as records, and every launch is counted once.
+TEST_F(Summary, LaunchesBeyondAFullActivityMapAreCountedFromTheirRecords) {
+  const long launches = 20000;
+  const Result r = run(tracer() + " --summary --json -v -- " INSIGHTS_APP " shapes " + std::to_string(launches));
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      r.err, m, std::regex("cudatrace: ([0-9]+) launches and copies were sent as records: the BPF activity table "
+                           "\\(([0-9]+) entries\\) was full")))
+      << r.err;
+  // One thread: the first launches fill the map, one key each, and the rest come as records.
+  EXPECT_EQ(std::stol(m[1]), launches - std::stol(m[2])) << r.err;
+  const json s = final_summary(r);
+  long counted = 0;
+  for (const json& k : s["kernels"]) counted += k["launches"].get<long>();
+  EXPECT_EQ(counted, launches);
+}
+
 TEST_F(Summary, IntervalReportsThenStopAfterCount) {
   // About 2 s: 1000 synchronisations of 2 ms.
   const Result r = run(tracer() + " --summary --json -i 1 -- " INSIGHTS_APP " launch-loop 1000 1");
