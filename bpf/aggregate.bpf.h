@@ -82,6 +82,67 @@ static __always_inline bool summary_record(__u64 cookie, __u64 pid_tgid)
 	return settings.summary_records_all || (cookie & CT_COOKIE_DETAIL) || capturing_now(pid_tgid);
 }
 
+/* Summary mode: the counts of the call's activity key, built in the CPU's
+ * last key: a key like the last one has its slot at hand, another is looked
+ * up, or added with a new slot. NULL when the launch config cannot be read,
+ * or when no slot is left. */
+static __always_inline struct ct_activity *activity_counts_of(struct activity_last *last, struct ct_activity_api *a,
+							      __u32 api, struct ct_frame *f, __u64 pid_tgid, __u64 gen)
+{
+	struct ct_activity_key *key = &last->key;
+	bool same = last->valid;
+	__u32 config[6] = {};
+	__u32 slot = a->config_slot - 1; /* wraps to huge when there is none */
+	if (slot < CT_MAX_ARGS && bpf_probe_read_user(config, sizeof(config), (void *)f->args[slot])) {
+		last->valid = 0;
+		return NULL;
+	}
+	/* Each field compared with the last key's as it is written. */
+#define CT_KEY_SET(field, value)                   \
+	do {                                       \
+		__typeof__(field) v_ = (value);    \
+		same &= field == v_;               \
+		field = v_;                        \
+	} while (0)
+	CT_KEY_SET(key->tgid, pid_tgid >> 32);
+	CT_KEY_SET(key->api, api);
+	key->pad = 0;
+	CT_KEY_SET(key->page_locked_gen, a->kind == CT_ACT_COPY ? gen : 0);
+	/* Copies: the host side of a host<->device copy (page-locked or not). */
+	__u64 dir = arg_in_slot(f, a->copy_kind_slot, a->copy_kind);
+	__u32 host_slot = dir == CT_COPY_HTOD ? a->src_slot : dir == CT_COPY_DTOH ? a->dst_slot : 0;
+	__u16 mask = a->key_args;
+	for (int i = 0; i < CT_MAX_ARGS; i++)
+		CT_KEY_SET(key->args[i], (mask & (1u << i)) || i + 1 == host_slot ? f->args[i] : 0);
+	for (int i = 0; i < 6; i++)
+		CT_KEY_SET(key->dims[i], config[i]);
+#undef CT_KEY_SET
+	if (!same) {
+		last->valid = 0;
+		__u32 *found = bpf_map_lookup_elem(&activity, key);
+		if (found) {
+			slot = *found;
+		} else {
+			__u64 next = __sync_fetch_and_add(&activity_slots_used, 1);
+			slot = next < CT_ACTIVITY_ENTRIES ? next : CT_ACTIVITY_ENTRIES;
+			struct ct_activity *fresh = bpf_map_lookup_elem(&activity_counts, &slot);
+			if (fresh) {
+				fresh->first_ts_ns = ~0ull;
+				if (bpf_map_update_elem(&activity, key, &slot, BPF_NOEXIST)) {
+					found = bpf_map_lookup_elem(&activity, key); /* another CPU added it meanwhile */
+					slot = found ? *found : CT_ACTIVITY_ENTRIES;
+				}
+			}
+		}
+		last->slot = slot;
+		last->valid = slot < CT_ACTIVITY_ENTRIES;
+	}
+	struct ct_activity *v = bpf_map_lookup_elem(&activity_counts, &last->slot);
+	if (!v)
+		count(CT_CNT_ACTIVITY_FULL);
+	return v;
+}
+
 /* Summary mode: counts a successful outermost launch, copy or memset in the
  * activity map, and bumps the page-locked generation after a call that
  * changed page-locked memory. Returns true when the call needs no record:
@@ -128,40 +189,20 @@ static __always_inline bool count_activity(__u32 api, struct ct_frame *f, __u32 
 		return false; /* the tables skip it, but its record tells why it failed (a warning) */
 	if (capturing_now(pid_tgid))
 		return false; /* perhaps captured: the record tells the stream model */
-	struct ct_activity_key *key = bpf_map_lookup_elem(&activity_key_scratch, &zero);
-	if (!key)
-		return false;
-	key->tgid = pid_tgid >> 32;
-	key->api = api;
-	key->pad = 0;
-	key->page_locked_gen = a->kind == CT_ACT_COPY ? *gen : 0;
-	/* Copies: the host side of a host<->device copy (page-locked or not). */
-	__u64 dir = arg_in_slot(f, a->copy_kind_slot, a->copy_kind);
-	__u32 host_slot = dir == CT_COPY_HTOD ? a->src_slot : dir == CT_COPY_DTOH ? a->dst_slot : 0;
-	__u16 mask = a->key_args;
-	for (int i = 0; i < CT_MAX_ARGS; i++)
-		key->args[i] = (mask & (1u << i)) || i + 1 == host_slot ? f->args[i] : 0;
-	__builtin_memset(key->dims, 0, sizeof(key->dims));
-	__u32 slot = a->config_slot - 1; /* wraps to huge when there is none */
-	if (slot < CT_MAX_ARGS && bpf_probe_read_user(key->dims, sizeof(key->dims), (void *)f->args[slot]))
-		return false; /* the record says the config could not be read */
-	struct ct_activity *v = bpf_map_lookup_elem(&activity, key);
-	if (!v) {
-		struct ct_activity first = {1, dur, f->ts_ns, f->ts_ns};
-		if (!bpf_map_update_elem(&activity, key, &first, BPF_NOEXIST))
-			return true;
-		v = bpf_map_lookup_elem(&activity, key); /* another CPU added it meanwhile */
-		if (!v) {
-			count(CT_CNT_ACTIVITY_FULL);
-			return false;
-		}
-	}
-	__sync_fetch_and_add(&v->calls, 1);
-	__sync_fetch_and_add(&v->total_ns, dur);
+	struct activity_last *last = bpf_map_lookup_elem(&activity_last, &zero);
+	if (!last || __sync_val_compare_and_swap(&last->busy, 0, 1))
+		return false; /* in use by a call this one preempted: its record counts it */
+	struct ct_activity *v = activity_counts_of(last, a, api, f, pid_tgid, *gen);
+	last->busy = 0;
+	if (!v)
+		return false; /* the config could not be read (the record says so), or the map is full */
+	/* The times before the count: a reader that sees the count sees them. */
 	if (f->ts_ns < v->first_ts_ns)
 		v->first_ts_ns = f->ts_ns;
 	if (f->ts_ns > v->last_ts_ns)
 		v->last_ts_ns = f->ts_ns;
+	__sync_fetch_and_add(&v->calls, 1);
+	__sync_fetch_and_add(&v->total_ns, dur);
 	return true;
 }
 

@@ -141,12 +141,26 @@ struct {
 	__type(value, __u32);
 } since_wakeup SEC(".maps");
 
+/* Summary mode's activity: each key's slot in activity_counts, which holds
+ * its counts (a slot, not the counts, so that a CPU can keep it at hand:
+ * activity_last). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, CT_ACTIVITY_ENTRIES);
 	__type(key, struct ct_activity_key);
-	__type(value, struct ct_activity);
+	__type(value, __u32);
 } activity SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, CT_ACTIVITY_ENTRIES);
+	__type(key, __u32);
+	__type(value, struct ct_activity);
+} activity_counts SEC(".maps");
+
+/* The slots of activity_counts handed out (a slot whose key another CPU
+ * added first stays unused). */
+__u64 activity_slots_used = 0;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -171,12 +185,22 @@ struct {
 	__type(value, __u64);
 } page_locked_gen SEC(".maps");
 
+/* Summary mode: each CPU's last activity key and its slot, so that a call
+ * like the one before it (a loop launching one kernel) skips the hash
+ * lookup of a 128-byte key (about 65 ns of a launch). */
+struct activity_last {
+	__u64 busy;  /* a call on this CPU is using it: another one preempted meanwhile must not */
+	__u32 slot;  /* of key in activity_counts */
+	__u32 valid; /* key and slot go together */
+	struct ct_activity_key key;
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct ct_activity_key);
-} activity_key_scratch SEC(".maps");
+	__type(value, struct activity_last);
+} activity_last SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);

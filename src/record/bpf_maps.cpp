@@ -35,14 +35,17 @@ bool ActivityReader::KeyEq::operator()(const ct_activity_key& a, const ct_activi
   return std::memcmp(&a, &b, sizeof a) == 0;
 }
 
-bool ActivityReader::read(int map_fd, std::uint64_t below_gen, const Sink& sink) {
+bool ActivityReader::read(int keys_fd, int counts_fd, std::uint64_t below_gen, const Sink& sink) {
   ct_activity_key key{}, next{};
   const ct_activity_key* prev = nullptr;
+  std::uint32_t slot = 0;
   ct_activity now{};
-  while (bpf_map_get_next_key(map_fd, prev, &next) == 0) {
+  while (bpf_map_get_next_key(keys_fd, prev, &next) == 0) {
     key = next;
     prev = &key;
-    if (key.page_locked_gen >= below_gen || bpf_map_lookup_elem(map_fd, &key, &now) != 0) continue;
+    if (key.page_locked_gen >= below_gen || bpf_map_lookup_elem(keys_fd, &key, &slot) != 0 ||
+        bpf_map_lookup_elem(counts_fd, &slot, &now) != 0)
+      continue;
     ct_activity& seen = seen_[key];
     if (now.calls <= seen.calls) continue;
     // The first new call started no earlier than the last one seen before.

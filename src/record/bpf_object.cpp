@@ -330,6 +330,7 @@ void BpfObject::forget_python(std::uint32_t pid) {
 void BpfObject::wake_on_python_frames() { skel_->bss->py_reader_waiting = 1; }
 int BpfObject::process_cost_fd() const { return bpf_map__fd(skel_->maps.process_cost); }
 int BpfObject::activity_fd() const { return bpf_map__fd(skel_->maps.activity); }
+int BpfObject::activity_counts_fd() const { return bpf_map__fd(skel_->maps.activity_counts); }
 int BpfObject::export_stats_fd() const { return bpf_map__fd(skel_->maps.export_stats); }
 
 bool BpfObject::set_driver_fn(std::uint32_t pid, std::uint64_t addr, bool probed) {

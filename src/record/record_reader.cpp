@@ -187,7 +187,7 @@ void RecordReader::read_activity(std::uint64_t below_gen, bool for_report) {
     const ct_activity counted = budget_ ? budget_->extrapolate(key, n) : n;
     if (counted.calls) pass(key, counted);
   };
-  const bool ok = activity_.read(bpf_.activity_fd(), below_gen, add);
+  const bool ok = activity_.read(bpf_.activity_fd(), bpf_.activity_counts_fd(), below_gen, add);
   if (!ok) warn_line(std::string("cannot read the activity map: ") + std::strerror(errno));
   if (budget_ && for_report) budget_->pass_activity(pass);
 }

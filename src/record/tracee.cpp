@@ -98,6 +98,8 @@ const ProcessContext* Tracee::process_context(std::uint32_t pid, std::uint64_t c
   // precise one for what a read applies from.
   if (p.header.address && monotonic_coarse_ns() < p.read_ns + kHeaderReadWaitNs && !now_anyway)
     return for_the_call();
+  // Not yet time to look for one: no precise clock read per record either.
+  if (!p.header.address && monotonic_coarse_ns() < p.next_look_ns && !now_anyway) return for_the_call();
   const std::uint64_t now = monotonic_ns();
   if (p.header.address) {
     std::array<char, kProcessContextHeader> header;

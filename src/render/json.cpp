@@ -56,7 +56,7 @@ bool needs_care(std::uint64_t w) {
 }  // namespace
 
 void append_json_string(fmt::memory_buffer& out, std::string_view s) {
-  out.push_back('"');
+  append_char(out, '"');
   // Bytes that need no escaping are appended in runs: this runs for every
   // process name, argument string and kernel name of the trace.
   std::size_t run = 0;
@@ -114,7 +114,7 @@ void append_json_string(fmt::memory_buffer& out, std::string_view s) {
     run = ++i;
   }
   flush_run(s.size());
-  out.push_back('"');
+  append_char(out, '"');
 }
 
 void append_json_value(fmt::memory_buffer& out, const Value& v) {
@@ -124,22 +124,22 @@ void append_json_value(fmt::memory_buffer& out, const Value& v) {
         if constexpr (std::is_same_v<T, std::monostate>) {
           out.append(std::string_view("null"));
         } else if constexpr (std::is_same_v<T, Hex>) {
-          out.push_back('"');
+          append_char(out, '"');
           append_hex(out, x.v);
-          out.push_back('"');
+          append_char(out, '"');
         } else if constexpr (std::is_same_v<T, Dim3>) {
-          out.push_back('[');
+          append_char(out, '[');
           append_uint(out, x.x);
-          out.push_back(',');
+          append_char(out, ',');
           append_uint(out, x.y);
-          out.push_back(',');
+          append_char(out, ',');
           append_uint(out, x.z);
-          out.push_back(']');
+          append_char(out, ']');
         } else if constexpr (std::is_same_v<T, Named>) {
           if (x.name) {  // a CUDA enum name: nothing to escape
-            out.push_back('"');
+            append_char(out, '"');
             append_piece(out, std::string_view(x.name));
-            out.push_back('"');
+            append_char(out, '"');
           } else {
             append_int(out, x.raw);
           }

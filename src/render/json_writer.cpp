@@ -20,16 +20,16 @@ using namespace json_fields;
 
 // "text", for text that needs no escaping (names cudatrace gives).
 void append_quoted(Buf& out, std::string_view text) {
-  out.push_back('"');
+  append_char(out, '"');
   append_piece(out, text);
-  out.push_back('"');
+  append_char(out, '"');
 }
 
 // "0x1f": addresses.
 void append_quoted_hex(Buf& out, std::uint64_t v) {
-  out.push_back('"');
+  append_char(out, '"');
   append_hex(out, v);
-  out.push_back('"');
+  append_char(out, '"');
 }
 
 // {"stream":ID,"launches":...}; without the stream for a graph's work.
@@ -353,7 +353,7 @@ class JsonWriter final : public Writer {
   }
 
   void object(const Call& c, std::string_view type) {
-    buf_.push_back('{');
+    append_char(buf_, '{');
     append_piece(buf_, kType.first_key());
     append_quoted(buf_, type);
     when_and_who(c);
@@ -383,26 +383,26 @@ class JsonWriter final : public Writer {
       append_quoted(buf_, c.parent->symbol);
     }
     append_piece(buf_, kArgs.key());
-    buf_.push_back('{');
+    append_char(buf_, '{');
     bool first = true;
     for (const NamedValue& a : c.args) {
-      if (!first) buf_.push_back(',');
+      if (!first) append_char(buf_, ',');
       first = false;
       append_json_string(buf_, a.name);
-      buf_.push_back(':');
+      append_char(buf_, ':');
       append_json_value(buf_, a.value);
     }
-    buf_.push_back('}');
+    append_char(buf_, '}');
     bool any_id = false;
     for (const NamedValue& a : c.args) {
       if (a.id.empty()) continue;
       append_piece(buf_, std::string_view(any_id ? "," : ",\"handle_ids\":{"));
       any_id = true;
       append_json_string(buf_, a.name);
-      buf_.push_back(':');
+      append_char(buf_, ':');
       append_json_string(buf_, a.id);
     }
-    if (any_id) buf_.push_back('}');
+    if (any_id) append_char(buf_, '}');
     if (c.waited) append_wait_json(buf_, *c.waited);
     if (c.graph) append_graph_json(buf_, *c.graph);
     if (c.captured) append_piece(buf_, std::string_view(",\"captured\":true"));

@@ -24,21 +24,21 @@ namespace {
 using Buf = fmt::memory_buffer;
 
 void append_dim3(Buf& out, const Dim3& d, char open, char close) {
-  out.push_back(open);
+  append_char(out, open);
   append_uint(out, d.x);
-  out.push_back(',');
+  append_char(out, ',');
   append_uint(out, d.y);
-  out.push_back(',');
+  append_char(out, ',');
   append_uint(out, d.z);
-  out.push_back(close);
+  append_char(out, close);
 }
 
 void pad_to(Buf& out, std::size_t size) {
-  while (out.size() < size) out.push_back(' ');
+  if (out.size() < size) append_chars(out, ' ', size - out.size());
 }
 
 void append_right(Buf& out, std::string_view text, std::size_t width) {
-  for (std::size_t i = text.size(); i < width; ++i) out.push_back(' ');
+  if (text.size() < width) append_chars(out, ' ', width - text.size());
   append_piece(out, text);
 }
 
@@ -337,13 +337,13 @@ class TextWriter final : public Writer {
       args(c);
       return;
     }
-    buf_.push_back(' ');
+    append_char(buf_, ' ');
     append_fixed(buf_, c.dur_ns, 3, 10, Align::Right);  // microseconds
-    buf_.push_back(' ');
+    append_char(buf_, ' ');
     if (c.api->spec->returns != Returns::Status)
-      buf_.push_back('-');
+      append_char(buf_, '-');
     else if (c.ret == 0)
-      buf_.push_back('0');
+      append_char(buf_, '0');
     else if (const char* name = c.ret_name())
       append_piece(buf_, std::string_view(name));
     else
@@ -358,19 +358,19 @@ class TextWriter final : public Writer {
  private:
   void line_start(const Call& c) {
     append_fixed(buf_, c.ts_ns >= start_ns_ ? (c.ts_ns - start_ns_) / 1000 : 0, 6, 12, Align::Left);  // seconds
-    buf_.push_back(' ');
+    append_char(buf_, ' ');
     // comm is at most 15 bytes; escape anything that would break the line.
     const std::size_t comm_start = buf_.size();
     append_terminal_safe(buf_, c.comm());
     pad_to(buf_, comm_start + 16);
-    buf_.push_back(' ');
+    append_char(buf_, ' ');
     const fmt::format_int pid(c.pid), tid(c.tid);
     append_right(buf_, {pid.data(), pid.size()}, 7);
-    buf_.push_back(' ');
+    append_char(buf_, ' ');
     append_right(buf_, {tid.data(), tid.size()}, 7);
-    buf_.push_back(' ');
+    append_char(buf_, ' ');
     const std::size_t api_start = buf_.size();
-    for (unsigned i = 0; i < 2 * c.depth; ++i) buf_.push_back(' ');
+    append_chars(buf_, ' ', 2 * c.depth);
     append_piece(buf_, c.api->symbol);
     pad_to(buf_, api_start + 28);
   }
@@ -380,9 +380,9 @@ class TextWriter final : public Writer {
     const bool kernel_named = !full_names_ && !c.kernel.empty() && c.kernel != "?";
     for (const NamedValue& a : c.args) {
       if (kernel_named && arg_facts(a.type).handle_of == HandleOf::Kernel && !is_out(a.type)) continue;
-      buf_.push_back(' ');
+      append_char(buf_, ' ');
       append_piece(buf_, a.name);
-      buf_.push_back('=');
+      append_char(buf_, '=');
       if (!a.id.empty())
         append_piece(buf_, a.id);
       else
@@ -391,7 +391,7 @@ class TextWriter final : public Writer {
     if (!c.kernel.empty()) {
       append_piece(buf_, std::string_view(" kernel="));
       if (c.kernel == "?")
-        buf_.push_back('?');
+        append_char(buf_, '?');
       else
         append_json_string(buf_, full_names_ ? c.kernel : c.kernel_short);
     }

@@ -120,8 +120,9 @@ std::string section(const std::string& text, const std::string& title) {
 TEST_F(Summary, OfflineReportOfAJsonTraceGivesTheLiveTables) {
   const std::string trace = temp_path("offline.jsonl");
   // Single-threaded programs: the peak of memory live at once is the same in every run.
+  // "mixed": launches and copies counted in BPF, each unlike the call before.
   for (const std::string app : {FAKE_APP " basic", STREAMS_APP " edges", INSIGHTS_APP " leak",
-                                INSIGHTS_APP " copies pageable 20 4096"}) {
+                                INSIGHTS_APP " copies pageable 20 4096", INSIGHTS_APP " mixed 50"}) {
     SCOPED_TRACE(app);
     const Result recorded = run(tracer() + " --json -o " + trace + " -- " + app);
     ASSERT_EQ(recorded.status, 0) << recorded.err;
@@ -266,6 +267,25 @@ TEST_F(Summary, LaunchesAndCopiesAreCountedInBpfWithoutRecords) {
     for (const json& t : s["transfers"]) copies += t["count"].get<long>();
     EXPECT_EQ(launches + copies, 1000 * (args[0] == 'l') + 500 * (args[0] == 'c')) << s;
   }
+}
+
+// More keys than the activity map holds (16,384): the launches it has no
+// room for come as records, and every launch is counted once.
+TEST_F(Summary, LaunchesBeyondAFullActivityMapAreCountedFromTheirRecords) {
+  const long launches = 20000;
+  const Result r = run(tracer() + " --summary --json -v -- " INSIGHTS_APP " shapes " + std::to_string(launches));
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      r.err, m, std::regex("cudatrace: ([0-9]+) launches and copies were sent as records: the BPF activity table "
+                           "\\(([0-9]+) entries\\) was full")))
+      << r.err;
+  // One thread: the first launches fill the map, one key each, and the rest come as records.
+  EXPECT_EQ(std::stol(m[1]), launches - std::stol(m[2])) << r.err;
+  const json s = final_summary(r);
+  long counted = 0;
+  for (const json& k : s["kernels"]) counted += k["launches"].get<long>();
+  EXPECT_EQ(counted, launches);
 }
 
 TEST_F(Summary, IntervalReportsThenStopAfterCount) {

@@ -17,9 +17,9 @@ namespace cudatrace {
 // Reads the per-CPU "api_stats" map (fd) and sums each API over CPUs.
 bool read_api_stats(int map_fd, std::size_t apis, std::vector<ct_api_stats>& out);
 
-// Reads the BPF "activity" map (bpf_abi.h: ct_activity_key) incrementally:
-// BPF never deletes an entry, and each read passes on what an entry counted
-// since the previous read.
+// Reads the BPF "activity" map (bpf_abi.h: ct_activity_key), each key's slot
+// in "activity_counts", incrementally: BPF never deletes an entry, and each
+// read passes on what an entry counted since the previous read.
 class ActivityReader {
  public:
   using Sink = std::function<void(const ct_activity_key&, const ct_activity&)>;
@@ -27,7 +27,7 @@ class ActivityReader {
   // with those calls, except copies of page-locked generation `below_gen`
   // or later, which stay for a later read. Returns false if the map cannot
   // be read.
-  bool read(int map_fd, std::uint64_t below_gen, const Sink& sink);
+  bool read(int keys_fd, int counts_fd, std::uint64_t below_gen, const Sink& sink);
 
  private:
   struct KeyHash {

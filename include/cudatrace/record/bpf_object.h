@@ -91,7 +91,8 @@ class BpfObject {
   // --py-stack: the next record with Python frames wakes the reader.
   void wake_on_python_frames();
   int process_cost_fd() const;
-  int activity_fd() const;
+  int activity_fd() const;  // the keys, and their slots in:
+  int activity_counts_fd() const;
   int export_stats_fd() const;
   // Driver functions probed on demand (bpf_abi.h, ct_driver_fn_key): a
   // process's unprobed driver function at `addr`, then probed.

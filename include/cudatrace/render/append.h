@@ -35,4 +35,23 @@ inline void append_piece(fmt::memory_buffer& out, const char* p, std::size_t n) 
 
 inline void append_piece(fmt::memory_buffer& out, std::string_view s) { append_piece(out, s.data(), s.size()); }
 
+// One byte, or `n` of one byte (padding): fmt's push_back is a call per byte
+// where the compiler does not inline it, and a line pads with dozens.
+[[gnu::always_inline]] inline void append_char(fmt::memory_buffer& out, char c) {
+  const std::size_t size = out.size();
+  if (size == out.capacity()) {
+    out.push_back(c);
+    return;
+  }
+  out.try_resize(size + 1);
+  out.data()[size] = c;
+}
+
+inline void append_chars(fmt::memory_buffer& out, char c, std::size_t n) {
+  const std::size_t size = out.size();
+  if (n > out.capacity() - size) out.reserve(size + n);
+  out.try_resize(size + n);
+  std::memset(out.data() + size, c, n);
+}
+
 }  // namespace cudatrace
