@@ -147,9 +147,7 @@ int BpfObject::load(const Options& opts, const RecordsNeeded& needs, const Trace
   ro->summary_mode = needs.calls == Calls::Summary;
   ro->summary_records_all = needs.every_record;
   ro->activity_in_bpf = needs.counted_activity;
-  ro->capture_stack = needs.stacks != RecordsNeeded::Stacks::None;
-  ro->thread_ctx = opts.otel && needs.calls != Calls::Export;
-  ro->py_stack = needs.py_stack;
+  for (const Facet* f : call_facets()) (*ro).*f->capture().setting = needs.captures(*f);
   // Per-CPU statistics for the APIs probed (ids of the default groups come
   // first, api_table.cpp): of every call in summary mode, of the calls whose
   // record the ring could not take in a trace (their counts stay exact).
@@ -184,10 +182,19 @@ int BpfObject::load(const Options& opts, const RecordsNeeded& needs, const Trace
     else
       bpf_program__set_autoload(p, false);
   }
-  if (needs.py_stack)
-    Probes::prepare(skel_->progs.ct_py_code_freed, mode_);
-  else
-    bpf_program__set_autoload(skel_->progs.ct_py_code_freed, false);
+  for (const Facet* f : call_facets()) {
+    const char* name = f->capture().program;
+    if (!name) continue;
+    bpf_program* p = bpf_object__find_program_by_name(skel_->obj, name);
+    if (!p) {
+      error_line(std::string("the BPF object has no program ") + name);
+      return kExitKernel;
+    }
+    if (needs.captures(*f))
+      Probes::prepare(p, mode_);
+    else
+      bpf_program__set_autoload(p, false);
+  }
   // The session program only where the kernel has sessions. ct_enter/ct_exit
   // are loaded in every mode: measure_cost() probes cudatrace's own functions
   // with them (an entry-only and a paired probe).

@@ -224,6 +224,47 @@ TEST(Driver, AsksForTheRecordsItsAnalysesAndWritersRead) {
   EXPECT_EQ(drive(leak_stacks, {}).needs.stacks, Stacks::Addresses) << "a summary names only the stacks it reports";
 }
 
+// Each facet the command line turns on is asked of the record stage, as the
+// facet says (decode/facet.h), where calls are recorded at all.
+TEST(Driver, AsksForTheFacetsTurnedOn) {
+  for (const Facet* f : call_facets()) {
+    const FacetOption option = f->option();
+    SCOPED_TRACE(option.flag);
+    EXPECT_NE(Options{}.*option.on, option.sets) << "the flag changes what is on by default";
+    Options off;
+    off.*option.on = false;
+    EXPECT_FALSE(f->on(off));
+    EXPECT_FALSE(drive(off, {}).needs.captures(*f));
+
+    Options trace;
+    trace.*option.on = true;
+    ASSERT_TRUE(f->on(trace));
+    const RecordsNeeded n = drive(trace, {}).needs;
+    EXPECT_TRUE(n.captures(*f));
+    EXPECT_EQ(std::count(n.facets.begin(), n.facets.end(), f), 1);
+
+    Options summary = trace;
+    summary.summary = summary.summary_tables = true;
+    EXPECT_EQ(drive(summary, {}).needs.every_record, f->capture().every_record)
+        << "a summary has every record when the facet's analyses read each call";
+
+    Options exporter = trace;
+    exporter.prometheus_address = "127.0.0.1:0";
+    EXPECT_TRUE(drive(exporter, {}).needs.facets.empty()) << "the exporter's records carry no context";
+  }
+}
+
+// Each facet has its own option, Options flag and BPF setting: none turns on another's.
+TEST(Driver, FacetsOwnTheirOptionAndSetting) {
+  const std::vector<const Facet*>& facets = call_facets();
+  for (std::size_t i = 0; i < facets.size(); ++i)
+    for (std::size_t j = i + 1; j < facets.size(); ++j) {
+      EXPECT_STRNE(facets[i]->option().flag, facets[j]->option().flag);
+      EXPECT_NE(facets[i]->option().on, facets[j]->option().on);
+      EXPECT_NE(facets[i]->capture().setting, facets[j]->capture().setting);
+    }
+}
+
 // Selection as apply_selection (cli/main.cpp) makes it for -f GROUPS: the groups shown, at every layer.
 Selection only_groups(std::initializer_list<Group> groups) {
   Selection s;
