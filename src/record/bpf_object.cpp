@@ -321,7 +321,7 @@ void BpfObject::drop_hot_frames_before(std::uint64_t ns) { skel_->bss->hot_stale
 
 int BpfObject::events_fd() const { return bpf_map__fd(skel_->maps.events); }
 int BpfObject::otel_tls_fd() const { return bpf_map__fd(skel_->maps.otel_tls); }
-bool BpfObject::thread_ctx() const { return skel_ && skel_->rodata->settings.thread_ctx; }
+const ct_config& BpfObject::settings() const { return skel_->rodata->settings; }
 int BpfObject::control_fd() const { return bpf_map__fd(skel_->maps.control); }
 int BpfObject::tracer_exit_fd() const { return bpf_map__fd(skel_->maps.tracer_exit); }
 int BpfObject::threads_fd() const { return bpf_map__fd(skel_->maps.threads); }

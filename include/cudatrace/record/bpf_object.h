@@ -75,8 +75,8 @@ class BpfObject {
 
   int events_fd() const;
   int otel_tls_fd() const;
-  // Calls carry their thread's OpenTelemetry span (ct_config.thread_ctx).
-  bool thread_ctx() const;
+  // What the programs were loaded with (bpf_abi.h); once loaded.
+  const ct_config& settings() const;
   int control_fd() const;
   // A ring buffer that becomes readable (and stays so) once every thread of
   // cudatrace has begun to exit, before its links are closed (watchdog.h).
