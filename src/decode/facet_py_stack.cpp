@@ -83,6 +83,9 @@ class PyStackFacet final : public Facet {
     line += terminal_safe(py_frame_text(c.py_stack.front()));
   }
 
+  // The line that made the call.
+  std::string call_site(const Call& c) const override { return "python " + py_frame_text(c.py_stack.front()); }
+
   // "py" the innermost line, "py_stack" every frame, innermost first.
   // OpenTelemetry's code attributes: the innermost frame is the call site.
   void otlp_attributes(const Call& c, AttributeSink& out) const override {

@@ -417,7 +417,9 @@ void Driver::forget_thread(std::uint32_t pid, std::uint32_t tid) { pipeline_.for
 
 void Driver::warn_pageable_copy(const Call& c, std::uint64_t host_ptr) {
   std::string site = source_.location(c.pid, c.caller);
-  if (!c.py_stack.empty()) site += " (python " + py_frame_text(c.py_stack.front()) + ")";
+  for (const Facet* f : call_facets())
+    if (f->present(c))
+      if (const std::string at = f->call_site(c); !at.empty()) site += " (" + at + ")";
   const bool to_device = role_value(c, Role::Source) == host_ptr;
   const Warning w{"pageable_async_copy", host_ptr, site,
                   fmt::format("{} {} pageable host memory {:#x} at {}: the copy is synchronous", c.api->symbol,

@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -44,6 +45,7 @@ class FakeSource final : public Source {
     for (CallSpec s : calls_) {
       s.ts_ns = now_ += 1000;
       Call& c = decoder_.decode(s);
+      if (dress) dress(c);
       ++stats_[c.api->id].calls;
       to.on_call(c);
     }
@@ -61,6 +63,7 @@ class FakeSource final : public Source {
   std::string location(std::uint32_t, std::uint64_t addr) override { return fmt::format("app+{:#x}", addr); }
   int exit_status() const override { return 3; }
   const RecordsNeeded& needs() const { return needs_; }
+  std::function<void(Call&)> dress;  // what each call is given after its decoding (its facets)
 
  private:
   std::vector<CallSpec> calls_;
@@ -77,15 +80,17 @@ struct Drove {
   RecordsNeeded needs;  // what the driver asked the source to record
 };
 
-// `display`: the APIs shown (every one unless given); `lost`: records the source lost.
+// `display`: the APIs shown (every one unless given); `lost`: records the source lost;
+// `dress`: FakeSource::dress.
 Drove drive(Options opts, const std::vector<CallSpec>& calls, std::optional<Selection> display = std::nullopt,
-            std::uint64_t lost = 2) {
+            std::uint64_t lost = 2, std::function<void(Call&)> dress = nullptr) {
   char path[] = "/tmp/cudatrace-driver-test-XXXXXX";
   const int fd = mkstemp(path);
   close(fd);
   opts.output_path = path;
   opts.display = display ? *display : StreamFeed::all_apis().display;
   FakeSource source(calls, lost);
+  source.dress = std::move(dress);
   Drove r;
   {
     Driver driver(opts, source);
@@ -150,6 +155,20 @@ TEST(Driver, EachCallAnalysedOnceAndWrittenWithItsAnnotations) {
   EXPECT_EQ(end.get("type")->text, "end");
   EXPECT_EQ(end.get("calls")->text, "7");
   EXPECT_EQ(end.get("lost")->text, "2") << "the source's losses";
+}
+
+// A warning about a call says where it was made as each facet the call
+// carries says it: a Python call's line after the program's call site.
+TEST(Driver, AWarningNamesTheCallSiteAsTheCallsFacetsSayIt) {
+  Options opts;
+  opts.json = true;
+  const auto python_line = [](Call& c) { c.py_stack = {PyFrame{"step", "/srv/train.py", 12}}; };
+  const std::vector<JsonValue> v = lines(drive(opts, stream_calls(), std::nullopt, 2, python_line).out);
+  ASSERT_EQ(v.size(), 9u);
+  ASSERT_EQ(v[4].get("type")->text, "warning");
+  EXPECT_EQ(v[4].get("location")->text,
+            "app+0x401000 (python " + py_frame_text(PyFrame{"step", "/srv/train.py", 12}) + ")");
+  EXPECT_NE(v[4].get("message")->text.find("at app+0x401000 (python "), std::string::npos) << v[4].get("message")->text;
 }
 
 TEST(Driver, MinUsAndErrorsLeaveNvtxCallsOut) {

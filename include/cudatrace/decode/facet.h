@@ -122,6 +122,9 @@ class Facet {
   virtual void write_text(const Call& c, std::string& line, std::string& below) const = 0;
   // Its attributes on the call's OTLP span.
   virtual void otlp_attributes(const Call& c, AttributeSink& out) const = 0;
+  // Where it says the call was made, for a warning about the call (after
+  // the program's call site, in parentheses); empty: it says nothing.
+  virtual std::string call_site(const Call&) const { return {}; }
   // Its Perfetto args (string values).
   virtual void perfetto_args(const Call& c,
                              const std::function<void(std::string_view key, std::string_view value)>& arg) const = 0;
