@@ -171,6 +171,27 @@ TEST(Driver, AWarningNamesTheCallSiteAsTheCallsFacetsSayIt) {
   EXPECT_NE(v[4].get("message")->text.find("at app+0x401000 (python "), std::string::npos) << v[4].get("message")->text;
 }
 
+// Copies from pageable memory warn once per site: the native call site and
+// where the call's facets say it was made (each Python line its own).
+TEST(Driver, APageableCopyWarnsOncePerSiteItsFacetsSay) {
+  Options opts;
+  opts.json = true;
+  std::vector<CallSpec> calls = stream_calls();
+  calls.insert(calls.begin() + 5, 2, calls[4]);  // three pageable copies from one native caller
+  const auto warnings = [&](std::function<void(Call&)> dress) {
+    std::size_t n = 0;
+    for (const JsonValue& line : lines(drive(opts, calls, std::nullopt, 2, std::move(dress)).out))
+      n += line.get("type")->text == "warning";
+    return n;
+  };
+  EXPECT_EQ(warnings(nullptr), 1u) << "one native call site";
+  EXPECT_EQ(warnings([](Call& c) { c.py_stack = {PyFrame{"step", "/srv/train.py", 12}}; }), 1u)
+      << "one Python line";
+  int line = 0;
+  EXPECT_EQ(warnings([&line](Call& c) { c.py_stack = {PyFrame{"step", "/srv/train.py", ++line}}; }), 3u)
+      << "a Python line each";
+}
+
 TEST(Driver, MinUsAndErrorsLeaveNvtxCallsOut) {
   Options opts;
   opts.json = true;
