@@ -1,6 +1,7 @@
 // --py-stack in each process (docs/python.md): where its interpreter keeps
 // its frames, told to BPF, and its code objects' frees watched so that the
 // identities BPF keeps end with them.
+#include <bpf/bpf.h>
 #include <fmt/format.h>
 
 #include <cerrno>
@@ -16,7 +17,7 @@ namespace {
 
 class PythonCapture final : public ProcessCapture {
  public:
-  explicit PythonCapture(const CaptureSetup& setup) : s_(setup) {}
+  explicit PythonCapture(const CaptureSetup& setup) : s_(setup), processes_(setup.bpf.map_fd("py_procs")) {}
 
   void look(pid_t pid, const std::vector<Mapping>&) override {
     if (s_.symbolizer.python().knows(pid) || unreadable_.count(pid)) return;
@@ -28,7 +29,7 @@ class PythonCapture final : public ProcessCapture {
       warn_line(fmt::format("pid {}: {}; its calls are traced without Python stacks", pid, why));
       return;
     }
-    if (!s_.bpf.set_python(static_cast<std::uint32_t>(pid), py->bpf)) {
+    if (!tell_bpf(pid, py->bpf)) {
       unreadable_.insert(pid);
       warn_line(fmt::format("pid {}: cannot tell BPF where Python {} keeps its frames: {}; its calls are traced "
                             "without Python stacks", pid, py->version, std::strerror(errno)));
@@ -46,7 +47,8 @@ class PythonCapture final : public ProcessCapture {
   }
 
   void forget(pid_t pid) override {
-    s_.bpf.forget_python(static_cast<std::uint32_t>(pid));
+    const auto key = static_cast<std::uint32_t>(pid);
+    bpf_map_delete_elem(processes_, &key);
     unreadable_.erase(pid);
   }
 
@@ -66,7 +68,8 @@ class PythonCapture final : public ProcessCapture {
   bool watch_code_frees(pid_t pid, const PyInterpreter& py) {
     if (!py.code_dealloc_offset) return false;
     std::string error;
-    if (!s_.bpf.watch_code_frees(py.file, s_.bound_to_process ? pid : -1, py.code_dealloc_offset, error)) {
+    // Its program ends the identities cached in BPF (bpf_abi.h: ct_py_layout).
+    if (!s_.bpf.attach_program(kCodeFreed, py.file, s_.bound_to_process ? pid : -1, py.code_dealloc_offset, error)) {
       if (s_.opts.verbose) std::fprintf(stderr, "cudatrace: pid %d: %s\n", pid, terminal_safe(error).c_str());
       return false;
     }
@@ -74,10 +77,18 @@ class PythonCapture final : public ProcessCapture {
     // number of this process's own, so that no cache of another applies.
     ct_py_layout layout = py.bpf;
     layout.code_epoch = ++epochs_ * CT_PY_EPOCH_STEP;
-    return s_.bpf.set_python(static_cast<std::uint32_t>(pid), layout);
+    return tell_bpf(pid, layout);
   }
 
+  // Where process `pid`'s interpreter keeps its frames ("py_procs").
+  bool tell_bpf(pid_t pid, const ct_py_layout& layout) {
+    const auto key = static_cast<std::uint32_t>(pid);
+    return bpf_map_update_elem(processes_, &key, &layout, BPF_ANY) == 0;
+  }
+
+  static constexpr const char* kCodeFreed = "ct_py_code_freed";  // the facet's program (FacetCapture)
   CaptureSetup s_;
+  int processes_;  // "py_procs"
   std::set<pid_t> unreadable_;  // processes with an interpreter whose frames cannot be read
   std::uint64_t epochs_ = 0;
 };

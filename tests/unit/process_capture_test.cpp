@@ -9,7 +9,7 @@ using namespace cudatrace;
 namespace {
 
 std::size_t captures_made(const ct_config& settings) {
-  BpfObject bpf;  // not loaded: a capture does nothing with it until it looks at a process
+  BpfObject bpf;  // not loaded: a capture finds no map in it, and looks at no process here
   Symbolizer symbolizer;
   const Options opts;
   return make_process_captures({bpf, settings, symbolizer, opts, false}).size();
