@@ -527,7 +527,7 @@ void check_prometheus(const cudatrace::Options& opts) {
   sockaddr_in addr{};
   std::string error;
   if (!cudatrace::parse_listen_address(opts.prometheus_address, addr, error)) usage_error(error);
-  // The facets that have calls recorded, each named as its option.
+  // The facets that ride on call records, each named by its option.
   bool facet_on = false;
   std::string facet_flags;
   for (const cudatrace::Facet* f : cudatrace::call_facets()) {

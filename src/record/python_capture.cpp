@@ -7,7 +7,10 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "cudatrace/record/process_capture.h"
 #include "cudatrace/terminal.h"

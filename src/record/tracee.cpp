@@ -10,8 +10,6 @@
 #include <cstdio>
 #include <cstring>
 
-#include <bpf/bpf.h>
-
 #include "cudatrace/clock.h"
 #include <fmt/format.h>
 
