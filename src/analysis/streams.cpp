@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "cudatrace/decode/arg_types.h"
+#include "cudatrace/decode/facet.h"
 #include "cudatrace/decode/transfer.h"
 
 namespace cudatrace {
@@ -319,10 +320,12 @@ void StreamTracker::apply(Process& p, Call& c) {
         const auto host = role_value(c, dir == Direction::HtoD ? Role::Source : Role::Destination);
         if (host && *host && !page_locked_.contains(c.pid, *host, 1)) {
           if (p.warned_sites.size() >= kMaxWarnedSites) p.warned_sites.clear();  // a site may warn again
-          // A Python line is a site of its own (--py-stack): its copies all come from one native caller.
+          // Where the call's facets say it was made is a site of its own (a Python line:
+          // its copies all come from one native caller).
           std::uint64_t site = c.caller;
-          if (!c.py_stack.empty())
-            site ^= std::hash<std::string>{}(c.py_stack.front().file) * 1000003u + std::uint64_t(c.py_stack.front().line);
+          for (const Facet* f : call_facets())
+            if (f->present(c))
+              if (const std::string at = f->call_site(c); !at.empty()) site ^= std::hash<std::string>{}(at);
           if (p.warned_sites.emplace(c.api->id, site).second) activity_.pageable_host_ptr = *host;
         }
       }

@@ -19,6 +19,7 @@
 #include "cudatrace/cli/api_docs.h"
 #include "cudatrace/cli/probe_list.h"
 #include "cudatrace/decode/api_table.h"
+#include "cudatrace/decode/facet.h"
 #include "cudatrace/drive/tracer.h"
 #include "cudatrace/options.h"
 #include "cudatrace/render/metrics_server.h"
@@ -395,6 +396,19 @@ struct LiveArgs {
   bool no_dlopen_stop = false, list_apis = false, version = false;
 };
 
+// The facets' options of --help group `group` (decode/facet.h), in the
+// facets' order.
+void add_facet_options(CLI::App& app, cudatrace::Options& opts, const char* group) {
+  for (const cudatrace::Facet* f : cudatrace::call_facets()) {
+    const cudatrace::FacetOption o = f->option();
+    if (std::string_view(o.help_group) != group) continue;
+    if (o.sets)
+      app.add_flag(o.flag, opts.*o.on, o.help)->group(group);
+    else
+      app.add_flag(o.flag, [&opts, o](std::int64_t) { opts.*o.on = o.sets; }, o.help)->group(group);
+  }
+}
+
 // One option per line, in blocks by --help group; a new option goes at the
 // end of its block (one both commands have, in the add_*_options above).
 void add_live_options(CLI::App& app, cudatrace::Options& opts, LiveArgs& args) {
@@ -410,11 +424,7 @@ void add_live_options(CLI::App& app, cudatrace::Options& opts, LiveArgs& args) {
   // Output
   app.add_option("-o,--output", opts.output_path, "Write the trace to FILE instead of standard output")->group(kOutput)->type_name("FILE")->check(kNotEmpty);
   add_output_options(app, opts);
-  app.add_flag("--stack", opts.stack, "Capture and symbolise the user stack of each call (and of leaked allocations)")->group(kOutput);
-  app.add_flag("--py-stack", opts.py_stack,
-               "Each call of a Python thread carries its Python stack (function, file, line; CPython 3.10-3.13); "
-               "--summary adds tables by Python line")
-      ->group(kOutput);
+  add_facet_options(app, opts, kOutput);
   app.add_option("--prometheus", opts.prometheus_address, "Serve Prometheus metrics at http://ADDRESS/metrics (HOST:PORT; :PORT for every address) instead of printing calls (docs/prometheus.md)")->group(kOutput)->type_name("ADDRESS")->check(kNotEmpty);
   app.add_option("--otlp", opts.otlp_endpoint, "Also send the calls made under a published OpenTelemetry span to an OTLP/HTTP collector, as child spans (ENDPOINT: http[s]://HOST:PORT; default OTEL_EXPORTER_OTLP_ENDPOINT, else http://localhost:4318; docs/otlp.md)")->group(kOutput)->type_name("ENDPOINT")->expected(0, 1);
   app.add_flag("--otlp-all-calls", opts.otlp_all_calls, "With --otlp: also send the calls made under no span, as root spans")->group(kOutput);
@@ -433,7 +443,7 @@ void add_live_options(CLI::App& app, cudatrace::Options& opts, LiveArgs& args) {
   app.add_option("--attach", args.attach, "How uprobes are attached: auto (default: multi where the kernel has it), multi (uprobe_multi links, Linux 6.6) or perf (one perf-event uprobe per function and direction, Linux 5.15)")->group(kTuning)->type_name("HOW");
   app.add_option("--max-overhead", args.max_overhead, "Keep the estimated tracing cost to each process under PCT % by sampling the launch, async memset and query probes; their counts are then estimates, marked (docs/fleet.md)")->group(kTuning)->type_name("PCT");
   app.add_flag("--empty-probes", opts.empty_probes, "For benchmarks: place and attach every probe as usual, with BPF programs that do nothing (the cost of the traps alone); records nothing")->group(kTuning);
-  app.add_flag("--no-otel", [&opts](std::int64_t) { opts.otel = false; }, "Read no OpenTelemetry thread or process context: calls carry no span (docs/correlation.md)")->group(kTuning);
+  add_facet_options(app, opts, kTuning);
   app.add_flag("--every-layer", opts.every_layer, "Also record the driver calls a runtime call makes (a cudaLaunchKernel's cuLaunchKernel), each with its latency and status, nested in it (implied by -f all)")->group(kTuning);
   // Other
   app.set_help_flag("-h,--help", "Print this help and exit")->group(kOther);
@@ -517,10 +527,18 @@ void check_prometheus(const cudatrace::Options& opts) {
   sockaddr_in addr{};
   std::string error;
   if (!cudatrace::parse_listen_address(opts.prometheus_address, addr, error)) usage_error(error);
+  // The facets that ride on call records, each named by its option.
+  bool facet_on = false;
+  std::string facet_flags;
+  for (const cudatrace::Facet* f : cudatrace::call_facets()) {
+    if (!f->option().needs_records) continue;
+    facet_on = facet_on || f->on(opts);
+    facet_flags += std::string(f->option().flag) + ", ";
+  }
   if (opts.json || !opts.output_path.empty() || !opts.perfetto_path.empty() || opts.summary_tables || opts.hist ||
-      opts.insights || opts.gpu_time || opts.stack || opts.py_stack || opts.nvtx || opts.min_us || opts.errors_only || opts.tid)
+      opts.insights || opts.gpu_time || facet_on || opts.nvtx || opts.min_us || opts.errors_only || opts.tid)
     usage_error("--prometheus serves metrics instead of a trace: it does not combine with --json, -o, --perfetto, "
-                "--summary, --hist, --insights, --gpu-time, --stack, --py-stack, --nvtx, --min-us, --errors or --tid");
+                "--summary, --hist, --insights, --gpu-time, " + facet_flags + "--nvtx, --min-us, --errors or --tid");
 }
 
 // --otlp: the endpoint and the OTEL_EXPORTER_OTLP_* variables are read now,

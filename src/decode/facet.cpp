@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cudatrace/decode/arg_types.h"
+#include "cudatrace/options.h"
 
 namespace cudatrace {
 
@@ -18,6 +19,8 @@ const std::vector<const Facet*>& call_facets() {
   static const std::vector<const Facet*> all = {&span_facet(), &stack_facet(), &py_stack_facet()};
   return all;
 }
+
+bool Facet::on(const Options& opts) const { return opts.*option().on; }
 
 namespace facet_json {
 

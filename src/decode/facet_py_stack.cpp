@@ -6,6 +6,7 @@
 #include "cudatrace/decode/decode.h"
 #include "cudatrace/decode/facet.h"
 #include "cudatrace/json_fields.h"
+#include "cudatrace/options.h"
 #include "cudatrace/terminal.h"
 
 namespace cudatrace {
@@ -16,6 +17,16 @@ using namespace facet_json;
 
 class PyStackFacet final : public Facet {
  public:
+  FacetOption option() const override {
+    return {"--py-stack", "OUTPUT",
+            "Each call of a Python thread carries its Python stack (function, file, line; CPython 3.10-3.13); "
+            "--summary adds tables by Python line",
+            &Options::py_stack};
+  }
+  // Code objects are named at the read: their frees are watched (ct_py_code_freed) so
+  // that a kept identity is dropped. The summary's tables by Python line read every call.
+  FacetCapture capture() const override { return {&ct_config::py_stack, "ct_py_code_freed", true}; }
+
   void decode(const ct_call& rec, const FacetNames* names, Call& c) const override {
     c.py_stack.clear();
     if (rec.py_frames && names && names->python) names->python(c.pid, record_py_frames(rec), rec.py_frames, c.py_stack);
@@ -71,6 +82,9 @@ class PyStackFacet final : public Facet {
     line += " py=";
     line += terminal_safe(py_frame_text(c.py_stack.front()));
   }
+
+  // The line that made the call.
+  std::string call_site(const Call& c) const override { return "python " + py_frame_text(c.py_stack.front()); }
 
   // "py" the innermost line, "py_stack" every frame, innermost first.
   // OpenTelemetry's code attributes: the innermost frame is the call site.

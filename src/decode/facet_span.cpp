@@ -8,6 +8,7 @@
 #include "cudatrace/decode/decode.h"
 #include "cudatrace/decode/facet.h"
 #include "cudatrace/json_fields.h"
+#include "cudatrace/options.h"
 
 namespace cudatrace {
 namespace {
@@ -31,6 +32,14 @@ std::uint8_t span_key_index(ProcessContext& ctx, const std::string& name) {
 
 class SpanFacet final : public Facet {
  public:
+  // On unless --no-otel; BPF reads the span of the processes user space found a context in (otel_tls).
+  FacetOption option() const override {
+    return {"--no-otel", "TUNING",
+            "Read no OpenTelemetry thread or process context: calls carry no span (docs/correlation.md)",
+            &Options::otel, false, false};
+  }
+  FacetCapture capture() const override { return {&ct_config::thread_ctx}; }
+
   void decode(const ct_call& rec, const FacetNames*, Call& c) const override {
     c.has_span = rec.span_present != 0;
     if (!c.has_span) {

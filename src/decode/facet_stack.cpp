@@ -6,6 +6,7 @@
 #include "cudatrace/decode/decode.h"
 #include "cudatrace/decode/facet.h"
 #include "cudatrace/json_fields.h"
+#include "cudatrace/options.h"
 
 namespace cudatrace {
 namespace {
@@ -15,6 +16,12 @@ using namespace facet_json;
 
 class StackFacet final : public Facet {
  public:
+  FacetOption option() const override {
+    return {"--stack", "OUTPUT", "Capture and symbolise the user stack of each call (and of leaked allocations)",
+            &Options::stack};
+  }
+  FacetCapture capture() const override { return {&ct_config::capture_stack}; }
+
   void decode(const ct_call& rec, const FacetNames* names, Call& c) const override {
     c.stack_addresses = record_stack(rec);
     if (names && names->stack)

@@ -276,16 +276,22 @@ RecordsNeeded Driver::records_needed() const {
   const PipelineOptions& analyses = pipeline_.options();
   RecordsNeeded needs;
   needs.calls = mode_->calls();
+  // The facets turned on, where calls are recorded: the exporter's records
+  // (allocations and frees) carry no context.
+  if (needs.calls != Calls::Export)
+    for (const Facet* f : call_facets())
+      if (f->on(opts_)) needs.facets.push_back(f);
+  const bool facet_reads_each_call =
+      std::any_of(needs.facets.begin(), needs.facets.end(), [](const Facet* f) { return f->capture().every_record; });
   // --by-range and --gpu-time read every launch and synchronisation.
-  // --by-span reads each call's span; --py-stack's tables every call's Python line.
+  // --by-span reads each call's span; some facets' analyses each call (FacetCapture).
   // --otlp sends every call made under a span (with --prometheus: the metrics only).
-  needs.every_record = analyses.by_range || analyses.gpu_time || analyses.by_span || opts_.py_stack ||
+  needs.every_record = analyses.by_range || analyses.gpu_time || analyses.by_span || facet_reads_each_call ||
                        (opts_.otlp && needs.calls != Calls::Export);
   // A timeline draws every launch and copy.
   needs.counted_activity = needs.calls == Calls::Summary && !needs.every_record && opts_.perfetto_path.empty();
   if (opts_.stack)  // a summary symbolises only the stacks it reports (the leaks')
     needs.stacks = analyses.tables ? RecordsNeeded::Stacks::Addresses : RecordsNeeded::Stacks::Frames;
-  needs.py_stack = opts_.py_stack;
   needs.trace_on_stdout = opts_.output_path.empty();
   return needs;
 }
@@ -411,7 +417,9 @@ void Driver::forget_thread(std::uint32_t pid, std::uint32_t tid) { pipeline_.for
 
 void Driver::warn_pageable_copy(const Call& c, std::uint64_t host_ptr) {
   std::string site = source_.location(c.pid, c.caller);
-  if (!c.py_stack.empty()) site += " (python " + py_frame_text(c.py_stack.front()) + ")";
+  for (const Facet* f : call_facets())
+    if (f->present(c))
+      if (const std::string at = f->call_site(c); !at.empty()) site += " (" + at + ")";
   const bool to_device = role_value(c, Role::Source) == host_ptr;
   const Warning w{"pageable_async_copy", host_ptr, site,
                   fmt::format("{} {} pageable host memory {:#x} at {}: the copy is synchronous", c.api->symbol,

@@ -147,9 +147,7 @@ int BpfObject::load(const Options& opts, const RecordsNeeded& needs, const Trace
   ro->summary_mode = needs.calls == Calls::Summary;
   ro->summary_records_all = needs.every_record;
   ro->activity_in_bpf = needs.counted_activity;
-  ro->capture_stack = needs.stacks != RecordsNeeded::Stacks::None;
-  ro->thread_ctx = opts.otel && needs.calls != Calls::Export;
-  ro->py_stack = needs.py_stack;
+  for (const Facet* f : call_facets()) (*ro).*f->capture().setting = needs.captures(*f);
   // Per-CPU statistics for the APIs probed (ids of the default groups come
   // first, api_table.cpp): of every call in summary mode, of the calls whose
   // record the ring could not take in a trace (their counts stay exact).
@@ -184,10 +182,19 @@ int BpfObject::load(const Options& opts, const RecordsNeeded& needs, const Trace
     else
       bpf_program__set_autoload(p, false);
   }
-  if (needs.py_stack)
-    Probes::prepare(skel_->progs.ct_py_code_freed, mode_);
-  else
-    bpf_program__set_autoload(skel_->progs.ct_py_code_freed, false);
+  for (const Facet* f : call_facets()) {
+    const char* name = f->capture().program;
+    if (!name) continue;
+    bpf_program* p = bpf_object__find_program_by_name(skel_->obj, name);
+    if (!p) {
+      error_line(std::string("the BPF object has no program ") + name);
+      return kExitKernel;
+    }
+    if (needs.captures(*f))
+      Probes::prepare(p, mode_);
+    else
+      bpf_program__set_autoload(p, false);
+  }
   // The session program only where the kernel has sessions. ct_enter/ct_exit
   // are loaded in every mode: measure_cost() probes cudatrace's own functions
   // with them (an entry-only and a paired probe).
@@ -313,19 +320,22 @@ void BpfObject::mark_hot_apis() {
 void BpfObject::drop_hot_frames_before(std::uint64_t ns) { skel_->bss->hot_stale_before_ns = ns; }
 
 int BpfObject::events_fd() const { return bpf_map__fd(skel_->maps.events); }
-int BpfObject::otel_tls_fd() const { return bpf_map__fd(skel_->maps.otel_tls); }
-bool BpfObject::thread_ctx() const { return skel_ && skel_->rodata->settings.thread_ctx; }
+const ct_config& BpfObject::settings() const { return skel_->rodata->settings; }
 int BpfObject::control_fd() const { return bpf_map__fd(skel_->maps.control); }
 int BpfObject::tracer_exit_fd() const { return bpf_map__fd(skel_->maps.tracer_exit); }
 int BpfObject::threads_fd() const { return bpf_map__fd(skel_->maps.threads); }
-bool BpfObject::set_python(std::uint32_t pid, const ct_py_layout& layout) {
-  return bpf_map__update_elem(skel_->maps.py_procs, &pid, sizeof pid, &layout, sizeof layout, BPF_ANY) == 0;
+int BpfObject::map_fd(const char* name) const {
+  const bpf_map* m = skel_ ? bpf_object__find_map_by_name(skel_->obj, name) : nullptr;
+  return m ? bpf_map__fd(m) : -1;
 }
-bool BpfObject::watch_code_frees(const std::string& path, pid_t pid, std::uint64_t offset, std::string& error) {
-  return probes_->attach_program(skel_->progs.ct_py_code_freed, path, pid, offset, error);
-}
-void BpfObject::forget_python(std::uint32_t pid) {
-  bpf_map__delete_elem(skel_->maps.py_procs, &pid, sizeof pid, 0);
+bool BpfObject::attach_program(const char* name, const std::string& path, pid_t pid, std::uint64_t offset,
+                               std::string& error) {
+  bpf_program* p = skel_ && probes_ ? bpf_object__find_program_by_name(skel_->obj, name) : nullptr;
+  if (!p) {
+    error = std::string("the BPF object has no program ") + name + " to attach";
+    return false;
+  }
+  return probes_->attach_program(p, path, pid, offset, error);
 }
 void BpfObject::wake_on_python_frames() { skel_->bss->py_reader_waiting = 1; }
 int BpfObject::process_cost_fd() const { return bpf_map__fd(skel_->maps.process_cost); }

@@ -47,7 +47,7 @@ class CommandTracee final : public Tracee {
   }
 
   int attach(BpfObject& bpf, const RecordsNeeded& needs) override {
-    bpf_ = &bpf;
+    use_bpf(bpf);
     std::string exe;
     if (const std::string problem = command_problem(opts_.command[0], exe); !problem.empty()) {
       error_line(problem);

@@ -51,7 +51,7 @@ class NodeTracee final : public Tracee {
   }
 
   int attach(BpfObject& bpf, const RecordsNeeded&) override {
-    bpf_ = &bpf;
+    use_bpf(bpf);
     if (int rc = attach_libs(-1)) return rc;
     refresh();  // the files of the processes running now first: they may be calling
     probe_ahead();

@@ -43,7 +43,7 @@ class PidTracee final : public Tracee {
   }
 
   int attach(BpfObject& bpf, const RecordsNeeded&) override {
-    bpf_ = &bpf;
+    use_bpf(bpf);
     start_stop_watchdog();  // before the loader probe can stop the process
     if (!process_exists(pid_)) {
       error_line("no such process: " + std::to_string(pid_));

@@ -98,14 +98,7 @@ void Recorder::finish(CallConsumer& to) {
   reader_->drain();
   reader_->report_open_calls();
   const std::vector<__u64> totals = bpf_->counters();
-  if (opts_.py_stack) {  // --py-stack: what could not be read is said, not left out silently
-    if (const std::size_t n = target_->python_unreadable())
-      warn_line(fmt::format("--py-stack: {} process{} with a Python interpreter whose frames cannot be read "
-                            "(py_unreadable, said above); traced without Python stacks", n, n == 1 ? "" : "es"));
-    if (const std::uint64_t n = symbolizer_.python().unnamed())
-      warn_line(fmt::format("--py-stack: {} Python frames are unnamed (\"?\", py_unnamed): their code objects "
-                            "could not be read, or had been freed or replaced, when their records were read", n));
-  }
+  target_->say_what_was_missed();
   // Nothing is lost when the activity table fills, so only -v says so.
   if (!opts_.verbose) return;
   if (totals[CT_CNT_ACTIVITY_FULL])

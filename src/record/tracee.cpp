@@ -10,8 +10,6 @@
 #include <cstdio>
 #include <cstring>
 
-#include <bpf/bpf.h>
-
 #include "cudatrace/clock.h"
 #include <fmt/format.h>
 
@@ -61,22 +59,13 @@ void Tracee::on_map_change(pid_t pid, std::uint64_t wanted, std::uint64_t wanted
   if (opts_.otel) process_context(static_cast<std::uint32_t>(pid), 0, true);
 }
 
-void Tracee::find_thread_context(pid_t pid, const std::vector<Mapping>& maps) {
-  const int fd = bpf_->otel_tls_fd();
-  const auto key = static_cast<std::uint32_t>(pid);
-  ct_tls_target t{};
-  std::string why;
-  if (thread_contexts_.find(pid, maps, t, why)) {
-    ct_tls_target old{};
-    // Kept as it is when BPF already found the offsets (a later library load).
-    if (bpf_map_lookup_elem(fd, &key, &old) == 0 && old.link_map == t.link_map && old.st_value == t.st_value) return;
-    if (bpf_map_update_elem(fd, &key, &t, BPF_ANY) != 0 && opts_.verbose)
-      warn_line("pid " + std::to_string(pid) + ": cannot tell BPF of its thread context");
-    else if (opts_.verbose)
-      std::fprintf(stderr, "cudatrace: pid %d: OpenTelemetry thread context found\n", pid);
-  } else {
-    bpf_map_delete_elem(fd, &key);  // after an exec
-  }
+void Tracee::use_bpf(BpfObject& bpf) {
+  bpf_ = &bpf;
+  captures_ = make_process_captures({bpf, bpf.settings(), symbolizer_, opts_, policy_.bound_to_process});
+}
+
+void Tracee::say_what_was_missed() const {
+  for (const auto& c : captures_) c->say_what_was_missed();
 }
 
 const ProcessContext* Tracee::process_context(std::uint32_t pid, std::uint64_t call_ns, bool now_anyway) {
@@ -140,12 +129,7 @@ const ProcessContext* Tracee::process_context(std::uint32_t pid, std::uint64_t c
 void Tracee::forget_process(pid_t pid) {
   otel_.erase(static_cast<std::uint32_t>(pid));
   last_otel_ = nullptr;
-  if (bpf_ && bpf_->thread_ctx()) {  // a reused pid is another program
-    const auto key = static_cast<std::uint32_t>(pid);
-    bpf_map_delete_elem(bpf_->otel_tls_fd(), &key);
-  }
-  if (opts_.py_stack && bpf_) bpf_->forget_python(static_cast<std::uint32_t>(pid));
-  python_unreadable_.erase(pid);
+  for (const auto& c : captures_) c->forget(pid);  // a reused pid is another program
   if (const auto d = demand_.find(pid); d != demand_.end()) {
     if (bpf_) bpf_->forget_driver_fns(static_cast<std::uint32_t>(pid), d->second.told, d->second.runtime_ranges);
     demand_.erase(d);
@@ -157,8 +141,7 @@ void Tracee::attach_mappings(pid_t pid) {
   std::vector<Mapping> maps;
   if (!read_maps(pid, maps)) return;
   symbolizer_.capture(pid, maps);
-  if (bpf_->thread_ctx()) find_thread_context(pid, maps);
-  if (opts_.py_stack) look_for_python(pid);
+  for (const auto& c : captures_) c->look(pid, maps);
   const pid_t probe_pid = policy_.bound_to_process ? pid : -1;
   for (const Mapping& m : maps) {
     if (stop_signal()) return;  // many new files take long to probe (seconds as perf events); Ctrl-C must not wait
@@ -283,47 +266,6 @@ int Tracee::attach_libs(pid_t pid) {
     note_probed_file(lib);
   }
   return kExitOk;
-}
-
-void Tracee::look_for_python(pid_t pid) {
-  if (!bpf_ || symbolizer_.python().knows(pid) || python_unreadable_.count(pid)) return;
-  std::string why;
-  const std::optional<PyInterpreter> py = symbolizer_.find_python(pid, why);
-  if (!py) {
-    if (why.empty()) return;  // no Python (yet: a library loaded later may bring it)
-    python_unreadable_.insert(pid);
-    warn_line(fmt::format("pid {}: {}; its calls are traced without Python stacks", pid, why));
-    return;
-  }
-  if (!bpf_->set_python(static_cast<std::uint32_t>(pid), py->bpf)) {
-    python_unreadable_.insert(pid);
-    warn_line(fmt::format("pid {}: cannot tell BPF where Python {} keeps its frames: {}; its calls are traced "
-                          "without Python stacks", pid, py->version, std::strerror(errno)));
-    return;
-  }
-  symbolizer_.python().set(pid, py->code);
-  const bool kept = watch_code_frees(pid, *py);
-  if (opts_.verbose) {
-    const std::string identities =
-        kept ? fmt::format("kept until one is freed (its deallocator: 0x{:x} in the file)", py->code_dealloc_offset)
-             : "read at every call";
-    std::fprintf(stderr, "cudatrace: pid %d: Python %s, _PyRuntime at 0x%llx; code object identities %s\n", pid,
-                 py->version.c_str(), static_cast<unsigned long long>(py->bpf.runtime), identities.c_str());
-  }
-}
-
-bool Tracee::watch_code_frees(pid_t pid, const PyInterpreter& py) {
-  if (!py.code_dealloc_offset) return false;
-  std::string error;
-  if (!bpf_->watch_code_frees(py.file, policy_.bound_to_process ? pid : -1, py.code_dealloc_offset, error)) {
-    if (opts_.verbose) std::fprintf(stderr, "cudatrace: pid %d: %s\n", pid, terminal_safe(error).c_str());
-    return false;
-  }
-  // Set once the deallocator is probed, so that no free goes unseen; a
-  // number of this process's own, so that no cache of another applies.
-  ct_py_layout layout = py.bpf;
-  layout.code_epoch = ++py_epochs_ * CT_PY_EPOCH_STEP;
-  return bpf_->set_python(static_cast<std::uint32_t>(pid), layout);
 }
 
 void Tracee::note_probed_file(const std::string& path) {

@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -44,6 +45,7 @@ class FakeSource final : public Source {
     for (CallSpec s : calls_) {
       s.ts_ns = now_ += 1000;
       Call& c = decoder_.decode(s);
+      if (dress) dress(c);
       ++stats_[c.api->id].calls;
       to.on_call(c);
     }
@@ -61,6 +63,7 @@ class FakeSource final : public Source {
   std::string location(std::uint32_t, std::uint64_t addr) override { return fmt::format("app+{:#x}", addr); }
   int exit_status() const override { return 3; }
   const RecordsNeeded& needs() const { return needs_; }
+  std::function<void(Call&)> dress;  // what each call is given after its decoding (its facets)
 
  private:
   std::vector<CallSpec> calls_;
@@ -77,15 +80,17 @@ struct Drove {
   RecordsNeeded needs;  // what the driver asked the source to record
 };
 
-// `display`: the APIs shown (every one unless given); `lost`: records the source lost.
+// `display`: the APIs shown (every one unless given); `lost`: records the source lost;
+// `dress`: FakeSource::dress.
 Drove drive(Options opts, const std::vector<CallSpec>& calls, std::optional<Selection> display = std::nullopt,
-            std::uint64_t lost = 2) {
+            std::uint64_t lost = 2, std::function<void(Call&)> dress = nullptr) {
   char path[] = "/tmp/cudatrace-driver-test-XXXXXX";
   const int fd = mkstemp(path);
   close(fd);
   opts.output_path = path;
   opts.display = display ? *display : StreamFeed::all_apis().display;
   FakeSource source(calls, lost);
+  source.dress = std::move(dress);
   Drove r;
   {
     Driver driver(opts, source);
@@ -150,6 +155,41 @@ TEST(Driver, EachCallAnalysedOnceAndWrittenWithItsAnnotations) {
   EXPECT_EQ(end.get("type")->text, "end");
   EXPECT_EQ(end.get("calls")->text, "7");
   EXPECT_EQ(end.get("lost")->text, "2") << "the source's losses";
+}
+
+// A warning about a call says where it was made as each facet the call
+// carries says it: a Python call's line after the program's call site.
+TEST(Driver, AWarningNamesTheCallSiteAsTheCallsFacetsSayIt) {
+  Options opts;
+  opts.json = true;
+  const auto python_line = [](Call& c) { c.py_stack = {PyFrame{"step", "/srv/train.py", 12}}; };
+  const std::vector<JsonValue> v = lines(drive(opts, stream_calls(), std::nullopt, 2, python_line).out);
+  ASSERT_EQ(v.size(), 9u);
+  ASSERT_EQ(v[4].get("type")->text, "warning");
+  EXPECT_EQ(v[4].get("location")->text,
+            "app+0x401000 (python " + py_frame_text(PyFrame{"step", "/srv/train.py", 12}) + ")");
+  EXPECT_NE(v[4].get("message")->text.find("at app+0x401000 (python "), std::string::npos) << v[4].get("message")->text;
+}
+
+// Copies from pageable memory warn once per site: the native call site and
+// where the call's facets say it was made (each Python line its own).
+TEST(Driver, APageableCopyWarnsOncePerSiteItsFacetsSay) {
+  Options opts;
+  opts.json = true;
+  std::vector<CallSpec> calls = stream_calls();
+  calls.insert(calls.begin() + 5, 2, calls[4]);  // three pageable copies from one native caller
+  const auto warnings = [&](std::function<void(Call&)> dress) {
+    std::size_t n = 0;
+    for (const JsonValue& line : lines(drive(opts, calls, std::nullopt, 2, std::move(dress)).out))
+      n += line.get("type")->text == "warning";
+    return n;
+  };
+  EXPECT_EQ(warnings(nullptr), 1u) << "one native call site";
+  EXPECT_EQ(warnings([](Call& c) { c.py_stack = {PyFrame{"step", "/srv/train.py", 12}}; }), 1u)
+      << "one Python line";
+  int line = 0;
+  EXPECT_EQ(warnings([&line](Call& c) { c.py_stack = {PyFrame{"step", "/srv/train.py", ++line}}; }), 3u)
+      << "a Python line each";
 }
 
 TEST(Driver, MinUsAndErrorsLeaveNvtxCallsOut) {
@@ -222,6 +262,47 @@ TEST(Driver, AsksForTheRecordsItsAnalysesAndWritersRead) {
   Options leak_stacks = summary;
   leak_stacks.stack = true;
   EXPECT_EQ(drive(leak_stacks, {}).needs.stacks, Stacks::Addresses) << "a summary names only the stacks it reports";
+}
+
+// Each facet the command line turns on is asked of the record stage, as the
+// facet says (decode/facet.h), where calls are recorded at all.
+TEST(Driver, AsksForTheFacetsTurnedOn) {
+  for (const Facet* f : call_facets()) {
+    const FacetOption option = f->option();
+    SCOPED_TRACE(option.flag);
+    EXPECT_NE(Options{}.*option.on, option.sets) << "the flag changes what is on by default";
+    Options off;
+    off.*option.on = false;
+    EXPECT_FALSE(f->on(off));
+    EXPECT_FALSE(drive(off, {}).needs.captures(*f));
+
+    Options trace;
+    trace.*option.on = true;
+    ASSERT_TRUE(f->on(trace));
+    const RecordsNeeded n = drive(trace, {}).needs;
+    EXPECT_TRUE(n.captures(*f));
+    EXPECT_EQ(std::count(n.facets.begin(), n.facets.end(), f), 1);
+
+    Options summary = trace;
+    summary.summary = summary.summary_tables = true;
+    EXPECT_EQ(drive(summary, {}).needs.every_record, f->capture().every_record)
+        << "a summary has every record when the facet's analyses read each call";
+
+    Options exporter = trace;
+    exporter.prometheus_address = "127.0.0.1:0";
+    EXPECT_TRUE(drive(exporter, {}).needs.facets.empty()) << "the exporter's records carry no context";
+  }
+}
+
+// Each facet has its own option, Options flag and BPF setting: none turns on another's.
+TEST(Driver, FacetsOwnTheirOptionAndSetting) {
+  const std::vector<const Facet*>& facets = call_facets();
+  for (std::size_t i = 0; i < facets.size(); ++i)
+    for (std::size_t j = i + 1; j < facets.size(); ++j) {
+      EXPECT_STRNE(facets[i]->option().flag, facets[j]->option().flag);
+      EXPECT_NE(facets[i]->option().on, facets[j]->option().on);
+      EXPECT_NE(facets[i]->capture().setting, facets[j]->capture().setting);
+    }
 }
 
 // Selection as apply_selection (cli/main.cpp) makes it for -f GROUPS: the groups shown, at every layer.

@@ -1,8 +1,9 @@
 // Facets: the contexts a call may carry besides its arguments (the user
 // stack, the Python frames, the OpenTelemetry span). Each facet is one file
-// (src/decode/facet_*.cpp) that decodes and names its part of a record,
-// and knows its JSON fields (written, and read back by `cudatrace report`),
-// its text form and its Perfetto args. The writers loop over call_facets() and name none
+// (src/decode/facet_*.cpp) that owns its option and what it asks the record
+// stage to capture, decodes and names its part of a record, and knows its
+// JSON fields (written, and read back by `cudatrace report`), its text form
+// and its Perfetto args. The writers loop over call_facets() and name none
 // of them; a new writer (OTLP attributes) does the same. docs/design.md,
 // "Adding a per-call context", says how to add one.
 #pragma once
@@ -22,7 +23,34 @@
 namespace cudatrace {
 
 struct Call;
+struct Options;
 struct ProcessContext;
+
+// A facet's switch on the command line: cli/main.cpp adds every facet's to
+// its --help group, and the Options flag it sets says whether the facet is on.
+struct FacetOption {
+  const char* flag;       // "--py-stack"
+  const char* help_group;  // "OUTPUT"
+  const char* help;
+  bool Options::*on;      // where the choice is kept: true while the facet is on
+  bool sets = true;       // what the flag sets it to (--no-otel: false)
+  // Whether it rides on call records: refused where none is sent
+  // (--prometheus), and named in that refusal.
+  bool needs_records = true;
+};
+
+// What a facet asks the record stage for while it is on (record/bpf_object.cpp
+// and the driver read it; none names a facet).
+struct FacetCapture {
+  // The BPF setting (bpf_abi.h) that has each record carry it.
+  __u8 ct_config::*setting;
+  // A BPF program only it needs (by name): loaded and attached as the
+  // others when it is on, not loaded when it is off. Null: none.
+  const char* program = nullptr;
+  // Whether an analysis of it reads each call: a summary then has every
+  // call's record, not only BPF's counts.
+  bool every_record = false;
+};
 
 // How a live source names what BPF captured, while the record is decoded
 // (the recorder's symbolizer). Unset: the facet keeps the raw form
@@ -73,6 +101,10 @@ struct FacetJsonError {
 class Facet {
  public:
   virtual ~Facet() = default;
+  virtual FacetOption option() const = 0;
+  virtual FacetCapture capture() const = 0;
+  // Whether the command line turned it on.
+  bool on(const Options& opts) const;
   // Decodes and names its part of a record (bpf_abi.h), or clears it from
   // `c` when the record has none. The record fits (record_fits).
   virtual void decode(const ct_call& rec, const FacetNames* names, Call& c) const = 0;
@@ -90,6 +122,9 @@ class Facet {
   virtual void write_text(const Call& c, std::string& line, std::string& below) const = 0;
   // Its attributes on the call's OTLP span.
   virtual void otlp_attributes(const Call& c, AttributeSink& out) const = 0;
+  // Where it says the call was made, for a warning about the call (after
+  // the program's call site, in parentheses); empty: it says nothing.
+  virtual std::string call_site(const Call&) const { return {}; }
   // Its Perfetto args (string values).
   virtual void perfetto_args(const Call& c,
                              const std::function<void(std::string_view key, std::string_view value)>& arg) const = 0;

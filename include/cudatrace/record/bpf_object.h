@@ -74,20 +74,20 @@ class BpfObject {
   void drop_hot_frames_before(std::uint64_t ns);
 
   int events_fd() const;
-  int otel_tls_fd() const;
-  // Calls carry their thread's OpenTelemetry span (ct_config.thread_ctx).
-  bool thread_ctx() const;
+  // What the programs were loaded with (bpf_abi.h); once loaded.
+  const ct_config& settings() const;
+  // For the process captures (process_capture.h), which know their own: a
+  // map by its name in bpf/ (-1: none), and attaching a program loaded for
+  // a facet (FacetCapture::program) at `offset` of `path`, in `pid` (-1:
+  // every process that maps it).
+  int map_fd(const char* name) const;
+  bool attach_program(const char* name, const std::string& path, pid_t pid, std::uint64_t offset,
+                      std::string& error);
   int control_fd() const;
   // A ring buffer that becomes readable (and stays so) once every thread of
   // cudatrace has begun to exit, before its links are closed (watchdog.h).
   int tracer_exit_fd() const;
   int threads_fd() const;
-  // --py-stack: where process `pid`'s interpreter keeps its frames ("py_procs").
-  bool set_python(std::uint32_t pid, const ct_py_layout& layout);
-  void forget_python(std::uint32_t pid);
-  // --py-stack: probes CPython's code object deallocator at `offset` of
-  // `path` (ct_py_code_freed), which ends the identities cached in BPF.
-  bool watch_code_frees(const std::string& path, pid_t pid, std::uint64_t offset, std::string& error);
   // --py-stack: the next record with Python frames wakes the reader.
   void wake_on_python_frames();
   int process_cost_fd() const;

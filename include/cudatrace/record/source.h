@@ -5,12 +5,14 @@
 // runs either in the same way: nothing past a source knows which it is.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <vector>
 
 #include "cudatrace/accounting.h"
 #include "cudatrace/decode/decode.h"
+#include "cudatrace/decode/facet.h"
 #include "cudatrace/decode/stack_frame.h"
 #include "cudatrace/bpf_abi.h"
 #include "cudatrace/node_counts.h"
@@ -55,8 +57,10 @@ struct RecordsNeeded {
   // symbolised when the call is read (a trace prints every one).
   enum class Stacks : std::uint8_t { None, Addresses, Frames };
   Stacks stacks = Stacks::None;
-  // --py-stack: records of Python threads carry their Python frames.
-  bool py_stack = false;
+  // The facets whose context each record carries (decode/facet.h: what
+  // each asks capture for).
+  std::vector<const Facet*> facets;
+  bool captures(const Facet& f) const { return std::find(facets.begin(), facets.end(), &f) != facets.end(); }
   // The trace goes to standard output: a command started for it writes its
   // own output to standard error.
   bool trace_on_stdout = true;

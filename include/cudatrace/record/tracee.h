@@ -23,6 +23,7 @@
 #include "cudatrace/options.h"
 #include "cudatrace/record/bpf_object.h"
 #include "cudatrace/record/cost.h"
+#include "cudatrace/record/process_capture.h"
 #include "cudatrace/target/symbolizer.h"
 #include "cudatrace/target/thread_context.h"
 
@@ -83,8 +84,8 @@ class Tracee {
   const ProcessContext* process_context(std::uint32_t pid, std::uint64_t call_ns, bool now_anyway = false);
   // Distinct files with traced APIs probed.
   std::size_t probed_files() const { return probed_files_.size(); }
-  // --py-stack: processes with an interpreter whose frames cannot be read.
-  std::size_t python_unreadable() const { return python_unreadable_.size(); }
+  // Once tracing has ended: what the process captures could not read.
+  void say_what_was_missed() const;
 
  protected:
   // How a kind of target attaches to what its processes map.
@@ -107,11 +108,8 @@ class Tracee {
   void attach_mappings(pid_t pid);
   // The --lib files, for `pid` (-1: every process); an exit status.
   int attach_libs(pid_t pid);
-  // --py-stack: tells BPF where `pid`'s interpreter keeps its frames, once found.
-  void look_for_python(pid_t pid);
-  // --py-stack: probes `py`'s code object deallocator and gives the process
-  // its epoch (bpf_abi.h: ct_py_layout.code_epoch); false if not done.
-  bool watch_code_frees(pid_t pid, const PyInterpreter& py);
+  // At attach: the BPF object, and the process captures made for its settings.
+  void use_bpf(BpfObject& bpf);
   // A file with traced APIs was probed.
   void note_probed_file(const std::string& path);
   // Where processes are stopped at library loads: a watchdog that continues
@@ -132,10 +130,9 @@ class Tracee {
   std::set<std::tuple<pid_t, std::uint64_t, std::uint64_t>> seen_mappings_;  // pid, inode, start
   std::set<std::pair<dev_t, ino_t>> probed_files_;
   std::function<void(pid_t)> probed_process_;
-  // OpenTelemetry context (docs/correlation.md): where each process keeps
-  // its thread context (told to BPF), and its process context.
-  void find_thread_context(pid_t pid, const std::vector<Mapping>& maps);
-  ThreadContextFinder thread_contexts_;
+  // What is read in each process for the contexts BPF captures, at each look at its maps.
+  std::vector<std::unique_ptr<ProcessCapture>> captures_;
+  // The OpenTelemetry process context of each process (docs/correlation.md).
   struct OtelProcess {
     std::unique_ptr<ProcessContext> context;  // the last one found
     std::unique_ptr<ProcessContext> previous;  // the one it replaced, for calls that began before since_ns
@@ -147,8 +144,6 @@ class Tracee {
   std::map<std::uint32_t, OtelProcess> otel_;
   OtelProcess* last_otel_ = nullptr;  // otel_[last_otel_pid_]
   std::uint32_t last_otel_pid_ = 0;
-  std::set<pid_t> python_unreadable_;
-  std::uint64_t py_epochs_ = 0;
   // Driver functions probed on demand (Probes::defer_driver), per process:
   // those not probed yet by their address there, and the driver functions
   // its files import that no driver file of it defined yet.
