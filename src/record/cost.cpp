@@ -301,7 +301,8 @@ std::optional<double> waited_for_tracer(const TracerCpu& tracer, const cpu_set_t
   cpu_set_t shared;
   CPU_AND(&shared, &process_cpus, &tracer.cpus);
   const int n_shared = CPU_COUNT(&shared);
-  if (n_shared == 0 || tracer_allowed == 0 || CPU_COUNT(&process_cpus) >= tracer.online_cpus) return std::nullopt;
+  const bool confined = CPU_COUNT(&process_cpus) < tracer.online_cpus || tracer.online_cpus == 1;
+  if (n_shared == 0 || tracer_allowed == 0 || !confined) return std::nullopt;
   const double tracer_there = double(tracer.cpu_ns) * n_shared / tracer_allowed;
   return std::min(tracer_there, double(run_delay_while_traced_ns));
 }

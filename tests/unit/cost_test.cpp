@@ -83,6 +83,10 @@ TEST(ProbeCost, AProcessWaitsForTheTracerOnlyOnCpusTheyShare) {
   CPU_ZERO(&every);
   for (int c = 0; c < 16; ++c) CPU_SET(c, &every);
   EXPECT_FALSE(waited_for_tracer(tracer_on({0, 1}, 40), every, 90 * ms));
+  // A host of one CPU: nowhere else to go.
+  TracerCpu alone = tracer_on({0}, 40);
+  alone.online_cpus = 1;
+  EXPECT_DOUBLE_EQ(*waited_for_tracer(alone, cpus({0}), 90 * ms), 40.0 * ms);
 }
 
 TEST(ProbeCost, TheWaitIsCountedWhileTracedFromLiveAndExitedThreads) {

@@ -82,7 +82,8 @@ TracerCpu tracer_cpu(std::uint64_t cpu_at_start_ns);
 std::uint64_t own_cpu_ns();
 
 // What a traced process waited for cudatrace. Where the process is confined
-// to fewer CPUs than the host has online (taskset, a container's cpuset) and
+// to fewer CPUs than the host has online (taskset, a container's cpuset; or
+// the host has one) and
 // cudatrace may run on some of them, the scheduler cannot move either away
 // from the other: cudatrace's CPU time there (its share, by CPUs) is time
 // the process may have waited for, and its own run-queue wait while traced
