@@ -2,6 +2,8 @@
 // lookup the facets find theirs by (record_section) and the reader's check of
 // a record (record_fits), on sections as BPF writes them and malformed ones.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <memory>
@@ -128,10 +130,41 @@ TEST(RecordSections, EachIsFoundByItsKindInAnyOrder) {
   EXPECT_EQ(d.span_attrs, attrs);
 }
 
+// A copy of a record at the end of a page whose next page cannot be read: a
+// read past the bytes the ring buffer gave it faults.
+class AtPageEnd {
+ public:
+  explicit AtPageEnd(const ct_call& rec) {
+    const std::size_t n = CT_ALIGN8(sizeof(ct_call) + sent_bytes(rec));
+    void* m = mmap(nullptr, 2 * page_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    EXPECT_NE(m, MAP_FAILED);
+    if (m == MAP_FAILED) return;
+    mem_ = static_cast<std::uint8_t*>(m);
+    EXPECT_EQ(mprotect(mem_ + page_, page_, PROT_NONE), 0);
+    rec_ = reinterpret_cast<ct_call*>(mem_ + page_ - n);
+    std::memcpy(rec_, &rec, n);
+  }
+  ~AtPageEnd() {
+    if (mem_) munmap(mem_, 2 * page_);
+  }
+  AtPageEnd(const AtPageEnd&) = delete;
+  AtPageEnd& operator=(const AtPageEnd&) = delete;
+  const ct_call* rec() const { return rec_; }
+
+ private:
+  const std::size_t page_ = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  std::uint8_t* mem_ = nullptr;
+  ct_call* rec_ = nullptr;
+};
+
 // A record whose sections are malformed is rejected whole, and a facet
-// decoding it anyway finds nothing: no byte past sections_len is read.
-void expect_malformed(const ct_call& rec) {
-  EXPECT_FALSE(record_fits(rec, sent_bytes(rec) + 64));
+// decoding it anyway finds nothing; no byte past sections_len is read.
+void expect_malformed(const ct_call& built) {
+  const AtPageEnd copy(built);
+  ASSERT_NE(copy.rec(), nullptr);
+  const ct_call& rec = *copy.rec();
+  EXPECT_FALSE(record_fits(rec, sent_bytes(rec)));
+  EXPECT_FALSE(record_fits(rec, sent_bytes(rec) + 64));  // whatever room the ring gave it
   for (std::uint32_t kind : {CT_SECTION_STACK, CT_SECTION_PY_FRAMES, CT_SECTION_SPAN})
     EXPECT_EQ(record_section(rec, kind).bytes, nullptr) << kind;
   const Decoded d = decode(rec);
@@ -196,18 +229,22 @@ TEST(RecordSections, AFacetWhoseSectionIsNotItsKindsIsAbsent) {
   span.resize(CT_SPAN_SIZE + 8);  // attrs_size says 10 bytes of attributes, 8 follow
   const std::uint8_t short_span[24] = {};
   const std::uint8_t frame_and_a_half[40] = {};
-  add_section(*b, CT_SECTION_SPAN, span.data(), span.size());
   add_section(*b, CT_SECTION_PY_FRAMES, frame_and_a_half, sizeof frame_and_a_half);
-  ASSERT_TRUE(record_fits(b->rec, sent_bytes(b->rec)));
-  Decoded d = decode(b->rec);
+  add_section(*b, CT_SECTION_SPAN, span.data(), span.size());
+  const AtPageEnd copy(b->rec);
+  ASSERT_NE(copy.rec(), nullptr);
+  ASSERT_TRUE(record_fits(*copy.rec(), sent_bytes(b->rec)));
+  const Decoded d = decode(*copy.rec());
   ASSERT_TRUE(d.ok);
   EXPECT_FALSE(d.has_span);
   EXPECT_TRUE(d.py_codes.empty());
 
   b = record();
   add_section(*b, CT_SECTION_SPAN, short_span, sizeof short_span);
-  ASSERT_TRUE(record_fits(b->rec, sent_bytes(b->rec)));
-  EXPECT_FALSE(decode(b->rec).has_span);
+  const AtPageEnd short_copy(b->rec);
+  ASSERT_NE(short_copy.rec(), nullptr);
+  ASSERT_TRUE(record_fits(*short_copy.rec(), sent_bytes(b->rec)));
+  EXPECT_FALSE(decode(*short_copy.rec()).has_span);
 }
 
 }  // namespace
