@@ -16,7 +16,8 @@ const volatile struct ct_config settings = {
  * largest: the stack, the Python frames and the span. */
 #define CT_SCRATCH_SPAN (CT_SPAN_BYTES(CT_MAX_SPAN_ATTRS) + 8) /* and the word read_span zeroes after it */
 #define CT_SCRATCH_SECTIONS \
-	(3 * sizeof(struct ct_section) + CT_MAX_STACK_FRAMES * 8 + CT_MAX_PY_FRAMES * sizeof(struct ct_py_frame) + CT_SCRATCH_SPAN)
+	(3 * sizeof(struct ct_section) + CT_MAX_STACK_FRAMES * 8 + \
+	 CT_MAX_PY_FRAMES * sizeof(struct ct_py_frame) + CT_SCRATCH_SPAN)
 struct exit_scratch {
 	struct ct_call call;
 	__u8 payload[CT_MAX_PAYLOAD + CT_SCRATCH_SECTIONS];
