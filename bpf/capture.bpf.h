@@ -115,7 +115,7 @@ static __always_inline __u8 read_out(__u64 *dst, __u64 cookie, __u64 *args, int 
 	return 0;
 }
 
-/* Fills every field but payload_len and stack_len (ring memory is not zeroed).
+/* Fills every field but payload_len (ring memory is not zeroed); no sections yet.
  * Out-params come from the innermost forward when one returned. */
 static __always_inline void fill_call(struct ct_call *c, __u32 type, __u64 pid_tgid, struct ct_thread_state *st,
 				      struct ct_frame *f, __u8 flags)
@@ -128,8 +128,7 @@ static __always_inline void fill_call(struct ct_call *c, __u32 type, __u64 pid_t
 	c->ts_ns = f->ts_ns;
 	__builtin_memcpy(c->args, f->args, sizeof(c->args));
 	c->depth = f->level;
-	c->py_frames = 0;
-	c->span_present = 0;
+	c->sections_len = 0;
 	__builtin_memcpy(c->comm, st->comm, sizeof(c->comm));
 	if (type != CT_REC_CALL) {
 		c->outs[0] = 0;
@@ -197,11 +196,13 @@ static __always_inline __u32 read_span(struct ct_tls_target *t, __u8 *dst)
 	__u32 n = sp->attrs_size;
 	if (n > CT_MAX_SPAN_ATTRS)
 		n = CT_MAX_SPAN_ATTRS;
+	/* Its section's length is a multiple of 8: zeros after the attributes. */
+	*(__u64 *)(dst + CT_SPAN_SIZE + (n & ~7u)) = 0;
 	if (n && bpf_probe_read_user(dst + CT_SPAN_SIZE, n, (void *)(rec + CT_SPAN_HEADER)))
 		n = 0;
 	sp->attrs_size = n;
 	sp->pad = 0;
-	return CT_SPAN_BYTES(n);
+	return CT_ALIGN8(CT_SPAN_BYTES(n));
 }
 
 /* --py-stack (docs/python.md): the calling thread's Python frames. */
@@ -419,6 +420,37 @@ static __always_inline __u32 read_py_frames(struct exit_scratch *s, struct ct_py
 	return c->n;
 }
 
+/* A record's sections (bpf_abi.h: struct ct_section) follow its payload:
+ * the bytes of each go at section_bytes_at, then append_section puts its
+ * header before them. */
+
+/* Where the next section's bytes go in s->payload: after its header, at the
+ * record's end. The bound (room for `max_len` bytes) is for the verifier:
+ * the scratch has room for every kind at its largest. */
+static __always_inline __u64 section_bytes_at(struct exit_scratch *s, __u32 max_len)
+{
+	/* 64-bit: no zero extension between the check and the index */
+	__u64 at = CT_ALIGN8((__u64)s->call.payload_len) + s->call.sections_len + sizeof(struct ct_section);
+	if (at > sizeof(s->payload) - max_len)
+		at = sizeof(s->payload) - max_len;
+	barrier_var(at); /* keep the bound on the register that indexes */
+	return at;
+}
+
+/* Appends the section of `kind` whose `len` bytes (a multiple of 8) are at
+ * section_bytes_at. */
+static __always_inline void append_section(struct exit_scratch *s, __u32 kind, __u32 len)
+{
+	__u64 at = CT_ALIGN8((__u64)s->call.payload_len) + s->call.sections_len;
+	barrier_var(at); /* clang must not drop the check */
+	if (at > sizeof(s->payload) - sizeof(struct ct_section))
+		return;
+	struct ct_section *h = (struct ct_section *)&s->payload[at];
+	h->kind = kind;
+	h->len = len;
+	s->call.sections_len += sizeof(*h) + len;
+}
+
 /* Sends the record of a completed call; false when the ring could not take it. */
 static __always_inline bool emit_call(void *ctx, __u64 pid_tgid, struct ct_thread_state *st, struct ct_frame *f,
 				      __u64 dur, __s64 ret, __u64 caller, __u8 flags)
@@ -443,8 +475,6 @@ static __always_inline bool emit_call(void *ctx, __u64 pid_tgid, struct ct_threa
 		c->ret = ret;
 		c->caller = caller;
 		c->payload_len = 0;
-		c->stack_len = 0;
-		c->py_frames = 0;
 		bpf_ringbuf_submit(c, ring_flags());
 		return true;
 	}
@@ -458,56 +488,43 @@ static __always_inline bool emit_call(void *ctx, __u64 pid_tgid, struct ct_threa
 	c->dur_ns = dur;
 	c->ret = ret;
 	c->caller = caller;
-	c->stack_len = 0;
-	c->py_frames = 0;
 	__u32 len = read_payload(s, cookie, f);
 	if (len > CT_MAX_PAYLOAD)
 		len = CT_MAX_PAYLOAD;
 	c->payload_len = len;
-	__u64 size = sizeof(struct ct_call) + len;
 	if (settings.capture_stack) {
-		__u32 off = CT_ALIGN8(len);
-		if (off > CT_MAX_PAYLOAD)
-			off = CT_MAX_PAYLOAD;
 		/* At a return probe the registers are the caller's: the first
 		 * frame is the call site, the rest follow its frame pointers. */
-		long n = bpf_get_stack(ctx, &s->payload[off], CT_MAX_STACK_FRAMES * 8, BPF_F_USER_STACK);
-		if (n > 0 && n <= CT_MAX_STACK_FRAMES * 8) {
-			c->stack_len = n / 8;
-			size = sizeof(struct ct_call) + off + n;
-		}
+		long n = bpf_get_stack(ctx, &s->payload[section_bytes_at(s, CT_MAX_STACK_FRAMES * 8)],
+				       CT_MAX_STACK_FRAMES * 8, BPF_F_USER_STACK);
+		if (n > 0 && n <= CT_MAX_STACK_FRAMES * 8)
+			append_section(s, CT_SECTION_STACK, n);
 	}
 	/* Python frames and spans are read in the traced thread, unpriced by the
 	 * start-up measurement (cudatrace has neither): timed, for the exit line. */
 	__u64 facets_start = py || tls ? bpf_ktime_get_ns() : 0;
+	__u32 py_frames = 0;
 	if (py) {
-		__u32 off = CT_PY_FRAMES_OFFSET(len, c->stack_len);
-		if (off > CT_MAX_PAYLOAD + CT_MAX_STACK_FRAMES * 8)
-			off = CT_MAX_PAYLOAD + CT_MAX_STACK_FRAMES * 8;
-		__u32 n = read_py_frames(s, py, off, st);
-		if (n > CT_MAX_PY_FRAMES)
-			n = CT_MAX_PY_FRAMES;
-		c->py_frames = n;
-		if (n)
-			size = sizeof(struct ct_call) + off + n * sizeof(struct ct_py_frame);
+		py_frames = read_py_frames(s, py, section_bytes_at(s, CT_MAX_PY_FRAMES * sizeof(struct ct_py_frame)), st);
+		if (py_frames > CT_MAX_PY_FRAMES)
+			py_frames = CT_MAX_PY_FRAMES;
+		if (py_frames)
+			append_section(s, CT_SECTION_PY_FRAMES, py_frames * sizeof(struct ct_py_frame));
 	}
 	if (tls) {
-		__u32 at = CT_SPAN_OFFSET(len, c->stack_len, c->py_frames);
-		if (at > CT_SCRATCH_SPAN_AT)
-			at = CT_SCRATCH_SPAN_AT;
-		barrier_var(at);
-		__u32 n = read_span(tls, &s->payload[at]);
-		if (n) {
-			c->span_present = 1;
-			size = sizeof(struct ct_call) + at + n;
-		}
+		__u32 n = read_span(tls, &s->payload[section_bytes_at(s, CT_SECTION_SPAN_ROOM)]);
+		if (n)
+			append_section(s, CT_SECTION_SPAN, n);
 	}
 	if (facets_start)
 		st->capture_ns += bpf_ktime_get_ns() - facets_start;
+	__u64 size = sizeof(struct ct_call) + len;
+	if (c->sections_len)
+		size = sizeof(struct ct_call) + CT_ALIGN8(len) + c->sections_len;
 	if (size > sizeof(*s))
 		size = sizeof(*s);
 	__u64 wake = ring_flags();
-	if (c->py_frames && py_reader_waiting) {
+	if (py_frames && py_reader_waiting) {
 		py_reader_waiting = 0;
 		wake = BPF_RB_FORCE_WAKEUP;
 	}

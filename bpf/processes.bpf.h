@@ -130,7 +130,6 @@ int BPF_PROG(ct_thread_exit, struct task_struct *task)
 			c->ret = 0;
 			c->caller = 0;
 			c->payload_len = 0;
-			c->stack_len = 0;
 			bpf_ringbuf_submit(c, BPF_RB_FORCE_WAKEUP);
 		}
 		bpf_map_delete_elem(&threads, &tid);

@@ -11,14 +11,12 @@ const volatile struct ct_config settings = {
 	.wakeup_every = 256,
 };
 
-/* A record built before it is sent: the call, then its payload, stack,
- * Python frames and span (bpf_abi.h: CT_SPAN_OFFSET), each at most its
- * maximum. */
-#define CT_SCRATCH_SPAN_AT \
-	(CT_MAX_PAYLOAD + CT_MAX_STACK_FRAMES * 8 + CT_MAX_PY_FRAMES * sizeof(struct ct_py_frame))
+/* A record built before it is sent: the call, then its payload and its
+ * sections (bpf_abi.h: struct ct_section), room for each kind at its
+ * largest. */
 struct exit_scratch {
 	struct ct_call call;
-	__u8 payload[CT_SCRATCH_SPAN_AT + CT_SPAN_BYTES(CT_MAX_SPAN_ATTRS)];
+	__u8 payload[CT_MAX_PAYLOAD + CT_SECTIONS_MAX_BYTES];
 };
 
 /* --py-stack: the interpreter layout of each Python process (by tgid), set

@@ -180,22 +180,36 @@ struct ct_call {
 	__u8 depth;        /* number of enclosing probed calls */
 	__u8 flags;        /* CT_FLAG_* */
 	__u16 payload_len; /* bytes of payload following this struct */
-	__u16 stack_len;   /* user stack frames (u64 each) after the payload, at
-			    * sizeof(struct ct_call) + CT_ALIGN8(payload_len) */
-	__u8 py_frames;    /* Python frames (struct ct_py_frame) after the stack, at
-			    * sizeof(struct ct_call) + CT_PY_FRAMES_OFFSET(payload_len, stack_len) */
-	__u8 span_present; /* a struct ct_span (and its attributes) at CT_SPAN_OFFSET */
+	__u32 sections_len; /* bytes of sections (struct ct_section) after the payload */
 	char comm[CT_COMM_LEN];
 };
 
 #define CT_ALIGN8(n) (((n) + 7) & ~7u)
-/* User stack frames captured with --stack, innermost (the call site) first. */
+
+/*
+ * The contexts a call carries besides its arguments (facets, docs/design.md)
+ * follow its payload as tagged sections, at sizeof(struct ct_call) +
+ * CT_ALIGN8(payload_len): each a struct ct_section and its `len` bytes, the
+ * next one right after, sections_len bytes in all. A record has each kind at
+ * most once, in any order; a call without contexts has none.
+ */
+enum ct_section_kind {
+	CT_SECTION_STACK = 1,     /* --stack: user stack frames (u64 each), innermost (the call site) first */
+	CT_SECTION_PY_FRAMES = 2, /* --py-stack: struct ct_py_frame each, innermost first */
+	CT_SECTION_SPAN = 3,      /* OpenTelemetry span: struct ct_span, its attributes, zeros to 8 bytes */
+};
+/* Kinds are below this: user space tells a kind seen twice with a bit per kind. */
+#define CT_SECTION_KINDS 32
+struct ct_section {
+	__u32 kind; /* enum ct_section_kind */
+	__u32 len;  /* bytes that follow this header, a multiple of 8 */
+};
+
+/* User stack frames captured with --stack. */
 #define CT_MAX_STACK_FRAMES 64
 
-/* --py-stack (docs/python.md): the Python frames of the calling thread,
- * innermost first, after the user stack. */
+/* --py-stack (docs/python.md): the Python frames of the calling thread. */
 #define CT_MAX_PY_FRAMES 32
-#define CT_PY_FRAMES_OFFSET(payload_len, stack_len) (CT_ALIGN8(payload_len) + (__u32)(stack_len) * 8)
 struct ct_py_frame {
 	__u64 code;  /* the frame's code object */
 	__u64 instr; /* 3.10: f_lasti (in code units); 3.11+: the instruction pointer
@@ -272,9 +286,7 @@ struct ct_py_layout {
  * followed by attrs_size bytes of attributes, each [key index u8][length u8]
  * [value]. A call whose thread had a valid record carries the header and up
  * to CT_MAX_SPAN_ATTRS bytes of attributes (ct_span.attrs_size says how many
- * were copied) at CT_SPAN_OFFSET: after the payload, the native stack and the
- * Python frames.
- * One macro for every reader and writer of the layout.
+ * were copied) in its CT_SECTION_SPAN section.
  */
 #define CT_SPAN_HEADER 28 /* what the OTEP record's header holds */
 #define CT_MAX_SPAN_ATTRS 256
@@ -287,10 +299,16 @@ struct ct_span {
 	__u32 pad;
 };
 #define CT_SPAN_SIZE 32 /* sizeof(struct ct_span) */
-#define CT_SPAN_OFFSET(payload_len, stack_len, py_frames) \
-	(CT_PY_FRAMES_OFFSET(payload_len, stack_len) + (__u32)(py_frames) * sizeof(struct ct_py_frame))
-/* Bytes after struct ct_call taken by a span with `attrs` attribute bytes. */
+/* Bytes of a span with `attrs` attribute bytes (its section's are CT_ALIGN8 of them). */
 #define CT_SPAN_BYTES(attrs) (CT_SPAN_SIZE + (attrs))
+
+/* The most bytes of sections one record can carry, each kind at its largest:
+ * BPF builds records with room for them (a new kind adds its own here). The
+ * span's has room for the word read_span zeroes after it. */
+#define CT_SECTION_SPAN_ROOM (CT_SPAN_BYTES(CT_MAX_SPAN_ATTRS) + 8)
+#define CT_SECTIONS_MAX_BYTES \
+	(3 * sizeof(struct ct_section) + CT_MAX_STACK_FRAMES * 8 + \
+	 CT_MAX_PY_FRAMES * sizeof(struct ct_py_frame) + CT_SECTION_SPAN_ROOM)
 
 /*
  * Where a process's otel_thread_ctx_v1 lives ("otel_tls" hash, by tgid; set by

@@ -90,33 +90,45 @@ const char* Call::ret_name() const {
   return cuda_error_name(api->layer(), status());
 }
 
-std::vector<std::uint64_t> record_stack(const ct_call& rec) {
-  std::vector<std::uint64_t> out(rec.stack_len);
-  const auto* base = reinterpret_cast<const std::uint8_t*>(&rec + 1) + CT_ALIGN8(rec.payload_len);
-  if (!out.empty()) std::memcpy(out.data(), base, out.size() * sizeof(std::uint64_t));
-  return out;
+static_assert(sizeof(ct_span) == CT_SPAN_SIZE && CT_SPAN_HEADER == 28, "ct_span: the OTEP 4947 record header, padded");
+static_assert(sizeof(ct_section) == 8, "ct_section: a section's bytes stay 8-byte aligned");
+
+// Walks rec's sections; false when they are malformed. `found` gets the one of `kind`.
+static bool walk_sections(const ct_call& rec, std::uint32_t kind, RecordSection& found) {
+  const std::uint8_t* at = reinterpret_cast<const std::uint8_t*>(&rec + 1) + CT_ALIGN8(std::size_t(rec.payload_len));
+  std::size_t left = rec.sections_len;
+  std::uint32_t seen = 0;  // a bit per kind
+  while (left) {
+    ct_section h;
+    if (left < sizeof h) return false;
+    std::memcpy(&h, at, sizeof h);
+    at += sizeof h;
+    left -= sizeof h;
+    if (h.kind == 0 || h.kind >= CT_SECTION_KINDS || (seen >> h.kind & 1) || h.len > left || h.len % 8) return false;
+    seen |= 1u << h.kind;
+    if (h.kind == kind) found = {at, h.len};
+    at += h.len;
+    left -= h.len;
+  }
+  return true;
 }
 
-static_assert(sizeof(ct_span) == CT_SPAN_SIZE && CT_SPAN_HEADER == 28, "ct_span: the OTEP 4947 record header, padded");
+RecordSection record_section(const ct_call& rec, std::uint32_t kind) {
+  RecordSection found;
+  return walk_sections(rec, kind, found) ? found : RecordSection{};
+}
 
 bool record_fits(const ct_call& rec, std::size_t room) {
-  if (rec.payload_len > room) return false;
-  if (rec.stack_len && CT_ALIGN8(rec.payload_len) + std::size_t(rec.stack_len) * 8 > room) return false;
-  if (rec.py_frames > CT_MAX_PY_FRAMES) return false;
-  if (rec.py_frames &&
-      CT_PY_FRAMES_OFFSET(std::size_t(rec.payload_len), std::size_t(rec.stack_len)) + rec.py_frames * sizeof(ct_py_frame) > room)
-    return false;
-  if (!rec.span_present) return true;
-  const std::size_t at = CT_SPAN_OFFSET(std::size_t(rec.payload_len), std::size_t(rec.stack_len), rec.py_frames);
-  if (at + CT_SPAN_SIZE > room) return false;
-  ct_span span;
-  std::memcpy(&span, reinterpret_cast<const std::uint8_t*>(&rec + 1) + at, sizeof span);
-  return at + CT_SPAN_BYTES(std::size_t(span.attrs_size)) <= room;
+  if (!rec.sections_len) return rec.payload_len <= room;  // sent without the payload's padding
+  RecordSection none;
+  return CT_ALIGN8(std::size_t(rec.payload_len)) + rec.sections_len <= room && walk_sections(rec, 0, none);
 }
 
-const ct_py_frame* record_py_frames(const ct_call& rec) {
-  return reinterpret_cast<const ct_py_frame*>(reinterpret_cast<const std::uint8_t*>(&rec + 1) +
-                                              CT_PY_FRAMES_OFFSET(rec.payload_len, rec.stack_len));
+std::vector<std::uint64_t> record_stack(const ct_call& rec) {
+  const RecordSection s = record_section(rec, CT_SECTION_STACK);
+  std::vector<std::uint64_t> out(s.len / sizeof(std::uint64_t));
+  if (!out.empty()) std::memcpy(out.data(), s.bytes, out.size() * sizeof(std::uint64_t));
+  return out;
 }
 
 bool decode_call(const ct_call& rec, KernelNames* names, Call& call, const StringReader* read_string,

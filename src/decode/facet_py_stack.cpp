@@ -29,7 +29,11 @@ class PyStackFacet final : public Facet {
 
   void decode(const ct_call& rec, const FacetNames* names, Call& c) const override {
     c.py_stack.clear();
-    if (rec.py_frames && names && names->python) names->python(c.pid, record_py_frames(rec), rec.py_frames, c.py_stack);
+    const RecordSection s = record_section(rec, CT_SECTION_PY_FRAMES);
+    const std::size_t n = s.len / sizeof(ct_py_frame);
+    // Whole frames, no more than BPF reads: else not frames BPF wrote.
+    if (!n || s.len % sizeof(ct_py_frame) || n > CT_MAX_PY_FRAMES || !names || !names->python) return;
+    names->python(c.pid, reinterpret_cast<const ct_py_frame*>(s.bytes), n, c.py_stack);
   }
 
   bool present(const Call& c) const override { return !c.py_stack.empty(); }

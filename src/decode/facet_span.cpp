@@ -41,15 +41,15 @@ class SpanFacet final : public Facet {
   FacetCapture capture() const override { return {&ct_config::thread_ctx}; }
 
   void decode(const ct_call& rec, const FacetNames*, Call& c) const override {
-    c.has_span = rec.span_present != 0;
-    if (!c.has_span) {
-      c.span = {};
-      return;
-    }
-    const auto* at = reinterpret_cast<const std::uint8_t*>(&rec + 1) +
-                     CT_SPAN_OFFSET(rec.payload_len, rec.stack_len, rec.py_frames);
+    c.has_span = false;
+    c.span = {};
+    const RecordSection sec = record_section(rec, CT_SECTION_SPAN);
+    if (sec.len < CT_SPAN_SIZE) return;  // none, or too short to be one
+    const std::uint8_t* at = sec.bytes;
     ct_span s;
     std::memcpy(&s, at, sizeof s);
+    if (CT_SPAN_BYTES(std::size_t(s.attrs_size)) > sec.len) return;  // attributes past its section
+    c.has_span = true;
     std::memcpy(c.span.trace_id.data(), s.trace_id, 16);
     std::memcpy(c.span.span_id.data(), s.span_id, 8);
     c.span.trace_flags = s.trace_flags;

@@ -162,7 +162,7 @@ void RecordReader::on_call(const ct_call& rec) {
   }
   if (call_.api->group() == Group::Module) names_.learn(call_);
   call_.otel = target_.process_context(call_.pid, rec.ts_ns);
-  if (rec.py_frames) ++python_records_;  // the reader waits less for more (wait_ms)
+  if (record_section(rec, CT_SECTION_PY_FRAMES).bytes) ++python_records_;  // the reader waits less for more (wait_ms)
   consumer_->on_call(call_);
 }
 

@@ -29,8 +29,8 @@ void require_one_line(const fmt::memory_buffer& buf) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size < sizeof(ct_call)) return 0;
-  // As the session does (on_record): the payload, the stack and the span
-  // after it must fit in what arrived (record_fits).
+  // As the session does (on_record): the payload and the sections after it
+  // must fit in what arrived and be well formed (record_fits).
   std::vector<std::uint64_t> storage((size + 7) / 8);
   std::memcpy(storage.data(), data, size);
   auto& rec = *reinterpret_cast<ct_call*>(storage.data());

@@ -66,10 +66,7 @@ inline void with_record_call(std::string_view symbol, const std::vector<Arg>& ar
   }
   for (std::size_t o = 0; o < spec.outs.size() && o < CT_MAX_OUTS; ++o) b->rec.outs[o] = spec.outs[o];
   if (!payload.empty()) set_payload(*b, payload.data(), payload.size());
-  if (!spec.stack.empty()) {
-    std::memcpy(b->payload + CT_ALIGN8(b->rec.payload_len), spec.stack.data(), spec.stack.size() * 8);
-    b->rec.stack_len = static_cast<std::uint16_t>(spec.stack.size());
-  }
+  if (!spec.stack.empty()) add_section(*b, CT_SECTION_STACK, spec.stack.data(), spec.stack.size() * 8);
   cudatrace::Call call;
   ASSERT_TRUE(cudatrace::decode_call(b->rec, names, call));
   use(b->rec, call);

@@ -143,8 +143,8 @@ TEST(Otel, HexIds) {
   EXPECT_FALSE(parse_hex_id("0aff00g0", back, 4));
 }
 
-// A record with a span after its payload and stack (CT_SPAN_OFFSET): decoded,
-// written as JSON, read back by report into the same record.
+// A record with a span section after its payload and stack section:
+// decoded, written as JSON, read back by report into the same record.
 TEST(Otel, SpanOfARecordRoundTrips) {
   alignas(8) std::uint8_t buf[sizeof(ct_call) + 512] = {};
   auto& rec = *reinterpret_cast<ct_call*>(buf);
@@ -158,9 +158,7 @@ TEST(Otel, SpanOfARecordRoundTrips) {
   rec.ts_ns = 1000;
   rec.dur_ns = 50;
   rec.payload_len = 3;
-  rec.stack_len = 1;
   std::memcpy(rec.comm, "app", 3);
-  rec.span_present = 1;
   ct_span span{};
   for (int i = 0; i < 16; ++i) span.trace_id[i] = static_cast<std::uint8_t>(i + 1);
   for (int i = 0; i < 8; ++i) span.span_id[i] = static_cast<std::uint8_t>(0xa0 + i);
@@ -168,10 +166,16 @@ TEST(Otel, SpanOfARecordRoundTrips) {
   span.trace_flags = 1;
   const std::string attrs("\x00\x08/predict", 10);
   span.attrs_size = static_cast<std::uint16_t>(attrs.size());
-  const std::size_t at = sizeof(ct_call) + CT_SPAN_OFFSET(rec.payload_len, rec.stack_len, rec.py_frames);
-  std::memcpy(buf + at, &span, sizeof span);
-  std::memcpy(buf + at + CT_SPAN_SIZE, attrs.data(), attrs.size());
-  const std::size_t room = at + CT_SPAN_BYTES(attrs.size()) - sizeof(ct_call);
+  const ct_section stack{CT_SECTION_STACK, 8};
+  const ct_section span_section{CT_SECTION_SPAN, static_cast<std::uint32_t>(CT_ALIGN8(CT_SPAN_BYTES(attrs.size())))};
+  std::uint8_t* at = buf + sizeof(ct_call) + CT_ALIGN8(rec.payload_len);
+  std::memcpy(at, &stack, sizeof stack);
+  at += sizeof stack + stack.len;
+  std::memcpy(at, &span_section, sizeof span_section);
+  std::memcpy(at + sizeof span_section, &span, sizeof span);
+  std::memcpy(at + sizeof span_section + CT_SPAN_SIZE, attrs.data(), attrs.size());
+  rec.sections_len = 2 * sizeof(ct_section) + stack.len + span_section.len;
+  const std::size_t room = CT_ALIGN8(rec.payload_len) + rec.sections_len;
   EXPECT_TRUE(record_fits(rec, room));
   EXPECT_FALSE(record_fits(rec, room - 1));
 

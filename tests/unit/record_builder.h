@@ -1,5 +1,6 @@
 // Helpers for building ct_call records by hand, the way the BPF side lays
-// them out in the ring buffer (payload bytes directly after the struct).
+// them out in the ring buffer (payload bytes directly after the struct, then
+// the sections).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -18,10 +19,11 @@
 
 namespace cudatrace_test {
 
-// A ring-buffer record: the fixed struct, then up to CT_MAX_PAYLOAD bytes.
+// A ring-buffer record: the fixed struct, then up to CT_MAX_PAYLOAD bytes of
+// payload and its sections.
 struct RecBuf {
   ct_call rec;
-  std::uint8_t payload[CT_MAX_PAYLOAD];
+  std::uint8_t payload[CT_MAX_PAYLOAD + 2048];
 };
 static_assert(offsetof(RecBuf, payload) == sizeof(ct_call), "payload must follow the record directly");
 
@@ -48,6 +50,17 @@ inline void init_rec(RecBuf& b, std::string_view symbol, std::uint32_t pid = 123
 inline void set_payload(RecBuf& b, const void* data, std::size_t len) {
   std::memcpy(b.payload, data, len);
   b.rec.payload_len = static_cast<std::uint16_t>(len);
+}
+
+// Appends a section of `kind` with `len` bytes (well formed when a multiple
+// of 8) after the payload and the sections before it, as BPF does.
+inline void add_section(RecBuf& b, std::uint32_t kind, const void* data, std::size_t len) {
+  const std::size_t at = CT_ALIGN8(std::size_t(b.rec.payload_len)) + b.rec.sections_len;
+  ASSERT_LE(at + sizeof(ct_section) + len, sizeof b.payload);
+  const ct_section header{kind, static_cast<std::uint32_t>(len)};
+  std::memcpy(b.payload + at, &header, sizeof header);
+  if (len) std::memcpy(b.payload + at + sizeof header, data, len);
+  b.rec.sections_len += static_cast<std::uint32_t>(sizeof header + len);
 }
 
 // A NUL-terminated string payload, as bpf_probe_read_user_str stores it.

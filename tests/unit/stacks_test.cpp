@@ -26,13 +26,15 @@ std::uint64_t function_addr() { return reinterpret_cast<std::uint64_t>(&cudatrac
 TEST(Stacks, RecordStackFollowsThePayloadAtEightByteAlignment) {
   cudatrace_test::RecBuf b;
   cudatrace_test::init_rec(b, "cuModuleGetFunction");
-  cudatrace_test::set_string_payload(b, "kernel");  // 7 bytes: the stack starts at 8
-  const std::uint64_t frames[] = {0x401234, 0x405678};
-  std::memcpy(b.payload + 8, frames, sizeof frames);
-  b.rec.stack_len = 2;
-  EXPECT_EQ(record_stack(b.rec), (std::vector<std::uint64_t>{0x401234, 0x405678}));
-  b.rec.stack_len = 0;
+  cudatrace_test::set_string_payload(b, "kernel");  // 7 bytes: the stack's section starts at 8
   EXPECT_TRUE(record_stack(b.rec).empty());
+  const std::uint64_t frames[] = {0x401234, 0x405678};
+  cudatrace_test::add_section(b, CT_SECTION_STACK, frames, sizeof frames);
+  std::uint64_t at_8[3];
+  std::memcpy(at_8, b.payload + 8, sizeof at_8);
+  EXPECT_EQ(at_8[0], CT_SECTION_STACK | std::uint64_t(sizeof frames) << 32);  // its header
+  EXPECT_EQ(at_8[1], 0x401234u);
+  EXPECT_EQ(record_stack(b.rec), (std::vector<std::uint64_t>{0x401234, 0x405678}));
 }
 
 TEST(Stacks, ReturnAddressInsideAFunctionNamesItDemangled) {

@@ -171,13 +171,22 @@ std::string nccl_id_text(std::uint64_t id);
 // cudaStreamPerThread; nullptr for ordinary handles.
 const char* special_stream_name(std::uint64_t handle);
 
-// The stack frames stored after a record's payload (bpf_abi.h), innermost first.
-std::vector<std::uint64_t> record_stack(const ct_call& rec);
-// Whether a record of `room` bytes after its struct ct_call holds what its
-// lengths say: payload, stack, Python frames and span (bpf_abi.h).
+// The bytes of one of a record's sections (bpf_abi.h: struct ct_section).
+struct RecordSection {
+  const std::uint8_t* bytes = nullptr;  // nullptr: the record has no such section
+  std::size_t len = 0;
+};
+// A record's section of `kind` (enum ct_section_kind), found by the one walk
+// that checks them all against rec.sections_len: none when the record has
+// none of that kind or its sections are malformed (a header or length past
+// their end, a length not a multiple of 8, a kind 0, out of range or twice).
+// Reads nothing beyond the sections_len bytes after the aligned payload.
+RecordSection record_section(const ct_call& rec, std::uint32_t kind);
+// Whether a record of `room` bytes after its struct ct_call holds its payload
+// and its sections, and they are well formed.
 bool record_fits(const ct_call& rec, std::size_t room);
-// The Python frames stored after the stack (rec.py_frames of them).
-const ct_py_frame* record_py_frames(const ct_call& rec);
+// The user stack frames of a record's stack section, innermost first.
+std::vector<std::uint64_t> record_stack(const ct_call& rec);
 
 // Decodes `rec` (with `payload_len` bytes of payload after it) into `call`,
 // reusing its storage; its facets (facet.h) are named by `facet_names`.
