@@ -208,8 +208,10 @@ static __always_inline void exit_call(struct pt_regs *ctx)
 	__u64 dur = now - f->ts_ns;
 	__s64 not_failure = cookie & CT_COOKIE_NCCL_STATUS ? CT_NCCL_IN_PROGRESS : CT_CUDA_NOT_READY;
 	bool failed = ret != 0 && ret != not_failure;
+	/* Counted before the trace's own filters (--min-us, --errors): those select records, not counts. */
+	bool export_record = settings.export_counts && export_call(api, f, dur, ret, failed, pid_tgid);
 	if (settings.export_mode) {
-		if (!export_call(api, f, dur, ret, failed, pid_tgid))
+		if (!export_record)
 			return;
 	} else if (settings.summary_mode) {
 		aggregate(api, dur, failed);

@@ -4,8 +4,8 @@
 # On by default where they are found. cudatrace_otlp is what the tracer links:
 # the exporter, or, without it, otlp_absent.cpp, where --otlp says what the
 # build lacks and `cudatrace --version` says "built without: otlp".
-# cudatrace-static is built without it until static libprotobuf and libcurl
-# are available to it.
+# cudatrace-static compiles otlp.cpp again with the static libcurl's headers
+# (CMakeLists.txt) and shares cudatrace_otlp_encoding.
 find_package(Protobuf QUIET)
 find_package(CURL QUIET)
 find_package(ZLIB QUIET)
@@ -39,12 +39,22 @@ if(CUDATRACE_OTLP)
     DEPENDS ${otlp_proto_files}
     COMMENT "Compiling the OTLP schema (third_party/opentelemetry-proto) with protoc"
     VERBATIM)
-  add_library(cudatrace_otlp OBJECT src/render/otlp.cpp src/render/otlp_metrics.cpp ${otlp_proto_sources})
-  target_include_directories(cudatrace_otlp PRIVATE ${OTLP_PROTO_OUT})
-  target_compile_options(cudatrace_otlp PRIVATE ${COMMON_OPTIONS})
+  # The encoding (the generated schema, and the metrics' conversion) includes
+  # protobuf's headers only, the same for Debian's shared and static
+  # libprotobuf: compiled once, for cudatrace and cudatrace-static, each of
+  # which links the libprotobuf it uses. An archive, so that it goes along
+  # with the object libraries that use it (CMake links the objects of an
+  # object library only into the targets that name it).
+  add_library(cudatrace_otlp_encoding STATIC src/render/otlp_metrics.cpp ${otlp_proto_sources})
+  target_include_directories(cudatrace_otlp_encoding PUBLIC ${OTLP_PROTO_OUT} ${Protobuf_INCLUDE_DIRS}
+                             PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/include)
+  target_compile_options(cudatrace_otlp_encoding PRIVATE ${COMMON_OPTIONS})
   set_source_files_properties(${otlp_proto_sources} PROPERTIES COMPILE_OPTIONS "-w")  # generated code
+  add_library(cudatrace_otlp OBJECT src/render/otlp.cpp)
+  target_compile_options(cudatrace_otlp PRIVATE ${COMMON_OPTIONS})
   target_compile_definitions(cudatrace_otlp PRIVATE CUDATRACE_VERSION="${PROJECT_VERSION}")
-  target_link_libraries(cudatrace_otlp PUBLIC cudatrace_core protobuf::libprotobuf CURL::libcurl ZLIB::ZLIB)
+  target_link_libraries(cudatrace_otlp PUBLIC cudatrace_core cudatrace_otlp_encoding protobuf::libprotobuf CURL::libcurl
+                                              ZLIB::ZLIB)
 else()
   message(STATUS "cudatrace: built without the OTLP exporter (CUDATRACE_OTLP off)")
   add_library(cudatrace_otlp ALIAS cudatrace_otlp_absent)

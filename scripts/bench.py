@@ -23,7 +23,7 @@
   g. work per record (issue 46), on the fake runtime's launch loop (each
      cudaLaunchKernel nests a cuLaunchKernel), app on CPU 0 and cudatrace on
      CPU 1, per mode (--empty-probes, default, --summary, --prometheus, --json,
-     -f all):
+     -f all, --otlp beside the trace):
      the BPF programs' run time per run (kernel.bpf_stats_enabled=1), and
      cudatrace's own CPU time per record (-v; a 1-call run's start-up time
      subtracted), the minimum of the runs (scripts/bench.py --only g)
@@ -420,7 +420,9 @@ def bench_work_per_record(build, calls, reps):
     to_null = ["-o", "/dev/null"]  # --prometheus writes no trace: it takes no -o
     modes = {"--empty-probes": ["--empty-probes", *to_null], "default": to_null, "--summary": ["--summary", *to_null],
              "--prometheus": ["--prometheus", "127.0.0.1:0"], "--json": ["--json", *to_null],
-             "-f all": ["-f", "all", *to_null]}
+             "-f all": ["-f", "all", *to_null],
+             # The trace and the node's counts for --otlp's metrics (a down Collector: nothing is sent).
+             "--otlp": ["--otlp", "http://127.0.0.1:9", *to_null]}
     print(f"\n### Work per record: cudaLaunchKernel (fake runtime, nesting cuLaunchKernel) x {calls}, "
           f"{reps} interleaved runs, minimum\n")
     print("BPF: each program's run time / its runs (kernel BPF statistics); per call: all of them / calls.")

@@ -56,8 +56,8 @@ struct ct_config {
 	 * (CT_COOKIE_DRIVER inside CT_COOKIE_RUNTIME), which are otherwise part
 	 * of the runtime call's record. */
 	__u8 every_layer;
-	__u8 export_mode;     /* exporter mode: count calls in export_stats, records only for
-			       * allocations and frees */
+	__u8 export_mode;     /* exporter mode: records only for allocations and frees (the
+			       * calls are counted in export_stats: export_counts) */
 	/* Whole-node mode (--all-processes): every exec sends a map-change
 	 * record, so that user space looks at the new program's files (a static
 	 * runtime, a container's own dynamic loader) without stopping it. */
@@ -73,7 +73,10 @@ struct ct_config {
 	/* OpenTelemetry thread context (docs/correlation.md): a call of a
 	 * process that has an entry in "otel_tls" carries its thread's span. */
 	__u8 thread_ctx;
-	__u8 pad[2];
+	/* Count every completed call in export_stats (exporter mode, and --otlp's
+	 * metrics beside the records of a trace or summary). */
+	__u8 export_counts;
+	__u8 pad[1];
 };
 
 enum ct_record_type {
@@ -595,7 +598,7 @@ enum ct_counter {
 	CT_CNT_UNMATCHED,        /* frames discarded because a return skipped them */
 	CT_CNT_LOST_CONTROL,     /* ring full: map-change or unfinished record dropped */
 	CT_CNT_ACTIVITY_FULL,    /* activity map full: the call was sent as a record instead */
-	CT_CNT_EXPORT_FULL,      /* export_stats map full: the call was not counted (exporter mode) */
+	CT_CNT_EXPORT_FULL,      /* export_stats map full: the call was not counted (export_counts) */
 	CT_CNT_NR,
 };
 

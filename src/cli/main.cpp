@@ -426,9 +426,9 @@ void add_live_options(CLI::App& app, cudatrace::Options& opts, LiveArgs& args) {
   add_output_options(app, opts);
   add_facet_options(app, opts, kOutput);
   app.add_option("--prometheus", opts.prometheus_address, "Serve Prometheus metrics at http://ADDRESS/metrics (HOST:PORT; :PORT for every address) instead of printing calls (docs/prometheus.md)")->group(kOutput)->type_name("ADDRESS")->check(kNotEmpty);
-  app.add_option("--otlp", opts.otlp_endpoint, "Also send the calls made under a published OpenTelemetry span to an OTLP/HTTP collector, as child spans (ENDPOINT: http[s]://HOST:PORT; default OTEL_EXPORTER_OTLP_ENDPOINT, else http://localhost:4318; docs/otlp.md)")->group(kOutput)->type_name("ENDPOINT")->expected(0, 1);
+  app.add_option("--otlp", opts.otlp_endpoint, "Also send the calls made under a published OpenTelemetry span to an OTLP/HTTP collector, as child spans, and the node exporter's metrics (ENDPOINT: http[s]://HOST:PORT; default OTEL_EXPORTER_OTLP_ENDPOINT, else http://localhost:4318; docs/otlp.md)")->group(kOutput)->type_name("ENDPOINT")->expected(0, 1);
   app.add_flag("--otlp-all-calls", opts.otlp_all_calls, "With --otlp: also send the calls made under no span, as root spans")->group(kOutput);
-  app.add_option("--otlp-interval", opts.otlp_interval_s, "With --otlp: send the metrics every N seconds (default 10): the spans' counts, or with --prometheus the exporter's")->group(kOutput)->type_name("N")->transform(decimal(1, 86400, "a number of seconds"));
+  app.add_option("--otlp-interval", opts.otlp_interval_s, "With --otlp: send the node exporter's metrics (and the spans' counts) every N seconds (default 10)")->group(kOutput)->type_name("N")->transform(decimal(1, 86400, "a number of seconds"));
   app.add_flag("--nvtx", opts.nvtx, "Give each call the NVTX ranges open on its thread (torch.cuda.nvtx, emit_nvtx; docs/nvtx.md)")->group(kOutput);
   // Analysis
   add_analysis_options(app, opts);

@@ -231,15 +231,14 @@ class Driver::ExporterMode final : public Mode {
     next_count_ns_ = now + kCountEveryNs;
     if (const std::optional<NodeCounts> counts = d_.source_.node_counts())
       metrics_->counts(*counts, d_.pipeline_.memory());
-    if (d_.otlp_ && (last || now >= next_otlp_metrics_ns_)) {  // --otlp: the same counts, pushed
-      next_otlp_metrics_ns_ = now + std::uint64_t(d_.opts_.otlp_interval_s) * 1000000000ull;
+    if (d_.otlp_ && (last || now >= d_.next_otlp_metrics_ns_)) {  // --otlp: the same counts, pushed
+      d_.next_otlp_metrics_ns_ = now + d_.otlp_interval_ns();
       d_.otlp_->metrics(metrics_->metrics().text());
     }
   }
 
   std::unique_ptr<MetricsWriter> metrics_;
-  std::uint64_t next_count_ns_ = 0;         // the next look at the node's counts
-  std::uint64_t next_otlp_metrics_ns_ = 0;  // with --otlp: the next metrics sent
+  std::uint64_t next_count_ns_ = 0;  // the next look at the node's counts
 };
 
 // --otlp with no trace asked for (no -o, no --json): the calls go out as
@@ -283,6 +282,8 @@ RecordsNeeded Driver::records_needed() const {
       if (f->on(opts_)) needs.facets.push_back(f);
   const bool facet_reads_each_call =
       std::any_of(needs.facets.begin(), needs.facets.end(), [](const Facet* f) { return f->capture().every_record; });
+  // --otlp's metrics are the exporter's, counted in the kernel as it counts them.
+  needs.node_counts = needs.calls == Calls::Export || otlp_metrics_;
   // --by-range and --gpu-time read every launch and synchronisation.
   // --by-span reads each call's span; some facets' analyses each call (FacetCapture).
   // --otlp sends every call made under a span (with --prometheus: the metrics only).
@@ -326,7 +327,14 @@ int Driver::run() {
     std::string error;
     config.calls_without_span = opts_.otlp_all_calls;
     config.metrics_interval = std::chrono::seconds(opts_.otlp_interval_s);
-    config.exporter_metrics = mode_->calls() == RecordsNeeded::Calls::Export;
+    config.spans = mode_->calls() != RecordsNeeded::Calls::Export;
+    if (config.spans) {
+      // The exporter mode pushes its own metrics; any other counts the node's calls for --otlp alone.
+      otlp_metrics_ = MetricsWriter::unserved(error);
+      if (!otlp_metrics_) warn_line("--otlp sends the spans' own counts only: " + error);
+      error.clear();
+    }
+    config.node_metrics = !config.spans || otlp_metrics_;
     if (read_otlp_config(opts_.otlp_endpoint, [](const char* name) { return std::getenv(name); }, config, error))
       otlp_ = make_otlp_writer(config, error);
     if (!otlp_) {
@@ -363,6 +371,10 @@ int Driver::run() {
   mode_->begin();
   // Spans of the calls beside any output but the exporter's, which has no call records.
   if (otlp_ && mode_->calls() != RecordsNeeded::Calls::Export) call_writers_.push_back(otlp_.get());
+  if (otlp_metrics_) {  // the first metrics before the target runs: a Collector learns at once that it is traced
+    otlp_metrics_->tracing_began();
+    push_otlp_metrics(false);
+  }
   // Written before the command starts: an output that cannot be written
   // (-o /dev/full) is found before anything runs.
   hand_over_output();
@@ -375,6 +387,7 @@ int Driver::run() {
   while (source_.feed(*this, kFeedWaitMs)) {
     if (!flush() && output_closed_) break;
     if (!mode_->between_feeds()) break;
+    push_otlp_metrics(false);
   }
   finish();
   return exit_status();
@@ -452,6 +465,7 @@ void Driver::finish() {
     return;
   }
   mode_->end();
+  push_otlp_metrics(true);
   stats_.kernel = source_.losses();
   stats_.cost = source_.cost();
   stop_otlp();
@@ -525,6 +539,19 @@ void Driver::finish() {
                           stats_.otlp->lost(), stats_.otlp->spans, stats_.otlp->queue_full, stats_.otlp->rejected,
                           stats_.otlp->unsent,
                           stats_.otlp->last_error.empty() ? "" : "; last error: " + stats_.otlp->last_error));
+}
+
+// --otlp beside a trace, summaries or alone: the node exporter's metrics as
+// --prometheus would serve them at this moment, read from the kernel's
+// counts when they are due (ExporterMode pushes its own).
+void Driver::push_otlp_metrics(bool last) {
+  if (!otlp_metrics_) return;
+  const std::uint64_t now = source_.now_ns();
+  if (!last && now < next_otlp_metrics_ns_) return;
+  next_otlp_metrics_ns_ = now + otlp_interval_ns();
+  if (const std::optional<NodeCounts> counts = source_.node_counts())
+    otlp_metrics_->counts(*counts, pipeline_.memory());
+  otlp_->metrics(otlp_metrics_->metrics().text());
 }
 
 // --otlp alone: the calls go to the Collector, not as text to the terminal

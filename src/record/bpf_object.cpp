@@ -144,6 +144,7 @@ int BpfObject::load(const Options& opts, const RecordsNeeded& needs, const Trace
   ro->errors_only = opts.errors_only;
   ro->every_layer = opts.every_layer;
   ro->export_mode = needs.calls == Calls::Export;
+  ro->export_counts = needs.node_counts;
   ro->summary_mode = needs.calls == Calls::Summary;
   ro->summary_records_all = needs.every_record;
   ro->activity_in_bpf = needs.counted_activity;
@@ -210,7 +211,7 @@ int BpfObject::load(const Options& opts, const RecordsNeeded& needs, const Trace
     return report.exit_status;
   }
   if (!fill_api_table(skel_->maps.activity_apis, activity_api, "activity")) return kExitKernel;
-  if (needs.calls == Calls::Export && !fill_api_table(skel_->maps.export_apis, export_api, "export"))
+  if (needs.node_counts && !fill_api_table(skel_->maps.export_apis, export_api, "export"))
     return kExitKernel;
   for (bpf_program* p : {skel_->progs.ct_fork, skel_->progs.ct_exec, skel_->progs.ct_thread_exit}) {
     bpf_link* l = bpf_program__attach(p);

@@ -12,8 +12,8 @@
 
 namespace cudatrace {
 
-ExporterCounts::ExporterCounts(const BpfObject& bpf)
-    : stats_(bpf.export_stats_fd(), bpf.process_cost_fd(), bpf.threads_fd()) {}
+ExporterCounts::ExporterCounts(const BpfObject& bpf, bool forget_exited_hits)
+    : stats_(bpf.export_stats_fd(), bpf.process_cost_fd(), bpf.threads_fd(), forget_exited_hits) {}
 
 void ExporterCounts::note_process(pid_t pid) {
   ProcessIdentity id;

@@ -87,8 +87,10 @@ bool NodeStats::read(const std::function<bool(std::uint32_t)>& alive, std::vecto
     return_before += return_grew;
     if (entry_grew || return_grew) hits.push_back({pid, h.comm, entry_grew, return_grew});
     if (!is_alive(pid)) {
-      bpf_map_delete_elem(cost_fd_, &pid);
-      last_hits_.erase(pid);
+      if (forget_exited_hits_) {
+        bpf_map_delete_elem(cost_fd_, &pid);
+        last_hits_.erase(pid);
+      }
       continue;
     }
     ProcessCounters& p = seen[pid];

@@ -45,8 +45,9 @@ int Recorder::start(const RecordsNeeded& needs) {
   }
   if (stop_signal()) return target_->stopped_at_start(stop_signal());
   if (loaded) return loaded;
-  if (needs.calls == RecordsNeeded::Calls::Export) {
-    exporter_ = std::make_unique<ExporterCounts>(*bpf_);
+  if (needs.node_counts) {
+    // A trace's end line prices every process traced: only the exporter forgets the exited ones' hits.
+    exporter_ = std::make_unique<ExporterCounts>(*bpf_, needs.calls == RecordsNeeded::Calls::Export);
     target_->on_probed_process([this](pid_t pid) { exporter_->note_process(pid); });
   }
   if (int rc = target_->attach(*bpf_, needs)) return rc;

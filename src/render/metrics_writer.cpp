@@ -16,6 +16,11 @@ std::unique_ptr<MetricsWriter> MetricsWriter::serve(const std::string& address, 
   return std::unique_ptr<MetricsWriter>(new MetricsWriter(std::move(metrics)));
 }
 
+std::unique_ptr<MetricsWriter> MetricsWriter::unserved(std::string& error) {
+  std::unique_ptr<PrometheusMetrics> metrics = PrometheusMetrics::create(error);
+  return metrics ? std::unique_ptr<MetricsWriter>(new MetricsWriter(std::move(metrics))) : nullptr;
+}
+
 void MetricsWriter::tracing_began() {
   const auto since_epoch = std::chrono::system_clock::now().time_since_epoch();
   metrics_->tracing_began(std::chrono::duration<double>(since_epoch).count());

@@ -115,7 +115,7 @@ class OtlpExporter final : public OtlpWriter {
  public:
   OtlpExporter(OtlpConfig config, std::string host)
       : config_(std::move(config)), host_(std::move(host)), offset_ns_(realtime_offset_ns()),
-        ids_(std::random_device{}()), started_unix_ns_(unix_now_ns()), exposition_fed_(config_.exporter_metrics) {
+        ids_(std::random_device{}()), started_unix_ns_(unix_now_ns()) {
     curl_ = curl_easy_init();
     sender_ = std::thread([this] { send_loop(); });
   }
@@ -181,7 +181,6 @@ class OtlpExporter final : public OtlpWriter {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       pending_exposition_ = std::move(exposition);
-      exposition_fed_ = true;
       metrics_due_ = true;
     }
     wake_.notify_one();
@@ -298,20 +297,20 @@ class OtlpExporter final : public OtlpWriter {
     return config_.gzip ? gzipped(body) : body;
   }
 
-  // Without --prometheus (no exposition fed), the spans' own counts every
-  // metrics interval; with it, the exposition the driver hands over. Called
-  // and returns locked; also between a batch's retries.
+  // The node's exposition the driver hands over, when it hands one
+  // (node_metrics), else on a timer of its own, with the spans' own counts
+  // now. Called and returns locked; also between a batch's retries.
   void send_due_metrics(std::unique_lock<std::mutex>& lock) {
-    if (!exposition_fed_ && Clock::now() >= next_own_metrics_) {
+    if (!config_.node_metrics && Clock::now() >= next_own_metrics_) {
       metrics_due_ = true;
       next_own_metrics_ = Clock::now() + config_.metrics_interval;
     }
     if (!metrics_due_ || past_deadline()) return;
     metrics_due_ = false;
-    if (exposition_fed_ && pending_exposition_.empty()) return;  // sent already
+    if (config_.node_metrics && pending_exposition_.empty()) return;  // sent already
     std::string exposition = std::move(pending_exposition_);
     pending_exposition_.clear();
-    if (!exposition_fed_) exposition = spans_exposition();
+    if (config_.spans) exposition += spans_exposition();
     lock.unlock();
     const std::string body = encode_metrics(exposition);
     lock.lock();
@@ -478,8 +477,7 @@ class OtlpExporter final : public OtlpWriter {
   std::mutex mutex_;  // guards what follows
   std::condition_variable wake_;
   std::deque<QueuedSpan> queue_;
-  std::string pending_exposition_;  // --prometheus: the exposition to send next
-  bool exposition_fed_;  // the exporter's metrics (metrics()), not the spans' counts
+  std::string pending_exposition_;  // node_metrics: the exposition to send next
   bool metrics_due_ = false;
   Clock::time_point next_own_metrics_ = Clock::now();
   std::size_t queued_bytes_ = 0;

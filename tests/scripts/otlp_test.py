@@ -466,6 +466,162 @@ def test_spans_metrics(cudatrace, request_type, app):
     check(temporalities == {2}, f"spans' metrics: temporalities {temporalities}")
 
 
+# The node exporter's series that a run of `fake_app basic` makes the same in every run.
+STEADY_FAMILIES = ("cuda_api_calls_total", "cuda_kernel_launches_total", "cuda_transfer_bytes_total",
+                   "cuda_api_duration_seconds_count", "cuda_device_memory_bytes", "cuda_device_memory_peak_bytes")
+MEMORY_FAMILIES = ("cuda_device_memory_bytes", "cuda_device_memory_peak_bytes")
+
+
+def steady(series, families=STEADY_FAMILIES):
+    return {key: value for key, value in series.items() if key[0] in families}
+
+
+def stop_process(p):
+    if p and p.poll() is None:
+        p.kill()
+        p.wait()
+
+
+def prometheus_reference(cudatrace, fake_app):
+    """What /metrics says of `fake_app basic`, scraped while the program waits after its calls."""
+    tracer = subprocess.Popen([cudatrace, "--prometheus", "127.0.0.1:0", "--", fake_app, "basic-then-wait"],
+                              stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + RUN_TIMEOUT_S
+        port = None
+        while port is None and time.monotonic() < deadline:
+            line = tracer.stderr.readline()
+            if not line:
+                break
+            m = re.search(r"serving Prometheus metrics on port (\d+)", line)
+            port = int(m.group(1)) if m else None
+        check(port, "reference /metrics: no port said")
+        if not port:
+            return {}
+        scrape = lambda: exposition(urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode())
+        failed = lambda e: [v for (n, l), v in e.items() if n == "cuda_api_calls_total" and ("api", "cudaMemcpy") in l
+                            and ("error", "cudaErrorInvalidMemcpyDirection") in l]
+        while time.monotonic() < deadline and not failed(scrape()):  # basic's last call
+            time.sleep(0.2)
+        time.sleep(1.5)  # the counts are read once a second: all of basic's are in now
+        reference = scrape()
+        tracer.stdin.close()
+        tracer.wait(timeout=RUN_TIMEOUT_S)
+        return steady(reference)
+    finally:
+        stop_process(tracer)
+
+
+def last_metrics(collector):
+    requests = [r for path, _, r in collector.requests if path == "/v1/metrics"]
+    return otlp_points(requests[-1])[0] if requests else {}
+
+
+def test_node_metrics(cudatrace, request_type, fake_app):
+    """Without --prometheus, --otlp sends the node exporter's metrics, beside spans alone, a trace,
+    a summary, and a trace narrowed by --errors (which selects lines, not counts): the values
+    /metrics says for the same program."""
+    reference = prometheus_reference(cudatrace, fake_app)
+    calls = [k for k in reference if k[0] == "cuda_api_calls_total"]
+    check(len(calls) >= 10 and any(k[0] == "cuda_transfer_bytes_total" for k in reference),
+          f"node metrics: reference /metrics has {len(calls)} call series: {sorted(reference)}")
+    for label, args in (("spans alone", []), ("trace", ["--json"]), ("summary", ["--summary", "--json"]),
+                        ("--errors", ["--errors", "--json"])):
+        c = Collector(request_type)
+        with tempfile.NamedTemporaryFile(suffix=".out") as out:
+            p = subprocess.run([cudatrace, "--otlp", c.url(), *args, *(["-o", out.name] if args else []), "--",
+                                fake_app, "basic"], capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+        c.close()
+        check(p.returncode == 0 and not c.errors, f"node metrics, {label}: exit {p.returncode}, {c.errors}: {p.stderr}")
+        points = last_metrics(c)
+        # --errors: the kernel sends no allocation's record, so device memory is not known.
+        families = [f for f in STEADY_FAMILIES if label != "--errors" or f not in MEMORY_FAMILIES]
+        want = steady(reference, families)
+        got = steady(points, families)
+        check(got == want and want, f"node metrics, {label}: OTLP {sorted(got.items())}\n/metrics {sorted(want.items())}")
+        check(("cudatrace_otlp_spans_total", frozenset({("outcome", "sent")})) in points,
+              f"node metrics, {label}: no spans' counts beside: {sorted(points)}")
+
+
+def test_spans_and_metrics(cudatrace, request_type, otel_exe):
+    """One run, --otlp alone: the spans of the calls under a span, and the metrics of every call."""
+    c = Collector(request_type)
+    p = subprocess.run([cudatrace, "--otlp", c.url(), "--", otel_exe], capture_output=True, text=True,
+                       timeout=RUN_TIMEOUT_S)
+    c.close()
+    check(p.returncode == 0 and not c.errors, f"spans and metrics: exit {p.returncode}, {c.errors}: {p.stderr}")
+    mallocs = sorted(attrs(s).get("cuda.arg.size") for _, s in c.spans() if s.name == "cudaMalloc")
+    check(mallocs == [2, 3], f"spans and metrics: cudaMalloc spans of sizes {mallocs}")
+    counted = sum(v for (n, l), v in last_metrics(c).items() if n == "cuda_api_calls_total" and ("api", "cudaMalloc") in l)
+    check(counted == 6, f"spans and metrics: {counted} cudaMalloc calls in the metrics, want 6 (under a span or not)")
+
+
+def test_all_processes(cudatrace, request_type, fake_app):
+    """--all-processes: the spans of two processes, each under a resource of its own. Only the event
+    group is probed: the other processes of this host (other tests' loops) add few calls if any."""
+    c = Collector(request_type)
+    tracer = subprocess.Popen([cudatrace, "--all-processes", "--otlp", c.url(), "--otlp-all-calls", "-f", "event",
+                               "-v"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    apps = []
+    try:
+        err_lines = []
+        said = threading.Condition()
+
+        def read_stderr():
+            for line in tracer.stderr:
+                with said:
+                    err_lines.append(line)
+                    said.notify_all()
+
+        def wait_for(text):
+            with said:
+                return said.wait_for(lambda: any(text in line for line in err_lines), RUN_TIMEOUT_S)
+
+        def start(name):
+            app = subprocess.Popen([fake_app, "basic-then-wait"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                   env=dict(os.environ, OTEL_SERVICE_NAME=name), text=True)
+            apps.append(app)
+            return app
+
+        reader = threading.Thread(target=read_stderr, daemon=True)
+        reader.start()
+        check(wait_for("tracing every process"), "--all-processes: cudatrace did not say it was tracing")
+        # The fixtures' runtime is probed when a process first maps it, which that process does not
+        # wait for: a first one has it probed (-v says so), then the two below are traced from their first call.
+        warm_up = start("otlp-test-warm-up")
+        check(wait_for(f"pid {warm_up.pid}: {os.path.dirname(fake_app)}"), "--all-processes: the fixtures not probed")
+        names = {start(name).pid: name for name in ("otlp-test-one", "otlp-test-two")}
+        timed = lambda: {r.get("process.pid") for r, s in c.spans() if s.name == "cudaEventElapsedTime"}
+        deadline = time.monotonic() + RUN_TIMEOUT_S
+        while time.monotonic() < deadline and not set(names) <= timed():
+            time.sleep(0.1)
+        for app in apps:
+            app.stdin.close()
+            app.wait(timeout=RUN_TIMEOUT_S)
+        tracer.send_signal(2)  # SIGINT, as Ctrl-C
+        status = tracer.wait(timeout=RUN_TIMEOUT_S)
+        reader.join(timeout=RUN_TIMEOUT_S)
+        check(status == 0, f"--all-processes: exit {status}: {''.join(err_lines[-5:])}")
+        ours = [(r, s) for r, s in c.spans() if r.get("process.pid") in names]
+        for pid in names:
+            spans = sorted(s.name for r, s in ours if r.get("process.pid") == pid)
+            check(spans == ["cudaEventCreate", "cudaEventCreate", "cudaEventElapsedTime", "cudaEventRecord",
+                            "cudaEventRecord"], f"--all-processes: process {pid}'s spans {spans}")
+        services = {(r.get("process.pid"), r.get("service.name")) for r, _ in ours}
+        check(services == set(names.items()), f"--all-processes: resources {services}, want {names}")
+        # One resource per process in a request: none holds the spans of two.
+        for path, _, req in c.requests:
+            if path == "/v1/traces":
+                named = [a.value.int_value for rs in req.resource_spans for a in rs.resource.attributes
+                         if a.key == "process.pid"]
+                check(len(named) == len(set(named)) == len(req.resource_spans),
+                      f"--all-processes: resources of one request name pids {named}")
+    finally:
+        for app in apps:
+            stop_process(app)
+        stop_process(tracer)
+        c.close()
+
 def test_bad_settings(cudatrace, app):
     for env, args, words in (({"OTEL_EXPORTER_OTLP_COMPRESSION": "zip"}, ["--otlp"], "OTEL_EXPORTER_OTLP_COMPRESSION"),
                              ({"OTEL_EXPORTER_OTLP_TIMEOUT": "soon"}, ["--otlp"], "OTEL_EXPORTER_OTLP_TIMEOUT"),
@@ -501,6 +657,9 @@ def main():
         test_queue_bound(cudatrace, request_type, otel_exe)
         test_metrics(cudatrace, request_type, fake_app)
         test_spans_metrics(cudatrace, request_type, otel_exe)
+        test_node_metrics(cudatrace, request_type, fake_app)
+        test_spans_and_metrics(cudatrace, request_type, otel_exe)
+        test_all_processes(cudatrace, request_type, fake_app)
     if failures:
         print(f"{len(failures)} checks failed")
         sys.exit(1)

@@ -55,7 +55,9 @@ class Driver final : public CallConsumer {
   void remove_created_outputs();
   void warn_pageable_copy(const Call& c, std::uint64_t host_ptr);
   void warn_failed_launch(const Call& c);
+  void push_otlp_metrics(bool last);
   void stop_otlp();
+  std::uint64_t otlp_interval_ns() const { return std::uint64_t(opts_.otlp_interval_s) * 1000000000ull; }
   void finish();
   int exit_status() const;
 
@@ -84,6 +86,8 @@ class Driver final : public CallConsumer {
   std::unique_ptr<Writer> trace_;            // text or JSON Lines: the trace, or the summaries
   std::unique_ptr<Writer> timeline_;         // --perfetto
   std::unique_ptr<OtlpWriter> otlp_;         // --otlp
+  std::unique_ptr<MetricsWriter> otlp_metrics_;  // --otlp without --prometheus: the node's metrics, served nowhere
+  std::uint64_t next_otlp_metrics_ns_ = 0;       // --otlp: when the node's metrics are next pushed (0: at once)
   std::vector<Writer*> call_writers_;        // the writers each displayed call goes to
   int out_fd_ = STDOUT_FILENO;
   int timeline_fd_ = -1;              // --perfetto's file, until its writer takes it

@@ -1,4 +1,4 @@
-// Exporter mode's counts (--prometheus; docs/prometheus.md): what the
+// The node exporter's counts (--prometheus, --otlp's metrics; docs/prometheus.md): what the
 // in-kernel aggregation grew by since the last look, per process, each
 // process labelled by who it is (its name, container and pod) as first seen
 // while it ran.
@@ -19,7 +19,8 @@ class BpfObject;
 
 class ExporterCounts {
  public:
-  explicit ExporterCounts(const BpfObject& bpf);
+  // `forget_exited_hits`: see NodeStats (the exporter's end line prices no process).
+  ExporterCounts(const BpfObject& bpf, bool forget_exited_hits);
 
   // Who `pid` is, read while it runs (a short-lived one may be gone by the
   // next look).

@@ -4,7 +4,8 @@
 // counters) and keeps cumulative totals per running process (processes(),
 // for whatever needs per-process rates: the exporter, a cost budget).
 // A process found gone is read one last time, then its entries are deleted
-// from the maps, so that they stay bounded on a node with churn.
+// from the maps, so that they stay bounded on a node with churn; its probe
+// hits stay where something else prices them at the end (a trace's end line).
 #pragma once
 
 #include <cstdint>
@@ -27,8 +28,9 @@ struct ProcessCounters {
 
 class NodeStats {
  public:
-  NodeStats(int export_stats_fd, int process_cost_fd, int threads_fd)
-      : export_fd_(export_stats_fd), cost_fd_(process_cost_fd), threads_fd_(threads_fd) {}
+  NodeStats(int export_stats_fd, int process_cost_fd, int threads_fd, bool forget_exited_hits)
+      : export_fd_(export_stats_fd), cost_fd_(process_cost_fd), threads_fd_(threads_fd),
+        forget_exited_hits_(forget_exited_hits) {}
 
   struct CallDelta {
     ct_export_key key;
@@ -51,6 +53,7 @@ class NodeStats {
     bool operator()(const ct_export_key& a, const ct_export_key& b) const;
   };
   int export_fd_, cost_fd_, threads_fd_;
+  bool forget_exited_hits_;
   std::map<ct_export_key, ct_export_value, KeyLess> last_;
   std::map<std::uint32_t, std::pair<std::uint64_t, std::uint64_t>> last_hits_;  // pid -> entry, return
   std::map<std::uint32_t, ProcessCounters> processes_;

@@ -46,6 +46,9 @@ struct RecordsNeeded {
               // allocations and frees (the Prometheus exporter)
   };
   Calls calls = Calls::Every;
+  // Every call counted in the kernel as exporter mode counts it, beside
+  // the records the mode asks for (Export, and --otlp's metrics): node_counts().
+  bool node_counts = false;
   // Summary: a record for every call all the same (--by-range and
   // --gpu-time read each launch and synchronisation).
   bool every_record = false;
@@ -118,7 +121,7 @@ class Source {
   virtual LossCounts losses() = 0;
   // What tracing has cost the traced processes so far, when it is known.
   virtual std::optional<CostReport> cost() { return std::nullopt; }
-  // Exporter mode: what the in-kernel counts grew by since the last call.
+  // With RecordsNeeded::node_counts: what the in-kernel counts grew by since the last call.
   virtual std::optional<NodeCounts> node_counts() { return std::nullopt; }
   // Names for call sites and stacks of the traced processes.
   virtual SiteNames site_names() = 0;

@@ -90,12 +90,15 @@ const char* direction_label(std::uint8_t direction);
 inline constexpr std::size_t kMaxLabelBytes = 128;
 std::string utf8_label(std::string_view value);
 
-// The metrics as a writer: fed exporter mode's counts each second.
+// The metrics as a writer: fed the node's counts (exporter mode's each second).
 class MetricsWriter final : public Writer {
  public:
   // Serves /metrics on `address` (metrics_server.h); nullptr with `error`
   // set when it cannot (no exporter in this build, address in use...).
   static std::unique_ptr<MetricsWriter> serve(const std::string& address, std::string& error);
+  // The same metrics served nowhere (--otlp's, without --prometheus); nullptr
+  // with `error` set in a build without the exporter.
+  static std::unique_ptr<MetricsWriter> unserved(std::string& error);
 
   void counts(const NodeCounts& s, const MemoryTracker& memory) override;
   // Tracing has begun now: /metrics is served from here on.

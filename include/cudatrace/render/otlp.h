@@ -37,7 +37,9 @@ struct OtlpConfig {
   std::vector<std::pair<std::string, std::string>> resource;
   bool calls_without_span = false;  // --otlp-all-calls: also calls under no published span (as roots)
   std::chrono::seconds metrics_interval{10};  // --otlp-interval
-  bool exporter_metrics = false;  // --prometheus: metrics() hands the exporter's metrics over
+  // metrics() hands the node exporter's metrics over (else only the spans' own counts are sent).
+  bool node_metrics = false;
+  bool spans = true;  // calls come as spans (not with --prometheus, which records none)
 };
 
 // Reads how to export: `endpoint` is --otlp's value (empty: the variable
@@ -75,10 +77,11 @@ class OtlpWriter : public Writer {
   static constexpr std::chrono::milliseconds kFirstBackoff{500};
   static constexpr std::chrono::milliseconds kMaxBackoff{30000};
 
-  // --prometheus: the exposition /metrics serves now, to be sent as OTLP
-  // metrics (otlp_metrics.h); one not sent yet is replaced (the values are
-  // cumulative: the newer says all the older did). Without it the writer
-  // sends the spans' own counts every metrics_interval instead.
+  // With node_metrics: the node exporter's exposition now (what /metrics
+  // serves or would serve), to be sent as OTLP metrics (otlp_metrics.h), the
+  // spans' own counts added; one not sent yet is replaced (the values are
+  // cumulative: the newer says all the older did). Without node_metrics the
+  // writer sends the spans' own counts every metrics_interval instead.
   virtual void metrics(std::string exposition) = 0;
   virtual OtlpLoss stop() = 0;
 };
