@@ -89,18 +89,23 @@ Decoded decode(const ct_call& rec) {
   return d;
 }
 
+// No section is found, and the call decodes with none of its contexts.
+void expect_no_contexts(const ct_call& rec) {
+  for (std::uint32_t kind : {CT_SECTION_STACK, CT_SECTION_PY_FRAMES, CT_SECTION_SPAN})
+    EXPECT_EQ(record_section(rec, kind).bytes, nullptr) << kind;
+  const Decoded d = decode(rec);
+  ASSERT_TRUE(d.ok);
+  EXPECT_TRUE(d.stack.empty());
+  EXPECT_TRUE(d.py_codes.empty());
+  EXPECT_FALSE(d.has_span);
+}
+
 TEST(RecordSections, ARecordWithoutSectionsIsItsPayload) {
   auto b = record();
   EXPECT_EQ(b->rec.sections_len, 0u);
   EXPECT_TRUE(record_fits(b->rec, 7));
   EXPECT_FALSE(record_fits(b->rec, 6));
-  for (std::uint32_t kind : {CT_SECTION_STACK, CT_SECTION_PY_FRAMES, CT_SECTION_SPAN})
-    EXPECT_EQ(record_section(b->rec, kind).bytes, nullptr) << kind;
-  const Decoded d = decode(b->rec);
-  ASSERT_TRUE(d.ok);
-  EXPECT_TRUE(d.stack.empty());
-  EXPECT_TRUE(d.py_codes.empty());
-  EXPECT_FALSE(d.has_span);
+  expect_no_contexts(b->rec);
 }
 
 TEST(RecordSections, EachIsFoundByItsKindInAnyOrder) {
@@ -165,13 +170,7 @@ void expect_malformed(const ct_call& built) {
   const ct_call& rec = *copy.rec();
   EXPECT_FALSE(record_fits(rec, sent_bytes(rec)));
   EXPECT_FALSE(record_fits(rec, sent_bytes(rec) + 64));  // whatever room the ring gave it
-  for (std::uint32_t kind : {CT_SECTION_STACK, CT_SECTION_PY_FRAMES, CT_SECTION_SPAN})
-    EXPECT_EQ(record_section(rec, kind).bytes, nullptr) << kind;
-  const Decoded d = decode(rec);
-  ASSERT_TRUE(d.ok);
-  EXPECT_TRUE(d.stack.empty());
-  EXPECT_TRUE(d.py_codes.empty());
-  EXPECT_FALSE(d.has_span);
+  expect_no_contexts(rec);
 }
 
 TEST(RecordSections, ALengthPastTheirEndIsRejected) {
