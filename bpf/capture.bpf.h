@@ -451,15 +451,19 @@ static __always_inline void append_section(struct exit_scratch *s, __u32 kind, _
 	s->call.sections_len += sizeof(*h) + len;
 }
 
-/* Sends the record of a completed call; false when the ring could not take it. */
+/* Sends the record of a completed call; false when the ring could not take it.
+ * `only_under_span`: none unless the thread is in a published span (the
+ * exporter's --otlp spans), and none is lost then. */
 static __always_inline bool emit_call(void *ctx, __u64 pid_tgid, struct ct_thread_state *st, struct ct_frame *f,
-				      __u64 dur, __s64 ret, __u64 caller, __u8 flags)
+				      __u64 dur, __s64 ret, __u64 caller, __u8 flags, bool only_under_span)
 {
 	__u64 cookie = f->cookie;
 	__u32 tgid = pid_tgid >> 32;
 	struct ct_tls_target *tls = NULL;
 	if (settings.thread_ctx)
 		tls = bpf_map_lookup_elem(&otel_tls, &tgid);
+	if (only_under_span && !tls)
+		return true;
 	struct ct_py_layout *py = NULL;
 	if (settings.py_stack)
 		py = bpf_map_lookup_elem(&py_procs, &tgid);
@@ -511,13 +515,16 @@ static __always_inline bool emit_call(void *ctx, __u64 pid_tgid, struct ct_threa
 		if (py_frames)
 			append_section(s, CT_SECTION_PY_FRAMES, py_frames * sizeof(struct ct_py_frame));
 	}
+	__u32 span = 0;
 	if (tls) {
-		__u32 n = read_span(tls, &s->payload[section_bytes_at(s, CT_SECTION_SPAN_ROOM)]);
-		if (n)
-			append_section(s, CT_SECTION_SPAN, n);
+		span = read_span(tls, &s->payload[section_bytes_at(s, CT_SECTION_SPAN_ROOM)]);
+		if (span)
+			append_section(s, CT_SECTION_SPAN, span);
 	}
 	if (facets_start)
 		st->capture_ns += bpf_ktime_get_ns() - facets_start;
+	if (only_under_span && !span)
+		return true;
 	__u64 size = sizeof(struct ct_call) + len;
 	if (c->sections_len)
 		size = sizeof(struct ct_call) + CT_ALIGN8(len) + c->sections_len;

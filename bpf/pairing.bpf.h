@@ -210,9 +210,12 @@ static __always_inline void exit_call(struct pt_regs *ctx)
 	bool failed = ret != 0 && ret != not_failure;
 	/* Counted before the trace's own filters (--min-us, --errors): those select records, not counts. */
 	bool export_record = settings.export_counts && export_call(api, f, dur, ret, failed, pid_tgid);
+	/* Exporter mode: a call counted needs no record, unless --otlp sends it as a span. */
+	bool only_under_span = false;
 	if (settings.export_mode) {
-		if (!export_record)
+		if (!export_record && !settings.span_records)
 			return;
+		only_under_span = !export_record;
 	} else if (settings.summary_mode) {
 		aggregate(api, dur, failed);
 		if (count_activity(api, f, f->level, failed, dur, pid_tgid, ret))
@@ -226,7 +229,7 @@ static __always_inline void exit_call(struct pt_regs *ctx)
 			return;
 	}
 	/* At a return probe the instruction pointer is the return address: the call site. */
-	if (!emit_call(ctx, pid_tgid, st, f, dur, ret, PT_REGS_IP(ctx), 0) && !settings.summary_mode &&
+	if (!emit_call(ctx, pid_tgid, st, f, dur, ret, PT_REGS_IP(ctx), 0, only_under_span) && !settings.summary_mode &&
 	    !settings.export_mode)
 		/* A trace's line lost, its call counted: the per-API counts stay exact. */
 		aggregate(api, dur, failed);

@@ -76,7 +76,9 @@ struct ct_config {
 	/* Count every completed call in export_stats (exporter mode, and --otlp's
 	 * metrics beside the records of a trace or summary). */
 	__u8 export_counts;
-	__u8 pad[1];
+	/* Exporter mode with --otlp: a record also for each call made under a
+	 * published span (thread_ctx), for its OTLP span. */
+	__u8 span_records;
 };
 
 enum ct_record_type {

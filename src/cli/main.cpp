@@ -549,8 +549,8 @@ void check_otlp(const CLI::App& app, cudatrace::Options& opts) {
   if (app.count("--otlp-interval") && !opts.otlp) usage_error("--otlp-interval needs --otlp");
   if (!opts.otlp) return;
   if (!opts.prometheus_address.empty() && opts.otlp_all_calls)
-    usage_error("--otlp-all-calls sends spans; with --prometheus, --otlp sends the metrics only (calls are counted in "
-                "the kernel, none is recorded)");
+    usage_error("--otlp-all-calls needs a trace: with --prometheus, --otlp sends the calls made under a span and the "
+                "metrics (the other calls are counted in the kernel, none is recorded)");
   cudatrace::OtlpConfig config;
   std::string error;
   if (!cudatrace::read_otlp_config(opts.otlp_endpoint, [](const char* name) { return std::getenv(name); }, config,

@@ -275,9 +275,12 @@ RecordsNeeded Driver::records_needed() const {
   const PipelineOptions& analyses = pipeline_.options();
   RecordsNeeded needs;
   needs.calls = mode_->calls();
-  // The facets turned on, where calls are recorded: the exporter's records
-  // (allocations and frees) carry no context.
-  if (needs.calls != Calls::Export)
+  // With --prometheus, --otlp's spans are the calls made under a published
+  // span, recorded beside the exporter's (allocations and frees).
+  needs.span_records = needs.calls == Calls::Export && opts_.otlp;
+  // The facets turned on, where calls are recorded: the exporter's own
+  // records carry no context; spans carry their facets' attributes.
+  if (needs.calls != Calls::Export || needs.span_records)
     for (const Facet* f : call_facets())
       if (f->on(opts_)) needs.facets.push_back(f);
   const bool facet_reads_each_call =
@@ -286,7 +289,7 @@ RecordsNeeded Driver::records_needed() const {
   needs.node_counts = needs.calls == Calls::Export || otlp_metrics_;
   // --by-range and --gpu-time read every launch and synchronisation.
   // --by-span reads each call's span; some facets' analyses each call (FacetCapture).
-  // --otlp sends every call made under a span (with --prometheus: the metrics only).
+  // --otlp sends every call made under a span (with --prometheus: span_records).
   needs.every_record = analyses.by_range || analyses.gpu_time || analyses.by_span || facet_reads_each_call ||
                        (opts_.otlp && needs.calls != Calls::Export);
   // A timeline draws every launch and copy.
@@ -369,8 +372,8 @@ int Driver::run() {
   writer_ = std::make_unique<OutputWriter>(out_fd_, std::size_t(opts_.buffer_mb) << 20);
   trace_->buffer()->reserve(OutputWriter::kChunkCapacity);
   mode_->begin();
-  // Spans of the calls beside any output but the exporter's, which has no call records.
-  if (otlp_ && mode_->calls() != RecordsNeeded::Calls::Export) call_writers_.push_back(otlp_.get());
+  // Spans of the calls beside any output (the exporter's: of its span records).
+  if (otlp_) call_writers_.push_back(otlp_.get());
   if (otlp_metrics_) {  // the first metrics before the target runs: a Collector learns at once that it is traced
     otlp_metrics_->tracing_began();
     push_otlp_metrics(false);

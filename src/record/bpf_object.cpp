@@ -145,6 +145,7 @@ int BpfObject::load(const Options& opts, const RecordsNeeded& needs, const Trace
   ro->every_layer = opts.every_layer;
   ro->export_mode = needs.calls == Calls::Export;
   ro->export_counts = needs.node_counts;
+  ro->span_records = needs.calls == Calls::Export && needs.span_records;
   ro->summary_mode = needs.calls == Calls::Summary;
   ro->summary_records_all = needs.every_record;
   ro->activity_in_bpf = needs.counted_activity;

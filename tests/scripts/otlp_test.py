@@ -556,6 +556,22 @@ def test_spans_and_metrics(cudatrace, request_type, otel_exe):
     check(counted == 6, f"spans and metrics: {counted} cudaMalloc calls in the metrics, want 6 (under a span or not)")
 
 
+def test_spans_beside_prometheus(cudatrace, request_type, otel_exe):
+    """--prometheus with --otlp: the exporter counts every call in the kernel and records only the
+    calls made under a span, which go out as spans; the metrics pushed count all of them."""
+    c = Collector(request_type)
+    p = subprocess.run([cudatrace, "--prometheus", "127.0.0.1:0", "--otlp", c.url(), "--", otel_exe],
+                       capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    c.close()
+    check(p.returncode == 0 and not c.errors, f"beside --prometheus: exit {p.returncode}, {c.errors}: {p.stderr}")
+    spans = [s for _, s in c.spans()]
+    mallocs = sorted(attrs(s).get("cuda.arg.size") for s in spans if s.name == "cudaMalloc")
+    check(mallocs == [2, 3], f"beside --prometheus: cudaMalloc spans of sizes {mallocs}")
+    check(all(s.parent_span_id for s in spans), f"beside --prometheus: a span without a parent: {spans}")
+    counted = sum(v for (n, l), v in last_metrics(c).items() if n == "cuda_api_calls_total" and ("api", "cudaMalloc") in l)
+    check(counted == 6, f"beside --prometheus: {counted} cudaMalloc calls in the metrics, want 6 (under a span or not)")
+
+
 def test_all_processes(cudatrace, request_type, fake_app):
     """--all-processes: the spans of two processes, each under a resource of its own. Only the event
     group is probed: the other processes of this host (other tests' loops) add few calls if any."""
@@ -659,6 +675,7 @@ def main():
         test_spans_metrics(cudatrace, request_type, otel_exe)
         test_node_metrics(cudatrace, request_type, fake_app)
         test_spans_and_metrics(cudatrace, request_type, otel_exe)
+        test_spans_beside_prometheus(cudatrace, request_type, otel_exe)
         test_all_processes(cudatrace, request_type, fake_app)
     if failures:
         print(f"{len(failures)} checks failed")

@@ -49,6 +49,9 @@ struct RecordsNeeded {
   // Every call counted in the kernel as exporter mode counts it, beside
   // the records the mode asks for (Export, and --otlp's metrics): node_counts().
   bool node_counts = false;
+  // Export: a record also for each call made under a published span
+  // (--otlp's spans beside --prometheus).
+  bool span_records = false;
   // Summary: a record for every call all the same (--by-range and
   // --gpu-time read each launch and synchronisation).
   bool every_record = false;
