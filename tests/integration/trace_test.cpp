@@ -737,7 +737,9 @@ TEST_F(Trace, LoadsInEveryMode) {
                                          {"", "--min-us 1000", "cudaStreamSynchronize"},
                                          {"", "--every-layer", "cuMemAlloc_v2"},
                                          {"", "-f all", "cuMemAlloc_v2"},
-                                         {"", "--max-overhead 50", "cudaMalloc"}}) {
+                                         {"", "--max-overhead 50", "cudaMalloc"},
+                                         // --otlp's in-kernel counts beside a trace (nothing listens at port 9).
+                                         {"", "--otlp http://127.0.0.1:9 --json", "\"cudaMalloc\""}}) {
     const Result r = run(m.env + tracer() + " " + m.options + " -- " FAKE_APP " basic");
     // --max-overhead duty-cycles uprobe_multi links: refused without them
     // (exit 5 on a kernel before 6.6, 2 with --attach perf).
@@ -749,8 +751,11 @@ TEST_F(Trace, LoadsInEveryMode) {
   }
   std::remove(timeline.c_str());
 
-  // Whole-node mode, counting for the exporter (no records) and not.
-  for (const std::string options : {"--all-processes --prometheus 127.0.0.1:0", "--all-processes -o /dev/null"}) {
+  // Whole-node mode, counting for the exporter (no records; with --otlp,
+  // records of the calls under a span) and not.
+  for (const std::string options : {"--all-processes --prometheus 127.0.0.1:0",
+                                    "--all-processes --prometheus 127.0.0.1:0 --otlp http://127.0.0.1:9",
+                                    "--all-processes -o /dev/null"}) {
     const std::string err = temp_path("modes.err");
     const pid_t tracer_pid = fork();
     if (tracer_pid == 0) {
