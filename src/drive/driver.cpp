@@ -231,10 +231,7 @@ class Driver::ExporterMode final : public Mode {
     next_count_ns_ = now + kCountEveryNs;
     if (const std::optional<NodeCounts> counts = d_.source_.node_counts())
       metrics_->counts(*counts, d_.pipeline_.memory());
-    if (d_.otlp_ && (last || now >= d_.next_otlp_metrics_ns_)) {  // --otlp: the same counts, pushed
-      d_.next_otlp_metrics_ns_ = now + d_.otlp_interval_ns();
-      d_.otlp_->metrics(metrics_->metrics().text());
-    }
+    if (d_.otlp_ && d_.otlp_metrics_due(last)) d_.otlp_->metrics(metrics_->metrics().text());  // --otlp: the same counts
   }
 
   std::unique_ptr<MetricsWriter> metrics_;
@@ -548,13 +545,19 @@ void Driver::finish() {
 // --prometheus would serve them at this moment, read from the kernel's
 // counts when they are due (ExporterMode pushes its own).
 void Driver::push_otlp_metrics(bool last) {
-  if (!otlp_metrics_) return;
-  const std::uint64_t now = source_.now_ns();
-  if (!last && now < next_otlp_metrics_ns_) return;
-  next_otlp_metrics_ns_ = now + otlp_interval_ns();
+  if (!otlp_metrics_ || !otlp_metrics_due(last)) return;
   if (const std::optional<NodeCounts> counts = source_.node_counts())
     otlp_metrics_->counts(*counts, pipeline_.memory());
   otlp_->metrics(otlp_metrics_->metrics().text());
+}
+
+// Whether the node's metrics are to be pushed now (every --otlp-interval, and
+// last); if so, the next push is an interval away.
+bool Driver::otlp_metrics_due(bool last) {
+  const std::uint64_t now = source_.now_ns();
+  if (!last && now < next_otlp_metrics_ns_) return false;
+  next_otlp_metrics_ns_ = now + std::uint64_t(opts_.otlp_interval_s) * 1000000000ull;
+  return true;
 }
 
 // --otlp alone: the calls go to the Collector, not as text to the terminal

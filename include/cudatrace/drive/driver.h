@@ -57,7 +57,7 @@ class Driver final : public CallConsumer {
   void warn_failed_launch(const Call& c);
   void push_otlp_metrics(bool last);
   void stop_otlp();
-  std::uint64_t otlp_interval_ns() const { return std::uint64_t(opts_.otlp_interval_s) * 1000000000ull; }
+  bool otlp_metrics_due(bool last);
   void finish();
   int exit_status() const;
 
