@@ -496,6 +496,29 @@ static __always_inline bool emit_call(void *ctx, __u64 pid_tgid, struct ct_threa
 	if (len > CT_MAX_PAYLOAD)
 		len = CT_MAX_PAYLOAD;
 	c->payload_len = len;
+	/* Spans and Python frames are read in the traced thread, unpriced by the
+	 * start-up measurement (cudatrace has neither): timed, for the exit line.
+	 * The span first: a call that needs one (only_under_span) stops here
+	 * without it, its frames and stack unread. */
+	__u64 facets_start = py || tls ? bpf_ktime_get_ns() : 0;
+	__u32 span = 0;
+	if (tls) {
+		span = read_span(tls, &s->payload[section_bytes_at(s, CT_SECTION_SPAN_ROOM)]);
+		if (span)
+			append_section(s, CT_SECTION_SPAN, span);
+	}
+	__u32 py_frames = 0;
+	if (py && (span || !only_under_span)) {
+		py_frames = read_py_frames(s, py, section_bytes_at(s, CT_MAX_PY_FRAMES * sizeof(struct ct_py_frame)), st);
+		if (py_frames > CT_MAX_PY_FRAMES)
+			py_frames = CT_MAX_PY_FRAMES;
+		if (py_frames)
+			append_section(s, CT_SECTION_PY_FRAMES, py_frames * sizeof(struct ct_py_frame));
+	}
+	if (facets_start)
+		st->capture_ns += bpf_ktime_get_ns() - facets_start;
+	if (only_under_span && !span)
+		return true;
 	if (settings.capture_stack) {
 		/* At a return probe the registers are the caller's: the first
 		 * frame is the call site, the rest follow its frame pointers. */
@@ -504,27 +527,6 @@ static __always_inline bool emit_call(void *ctx, __u64 pid_tgid, struct ct_threa
 		if (n > 0 && n <= CT_MAX_STACK_FRAMES * 8)
 			append_section(s, CT_SECTION_STACK, n);
 	}
-	/* Python frames and spans are read in the traced thread, unpriced by the
-	 * start-up measurement (cudatrace has neither): timed, for the exit line. */
-	__u64 facets_start = py || tls ? bpf_ktime_get_ns() : 0;
-	__u32 py_frames = 0;
-	if (py) {
-		py_frames = read_py_frames(s, py, section_bytes_at(s, CT_MAX_PY_FRAMES * sizeof(struct ct_py_frame)), st);
-		if (py_frames > CT_MAX_PY_FRAMES)
-			py_frames = CT_MAX_PY_FRAMES;
-		if (py_frames)
-			append_section(s, CT_SECTION_PY_FRAMES, py_frames * sizeof(struct ct_py_frame));
-	}
-	__u32 span = 0;
-	if (tls) {
-		span = read_span(tls, &s->payload[section_bytes_at(s, CT_SECTION_SPAN_ROOM)]);
-		if (span)
-			append_section(s, CT_SECTION_SPAN, span);
-	}
-	if (facets_start)
-		st->capture_ns += bpf_ktime_get_ns() - facets_start;
-	if (only_under_span && !span)
-		return true;
 	__u64 size = sizeof(struct ct_call) + len;
 	if (c->sections_len)
 		size = sizeof(struct ct_call) + CT_ALIGN8(len) + c->sections_len;
