@@ -267,6 +267,12 @@ __u8 hot_apis[CT_MAX_APIS] = {};
  * gone once it exits. */
 __u32 py_reader_waiting = 0;
 
+/* Set once the reader drains the ring (BpfObject::begin_tracing): until then a
+ * call of a program that runs already, made while probes are still being
+ * attached to its other libraries, would only fill a ring nobody reads and be
+ * counted lost. Calls are traced from cudatrace's "tracing" line on. */
+__u32 tracing_begun = 0;
+
 /* Set when cudatrace's own process starts to exit (ct_thread_exit). */
 __u64 tracer_dying = 0;
 

@@ -247,7 +247,9 @@ std::optional<ProbeCost> BpfObject::measure_cost(bool verbose) {
                                          Selection{}, warn_line);
   if (mode_ == AttachMode::PerfPair) cost_probes_->use_perf_events();
   ProbeCost cost;
+  begin_tracing(true);  // priced as a traced call costs, records and all
   const bool measured = measure_probe_cost(*cost_probes_, threads_fd(), cookie, cost, error);
+  begin_tracing(false);
   clear_counters();
   if (!measured) {
     warn_line("cannot measure what a probe costs (" + error + "); the tracing cost will not be reported");
@@ -339,6 +341,8 @@ bool BpfObject::attach_program(const char* name, const std::string& path, pid_t 
   }
   return probes_->attach_program(p, path, pid, offset, error);
 }
+void BpfObject::begin_tracing(bool begun) { skel_->bss->tracing_begun = begun; }
+
 void BpfObject::wake_on_python_frames() { skel_->bss->py_reader_waiting = 1; }
 int BpfObject::process_cost_fd() const { return bpf_map__fd(skel_->maps.process_cost); }
 int BpfObject::activity_fd() const { return bpf_map__fd(skel_->maps.activity); }

@@ -68,6 +68,7 @@ int Recorder::start(const RecordsNeeded& needs) {
 // release): whoever waits for the target's line finds the -o file there.
 int Recorder::release() {
   tracer_cpu_at_release_ns_ = own_cpu_ns();
+  bpf_->begin_tracing(true);  // before a held command runs: none of its calls is missed
   if (int rc = target_->release(stop_signal())) return rc;
   if (opts_.max_overhead_pct > 0) start_budget();
   return kExitOk;
@@ -91,6 +92,10 @@ void Recorder::pass_counted(CallConsumer& to, bool final) {
 
 void Recorder::finish(CallConsumer& to) {
   reader_->hand_to(to);
+  // No call begins to be recorded once tracing ends: closing the links
+  // takes long (tens of ms each), and the ring is not read meanwhile. The
+  // calls in progress still send their records when they return.
+  bpf_->begin_tracing(false);
   reader_->drain();
   // Detach first, then read the ring to its end: every record written is
   // seen, and a process stopped at a library load is continued.

@@ -385,6 +385,34 @@ TEST_F(Trace, AttachToRunningProcessWithPid) {
   EXPECT_NE(r.err.find("tracing process " + std::to_string(app)), std::string::npos) << r.err;
 }
 
+// Attaching probes file after file and closing their links take a while,
+// and the ring is not read meanwhile: calls made then must not be recorded,
+// or a small ring overflows at both ends. The program and cudatrace run on
+// CPUs of their own, as the reader must keep up in that case.
+TEST_F(Trace, AttachingToAndDetachingFromAFastProgramLoseNothing) {
+  cpu_set_t ours;
+  ASSERT_EQ(sched_getaffinity(0, sizeof ours, &ours), 0);
+  if (!CPU_ISSET(0, &ours) || !CPU_ISSET(1, &ours)) GTEST_SKIP() << "needs CPUs 0 and 1";
+  const pid_t app = fork();
+  if (app == 0) {
+    freopen("/dev/null", "w", stdout);
+    execlp("taskset", "taskset", "-c", "1", FAKE_APP, "launch-loop", "1000000000", nullptr);
+    _exit(127);
+  }
+  ASSERT_TRUE(wait_until([&] { return read_file("/proc/" + std::to_string(app) + "/comm") == "fake_app\n"; }));
+  for (int round = 0; round < 3; ++round) {
+    const Result r = run("timeout --preserve-status -s INT 1 taskset -c 0 " + tracer() + " -f all --ring-mb 1 -o /dev/null -p " +
+                         std::to_string(app));
+    EXPECT_EQ(r.status, 0) << r.err;
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(r.err, m, std::regex("([0-9]+) calls traced, ([0-9]+) lost"))) << r.err;
+    EXPECT_GT(std::stoll(m[1]), 10000) << r.err;
+    EXPECT_EQ(m[2], "0") << "round " << round << ": " << r.err;
+  }
+  kill(app, SIGKILL);
+  waitpid(app, nullptr, 0);
+}
+
 TEST_F(Trace, CallThatNeverReturnsIsReportedUnfinished) {
   const std::string out = temp_path("block.jsonl"), ready = temp_path("ready");
   const pid_t t = fork();

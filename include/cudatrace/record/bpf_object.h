@@ -88,6 +88,9 @@ class BpfObject {
   // cudatrace has begun to exit, before its links are closed (watchdog.h).
   int tracer_exit_fd() const;
   int threads_fd() const;
+  // Calls are recorded from here on (state.bpf.h: tracing_begun), not while
+  // probes are still being attached and nobody reads the ring.
+  void begin_tracing(bool begun);
   // --py-stack: the next record with Python frames wakes the reader.
   void wake_on_python_frames();
   int process_cost_fd() const;
