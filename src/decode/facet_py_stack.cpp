@@ -28,11 +28,14 @@ class PyStackFacet final : public Facet {
   FacetCapture capture() const override { return {&ct_config::py_stack, "ct_py_code_freed", true}; }
 
   void decode(const ct_call& rec, const FacetNames* names, Call& c) const override {
-    c.py_stack.clear();
     const RecordSection s = record_section(rec, CT_SECTION_PY_FRAMES);
     const std::size_t n = s.len / sizeof(ct_py_frame);
     // Whole frames, no more than BPF reads: else not frames BPF wrote.
-    if (!n || s.len % sizeof(ct_py_frame) || n > CT_MAX_PY_FRAMES || !names || !names->python) return;
+    if (!n || s.len % sizeof(ct_py_frame) || n > CT_MAX_PY_FRAMES || !names || !names->python) {
+      c.py_stack.clear();
+      return;
+    }
+    // Named over the frames of the call before (their strings' room is reused).
     names->python(c.pid, reinterpret_cast<const ct_py_frame*>(s.bytes), n, c.py_stack);
   }
 

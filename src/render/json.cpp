@@ -1,5 +1,6 @@
 #include "cudatrace/render/json.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -172,8 +173,19 @@ void JsonFieldWriter::key(std::string_view name) {
   Open& o = open_[depth_ - 1];
   if (!o.empty) out_.push_back(',');
   o.empty = false;
-  append_json_string(out_, name);
-  out_.push_back(':');
+  // Field names are identifiers, written for every field of every record:
+  // only another name is escaped.
+  const bool plain = std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+  });
+  if (!plain) {
+    append_json_string(out_, name);
+    out_.push_back(':');
+    return;
+  }
+  append_char(out_, '"');
+  append_piece(out_, name);
+  append_piece(out_, "\":", 2);
 }
 
 void JsonFieldWriter::open(char c, bool array) {

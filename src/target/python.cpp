@@ -371,7 +371,7 @@ bool PyNames::read_head(pid_t pid, const PyCodeLayout& l, std::uint64_t addr, st
          ct_py_ident(head + l.ident_at, l.ident_len) == ident;
 }
 
-const PyNames::Code* PyNames::code(pid_t pid, const PyCodeLayout& l, std::uint64_t addr, std::uint64_t ident) {
+PyNames::Code* PyNames::code(pid_t pid, const PyCodeLayout& l, std::uint64_t addr, std::uint64_t ident) {
   if (!ident) return nullptr;  // not read at the call
   const auto it = codes_.find({pid, addr});
   if (it != codes_.end() && it->second.ident == ident) return &it->second;
@@ -397,22 +397,28 @@ const PyNames::Code* PyNames::code(pid_t pid, const PyCodeLayout& l, std::uint64
 }
 
 void PyNames::name(pid_t pid, const ct_py_frame* frames, std::size_t n, std::vector<PyFrame>& out) {
-  out.clear();
   const auto layout = layouts_.find(pid);
-  if (layout == layouts_.end()) return;
+  if (layout == layouts_.end()) {
+    out.clear();
+    return;
+  }
   const PyCodeLayout& l = layout->second;
+  out.resize(n);
   for (std::size_t i = 0; i < n; ++i) {
-    const Code* c = code(pid, l, frames[i].code, frames[i].ident);
+    PyFrame& f = out[i];
+    Code* c = code(pid, l, frames[i].code, frames[i].ident);
     if (!c) {
       ++unnamed_;
-      out.push_back({});  // never a name the call may not have had
+      f.func.clear(), f.file.clear(), f.line = 0;  // never a name the call may not have had
       continue;
     }
     // The instruction's byte offset in the bytecode.
     const std::int64_t offset = l.minor == 10
                                     ? static_cast<std::int64_t>(frames[i].instr) * 2
                                     : static_cast<std::int64_t>(frames[i].instr - (frames[i].code + l.code_adaptive));
-    out.push_back({c->func, c->file, py_line(l.minor, c->linetable, c->firstlineno, offset)});
+    const auto [line, fresh] = c->lines.try_emplace(offset, 0);
+    if (fresh) line->second = py_line(l.minor, c->linetable, c->firstlineno, offset);
+    f.func.assign(c->func), f.file.assign(c->file), f.line = line->second;
   }
 }
 

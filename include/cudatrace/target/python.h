@@ -12,6 +12,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -69,7 +70,8 @@ class PyNames {
   bool knows(pid_t pid) const { return layouts_.count(pid) != 0; }
   bool any() const { return !layouts_.empty(); }
   void forget(pid_t pid);
-  // The frames, innermost first; a frame whose code object cannot be read,
+  // The frames, innermost first, into `out` (whose strings' room is reused);
+  // a frame whose code object cannot be read,
   // or is no longer the one the call ran, stays unnamed (PyFrame::unnamed)
   // and is counted in unnamed().
   void name(pid_t pid, const ct_py_frame* frames, std::size_t n, std::vector<PyFrame>& out);
@@ -81,8 +83,11 @@ class PyNames {
     std::string func, file;
     int firstlineno = 0;
     std::string linetable;
+    // Lines by instruction offset, as found: a loop calls from the same few
+    // instructions, and decoding the table each time cost more than the rest.
+    std::unordered_map<std::int64_t, int> lines;
   };
-  const Code* code(pid_t pid, const PyCodeLayout& l, std::uint64_t addr, std::uint64_t ident);
+  Code* code(pid_t pid, const PyCodeLayout& l, std::uint64_t addr, std::uint64_t ident);
   bool read_head(pid_t pid, const PyCodeLayout& l, std::uint64_t addr, std::uint64_t ident, std::uint8_t* head);
   bool is_code_type(pid_t pid, std::uint64_t type);
   std::map<pid_t, PyCodeLayout> layouts_;
