@@ -95,8 +95,10 @@ static __always_inline int enter_call(struct pt_regs *ctx, bool session)
 	st->entry_hits++;
 	if (cookie & CT_COOKIE_STEPPED)
 		st->stepped_hits++;
-	if (!tracing_begun)
+	if (!tracing_begun) {
+		count(CT_CNT_UNTRACED);
 		return 1; /* no frame: a probed return finds none to pair with */
+	}
 	drop_stale_frames(st);
 	__u32 depth = st->depth;
 	if (depth >= CT_MAX_DEPTH) {

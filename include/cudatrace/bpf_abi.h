@@ -601,6 +601,7 @@ enum ct_counter {
 	CT_CNT_LOST_CONTROL,     /* ring full: map-change or unfinished record dropped */
 	CT_CNT_ACTIVITY_FULL,    /* activity map full: the call was sent as a record instead */
 	CT_CNT_EXPORT_FULL,      /* export_stats map full: the call was not counted (export_counts) */
+	CT_CNT_UNTRACED,         /* began while probes were attached or detached (tracing_begun): not traced */
 	CT_CNT_NR,
 };
 

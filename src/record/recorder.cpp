@@ -111,6 +111,9 @@ void Recorder::finish(CallConsumer& to) {
     std::fprintf(stderr, "cudatrace: %llu launches and copies were sent as records: the BPF activity table (%d "
                  "entries) was full; nothing is lost\n", static_cast<unsigned long long>(totals[CT_CNT_ACTIVITY_FULL]),
                  CT_ACTIVITY_ENTRIES);
+  if (totals[CT_CNT_UNTRACED])
+    std::fprintf(stderr, "cudatrace: %llu calls began while probes were being attached or detached, outside the trace\n",
+                 static_cast<unsigned long long>(totals[CT_CNT_UNTRACED]));
   std::fprintf(stderr, "cudatrace: read %llu call records\n", static_cast<unsigned long long>(reader_->records()));
   for (const std::string& note : symbolizer_.handle_layout_notes()) std::fprintf(stderr, "cudatrace: %s\n", note.c_str());
 }
