@@ -66,6 +66,28 @@ TEST(JsonChecker, DecodesEscapes) {
 
 // ---- append_json_string --------------------------------------------------
 
+// Field names that are identifiers are written as they are; any other name
+// is escaped like a value, so that no name can break the line.
+TEST(JsonFieldWriter, KeysAreIdentifiersOrEscaped) {
+  fmt::memory_buffer buf;
+  cudatrace::JsonFieldWriter w(buf);
+  w.begin_object();
+  w.key("py_stack");
+  w.number(1);
+  w.key("service.name");
+  w.string("a");
+  w.key("a\"b\\c\n");
+  w.null();
+  w.key("");
+  w.number(2);
+  w.end_object();
+  const std::string json(buf.data(), buf.size());
+  EXPECT_EQ(json, R"({"py_stack":1,"service.name":"a","a\"b\\c\n":null,"":2})");
+  JsonValue v;
+  std::string err;
+  EXPECT_TRUE(JsonParser::parse(json, v, err)) << err << " in " << json;
+}
+
 TEST(AppendJsonString, EmptyAndPlainAscii) {
   EXPECT_EQ(quote(""), "\"\"");
   EXPECT_EQ(quote("cudaMalloc"), "\"cudaMalloc\"");
