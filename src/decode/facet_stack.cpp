@@ -17,15 +17,14 @@ using namespace facet_json;
 class StackFacet final : public Facet {
  public:
   FacetOption option() const override {
-    return {"--stack", "OUTPUT", "Capture and symbolise the user stack of each call (and of leaked allocations)",
-            &Options::stack};
+    return {"--stack", "OUTPUT", "Capture and symbolise the user stack of each call (and of leaked allocations)"};
   }
   FacetCapture capture() const override { return {&ct_config::capture_stack}; }
 
   void decode(const ct_call& rec, const FacetNames* names, Call& c) const override {
     c.stack_addresses = record_stack(rec);
-    if (names && names->stack)
-      c.stack = names->stack(c.pid, c.stack_addresses);
+    if (const StackNamer* name = names ? names->get<StackNamer>(*this) : nullptr)
+      c.stack = (*name)(c.pid, c.stack_addresses);
     else
       c.stack.clear();
   }
