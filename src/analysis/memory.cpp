@@ -67,7 +67,7 @@ void MemoryTracker::allocate(const Call& c, bool managed) {
   a.caller = c.caller;
   a.api = c.api;
   a.order = next_order_++;
-  a.stack = c.stack_addresses;
+  a.stack = user_stack(c).addresses;
   if (const std::optional<SourceSite> site = source_site_of(c)) a.site = source_site_key(*site);
   DeviceMemory& d = devices_[{a.pid, a.device}];
   ++d.allocs;

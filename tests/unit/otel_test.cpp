@@ -186,7 +186,7 @@ TEST(Otel, SpanOfARecordRoundTrips) {
   ctx.resource = {{"service.name", "checkout"}};
   ctx.span_keys = {"http.route"};
   call_span(c).process = &ctx;
-  c.stack_addresses.clear();
+  user_stack(c).addresses.clear();
   auto out = make_json_writer();
   out->call(c, CallAnalysis{});
   const std::string text = fmt::to_string(*out->buffer());

@@ -84,7 +84,7 @@ Decoded decode(const ct_call& rec) {
   Call c;
   Decoded d;
   d.ok = decode_call(rec, nullptr, c, nullptr, &names);
-  d.stack = c.stack_addresses;
+  d.stack = user_stack(c).addresses;
   for (const PyFrame& f : py_stack(c)) d.py_codes.push_back(static_cast<std::uint64_t>(f.line));
   d.has_span = call_span(c).has_span;
   d.span_attrs = std::string(call_span(c).span.attrs);

@@ -74,8 +74,6 @@ struct Call {
   // communicator arrays), and whether reading them failed.
   std::string_view payload;
   bool payload_fault = false;
-  // With --stack: the return addresses of the user stack, innermost first.
-  std::vector<std::uint64_t> stack_addresses;
   std::vector<NamedValue> args;
   // Launches only: the kernel name, demangled and as CUDA gives it, and its
   // short form (KernelNames::short_name); "?" when it cannot be known. Empty
@@ -95,8 +93,6 @@ struct Call {
   // NCCL calls: communicator id, rank, sequence number, group, bytes; set by
   // the NCCL model (nccl.h) and valid until its next call; else nullptr.
   const NcclInfo* nccl = nullptr;
-  // With --stack: the user stack, innermost first, symbolised by the recorder.
-  std::vector<StackFrame> stack;
   // With --nvtx: the NVTX ranges open on the call's thread and the process's
   // open start/end ranges, outermost first (nvtx.h); nullptr when none is.
   const std::vector<NvtxRange>* nvtx = nullptr;

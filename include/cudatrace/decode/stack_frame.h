@@ -24,10 +24,19 @@ std::string frame_text(const StackFrame& f);
 // indented by `indent` spaces, terminal-safe.
 std::string stack_lines(const std::vector<StackFrame>& stack, int indent);
 
+struct Call;
 class Facet;
-// The user stack facet (--stack; src/decode/facet_stack.cpp), and how a live
-// source names a call's return addresses (FacetNames).
+// The user stack facet (--stack; src/decode/facet_stack.cpp): its decoded
+// form on a call, the return addresses innermost first and their frames as
+// the recorder symbolised them (none when no output shows them), and how a
+// live source names the addresses (FacetNames).
 const Facet& stack_facet();
+struct UserStack {
+  std::vector<std::uint64_t> addresses;
+  std::vector<StackFrame> frames;
+};
+const UserStack& user_stack(const Call& c);
+UserStack& user_stack(Call& c);
 using StackNamer = std::function<std::vector<StackFrame>(std::uint32_t pid, const std::vector<std::uint64_t>& addrs)>;
 
 // Names call sites and symbolises stacks of the traced processes: the
