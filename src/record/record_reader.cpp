@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "cudatrace/clock.h"
+#include "cudatrace/decode/facet.h"
 #include "cudatrace/record/bpf_object.h"
 #include "cudatrace/record/budget.h"
 #include "cudatrace/record/tracee.h"

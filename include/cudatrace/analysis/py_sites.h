@@ -48,7 +48,6 @@ class PySites final : public FacetAnalysis {
   // Nothing while no call had a site.
   std::shared_ptr<const SummaryPart> part(const SummaryPartInput& in) const override;
   const std::map<std::string, PySiteStats>& sites() const { return sites_; }
-  bool empty() const { return sites_.empty(); }
 
  private:
   std::map<std::string, PySiteStats> sites_;  // by source_site_key

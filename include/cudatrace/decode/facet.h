@@ -1,11 +1,13 @@
 // Facets: the contexts a call may carry besides its arguments (the user
 // stack, the Python frames, the OpenTelemetry span). Each facet is one file
 // (src/decode/facet_*.cpp) that owns its option and what it asks the record
-// stage to capture, decodes and names its part of a record, and knows its
-// JSON fields (written, and read back by `cudatrace report`), its text form
-// and its Perfetto args. The writers loop over call_facets() and name none
-// of them; a new writer (OTLP attributes) does the same. docs/design.md,
-// "Adding a per-call context", says how to add one.
+// stage to capture, decodes and names its part of a record into its slot of
+// the call (its form and accessor declared in its own header), and knows its
+// JSON fields (written, and read back by `cudatrace report`), its text form,
+// its Perfetto args and the analyses of it. The writers, the pipeline and
+// the summaries loop over call_facets() and name none of them; a new writer
+// (OTLP attributes) does the same. docs/design.md, "Adding a per-call
+// context", says how to add one.
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>

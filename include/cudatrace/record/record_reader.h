@@ -17,7 +17,6 @@
 #include <vector>
 
 #include "cudatrace/decode/decode.h"
-#include "cudatrace/decode/facet.h"
 #include "cudatrace/decode/kernel_names.h"
 #include "cudatrace/record/bpf_maps.h"
 #include "cudatrace/record/ring_reader.h"
