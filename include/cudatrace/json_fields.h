@@ -71,11 +71,6 @@ inline constexpr auto kFunction = field("function");
 inline constexpr auto kFunctionOffset = field("function_offset");
 inline constexpr auto kModule = field("module");
 inline constexpr auto kModuleOffset = field("module_offset");
-// --py-stack: the Python frames, innermost first (docs/python.md).
-inline constexpr auto kPyStack = field("py_stack");
-inline constexpr auto kPyFunc = field("func");
-inline constexpr auto kPyFile = field("file");
-inline constexpr auto kPyLine = field("line");
 
 // A warning (also pid, api and caller).
 inline constexpr auto kKind = field("kind");

@@ -4,10 +4,12 @@
 
 #include <sys/types.h>
 
+#include <bitset>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "cudatrace/decode/facet.h"
 #include "cudatrace/decode/selection.h"
 
 namespace cudatrace {
@@ -55,8 +57,9 @@ struct Options {
   bool insights = false;        // --insights
   unsigned interval_s = 0;      // -i: also report every N seconds
   unsigned count = 0;           // -c: stop after this many interval reports (0: no limit)
-  bool stack = false;    // --stack: capture the user stack of each call
-  bool py_stack = false; // --py-stack: each call's Python frames (docs/python.md)
+  // The facets asked for (decode/facet.h), by facet_slot: each facet's
+  // option sets its own; one whose option turns it off starts on.
+  std::bitset<kMaxFacets> facets = facets_on_by_default();
   // --every-layer (and -f all): also record the driver calls without
   // out-params that a runtime call makes, which are otherwise part of its
   // record (bpf_abi.h, bit 60)
@@ -67,7 +70,6 @@ struct Options {
   bool verbose = false;
   bool nvtx = false;      // --nvtx: NVTX range stacks on every call (docs/nvtx.md)
   bool by_span = false;  // --by-span: with --summary, CUDA work per OpenTelemetry trace and span attribute
-  bool otel = true;      // read OpenTelemetry thread and process context (--no-otel: not)
   bool by_range = false;  // --by-range: with --summary, CUDA work per NVTX range
   bool gpu_time = false;  // --gpu-time: GPU time bounds and estimates from host events (docs/gpu-time.md)
   bool all_processes = false;      // --all-processes: every process of the host (docs/prometheus.md)

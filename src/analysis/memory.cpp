@@ -1,5 +1,5 @@
 #include "cudatrace/analysis/memory.h"
-#include "cudatrace/analysis/py_sites.h"
+#include "cudatrace/decode/facet.h"
 
 #include <algorithm>
 #include <climits>
@@ -67,8 +67,8 @@ void MemoryTracker::allocate(const Call& c, bool managed) {
   a.caller = c.caller;
   a.api = c.api;
   a.order = next_order_++;
-  a.stack = c.stack_addresses;
-  if (!c.py_stack.empty()) a.py_site = py_site_key(c.py_stack.front());
+  a.stack = user_stack(c).addresses;
+  if (const std::optional<SourceSite> site = source_site_of(c)) a.site = source_site_key(*site);
   DeviceMemory& d = devices_[{a.pid, a.device}];
   ++d.allocs;
   if (managed) {

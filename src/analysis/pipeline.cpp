@@ -8,7 +8,11 @@ Pipeline::Pipeline(PipelineOptions opts) : opts_(std::move(opts)) {
   if (opts_.nvtx) nvtx_ = std::make_unique<NvtxTracker>();
   if (opts_.by_range) by_range_ = std::make_unique<RangeSummary>();
   if (opts_.gpu_time) gpu_time_ = std::make_unique<GpuTimeTracker>();
-  if (opts_.by_span) by_span_ = std::make_unique<SpanSummary>();
+  for (const Facet* f : call_facets())
+    for (std::string_view name : f->analyses())
+      for (const FacetAnalysisKind& kind : facet_analysis_kinds())
+        if (kind.name == name)
+          if (std::unique_ptr<FacetAnalysis> a = kind.make(opts_)) facet_analyses_.push_back(std::move(a));
 }
 
 std::uint64_t Pipeline::live_device_bytes(std::uint32_t pid) const {
@@ -23,16 +27,7 @@ const CallAnalysis& Pipeline::on_call(Call& c) {
   analysis_.closed_range.reset();
   analysis_.device_bytes.reset();
   analysis_.streams = &streams_.on_call(c);
-  if (c.otel && c.otel->published) {
-    auto [it, fresh] = otel_seen_.try_emplace(c.pid, c.otel->generation);
-    if (fresh || it->second != c.otel->generation) {
-      it->second = c.otel->generation;
-      if (otel_processes_.size() < kMaxListedContexts || otel_processes_.count(c.pid))
-        otel_processes_[c.pid] = *c.otel;
-      else if (fresh)
-        ++otel_unlisted_;
-    }
-  }
+  for (const auto& a : facet_analyses_) a->on_any_call(c);
   if (gpu_time_) analysis_.gpu_windows = &gpu_time_->on_call(c, *analysis_.streams);
   if (nvtx_) {
     nvtx_->annotate(c);
@@ -58,12 +53,11 @@ const CallAnalysis& Pipeline::on_call(Call& c) {
     if (effect != Effect::Free || after != before) analysis_.device_bytes = after;  // a free of what was seen
   }
   if (by_range_) by_range_->on_call(c);
-  if (by_span_) by_span_->on_call(c);
   if (opts_.tables) {
     run_.on_call(c, memory_);
     window_.on_call(c, memory_);
-    if (!c.py_stack.empty()) py_sites_.on_call(c, memory_);
   }
+  for (const auto& a : facet_analyses_) a->on_displayed_call(c, memory_);
   return analysis_;
 }
 
@@ -77,7 +71,7 @@ void Pipeline::forget_process(std::uint32_t pid) {
   if (gpu_time_) gpu_time_->forget_process(pid);
   memory_.forget_page_locked(pid);
   launch_failures_.forget_process(pid);
-  otel_seen_.erase(pid);  // the source lets go of its context (its copy stays for the summary)
+  for (const auto& a : facet_analyses_) a->forget_process(pid);
 }
 
 void Pipeline::forget_thread(std::uint32_t pid, std::uint32_t tid) { streams_.forget_thread(pid, tid); }

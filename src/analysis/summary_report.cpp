@@ -107,22 +107,11 @@ SummarySnapshot SummaryReport::snapshot(const std::vector<ct_api_stats>& run, st
       s.leaks.push_back(std::move(leak));
     }
   }
-  if (opts_.tables && !pipeline_.py_sites().empty()) {
-    std::map<std::string, PySiteStats> sites = pipeline_.py_sites().sites();
-    for (const Allocation* a : memory.outstanding()) {
-      if (a->py_site.empty() || records_lost) continue;  // perhaps freed: the free's record may be lost
-      const auto it = sites.find(a->py_site);
-      if (it == sites.end()) continue;
-      it->second.unfreed += 1;
-      it->second.unfreed_bytes += a->bytes;
-    }
-    for (auto& [key, site] : sites) s.py_sites.push_back(std::move(site));
-  }
   if (opts_.collectives) s.collectives = &pipeline_.nccl();
   if (final) s.by_range = pipeline_.by_range();
-  if (final) s.by_span = pipeline_.by_span();
-  if (!pipeline_.otel_processes().empty()) s.otel = &pipeline_.otel_processes();
-  s.otel_unlisted = pipeline_.otel_unlisted();
+  for (const auto& a : pipeline_.facet_analyses())
+    if (std::shared_ptr<const SummaryPart> part = a->part({memory, final, records_lost}))
+      if (opts_.tables || part->place() != SummaryPlace::Tables) s.parts.push_back(std::move(part));
   if (s.with_insights) {
     s.insights = find_insights(insight_input(run, now_ns), opts_.thresholds);
     if (opts_.collectives)

@@ -402,10 +402,7 @@ void add_facet_options(CLI::App& app, cudatrace::Options& opts, const char* grou
   for (const cudatrace::Facet* f : cudatrace::call_facets()) {
     const cudatrace::FacetOption o = f->option();
     if (std::string_view(o.help_group) != group) continue;
-    if (o.sets)
-      app.add_flag(o.flag, opts.*o.on, o.help)->group(group);
-    else
-      app.add_flag(o.flag, [&opts, o](std::int64_t) { opts.*o.on = o.sets; }, o.help)->group(group);
+    app.add_flag(o.flag, [&opts, f, o](std::int64_t) { cudatrace::set_facet(opts, *f, o.sets); }, o.help)->group(group);
   }
 }
 

@@ -158,7 +158,6 @@ bool decode_call(const ct_call& rec, KernelNames* names, Call& call, const Strin
 
   call.payload = std::string_view(reinterpret_cast<const char*>(&rec + 1), rec.payload_len);
   call.payload_fault = rec.flags & CT_FLAG_PAYLOAD_FAULT;
-  call.otel = nullptr;
   for (const Facet* f : call_facets()) f->decode(rec, facet_names, call);
   int out_no = 0;
   bool names_kernel = false;

@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+
 #include "cudatrace/decode/arg_types.h"
 #include "cudatrace/options.h"
 
@@ -11,16 +13,48 @@ namespace cudatrace {
 
 // Each facet file's single instance.
 const Facet& span_facet();
-const Facet& stack_facet();
 const Facet& py_stack_facet();
 
 const std::vector<const Facet*>& call_facets() {
   // The order the outputs have always written them in.
   static const std::vector<const Facet*> all = {&span_facet(), &stack_facet(), &py_stack_facet()};
+  static_assert(kMaxFacets >= 3);
   return all;
 }
 
-bool Facet::on(const Options& opts) const { return opts.*option().on; }
+std::size_t facet_slot(const Facet& f) {
+  const auto& all = call_facets();
+  return static_cast<std::size_t>(std::find(all.begin(), all.end(), &f) - all.begin());
+}
+
+bool Facet::on(const Options& opts) const { return opts.facets[facet_slot(*this)]; }
+
+std::bitset<kMaxFacets> facets_on_by_default() {
+  std::bitset<kMaxFacets> on;
+  for (const Facet* f : call_facets()) on[facet_slot(*f)] = !f->option().sets;
+  return on;
+}
+
+void set_facet(Options& opts, const Facet& f, bool on) { opts.facets[facet_slot(f)] = on; }
+
+std::optional<SourceSite> source_site_of(const Call& c) {
+  for (const Facet* f : call_facets())
+    if (f->present(c))
+      if (std::optional<SourceSite> site = f->source_site(c)) return site;
+  return std::nullopt;
+}
+
+std::string source_site_key(const SourceSite& s) {
+  return std::string(s.file) + ':' + std::to_string(s.line) + ' ' + std::string(s.func);
+}
+
+std::string source_site_text(const SourceSite& s) {
+  if (s.unnamed) return "?";
+  const std::size_t slash = s.file.rfind('/');
+  std::string out(slash == std::string_view::npos ? s.file : s.file.substr(slash + 1));
+  out += ':' + std::to_string(s.line) + ' ' + std::string(s.func);
+  return out;
+}
 
 namespace facet_json {
 

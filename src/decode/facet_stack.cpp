@@ -17,29 +17,30 @@ using namespace facet_json;
 class StackFacet final : public Facet {
  public:
   FacetOption option() const override {
-    return {"--stack", "OUTPUT", "Capture and symbolise the user stack of each call (and of leaked allocations)",
-            &Options::stack};
+    return {"--stack", "OUTPUT", "Capture and symbolise the user stack of each call (and of leaked allocations)"};
   }
   FacetCapture capture() const override { return {&ct_config::capture_stack}; }
 
   void decode(const ct_call& rec, const FacetNames* names, Call& c) const override {
-    c.stack_addresses = record_stack(rec);
-    if (names && names->stack)
-      c.stack = names->stack(c.pid, c.stack_addresses);
+    UserStack& stack = user_stack(c);
+    stack.addresses = record_stack(rec);
+    if (const StackNamer* name = names ? names->get<StackNamer>(*this) : nullptr)
+      stack.frames = (*name)(c.pid, stack.addresses);
     else
-      c.stack.clear();
+      stack.frames.clear();
   }
 
-  bool present(const Call& c) const override { return !c.stack.empty(); }
+  bool present(const Call& c) const override { return !user_stack(c).frames.empty(); }
 
   void write_json(const Call& c, FieldWriter& out) const override {
     out.key(kStack.name());
-    write_stack_json(c.stack, out);
+    write_stack_json(user_stack(c).frames, out);
   }
 
   void read_json(const nlohmann::json& line, const FacetReading&, Call& c) const override {
-    c.stack.clear();
-    c.stack_addresses.clear();
+    UserStack& stack = user_stack(c);
+    stack.frames.clear();
+    stack.addresses.clear();
     const auto it = line.find(kStack.name());
     if (it == line.end()) return;
     const std::string frames_error = quoted(kStack.name()) + " is not an array of frames";
@@ -52,18 +53,17 @@ class StackFacet final : public Facet {
       frame.module = optional_string(f, kModule.name(), "stack " + quoted(kModule.name()));
       if (!frame.function.empty()) frame.function_offset = unsigned_of(field(f, kFunctionOffset.name()), "stack offset");
       if (!frame.module.empty()) frame.module_offset = unsigned_of(field(f, kModuleOffset.name()), "stack offset");
-      c.stack_addresses.push_back(frame.addr);
-      c.stack.push_back(std::move(frame));
+      stack.addresses.push_back(frame.addr);
+      stack.frames.push_back(std::move(frame));
     }
   }
 
   void carry(const Call& from, Call& to) const override {
-    to.stack = from.stack;
-    to.stack_addresses = from.stack_addresses;
+    user_stack(to) = user_stack(from);
   }
 
   void write_text(const Call& c, std::string&, std::string& below) const override {
-    below += stack_lines(c.stack, 4);
+    below += stack_lines(user_stack(c).frames, 4);
   }
 
   // Perfetto shows no stack: its slices have none.
@@ -103,6 +103,18 @@ void write_stack_json(const std::vector<StackFrame>& stack, FieldWriter& out) {
 const Facet& stack_facet() {
   static const StackFacet facet;
   return facet;
+}
+
+const UserStack& user_stack(const Call& c) {
+  static const std::size_t slot = facet_slot(stack_facet());
+  static const UserStack none;
+  const UserStack* s = c.facet<UserStack>(slot);
+  return s ? *s : none;
+}
+
+UserStack& user_stack(Call& c) {
+  static const std::size_t slot = facet_slot(stack_facet());
+  return c.facet<UserStack>(slot);
 }
 
 }  // namespace cudatrace

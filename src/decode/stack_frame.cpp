@@ -33,15 +33,3 @@ std::string stack_lines(const std::vector<StackFrame>& stack, int indent) {
 }
 
 }  // namespace cudatrace
-
-namespace cudatrace {
-
-std::string py_frame_text(const PyFrame& f) {
-  if (f.unnamed()) return "?";
-  const std::size_t slash = f.file.rfind('/');
-  std::string out = slash == std::string::npos ? f.file : f.file.substr(slash + 1);
-  out += ':' + std::to_string(f.line) + ' ' + f.func;
-  return out;
-}
-
-}  // namespace cudatrace

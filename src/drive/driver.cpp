@@ -291,7 +291,7 @@ RecordsNeeded Driver::records_needed() const {
                        (opts_.otlp && needs.calls != Calls::Export);
   // A timeline draws every launch and copy.
   needs.counted_activity = needs.calls == Calls::Summary && !needs.every_record && opts_.perfetto_path.empty();
-  if (opts_.stack)  // a summary symbolises only the stacks it reports (the leaks')
+  if (stack_facet().on(opts_))  // a summary symbolises only the stacks it reports (the leaks')
     needs.stacks = analyses.tables ? RecordsNeeded::Stacks::Addresses : RecordsNeeded::Stacks::Frames;
   needs.trace_on_stdout = opts_.output_path.empty();
   return needs;

@@ -20,14 +20,7 @@ void ExporterCounts::note_process(pid_t pid) {
   if (!read_identity(pid, id)) return;
   ProcessLabel& label = labels_[static_cast<std::uint32_t>(pid)];
   label = {id.comm, id.cgroup.container_id, id.cgroup.pod_uid};
-  std::vector<Mapping> maps;
-  ProcessContext otel;
-  if (read_maps(pid, maps) && read_process_context(pid, maps, otel)) {
-    label.service_name = otel.attribute("service.name");
-    label.service_namespace = otel.attribute("service.namespace");
-    label.deployment_environment = otel.attribute("deployment.environment.name");
-    if (label.deployment_environment.empty()) label.deployment_environment = otel.attribute("deployment.environment");
-  }
+  read_service_labels(pid, label);
 }
 
 NodeCounts ExporterCounts::read(const ProbeCost& per_hit) {

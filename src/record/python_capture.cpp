@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "cudatrace/decode/py_stack.h"
 #include "cudatrace/record/process_capture.h"
 #include "cudatrace/terminal.h"
 
@@ -53,6 +54,15 @@ class PythonCapture final : public ProcessCapture {
     const auto key = static_cast<std::uint32_t>(pid);
     bpf_map_delete_elem(processes_, &key);
     unreadable_.erase(pid);
+  }
+
+  // Frames are named by their code objects, as the symbolizer reads them.
+  void name_facet(FacetNames& names) override {
+    Symbolizer& symbolizer = s_.symbolizer;
+    names.set(py_stack_facet(), PyFrameNamer([&symbolizer](std::uint32_t pid, const ct_py_frame* frames, std::size_t n,
+                                                           PyStack& out) {
+      symbolizer.python().name(static_cast<pid_t>(pid), frames, n, out);
+    }));
   }
 
   // What could not be read is said, not left out silently.

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "cudatrace/clock.h"
+#include "cudatrace/decode/facet.h"
 #include "cudatrace/record/bpf_object.h"
 #include "cudatrace/record/budget.h"
 #include "cudatrace/record/tracee.h"
@@ -82,12 +83,10 @@ RecordReader::RecordReader(BpfObject& bpf, Tracee& target, Symbolizer& symbolize
   };
   // Facets are named as they are decoded; stacks only when an output shows them.
   if (needs.stacks == RecordsNeeded::Stacks::Frames)
-    facet_names_.stack = [this](std::uint32_t pid, const std::vector<std::uint64_t>& addrs) {
-      return stacks_.frames(static_cast<pid_t>(pid), addrs);
-    };
-  facet_names_.python = [this](std::uint32_t pid, const ct_py_frame* frames, std::size_t n, std::vector<PyFrame>& out) {
-    symbolizer_.python().name(static_cast<pid_t>(pid), frames, n, out);
-  };
+    target_.facet_names().set(stack_facet(),
+                              StackNamer([this](std::uint32_t pid, const std::vector<std::uint64_t>& addrs) {
+                                return stacks_.frames(static_cast<pid_t>(pid), addrs);
+                              }));
 }
 
 int RecordReader::open(bool control) {
@@ -151,17 +150,16 @@ bool RecordReader::on_record(void* ctx, const void* data, std::size_t size) {
 }
 
 void RecordReader::on_call(const ct_call& rec) {
-  if (!decode_call(rec, &names_, call_, &read_string_, &facet_names_)) return;
+  if (!decode_call(rec, &names_, call_, &read_string_, &target_.facet_names())) return;
   ++records_;
   exits_.saw(call_.pid, call_.tid);
   if (counted_activity_ && call_.counted() && activity_api(*call_.api).kind == CT_ACT_PAGE_LOCK) {
     // This call bumped the page-locked generation: the copies counted
     // before it are judged by the page-locked memory before it.
     read_activity(++page_locked_changes_);
-    decode_call(rec, &names_, call_, &read_string_, &facet_names_);  // read_activity reused call_
+    decode_call(rec, &names_, call_, &read_string_, &target_.facet_names());  // read_activity reused call_
   }
   if (call_.api->group() == Group::Module) names_.learn(call_);
-  call_.otel = target_.process_context(call_.pid, rec.ts_ns);
   if (record_section(rec, CT_SECTION_PY_FRAMES).bytes) ++python_records_;  // the reader waits less for more (wait_ms)
   consumer_->on_call(call_);
 }

@@ -145,7 +145,7 @@ bool SavedTrace::read_line() {
     const std::uint32_t slot = free_slots_.back();
     TraceLine& line = slots_[slot];
     std::string error;
-    if (!line.parse(text, error, &otel_)) {
+    if (!line.parse(text, error, &facet_lines_)) {
       if (read != LineReader::CutLine) return fail(error);
       // What was written whole is reported; finish() warns of the rest.
       cut_line_ = number_;
@@ -153,7 +153,7 @@ bool SavedTrace::read_line() {
       return false;
     }
     switch (line.type()) {
-      case TraceLine::Type::Process:
+      case TraceLine::Type::FacetLine:
         continue;
       case TraceLine::Type::End:
         ended_ = true;
@@ -301,7 +301,7 @@ void SavedTrace::note_process(std::uint32_t pid, CallConsumer& to) {
     const std::uint32_t p = processes_.front();
     processes_.pop_front();
     process_at_.erase(p);
-    otel_.erase(p);
+    for (const Facet* f : call_facets()) f->forget_process(facet_lines_, p);
     to.forget_process(p);
     oldest.insert(p);
   }
@@ -316,7 +316,6 @@ void SavedTrace::hand_on(CallConsumer& to) {
   if (!line.kernel_mangled().empty()) names_.add(rec.pid, line.kernel_handle(), line.kernel_mangled());
   if (!decode_call(rec, &names_, call_)) return;
   if (call_.api->group() == Group::Module) names_.learn(call_);
-  call_.otel = line.otel();
   for (const Facet* f : call_facets()) f->carry(line.facets(), call_);
   last_ns_ = std::max<std::uint64_t>(last_ns_, call_.end_ns());
   // What BPF counts live in summary mode.

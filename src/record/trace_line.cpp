@@ -93,27 +93,9 @@ std::optional<std::uint64_t> optional_hex(const Json& obj, std::string_view key,
 
 }  // namespace
 
-namespace {
-
-// A "process" line: {"type":"process","pid":..,"resource":{..},"span_keys":[..]}.
-void read_process(const Json& j, TraceLine::OtelProcesses* otel) {
-  const std::uint64_t pid = unsigned_of(field(j, kPid.name()), quoted(kPid.name()));
-  if (pid > 0xffffffffu) bad("pid out of range");
-  ProcessContext ctx;
-  const Json& resource = field(j, kResource.name());
-  if (!resource.is_object()) bad(quoted(kResource.name()) + " is not an object");
-  for (const auto& [k, v] : resource.items()) ctx.resource.emplace_back(k, string_of(v, quoted(kResource.name())));
-  if (const auto it = j.find(kSpanKeys.name()); it != j.end()) {
-    if (!it->is_array() || it->size() > 256) bad(quoted(kSpanKeys.name()) + " is not an array of at most 256 names");
-    for (const Json& k : *it) ctx.span_keys.push_back(string_of(k, quoted(kSpanKeys.name())));
-  }
-  ctx.generation = next_context_generation();
-  if (otel) (*otel)[static_cast<std::uint32_t>(pid)] = std::make_shared<ProcessContext>(std::move(ctx));
-}
-
-}  // namespace
-
-bool TraceLine::parse(std::string_view line, std::string& error, OtelProcesses* otel) {
+bool TraceLine::parse(std::string_view line, std::string& error, FacetLines* lines) {
+  FacetLines alone;
+  FacetLines& facet_lines = lines ? *lines : alone;
   Json j;
   try {
     j = Json::parse(line.begin(), line.end());
@@ -155,13 +137,15 @@ bool TraceLine::parse(std::string_view line, std::string& error, OtelProcesses* 
       if (const auto calls = detail.find(kRingBufferCalls.name()); calls != detail.end())
         end_.ring_buffer_calls = lost_calls(*calls);
       return true;
-    } else if (type == kProcess) {
-      type_ = Type::Process;
-      read_process(j, otel);
-      return true;
     } else if (type == kSummary) {
       bad("a --summary report, not a trace of calls (record the trace with --json alone)");
     } else {
+      for (const Facet* f : call_facets())
+        if (f->line_type() == type) {
+          type_ = Type::FacetLine;
+          f->read_line(j, facet_lines);
+          return true;
+        }
       bad("unknown record type \"" + type + "\"");
     }
 
@@ -255,22 +239,8 @@ bool TraceLine::parse(std::string_view line, std::string& error, OtelProcesses* 
     if (kernel_mangled_ == "?") kernel_mangled_.clear();
 
     // The call's facets (decode/facet.h), each read by its own code.
-    TraceLine::OtelProcesses none;
-    FacetReading reading;
-    reading.pid = rec.pid;
-    reading.process_context = [&]() -> ProcessContext& {
-      std::shared_ptr<ProcessContext>& ctx = (otel ? *otel : none)[rec.pid];
-      if (!ctx) {  // a process without a "process" line: its names are kept, as no context
-        ctx = std::make_shared<ProcessContext>();
-        ctx->published = false;
-      }
-      return *ctx;
-    };
+    const FacetReading reading{rec.pid, facet_lines};
     for (const Facet* f : call_facets()) f->read_json(j, reading, facets_);
-
-    otel_.reset();
-    if (otel)
-      if (const auto it = otel->find(rec.pid); it != otel->end()) otel_ = it->second;
     rec.payload_len = static_cast<std::uint16_t>(payload.size());
     buf_.assign((sizeof(ct_call) + payload.size() + 7) / 8, 0);
     auto* bytes = reinterpret_cast<std::uint8_t*>(buf_.data());

@@ -54,81 +54,20 @@ void Tracee::on_map_change(pid_t pid, std::uint64_t wanted, std::uint64_t wanted
     return;
   }
   if (bpf_ && bpf_->probes()) attach_mappings(pid);  // not after the end's detach
-  // A process stopped at a library load waits while its process context is
-  // read: one that exits before the reader reaches its first call is still found.
-  if (opts_.otel) process_context(static_cast<std::uint32_t>(pid), 0, true);
+  for (const auto& c : captures_) c->library_loaded(pid);
 }
 
 void Tracee::use_bpf(BpfObject& bpf) {
   bpf_ = &bpf;
   captures_ = make_process_captures({bpf, bpf.settings(), symbolizer_, opts_, policy_.bound_to_process});
+  for (const auto& c : captures_) c->name_facet(facet_names_);
 }
 
 void Tracee::say_what_was_missed() const {
   for (const auto& c : captures_) c->say_what_was_missed();
 }
 
-const ProcessContext* Tracee::process_context(std::uint32_t pid, std::uint64_t call_ns, bool now_anyway) {
-  if (!opts_.otel) return nullptr;
-  constexpr std::uint64_t kFirstLookWaitNs = 10000000, kLongestLookWaitNs = 1000000000;
-  constexpr std::uint64_t kHeaderReadWaitNs = 10000000;  // a read opens /proc/PID/mem
-  // Asked for every record: the process of the record before is kept at hand.
-  if (!last_otel_ || last_otel_pid_ != pid) {
-    last_otel_ = &otel_[pid];
-    last_otel_pid_ = pid;
-  }
-  OtelProcess& p = *last_otel_;
-  // A context read again applies from when it was read: a call that began
-  // before (read late, the reader behind) carries the one before it.
-  const auto for_the_call = [&] { return p.previous && call_ns < p.since_ns ? p.previous.get() : p.context.get(); };
-  // Read after the call began: what the call ran under, or newer.
-  if (call_ns < p.read_ns && !now_anyway) return for_the_call();
-  // The coarse clock (no precise clock read per record) for the wait; the
-  // precise one for what a read applies from.
-  if (p.header.address && monotonic_coarse_ns() < p.read_ns + kHeaderReadWaitNs && !now_anyway)
-    return for_the_call();
-  // Not yet time to look for one: no precise clock read per record either.
-  if (!p.header.address && monotonic_coarse_ns() < p.next_look_ns && !now_anyway) return for_the_call();
-  const std::uint64_t now = monotonic_ns();
-  if (p.header.address) {
-    std::array<char, kProcessContextHeader> header;
-    if (read_process_memory(static_cast<pid_t>(pid), p.header.address, header.data(), header.size()) &&
-        header == p.header.bytes) {
-      p.read_ns = now;
-      return for_the_call();
-    }
-    p.header.address = 0;  // published again, or unmapped: the maps say
-    p.next_look_ns = 0;
-    p.look_wait_ns = 0;
-  }
-  if (now < p.next_look_ns && !now_anyway) return for_the_call();
-  p.read_ns = now;
-  p.look_wait_ns = std::clamp(p.look_wait_ns * 2, kFirstLookWaitNs, kLongestLookWaitNs);
-  p.next_look_ns = now + p.look_wait_ns;
-  std::vector<Mapping> maps;
-  ProcessContext ctx;
-  ProcessContextHeaderCopy header;
-  // Not found (none yet, an update in progress): the last one found stays.
-  if (!read_maps(static_cast<pid_t>(pid), maps) ||
-      !read_process_context(static_cast<pid_t>(pid), maps, ctx, &header))
-    return for_the_call();
-  const bool same = p.context && header.bytes == p.header.bytes;  // mapped again elsewhere, say
-  p.header = header;
-  if (!same) {
-    ctx.generation = next_context_generation();
-    // The first one found is the process's from its start (-p: published long before).
-    if (p.context) {
-      p.previous = std::move(p.context);
-      p.since_ns = now;
-    }
-    p.context = std::make_unique<ProcessContext>(std::move(ctx));
-  }
-  return for_the_call();
-}
-
 void Tracee::forget_process(pid_t pid) {
-  otel_.erase(static_cast<std::uint32_t>(pid));
-  last_otel_ = nullptr;
   for (const auto& c : captures_) c->forget(pid);  // a reused pid is another program
   if (const auto d = demand_.find(pid); d != demand_.end()) {
     if (bpf_) bpf_->forget_driver_fns(static_cast<std::uint32_t>(pid), d->second.told, d->second.runtime_ranges);

@@ -10,6 +10,7 @@
 #include "cudatrace/render/gpu_time.h"
 #include "cudatrace/render/json.h"
 #include "cudatrace/render/json_format.h"
+#include "cudatrace/render/summary_parts.h"
 
 namespace cudatrace {
 namespace {
@@ -193,53 +194,6 @@ void append_ranges_line(Buf& out, const RangeSummary& summary) {
                  summary.outside().calls, summary.outside().api_ns, summary.outside().launches, summary.outside().bytes);
 }
 
-void append_spans_line(Buf& out, const SpanSummary& summary) {
-  using Stats = SpanSummary::Stats;
-  auto it = std::back_inserter(out);
-  auto stats = [&](const Stats& s) {
-    fmt::format_to(it, "\"calls\":{},\"api_ns\":{},\"launches\":{},\"sync_ns\":{},\"bytes\":{}}}", s.calls, s.api_ns,
-                   s.launches, s.sync_ns, s.bytes);
-  };
-  auto rows = [&](const char* key, const std::map<std::string, Stats>& m) {
-    fmt::format_to(it, ",\"{}\":[", key);
-    bool first = true;
-    for (const auto& [name, s] : SpanSummary::top(m, SpanSummary::kTopTraces)) {
-      out.append(std::string_view(first ? "{\"name\":" : ",{\"name\":"));
-      first = false;
-      append_json_string(out, *name);
-      out.push_back(',');
-      stats(*s);
-    }
-    out.push_back(']');
-  };
-  out.append(std::string_view("{\"type\":\"spans\""));
-  fmt::format_to(it, ",\"trace_count\":{}", summary.traces().size());
-  rows("traces", summary.traces());
-  rows("attributes", summary.attributes());
-  out.append(std::string_view(",\"outside\":{"));
-  stats(summary.outside());
-  out.append(std::string_view("}\n"));
-}
-
-void append_otel_json(Buf& out, const std::map<std::uint32_t, ProcessContext>& processes, std::uint64_t unlisted) {
-  auto it = std::back_inserter(out);
-  out.append(std::string_view(",\"processes\":["));
-  bool first = true;
-  for (const auto& [pid, ctx] : processes) {
-    fmt::format_to(it, "{}{{\"pid\":{},\"resource\":{{", first ? "" : ",", pid);
-    first = false;
-    for (std::size_t i = 0; i < ctx.resource.size(); ++i) {
-      if (i) out.push_back(',');
-      append_json_string(out, ctx.resource[i].first);
-      out.push_back(':');
-      append_json_string(out, ctx.resource[i].second);
-    }
-    out.append(std::string_view("}}"));
-  }
-  out.push_back(']');
-  if (unlisted) fmt::format_to(it, ",\"processes_unlisted\":{}", unlisted);
-}
-
 void append_histograms(Buf& out, const SummarySnapshot& s) {
   auto it = std::back_inserter(out);
   out.append(std::string_view(",\"histograms\":["));
@@ -266,13 +220,15 @@ void append_incomplete(Buf& out, const SummarySnapshot& s) {
     if (!s.activity_counted) parts.insert(parts.end(), {"kernels", "transfers"});
     parts.push_back("memory");
     if (s.final) parts.push_back("leaks");
-    if (!s.py_sites.empty()) parts.push_back("py_sites");
+    for (const auto& part : s.parts)
+      if (part->place() == SummaryPlace::Tables && part->from_records()) parts.push_back(part->name());
     if (s.collectives && !s.collectives->collectives().empty()) parts.push_back("collectives");
   }
   if (s.gpu_time) parts.push_back("gpu_time");
   if (s.with_insights) parts.push_back("insights");
   if (s.by_range) parts.push_back("ranges");
-  if (s.by_span) parts.push_back("spans");
+  for (const auto& part : s.parts)
+    if (part->place() == SummaryPlace::End && part->from_records()) parts.push_back(part->name());
   fmt::format_to(std::back_inserter(out), ",\"records_lost\":{},\"incomplete\":[", s.records_lost);
   for (std::size_t i = 0; i < parts.size(); ++i) {
     if (i) out.push_back(',');
@@ -283,43 +239,19 @@ void append_incomplete(Buf& out, const SummarySnapshot& s) {
 
 }  // namespace
 
-// --py-stack: the work of each Python call site (docs/json.md).
-void append_py_sites(Buf& out, const SummarySnapshot& s) {
-  auto it = std::back_inserter(out);
-  out.append(std::string_view(",\"py_sites\":["));
-  for (std::size_t i = 0; i < s.py_sites.size(); ++i) {
-    const PySiteStats& p = s.py_sites[i];
-    if (i) out.push_back(',');
-    if (PyFrame{p.func, p.file, p.line}.unnamed()) {  // calls whose innermost frame is unnamed
-      out.append(std::string_view("{\"file\":null,\"line\":null,\"func\":null"));
-    } else {
-      out.append(std::string_view("{\"file\":"));
-      append_json_string(out, p.file);
-      fmt::format_to(it, ",\"line\":{},\"func\":", p.line);
-      append_json_string(out, p.func);
-    }
-    fmt::format_to(it, ",\"syncs\":{},\"sync_ns\":{},\"allocs\":{},\"alloc_bytes\":{}", p.syncs, p.sync_ns,
-                   p.allocs, p.alloc_bytes);
-    if (!s.records_lost)  // else not known: a lost record may be a free
-      fmt::format_to(it, ",\"never_freed\":{},\"never_freed_bytes\":{}", p.unfreed, p.unfreed_bytes);
-    fmt::format_to(it, ",\"htod\":{},\"htod_bytes\":{},\"htod_pageable_bytes\":{},\"launches\":{}}}", p.htod,
-                   p.htod_bytes, p.htod_pageable_bytes, p.launches);
-  }
-  out.push_back(']');
-}
-
 void append_summary_json(Buf& out, const SummarySnapshot& s) {
   fmt::format_to(std::back_inserter(out), "{{{}\"{}\",\"final\":{},\"ts_ns\":{},\"covered_ns\":{}",
                  json_fields::kType.first_key(), json_fields::kSummary, s.final, s.now_ns, s.covered_ns);
   if (s.records_lost) append_incomplete(out, s);
-  if (s.otel) append_otel_json(out, *s.otel, s.otel_unlisted);
+  const auto part_json = [&](const SummaryPart& part, const SummaryPartWriter& w) { w.json(out, part, s); };
+  for_parts_at(s, SummaryPlace::Top, part_json);
   if (s.tables) {
     append_apis(out, s);
     append_kernels(out, s);
     append_transfers(out, s);
     append_memory(out, s);
     if (s.final) append_leaks(out, s);
-    if (!s.py_sites.empty()) append_py_sites(out, s);
+    for_parts_at(s, SummaryPlace::Tables, part_json);
     if (s.collectives) append_collectives_json(out, *s.collectives);
   }
   if (s.gpu_time) append_gpu_time_json(out, *s.gpu_time);
@@ -331,7 +263,7 @@ void append_summary_json(Buf& out, const SummarySnapshot& s) {
   }
   out.append(std::string_view("}\n"));
   if (s.by_range) append_ranges_line(out, *s.by_range);
-  if (s.by_span) append_spans_line(out, *s.by_span);
+  for_parts_at(s, SummaryPlace::End, part_json);
 }
 
 }  // namespace cudatrace

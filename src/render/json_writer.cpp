@@ -5,6 +5,7 @@
 #include <iterator>
 #include <map>
 
+#include "cudatrace/decode/otel.h"
 #include "cudatrace/json_fields.h"
 #include "cudatrace/render/append.h"
 #include "cudatrace/render/format.h"
@@ -202,7 +203,7 @@ class JsonWriter final : public Writer {
   fmt::memory_buffer* buffer() override { return &buf_; }
 
   void call(const Call& c, const CallAnalysis&) override {
-    if (c.otel) process_once(c);
+    if (const ProcessContext* ctx = call_span(c).process) process_once(c.pid, *ctx);
     object(c, c.unfinished ? kUnfinished : kCall);
   }
 
@@ -314,30 +315,30 @@ class JsonWriter final : public Writer {
 
   // {"type":"process","pid":..,"resource":{..},"span_keys":[..]}: once per
   // process (and again should it publish another context).
-  void process_once(const Call& c) {
-    if (!c.otel->published) return;
-    auto [it, fresh] = processes_.try_emplace(c.pid, c.otel->generation);
-    if (!fresh && it->second == c.otel->generation) return;
-    it->second = c.otel->generation;
+  void process_once(std::uint32_t pid, const ProcessContext& ctx) {
+    if (!ctx.published) return;
+    auto [it, fresh] = processes_.try_emplace(pid, ctx.generation);
+    if (!fresh && it->second == ctx.generation) return;
+    it->second = ctx.generation;
     buf_.push_back('{');
     append_piece(buf_, kType.first_key());
     append_quoted(buf_, kProcess);
     append_piece(buf_, kPid.key());
-    append_uint(buf_, c.pid);
+    append_uint(buf_, pid);
     append_piece(buf_, kResource.key());
     buf_.push_back('{');
-    for (std::size_t i = 0; i < c.otel->resource.size(); ++i) {
+    for (std::size_t i = 0; i < ctx.resource.size(); ++i) {
       if (i) buf_.push_back(',');
-      append_json_string(buf_, c.otel->resource[i].first);
+      append_json_string(buf_, ctx.resource[i].first);
       buf_.push_back(':');
-      append_json_string(buf_, c.otel->resource[i].second);
+      append_json_string(buf_, ctx.resource[i].second);
     }
     buf_.push_back('}');
     append_piece(buf_, kSpanKeys.key());
     buf_.push_back('[');
-    for (std::size_t i = 0; i < c.otel->span_keys.size(); ++i) {
+    for (std::size_t i = 0; i < ctx.span_keys.size(); ++i) {
       if (i) buf_.push_back(',');
-      append_json_string(buf_, c.otel->span_keys[i]);
+      append_json_string(buf_, ctx.span_keys[i]);
     }
     append_piece(buf_, std::string_view("]}\n"));
   }

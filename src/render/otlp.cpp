@@ -21,6 +21,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "cudatrace/decode/otel.h"
 #include "cudatrace/render/otlp_metrics.h"
 #include "cudatrace/target/identity.h"
 #include "opentelemetry/proto/collector/metrics/v1/metrics_service.pb.h"
@@ -127,16 +128,17 @@ class OtlpExporter final : public OtlpWriter {
   bool ok() const { return curl_ != nullptr; }
 
   void call(const Call& c, const CallAnalysis&) override {
-    if (!c.has_span && !config_.calls_without_span) return;  // no span: in the trace and the end line only
+    const CallSpan& cs = call_span(c);
+    if (!cs.has_span && !config_.calls_without_span) return;  // no span: in the trace and the end line only
     if (queue_full()) return;  // a Collector down or slow: dropped before any work
     QueuedSpan q{resource_of(c), {}, 0};
     otlp_trace::Span& s = q.span;
     std::uint64_t span_id = 0;
     while (span_id == 0) span_id = ids_();
     s.set_span_id(&span_id, sizeof span_id);
-    if (c.has_span) {
-      s.set_trace_id(c.span.trace_id.data(), c.span.trace_id.size());
-      s.set_parent_span_id(c.span.span_id.data(), c.span.span_id.size());
+    if (cs.has_span) {
+      s.set_trace_id(cs.span.trace_id.data(), cs.span.trace_id.size());
+      s.set_parent_span_id(cs.span.span_id.data(), cs.span.span_id.size());
     } else {  // --otlp-all-calls: a root span of a trace of its own
       const std::uint64_t trace[2] = {ids_(), ids_() | 1};
       s.set_trace_id(trace, sizeof trace);
@@ -205,12 +207,13 @@ class OtlpExporter final : public OtlpWriter {
   // The process's resource, computed at its first call (and again when it
   // publishes another context): the process may be gone by send time.
   std::shared_ptr<const otlp_resource::Resource> resource_of(const Call& c) {
-    const std::uint64_t generation = c.otel && c.otel->published ? c.otel->generation : 0;
+    const ProcessContext* ctx = call_span(c).process;
+    const std::uint64_t generation = ctx && ctx->published ? ctx->generation : 0;
     auto it = resources_.find(c.pid);
     if (it != resources_.end() && it->second.first == generation) return it->second.second;
     if (resources_.size() >= kMaxResources) resources_.clear();
     std::vector<std::pair<std::string, std::string>> attrs;
-    if (generation) attrs = c.otel->resource;  // OTEP 4719: the process says who it is
+    if (generation) attrs = ctx->resource;  // OTEP 4719: the process says who it is
     else environment_resource(c.pid, attrs);
     ProcessIdentity who;
     const bool alive = read_identity(pid_t(c.pid), who);

@@ -7,20 +7,13 @@
 
 #include "cudatrace/render/format.h"
 #include "cudatrace/render/gpu_time.h"
+#include "cudatrace/render/summary_parts.h"
 #include "cudatrace/render/text.h"
 
 namespace cudatrace {
 namespace {
 
 using Buf = fmt::memory_buffer;
-
-// Under a table built from call records when some were lost: its numbers
-// fall short (the CUDA API summary is counted in BPF).
-void append_lost_note(Buf& out, const SummarySnapshot& s) {
-  if (s.records_lost)
-    fmt::format_to(std::back_inserter(out), "\n{} call records lost: this table is incomplete\n",
-                   group_digits(s.records_lost));
-}
 
 std::string shape_text(const std::array<std::uint32_t, 6>& s) {
   return fmt::format("({},{},{})x({},{},{})", s[0], s[1], s[2], s[3], s[4], s[5]);
@@ -217,84 +210,6 @@ void append_ranges(Buf& out, const RangeSummary& summary) {
   row("(outside any range)", summary.outside(), false);
 }
 
-void append_spans(Buf& out, const SpanSummary& summary) {
-  using Stats = SpanSummary::Stats;
-  auto it = std::back_inserter(out);
-  auto table = [&](std::string_view title, std::string_view what, const std::map<std::string, Stats>& m,
-                   bool with_outside) {
-    out.append(title);
-    fmt::format_to(it, "{:>12} {:>10} {:>10} {:>12} {:>14}  {}\n", "API ms", "Calls", "Launches", "Sync ms",
-                   "Bytes copied", what);
-    auto row = [&](std::string_view name, const Stats& s) {
-      fmt::format_to(it, "{:>12.3f} {:>10} {:>10} {:>12.3f} {:>14}  ", s.api_ns / 1e6, s.calls, s.launches,
-                     s.sync_ns / 1e6, s.bytes);
-      append_terminal_safe(out, name);  // the traced program's own strings
-      out.push_back('\n');
-    };
-    for (const auto& [name, s] : SpanSummary::top(m, SpanSummary::kTopTraces)) row(*name, *s);
-    if (m.size() > SpanSummary::kTopTraces)
-      fmt::format_to(it, "{:>12} ({} more)\n", "...", m.size() - SpanSummary::kTopTraces);
-    if (with_outside) row("(under no span)", summary.outside());
-  };
-  table("\nCUDA work per OpenTelemetry trace (top traces by API time)\n", "Trace", summary.traces(), true);
-  if (!summary.attributes().empty())
-    table("\nCUDA work per span attribute\n", "Attribute", summary.attributes(), false);
-}
-
-void append_otel_processes(Buf& out, const std::map<std::uint32_t, ProcessContext>& processes,
-                           std::uint64_t unlisted) {
-  auto it = std::back_inserter(out);
-  for (const auto& [pid, ctx] : processes) {
-    fmt::format_to(it, "process {}:", pid);
-    for (const auto& [k, v] : ctx.resource) {
-      out.push_back(' ');
-      append_terminal_safe(out, k);
-      out.push_back('=');
-      append_terminal_safe(out, v);
-    }
-    out.push_back('\n');
-  }
-  if (unlisted) fmt::format_to(it, "{} more processes published a context (not listed)\n", unlisted);
-}
-
-// --py-stack: four tables by Python call site, top sites first (the first 15 of each).
-void append_py_sites(Buf& out, const SummarySnapshot& s) {
-  constexpr std::size_t kTop = 15;
-  const auto site = [](const PySiteStats& p) { return py_frame_text({p.func, p.file, p.line}); };
-  // The sites with work of a kind, most first by `key` (a tuple: ties go to its next members).
-  const auto top = [&](auto key) {
-    std::vector<const PySiteStats*> rows;
-    for (const PySiteStats& p : s.py_sites)
-      if (key(p) != decltype(key(p)){}) rows.push_back(&p);
-    std::stable_sort(rows.begin(), rows.end(), [&](const auto* a, const auto* b) { return key(*a) > key(*b); });
-    if (rows.size() > kTop) rows.resize(kTop);
-    return rows;
-  };
-  Table sync{{"Time (ns)", "Count", "Python call site"}, {false, false, true}, {}};
-  for (const PySiteStats* p : top([](const PySiteStats& p) { return std::make_tuple(p.sync_ns, p.syncs); }))
-    sync.rows.push_back({group_digits(p->sync_ns), group_digits(p->syncs), terminal_safe(site(*p))});
-  if (!sync.rows.empty()) append_section(out, "Synchronisation by Python call site", sync);
-  Table alloc{{"Allocs", "Bytes", "Never Freed", "Bytes Never Freed", "Python call site"},
-              {false, false, false, false, true}, {}};
-  // With records lost, what was never freed is not known ("?"): a lost record may be a free.
-  const auto unfreed = [&](std::uint64_t n) { return s.records_lost ? std::string("?") : group_digits(n); };
-  for (const PySiteStats* p : top([](const PySiteStats& p) { return std::make_tuple(p.unfreed_bytes, p.alloc_bytes, p.allocs); }))
-    alloc.rows.push_back({group_digits(p->allocs), group_digits(p->alloc_bytes), unfreed(p->unfreed),
-                          unfreed(p->unfreed_bytes), terminal_safe(site(*p))});
-  if (!alloc.rows.empty()) append_section(out, "Device allocations by Python call site", alloc);
-  Table htod{{"Copies", "Bytes", "Pageable Bytes", "Pageable %", "Python call site"}, {false, false, false, false, true}, {}};
-  for (const PySiteStats* p : top([](const PySiteStats& p) { return std::make_tuple(p.htod_bytes, p.htod); }))
-    htod.rows.push_back({group_digits(p->htod), group_digits(p->htod_bytes), group_digits(p->htod_pageable_bytes),
-                         p->htod_bytes ? fmt::format("{:.1f}", 100.0 * p->htod_pageable_bytes / p->htod_bytes) : "-",
-                         terminal_safe(site(*p))});
-  if (!htod.rows.empty()) append_section(out, "Host-to-device copies by Python call site", htod);
-  Table launch{{"Launches", "Python call site"}, {false, true}, {}};
-  for (const PySiteStats* p : top([](const PySiteStats& p) { return std::make_tuple(p.launches); }))
-    launch.rows.push_back({group_digits(p->launches), terminal_safe(site(*p))});
-  if (!launch.rows.empty()) append_section(out, "Kernel launches by Python call site", launch);
-  append_lost_note(out, s);
-}
-
 // bcc's print_log2_hist layout.
 void append_histogram(Buf& out, const ApiRow& r) {
   const std::vector<std::uint64_t> rows = log2_rows(r.stats);
@@ -325,6 +240,12 @@ void append_histogram(Buf& out, const ApiRow& r) {
 
 }  // namespace
 
+void append_lost_note(Buf& out, const SummarySnapshot& s) {
+  if (s.records_lost)
+    fmt::format_to(std::back_inserter(out), "\n{} call records lost: this table is incomplete\n",
+                   group_digits(s.records_lost));
+}
+
 void append_summary_text(Buf& out, const SummarySnapshot& s, bool full_names) {
   auto it = std::back_inserter(out);
   if (s.final)
@@ -332,7 +253,8 @@ void append_summary_text(Buf& out, const SummarySnapshot& s, bool full_names) {
   else
     fmt::format_to(it, "cudatrace interval {}: {:.3f} s, up to {:.3f} s\n", s.interval, s.covered_s(),
                    s.since_start_s(s.now_ns));
-  if (s.otel) append_otel_processes(out, *s.otel, s.otel_unlisted);
+  const auto part_text = [&](const SummaryPart& part, const SummaryPartWriter& w) { w.text(out, part, s); };
+  for_parts_at(s, SummaryPlace::Top, part_text);
   if (s.tables) {
     append_apis(out, s);
     append_kernels(out, s, full_names);
@@ -343,7 +265,7 @@ void append_summary_text(Buf& out, const SummarySnapshot& s, bool full_names) {
       append_lost_note(out, s);
     }
     if (s.final) append_leaks(out, s);
-    if (!s.py_sites.empty()) append_py_sites(out, s);
+    for_parts_at(s, SummaryPlace::Tables, part_text);
   }
   if (s.gpu_time) {
     append_gpu_time_text(out, *s.gpu_time);
@@ -367,10 +289,7 @@ void append_summary_text(Buf& out, const SummarySnapshot& s, bool full_names) {
     append_ranges(out, *s.by_range);
     append_lost_note(out, s);
   }
-  if (s.by_span) {
-    append_spans(out, *s.by_span);
-    append_lost_note(out, s);
-  }
+  for_parts_at(s, SummaryPlace::End, part_text);
 }
 
 }  // namespace cudatrace

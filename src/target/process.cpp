@@ -45,10 +45,8 @@ bool read_maps(pid_t pid, std::vector<Mapping>& out) {
     if (path_pos > 0 && static_cast<std::size_t>(path_pos) < line.size() && line[path_pos] == '/')
       m.path = unescape_maps_path(line.substr(path_pos));
     m.uprobes_area = path_pos > 0 && line.compare(path_pos, std::string::npos, "[uprobes]") == 0;
-    // OTEP 4719's process context: an anonymous mapping or memfd named OTEL_CTX.
-    m.otel_ctx = path_pos > 0 && (line.compare(path_pos, std::string::npos, "[anon:OTEL_CTX]") == 0 ||
-                                  line.compare(path_pos, std::string::npos, "[anon_shmem:OTEL_CTX]") == 0 ||
-                                  line.compare(path_pos, 15, "/memfd:OTEL_CTX") == 0);
+    if (path_pos > 0 && static_cast<std::size_t>(path_pos) < line.size() && line[path_pos] == '[')
+      m.name = line.substr(path_pos);
     out.push_back(std::move(m));
   }
   return true;

@@ -179,10 +179,15 @@ bool ThreadContextFinder::find(pid_t pid, const std::vector<Mapping>& maps, ct_t
   return false;
 }
 
+// OTEP 4719's process context: an anonymous mapping or memfd named OTEL_CTX.
+static bool holds_process_context(const Mapping& m) {
+  return m.name == "[anon:OTEL_CTX]" || m.name == "[anon_shmem:OTEL_CTX]" || m.path.rfind("/memfd:OTEL_CTX", 0) == 0;
+}
+
 bool read_process_context(pid_t pid, const std::vector<Mapping>& maps, ProcessContext& out,
                           ProcessContextHeaderCopy* header_copy) {
   for (const Mapping& m : maps) {
-    if (!m.otel_ctx) continue;
+    if (!holds_process_context(m)) continue;
     char header[kProcessContextHeader];
     ProcessContextHeader h;
     if (!read_process_memory(pid, m.start, header, sizeof header) ||
@@ -204,6 +209,16 @@ bool read_process_context(pid_t pid, const std::vector<Mapping>& maps, ProcessCo
     return true;
   }
   return false;
+}
+
+void read_service_labels(pid_t pid, ProcessLabel& label) {
+  std::vector<Mapping> maps;
+  ProcessContext ctx;
+  if (!read_maps(pid, maps) || !read_process_context(pid, maps, ctx)) return;
+  label.service_name = ctx.attribute("service.name");
+  label.service_namespace = ctx.attribute("service.namespace");
+  label.deployment_environment = ctx.attribute("deployment.environment.name");
+  if (label.deployment_environment.empty()) label.deployment_environment = ctx.attribute("deployment.environment");
 }
 
 }  // namespace cudatrace

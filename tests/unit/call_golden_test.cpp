@@ -137,9 +137,9 @@ TEST(CallGolden, EveryArgumentTypeAndAnnotation) {
       json->warning(c, w);
     }
     if (s.symbol == "cudaDeviceSynchronize")
-      c.stack = {{0x401234, "main", 0x24, "/opt/app/bin/app", 0x1234}, {0x7f0000001000, "", 0, "", 0}};
+      user_stack(c).frames = {{0x401234, "main", 0x24, "/opt/app/bin/app", 0x1234}, {0x7f0000001000, "", 0, "", 0}};
     for (Writer* w : {text.get(), full.get(), json.get()}) w->call(c, a);
-    c.stack.clear();  // the decoder's call is reused
+    user_stack(c).frames.clear();  // the decoder's call is reused
   }
   EndStats end;
   end.calls = 28;

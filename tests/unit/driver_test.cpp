@@ -1,6 +1,7 @@
 // source -> driver -> pipeline -> writers, as cudatrace runs them, without
 // root or BPF: hand-made calls from a fake source through the real driver,
 // analyses and writers into an -o file.
+#include "cudatrace/decode/py_stack.h"
 #include "cudatrace/drive/driver.h"
 
 #include <gtest/gtest.h>
@@ -162,7 +163,7 @@ TEST(Driver, EachCallAnalysedOnceAndWrittenWithItsAnnotations) {
 TEST(Driver, AWarningNamesTheCallSiteAsTheCallsFacetsSayIt) {
   Options opts;
   opts.json = true;
-  const auto python_line = [](Call& c) { c.py_stack = {PyFrame{"step", "/srv/train.py", 12}}; };
+  const auto python_line = [](Call& c) { py_stack(c) = {PyFrame{"step", "/srv/train.py", 12}}; };
   const std::vector<JsonValue> v = lines(drive(opts, stream_calls(), std::nullopt, 2, python_line).out);
   ASSERT_EQ(v.size(), 9u);
   ASSERT_EQ(v[4].get("type")->text, "warning");
@@ -185,10 +186,10 @@ TEST(Driver, APageableCopyWarnsOncePerSiteItsFacetsSay) {
     return n;
   };
   EXPECT_EQ(warnings(nullptr), 1u) << "one native call site";
-  EXPECT_EQ(warnings([](Call& c) { c.py_stack = {PyFrame{"step", "/srv/train.py", 12}}; }), 1u)
+  EXPECT_EQ(warnings([](Call& c) { py_stack(c) = {PyFrame{"step", "/srv/train.py", 12}}; }), 1u)
       << "one Python line";
   int line = 0;
-  EXPECT_EQ(warnings([&line](Call& c) { c.py_stack = {PyFrame{"step", "/srv/train.py", ++line}}; }), 3u)
+  EXPECT_EQ(warnings([&line](Call& c) { py_stack(c) = {PyFrame{"step", "/srv/train.py", ++line}}; }), 3u)
       << "a Python line each";
 }
 
@@ -257,10 +258,10 @@ TEST(Driver, AsksForTheRecordsItsAnalysesAndWritersRead) {
   EXPECT_FALSE(n.counted_activity);
 
   Options stacks = trace;
-  stacks.stack = true;
+  set_facet(stacks, stack_facet(), true);
   EXPECT_EQ(drive(stacks, {}).needs.stacks, Stacks::Frames) << "a trace prints each call's stack";
   Options leak_stacks = summary;
-  leak_stacks.stack = true;
+  set_facet(leak_stacks, stack_facet(), true);
   EXPECT_EQ(drive(leak_stacks, {}).needs.stacks, Stacks::Addresses) << "a summary names only the stacks it reports";
 }
 
@@ -270,14 +271,14 @@ TEST(Driver, AsksForTheFacetsTurnedOn) {
   for (const Facet* f : call_facets()) {
     const FacetOption option = f->option();
     SCOPED_TRACE(option.flag);
-    EXPECT_NE(Options{}.*option.on, option.sets) << "the flag changes what is on by default";
+    EXPECT_NE(f->on(Options{}), option.sets) << "the flag changes what is on by default";
     Options off;
-    off.*option.on = false;
+    set_facet(off, *f, false);
     EXPECT_FALSE(f->on(off));
     EXPECT_FALSE(drive(off, {}).needs.captures(*f));
 
     Options trace;
-    trace.*option.on = true;
+    set_facet(trace, *f, true);
     ASSERT_TRUE(f->on(trace));
     const RecordsNeeded n = drive(trace, {}).needs;
     EXPECT_TRUE(n.captures(*f));
@@ -294,13 +295,13 @@ TEST(Driver, AsksForTheFacetsTurnedOn) {
   }
 }
 
-// Each facet has its own option, Options flag and BPF setting: none turns on another's.
+// Each facet has its own option, Options bit and BPF setting: none turns on another's.
 TEST(Driver, FacetsOwnTheirOptionAndSetting) {
   const std::vector<const Facet*>& facets = call_facets();
   for (std::size_t i = 0; i < facets.size(); ++i)
     for (std::size_t j = i + 1; j < facets.size(); ++j) {
       EXPECT_STRNE(facets[i]->option().flag, facets[j]->option().flag);
-      EXPECT_NE(facets[i]->option().on, facets[j]->option().on);
+      EXPECT_NE(facet_slot(*facets[i]), facet_slot(*facets[j]));
       EXPECT_NE(facets[i]->capture().setting, facets[j]->capture().setting);
     }
 }

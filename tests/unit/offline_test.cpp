@@ -1,5 +1,6 @@
 // cudatrace report: --json lines read back into records (TraceLine) and
 // whole trace files (SavedTrace, through run_report).
+#include "cudatrace/decode/py_stack.h"
 #include "cudatrace/record/saved_trace.h"
 
 #include <fcntl.h>
@@ -206,7 +207,7 @@ TEST(TraceLine, UnnamedPythonFrameRoundTrips) {
   RecBuf buf;
   init_rec(buf, "cudaFree");
   ASSERT_TRUE(decode_call(buf.rec, nullptr, c));
-  c.py_stack = {PyFrame{}, PyFrame{"main", "/app/train.py", 12}};
+  py_stack(c) = {PyFrame{}, PyFrame{"main", "/app/train.py", 12}};
   auto out = make_json_writer();
   out->call(c, CallAnalysis{});
   const std::string line = fmt::to_string(*out->buffer());
@@ -216,12 +217,12 @@ TEST(TraceLine, UnnamedPythonFrameRoundTrips) {
   TraceLine parsed;
   std::string error;
   ASSERT_TRUE(parsed.parse(std::string_view(line).substr(0, line.size() - 1), error)) << error << "\n" << line;
-  const std::vector<PyFrame>& read = parsed.facets().py_stack;
+  const std::vector<PyFrame>& read = py_stack(parsed.facets());
   ASSERT_EQ(read.size(), 2u);
   EXPECT_TRUE(read[0].unnamed());
   EXPECT_EQ(py_frame_text(read[0]), "?");
   EXPECT_EQ(py_frame_text(read[1]), "train.py:12 main");
-  c.py_stack = read;
+  py_stack(c) = read;
   auto again = make_json_writer();
   again->call(c, CallAnalysis{});
   EXPECT_EQ(fmt::to_string(*again->buffer()), line);

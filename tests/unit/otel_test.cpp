@@ -181,12 +181,12 @@ TEST(Otel, SpanOfARecordRoundTrips) {
 
   Call c;
   ASSERT_TRUE(decode_call(rec, nullptr, c));
-  ASSERT_TRUE(c.has_span);
+  ASSERT_TRUE(call_span(c).has_span);
   ProcessContext ctx;
   ctx.resource = {{"service.name", "checkout"}};
   ctx.span_keys = {"http.route"};
-  c.otel = &ctx;
-  c.stack_addresses.clear();
+  call_span(c).process = &ctx;
+  user_stack(c).addresses.clear();
   auto out = make_json_writer();
   out->call(c, CallAnalysis{});
   const std::string text = fmt::to_string(*out->buffer());
@@ -199,22 +199,33 @@ TEST(Otel, SpanOfARecordRoundTrips) {
             std::string::npos)
       << line;
 
-  TraceLine::OtelProcesses otel;
+  FacetLines lines;
   TraceLine parsed;
   std::string error;
-  ASSERT_TRUE(parsed.parse(std::string_view(process).substr(0, process.size() - 1), error, &otel)) << error;
-  EXPECT_EQ(parsed.type(), TraceLine::Type::Process);
-  ASSERT_EQ(otel.count(7u), 1u);
-  ASSERT_TRUE(parsed.parse(std::string_view(line).substr(0, line.size() - 1), error, &otel)) << error;
+  ASSERT_TRUE(parsed.parse(std::string_view(process).substr(0, process.size() - 1), error, &lines)) << error;
+  EXPECT_EQ(parsed.type(), TraceLine::Type::FacetLine);
+  ASSERT_TRUE(parsed.parse(std::string_view(line).substr(0, line.size() - 1), error, &lines)) << error;
   Call back;
   ASSERT_TRUE(decode_call(parsed.record(), nullptr, back));
   for (const Facet* f : call_facets()) f->carry(parsed.facets(), back);  // as a saved trace does
-  ASSERT_TRUE(back.has_span);
-  EXPECT_EQ(back.span.trace_id, c.span.trace_id);
-  EXPECT_EQ(back.span.span_id, c.span.span_id);
-  EXPECT_EQ(back.span.trace_flags, 1);
-  EXPECT_EQ(back.span.attrs, attrs);
-  EXPECT_EQ(otel.at(7)->span_keys, ctx.span_keys);
+  ASSERT_TRUE(call_span(back).has_span);
+  EXPECT_EQ(call_span(back).span.trace_id, call_span(c).span.trace_id);
+  EXPECT_EQ(call_span(back).span.span_id, call_span(c).span.span_id);
+  EXPECT_EQ(call_span(back).span.trace_flags, 1);
+  EXPECT_EQ(call_span(back).span.attrs, attrs);
+  ASSERT_NE(call_span(back).process, nullptr) << "the call carries its process line's context";
+  EXPECT_EQ(call_span(back).process->span_keys, ctx.span_keys);
+  EXPECT_EQ(call_span(back).process->resource, ctx.resource);
+
+  // A process the saved trace forgets: its calls after that carry no published context.
+  span_facet().forget_process(lines, 7);
+  ASSERT_TRUE(parsed.parse(std::string_view(line).substr(0, line.size() - 1), error, &lines)) << error;
+  Call forgotten;
+  ASSERT_TRUE(decode_call(parsed.record(), nullptr, forgotten));
+  for (const Facet* f : call_facets()) f->carry(parsed.facets(), forgotten);
+  ASSERT_NE(call_span(forgotten).process, nullptr) << "its span's attribute names are kept";
+  EXPECT_FALSE(call_span(forgotten).process->published);
+  EXPECT_EQ(call_span(back).process->resource, ctx.resource) << "a call read before keeps its context";
 }
 
 }  // namespace

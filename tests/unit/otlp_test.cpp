@@ -1,6 +1,7 @@
 // --otlp's settings (OTEL_EXPORTER_OTLP_* variables) and the attributes a
 // call's span carries (docs/otlp.md). What is sent is checked end to end by
 // tests/scripts/otlp_test.py against the official schema.
+#include "cudatrace/decode/py_stack.h"
 #include "cudatrace/render/otlp.h"
 
 #include <gtest/gtest.h>
@@ -110,7 +111,7 @@ TEST(OtlpAttributes, AFailedCallNamesItsErrorAndAPythonCallSiteIsCode) {
   b.rec.ret = 2;
   Call c;
   ASSERT_TRUE(decode_call(b.rec, nullptr, c));
-  c.py_stack = {{"forward", "/srv/model.py", 41}, {"main", "/srv/app.py", 7}};
+  py_stack(c) = {{"forward", "/srv/model.py", 41}, {"main", "/srv/app.py", 7}};
   EXPECT_EQ(otlp_error_name(c), "cudaErrorMemoryAllocation");
   const auto a = attribute_map(c);
   using V = std::variant<std::string, std::int64_t, double, bool>;

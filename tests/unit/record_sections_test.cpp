@@ -12,6 +12,8 @@
 
 #include "cudatrace/decode/decode.h"
 #include "cudatrace/decode/facet.h"
+#include "cudatrace/decode/otel.h"
+#include "cudatrace/decode/py_stack.h"
 #include "record_builder.h"
 
 namespace {
@@ -71,21 +73,21 @@ struct Decoded {
 
 Decoded decode(const ct_call& rec) {
   FacetNames names;
-  names.python = [](std::uint32_t, const ct_py_frame* frames, std::size_t n, std::vector<PyFrame>& out) {
+  names.set(py_stack_facet(), PyFrameNamer([](std::uint32_t, const ct_py_frame* frames, std::size_t n, PyStack& out) {
     for (std::size_t i = 0; i < n; ++i) {
       PyFrame& f = out.emplace_back();
       f.func = "f";
       f.file = "x.py";
       f.line = static_cast<int>(frames[i].code);
     }
-  };
+  }));
   Call c;
   Decoded d;
   d.ok = decode_call(rec, nullptr, c, nullptr, &names);
-  d.stack = c.stack_addresses;
-  for (const PyFrame& f : c.py_stack) d.py_codes.push_back(static_cast<std::uint64_t>(f.line));
-  d.has_span = c.has_span;
-  d.span_attrs = std::string(c.span.attrs);
+  d.stack = user_stack(c).addresses;
+  for (const PyFrame& f : py_stack(c)) d.py_codes.push_back(static_cast<std::uint64_t>(f.line));
+  d.has_span = call_span(c).has_span;
+  d.span_attrs = std::string(call_span(c).span.attrs);
   return d;
 }
 

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "analysis_calls.h"
+#include "cudatrace/analysis/py_sites.h"
 #include "cudatrace/analysis/summary_report.h"
 
 namespace {
@@ -160,10 +161,11 @@ TEST_F(SummaryGolden, LostRecordsMarkTheTablesBuiltFromRecords) {
 
   // --py-stack's allocations by Python line: what was never freed is not known.
   SummarySnapshot py = s;
-  PySiteStats site;
+  auto sites = std::make_shared<PySitesPart>();
+  PySiteStats& site = sites->sites.emplace_back();
   site.file = "train.py", site.func = "step", site.line = 12;
   site.allocs = 40000, site.alloc_bytes = 40000 * 256;
-  py.py_sites = {site};
+  py.parts = {sites};
   const std::string py_text = text(py);
   EXPECT_TRUE(std::regex_search(py_text, std::regex(" 40,000 +10,240,000 +\\? +\\? +train\\.py:12 step\n"))) << py_text;
   const std::string py_json = json(py);

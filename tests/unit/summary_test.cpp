@@ -1,3 +1,4 @@
+#include "cudatrace/decode/py_stack.h"
 #include "cudatrace/analysis/summary.h"
 
 #include <gtest/gtest.h>
@@ -258,8 +259,8 @@ TEST(Transfers, PythonSitesCountAPitchedAllocationsBytes) {
   spec.outs = {0xd100000000, 1024};  // the pointer, the pitch cudaMallocPitch chose
   with_call("cudaMallocPitch", {{"width", 1000}, {"height", 30}}, spec, [&](const Call& c) {
     Call with_stack = c;
-    with_stack.py_stack = {PyFrame{"step", "train.py", 12}};
-    sites.on_call(with_stack, memory);
+    py_stack(with_stack) = {PyFrame{"step", "train.py", 12}};
+    sites.on_displayed_call(with_stack, memory);
   });
   ASSERT_EQ(sites.sites().size(), 1u);
   EXPECT_EQ(sites.sites().begin()->second.alloc_bytes, 1024u * 30);

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -181,6 +182,30 @@ TEST(Symbolizer, MappingMadeAfterTheCaptureIsFound) {
   EXPECT_NE(sym.locate(getpid(), addr_of(later)).module.find("true"), std::string::npos);
   munmap(late, 4096);
   munmap(later, 4096);
+}
+
+// A named anonymous mapping keeps its name (OpenTelemetry's process
+// context is found by it: target/thread_context.cpp); a file has none.
+TEST(Symbolizer, MapsKeepTheNamesOfAnonymousMappings) {
+  void* area = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(area, MAP_FAILED);
+  // Kernels without CONFIG_ANON_VMA_NAME name none: the stack's name is checked still.
+  const bool can_name = prctl(PR_SET_VMA, PR_SET_VMA_ANON_NAME, area, 4096, "cudatrace_test") == 0;
+  std::vector<Mapping> maps;
+  ASSERT_TRUE(read_maps(getpid(), maps));
+  munmap(area, 4096);
+  bool named = false, stack = false;
+  for (const Mapping& m : maps) {
+    if (can_name && m.start == addr_of(area)) {
+      EXPECT_EQ(m.name, "[anon:cudatrace_test]");
+      EXPECT_EQ(m.path, "");
+      named = true;
+    }
+    stack = stack || m.name == "[stack]";
+    if (!m.path.empty()) EXPECT_EQ(m.name, "") << m.path;
+  }
+  EXPECT_EQ(named, can_name);
+  EXPECT_TRUE(stack);
 }
 
 TEST(Symbolizer, UnknownGoneProcessGivesNothing) {

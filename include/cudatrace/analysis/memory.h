@@ -55,7 +55,7 @@ struct Allocation {
   std::uint64_t order = 0;    // allocation order, for dropping the oldest
   const Api* api = nullptr;
   std::vector<std::uint64_t> stack;  // with --stack
-  std::string py_site;               // with --py-stack: py_site_key of the innermost Python frame
+  std::string site;                  // with --py-stack: source_site_key of the call (decode/facet.h)
 };
 
 struct DeviceMemory {

@@ -10,7 +10,9 @@
 //      registry follows every call: a copy is judged by allocations that
 //      are not shown too);
 //   5. the per-range summary (--by-range) and the kernel and transfer
-//      tables (summary mode).
+//      tables (summary mode);
+//   6. the facets' analyses (facet_analysis.h), which also see every call
+//      after the stream model.
 // What one call did is returned for the writers (render/writer.h). Analyses
 // count an operation once, at its outermost call (Call::counted).
 #pragma once
@@ -26,11 +28,11 @@
 #include "cudatrace/analysis/memory.h"
 #include "cudatrace/analysis/nccl.h"
 #include "cudatrace/analysis/nvtx.h"
-#include "cudatrace/analysis/py_sites.h"
 #include "cudatrace/analysis/streams.h"
 #include "cudatrace/analysis/summary.h"
-#include "cudatrace/analysis/span_summary.h"
+#include "cudatrace/analysis/facet_analysis.h"
 #include "cudatrace/decode/decode.h"
+#include "cudatrace/decode/facet.h"
 #include "cudatrace/decode/selection.h"
 
 namespace cudatrace {
@@ -41,7 +43,7 @@ struct PipelineOptions {
   bool by_range = false;  // --by-range: CUDA work per NVTX range
   bool tables = false;    // summary mode: kernels and transfers, for the run and for the -i window
   bool gpu_time = false;  // --gpu-time: GPU time bounds and estimates from host events (gpu_time.h)
-  bool by_span = false;   // --by-span: CUDA work per OpenTelemetry trace and span attribute
+  bool by_span = false;   // --by-span: CUDA work per trace and span attribute (a span facet analysis)
 };
 
 // What one call did, beyond the annotations the analyses put on it (handle
@@ -81,16 +83,10 @@ class Pipeline {
   const MemoryTracker& memory() const { return memory_; }
   const NcclTracker& nccl() const { return nccl_; }
   const RangeSummary* by_range() const { return by_range_.get(); }
-  const SpanSummary* by_span() const { return by_span_.get(); }
-  // The OpenTelemetry process contexts of the processes seen (decode/otel.h),
-  // by pid: those of the first kMaxListedContexts processes; the others are
-  // counted (otel_unlisted), as any process may publish one.
-  static constexpr std::size_t kMaxListedContexts = 4096;
-  const std::map<std::uint32_t, ProcessContext>& otel_processes() const { return otel_processes_; }
-  std::uint64_t otel_unlisted() const { return otel_unlisted_; }
+  // The facets' analyses these options ask for, in the facets' order (a
+  // saved trace may carry any facet: `report` takes no facet option).
+  const std::vector<std::unique_ptr<FacetAnalysis>>& facet_analyses() const { return facet_analyses_; }
   const GpuTimeTracker* gpu_time() const { return gpu_time_.get(); }
-  // Summary mode: the work of each Python call site (--py-stack), the whole run.
-  const PySites& py_sites() const { return py_sites_; }
   // Kernel and transfer tables (with `tables`): the whole run, and the
   // window since start_window().
   const Activity& run_activity() const { return run_; }
@@ -107,13 +103,9 @@ class Pipeline {
   LaunchFailures launch_failures_;
   std::unique_ptr<NvtxTracker> nvtx_;
   std::unique_ptr<RangeSummary> by_range_;
-  std::unique_ptr<SpanSummary> by_span_;
-  std::map<std::uint32_t, ProcessContext> otel_processes_;
-  std::uint64_t otel_unlisted_ = 0;
-  std::map<std::uint32_t, std::uint64_t> otel_seen_;  // the generation of the source's context, to copy each once
+  std::vector<std::unique_ptr<FacetAnalysis>> facet_analyses_;
   std::unique_ptr<GpuTimeTracker> gpu_time_;
   Activity run_, window_;
-  PySites py_sites_;
   CallAnalysis analysis_;
 };
 

@@ -64,7 +64,7 @@ struct SummarySnapshot {
 
   // Call records lost so far (ring buffer full, untracked threads, lines
   // a saved trace's tracer could not write). The tables built from records
-  // (memory, the Python call sites', and launches and transfers unless
+  // (memory, the facet analyses' parts, and launches and transfers unless
   // activity_counted) are then incomplete and say so; allocations never
   // freed are not listed (the lost records may be their frees), nor are
   // the Python call sites' bytes never freed.
@@ -81,16 +81,11 @@ struct SummarySnapshot {
   std::vector<Leak> leaks;
   MemoryTracker::Untracked untracked;
 
-  // --py-stack: the whole run by Python call site (py_sites.h), with the
-  // bytes never freed of each; empty without Python stacks.
-  std::vector<PySiteStats> py_sites;
-
   const NcclTracker* collectives = nullptr;  // with collectives
   const RangeSummary* by_range = nullptr;    // final report with --by-range
-  const SpanSummary* by_span = nullptr;      // final report with --by-span
-  // The OpenTelemetry process contexts of the traced processes, by pid (docs/correlation.md).
-  const std::map<std::uint32_t, ProcessContext>* otel = nullptr;
-  std::uint64_t otel_unlisted = 0;  // processes with a context past Pipeline::kMaxListedContexts
+  // The parts of the facets' analyses (facet_analysis.h), in the pipeline's
+  // order: the tables by Python call site, the processes' resources, the work per span.
+  std::vector<std::shared_ptr<const SummaryPart>> parts;
   std::vector<Insight> insights;
   std::optional<GpuTimeReport> gpu_time;  // --gpu-time: the whole run so far
   std::optional<CostReport> cost;  // interval reports: what tracing has cost so far, if known

@@ -2,6 +2,8 @@
 // named as CUDA names them, return-code names, kernel names.
 #pragma once
 
+#include <any>
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -12,14 +14,13 @@
 
 #include "cudatrace/decode/api_table.h"
 #include "cudatrace/bpf_abi.h"
-#include "cudatrace/decode/otel.h"
 #include "cudatrace/decode/stack_frame.h"
 
 namespace cudatrace {
 
 class KernelNames;
 struct NvtxRange;
-struct FacetNames;
+class FacetNames;
 
 struct Dim3 {
   std::uint32_t x, y, z;
@@ -49,6 +50,9 @@ struct WaitInfo;
 struct NcclInfo;
 struct GraphInfo;
 
+// The most facets a call can carry (decode/facet.h: call_facets()).
+inline constexpr std::size_t kMaxFacets = 4;
+
 // Reads a string from the traced process when the BPF side could not.
 using StringReader = std::function<bool(std::uint32_t pid, std::uint64_t addr, std::string& out)>;
 
@@ -70,8 +74,6 @@ struct Call {
   // communicator arrays), and whether reading them failed.
   std::string_view payload;
   bool payload_fault = false;
-  // With --stack: the return addresses of the user stack, innermost first.
-  std::vector<std::uint64_t> stack_addresses;
   std::vector<NamedValue> args;
   // Launches only: the kernel name, demangled and as CUDA gives it, and its
   // short form (KernelNames::short_name); "?" when it cannot be known. Empty
@@ -91,26 +93,23 @@ struct Call {
   // NCCL calls: communicator id, rank, sequence number, group, bytes; set by
   // the NCCL model (nccl.h) and valid until its next call; else nullptr.
   const NcclInfo* nccl = nullptr;
-  // With --stack: the user stack, innermost first, symbolised by the recorder.
-  std::vector<StackFrame> stack;
-  // With --py-stack: the calling thread's Python frames, innermost first,
-  // named by the recorder (docs/python.md); empty for a thread that was
-  // running no Python code.
-  std::vector<PyFrame> py_stack;
   // With --nvtx: the NVTX ranges open on the call's thread and the process's
   // open start/end ranges, outermost first (nvtx.h); nullptr when none is.
   const std::vector<NvtxRange>* nvtx = nullptr;
   const std::vector<NvtxRange>* nvtx_process = nullptr;
-  // The OpenTelemetry span the thread had at the call (otel.h; bpf_abi.h
-  // ct_span), when its process publishes thread context and it had a valid one.
-  bool has_span = false;
-  Span span;
-  // The process's published OpenTelemetry context (its resource, the span
-  // attributes' key names), set by the source after decoding; else nullptr.
-  const ProcessContext* otel = nullptr;
-  // Bytes a facet read back from JSON keeps for the views of its decoded
-  // form (the span's attributes; decode/facet.h).
-  std::string facet_bytes;
+  // Each facet's decoded form (decode/facet.h), in its slot (facet_slot): a
+  // type the facet's own header declares, read through the accessor it
+  // declares there. An empty slot: the facet never decoded into this call.
+  std::array<std::any, kMaxFacets> facets;
+  template <class T>
+  T& facet(std::size_t slot) {
+    if (T* v = std::any_cast<T>(&facets[slot])) return *v;
+    return facets[slot].emplace<T>();
+  }
+  template <class T>
+  const T* facet(std::size_t slot) const {
+    return std::any_cast<T>(&facets[slot]);
+  }
 
   std::string_view comm() const { return comm_; }  // the thread's name
   std::int32_t status() const { return static_cast<std::int32_t>(ret); }

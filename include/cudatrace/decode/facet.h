@@ -1,39 +1,47 @@
 // Facets: the contexts a call may carry besides its arguments (the user
 // stack, the Python frames, the OpenTelemetry span). Each facet is one file
 // (src/decode/facet_*.cpp) that owns its option and what it asks the record
-// stage to capture, decodes and names its part of a record, and knows its
-// JSON fields (written, and read back by `cudatrace report`), its text form
-// and its Perfetto args. The writers loop over call_facets() and name none
-// of them; a new writer (OTLP attributes) does the same. docs/design.md,
-// "Adding a per-call context", says how to add one.
+// stage to capture, decodes and names its part of a record into its slot of
+// the call (its form and accessor declared in its own header), and knows its
+// JSON fields (written, and read back by `cudatrace report`), its text form,
+// its Perfetto args and the analyses of it. The writers, the pipeline and
+// the summaries loop over call_facets() and name none of them; a new writer
+// (OTLP attributes) does the same. docs/design.md, "Adding a per-call
+// context", says how to add one.
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>
 
+#include <any>
+#include <array>
+#include <bitset>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "cudatrace/bpf_abi.h"
-#include "cudatrace/decode/stack_frame.h"
+#include "cudatrace/decode/decode.h"
 
 namespace cudatrace {
 
-struct Call;
+class Facet;
 struct Options;
-struct ProcessContext;
+
+// Where facet `f` keeps its decoded form in Call::facets: its place in
+// call_facets().
+std::size_t facet_slot(const Facet& f);
 
 // A facet's switch on the command line: cli/main.cpp adds every facet's to
-// its --help group, and the Options flag it sets says whether the facet is on.
+// its --help group; it sets the facet's bit of Options::facets.
 struct FacetOption {
   const char* flag;       // "--py-stack"
   const char* help_group;  // "OUTPUT"
   const char* help;
-  bool Options::*on;      // where the choice is kept: true while the facet is on
-  bool sets = true;       // what the flag sets it to (--no-otel: false)
+  bool sets = true;  // whether the flag turns it on; false: it is on unless the flag is given
   // Whether it rides on call records: refused where none is sent
   // (--prometheus), and named in that refusal.
   bool needs_records = true;
@@ -52,12 +60,23 @@ struct FacetCapture {
   bool every_record = false;
 };
 
-// How a live source names what BPF captured, while the record is decoded
-// (the recorder's symbolizer). Unset: the facet keeps the raw form
-// (addresses) or nothing.
-struct FacetNames {
-  std::function<std::vector<StackFrame>(std::uint32_t pid, const std::vector<std::uint64_t>& addrs)> stack;
-  std::function<void(std::uint32_t pid, const ct_py_frame* frames, std::size_t n, std::vector<PyFrame>& out)> python;
+// How a live source names what BPF captured, while the record is decoded:
+// each facet's namer, of a type its own header declares, set by the record
+// stage (the recorder's symbolizer, a process capture). Unset: the facet
+// keeps the raw form (addresses) or nothing.
+class FacetNames {
+ public:
+  template <class Namer>
+  void set(const Facet& f, Namer namer) {
+    namers_[facet_slot(f)] = std::move(namer);
+  }
+  template <class Namer>
+  const Namer* get(const Facet& f) const {
+    return std::any_cast<Namer>(&namers_[facet_slot(f)]);
+  }
+
+ private:
+  std::array<std::any, kMaxFacets> namers_;
 };
 
 // Where a facet writes its JSON fields: generic values, each writer's own
@@ -85,12 +104,40 @@ class AttributeSink {
   virtual void integer(std::string_view key, std::int64_t value) = 0;
 };
 
-// What a facet reading a call line back may need besides the line: its
-// process's OpenTelemetry context, made when the trace had none for it.
+// What a saved trace keeps for the facets from line to line (what their
+// lines of their own said, Facet::line_type), each facet's in its slot
+// (facet_slot), of a type its own file declares.
+class FacetLines {
+ public:
+  template <class T>
+  T& of(const Facet& f) {
+    std::any& a = state_[facet_slot(f)];
+    if (T* v = std::any_cast<T>(&a)) return *v;
+    return a.emplace<T>();
+  }
+
+ private:
+  std::array<std::any, kMaxFacets> state_;
+};
+
+// What a facet reading a call line back may need besides the line.
 struct FacetReading {
   std::uint32_t pid = 0;
-  std::function<ProcessContext&()> process_context;
+  FacetLines& lines;
 };
+
+// Where in the program's own source a call was made, as a facet that knows
+// says (the innermost Python frame): the tables by call site read it
+// (analysis/py_sites.h). Views into the call.
+struct SourceSite {
+  std::string_view file, func;
+  int line = 0;     // 0: unknown
+  bool unnamed = false;  // its code could not be named
+};
+// "path/to/file.py:412 func": a site's key (the whole path).
+std::string source_site_key(const SourceSite& s);
+// "file.py:412 func" with the file's base name; "?" for an unnamed site.
+std::string source_site_text(const SourceSite& s);
 
 // A trace line that is not what was written (a field missing or of another
 // kind): one phrase, thrown by read_json and the facet_json readers.
@@ -113,11 +160,18 @@ class Facet {
   // Its JSON fields, after the call's others (docs/json.md).
   virtual void write_json(const Call& c, FieldWriter& out) const = 0;
   // Reads its fields back from a call line into `c` (nothing when the line
-  // has none). Bytes the decoded form points at are kept in `c.facet_bytes`.
+  // has none). Bytes the decoded form points at are kept in the form.
   virtual void read_json(const nlohmann::json& line, const FacetReading& in, Call& c) const = 0;
   // Gives `to` (the call decoded later from the same line) what read_json
   // read into `from`; views stay on `from`'s bytes.
   virtual void carry(const Call& from, Call& to) const = 0;
+  // The type of its lines of their own in a JSON trace (written before the
+  // calls they concern); empty: none.
+  virtual std::string_view line_type() const { return {}; }
+  // Reads a line of its own type into `lines`; throws FacetJsonError.
+  virtual void read_line(const nlohmann::json&, FacetLines&) const {}
+  // A process a saved trace forgets: what `lines` keeps for it goes.
+  virtual void forget_process(FacetLines&, std::uint32_t) const {}
   // Its text form: appended to the call's line, and lines below it.
   virtual void write_text(const Call& c, std::string& line, std::string& below) const = 0;
   // Its attributes on the call's OTLP span.
@@ -125,6 +179,11 @@ class Facet {
   // Where it says the call was made, for a warning about the call (after
   // the program's call site, in parentheses); empty: it says nothing.
   virtual std::string call_site(const Call&) const { return {}; }
+  // Where in the program's source it says the call was made; none: it does
+  // not say.
+  virtual std::optional<SourceSite> source_site(const Call&) const { return std::nullopt; }
+  // The analyses of its context (analysis/facet_analysis.h), by name.
+  virtual std::vector<std::string_view> analyses() const { return {}; }
   // Its Perfetto args (string values).
   virtual void perfetto_args(const Call& c,
                              const std::function<void(std::string_view key, std::string_view value)>& arg) const = 0;
@@ -144,6 +203,12 @@ std::string quoted(std::string_view name);
 
 // Every facet, in the order the outputs write them.
 const std::vector<const Facet*>& call_facets();
+// The site of the first facet of `c` that gives one.
+std::optional<SourceSite> source_site_of(const Call& c);
+// Options::facets before the command line: the facets whose option turns them off.
+std::bitset<kMaxFacets> facets_on_by_default();
+// Turns facet `f` on or off in `opts`, as its option does.
+void set_facet(Options& opts, const Facet& f, bool on);
 
 // A user stack's frames as JSON (the stack facet's; leak sites in summaries).
 void write_stack_json(const std::vector<StackFrame>& stack, FieldWriter& out);

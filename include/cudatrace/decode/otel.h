@@ -7,6 +7,8 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -87,5 +89,30 @@ std::string hex_id(const std::uint8_t* bytes, std::size_t n);  // lowercase
 std::string span_key_name(const ProcessContext* ctx, std::uint8_t key);
 // Parses 2n hex digits into n bytes; false if it is not that.
 bool parse_hex_id(std::string_view hex, std::uint8_t* out, std::size_t n);
+
+struct Call;
+class Facet;
+
+// The span facet's decoded form on a call (src/decode/facet_span.cpp): the
+// span its thread had, when its process publishes thread context and it had
+// a valid one, and its process's published context (its resource, the span
+// attributes' key names), else nullptr.
+struct CallSpan {
+  bool has_span = false;
+  Span span;
+  const ProcessContext* process = nullptr;
+  // A call read back from JSON: what span.attrs views, and its process's
+  // context as the trace said it then (a later "process" line replaces it).
+  std::string read_bytes;
+  std::shared_ptr<const ProcessContext> read_process;
+};
+const CallSpan& call_span(const Call& c);
+CallSpan& call_span(Call& c);
+
+// How a live source finds the context of a call's process, made at `call_ns`
+// (FacetNames; installed by record/thread_context_capture.cpp).
+using ProcessContextFinder = std::function<const ProcessContext*(std::uint32_t pid, std::uint64_t call_ns)>;
+
+const Facet& span_facet();
 
 }  // namespace cudatrace

@@ -17,27 +17,27 @@ struct StackFrame {
   std::uint64_t module_offset = 0;
 };
 
-// One Python frame (--py-stack, docs/python.md): the function (its
-// qualified name where the interpreter has one), the file as the code
-// object names it, and the line. Unnamed (all empty) when its code object
-// could not be told to be the one the call ran.
-struct PyFrame {
-  std::string func;
-  std::string file;
-  int line = 0;  // 0: unknown
-  bool unnamed() const { return func.empty() && file.empty(); }
-};
-
-// "file.py:412 func" with the file's base name: how a line names a Python
-// call site; "?" for an unnamed frame.
-std::string py_frame_text(const PyFrame& f);
-
 // "func+0x1c (libfoo.so)", "libfoo.so+0x1234", or "?".
 std::string frame_text(const StackFrame& f);
 
 // One line per frame, "#0  0x00000000004011d6 func+0x1c (libfoo.so)",
 // indented by `indent` spaces, terminal-safe.
 std::string stack_lines(const std::vector<StackFrame>& stack, int indent);
+
+struct Call;
+class Facet;
+// The user stack facet (--stack; src/decode/facet_stack.cpp): its decoded
+// form on a call, the return addresses innermost first and their frames as
+// the recorder symbolised them (none when no output shows them), and how a
+// live source names the addresses (FacetNames).
+const Facet& stack_facet();
+struct UserStack {
+  std::vector<std::uint64_t> addresses;
+  std::vector<StackFrame> frames;
+};
+const UserStack& user_stack(const Call& c);
+UserStack& user_stack(Call& c);
+using StackNamer = std::function<std::vector<StackFrame>(std::uint32_t pid, const std::vector<std::uint64_t>& addrs)>;
 
 // Names call sites and symbolises stacks of the traced processes: the
 // source's to say (live, from the processes' files; a saved trace, from

@@ -11,6 +11,7 @@
 #include <memory>
 #include <vector>
 
+#include "cudatrace/decode/facet.h"
 #include "cudatrace/options.h"
 #include "cudatrace/record/bpf_object.h"
 #include "cudatrace/target/symbolizer.h"
@@ -26,6 +27,12 @@ class ProcessCapture {
   virtual void forget(pid_t pid) = 0;
   // Once tracing has ended: what could not be read, said on stderr.
   virtual void say_what_was_missed() const {}
+  // How records of its context are named while they are decoded: it
+  // installs its facet's namer (decode/facet.h: FacetNames), if it names.
+  virtual void name_facet(FacetNames&) {}
+  // A library load stopped `pid` (--dlopen-stop): what it must read while
+  // the process waits.
+  virtual void library_loaded(pid_t) {}
 };
 
 // What a capture works with: the loaded BPF object and what it was loaded

@@ -17,7 +17,6 @@
 #include <vector>
 
 #include "cudatrace/decode/decode.h"
-#include "cudatrace/decode/facet.h"
 #include "cudatrace/decode/kernel_names.h"
 #include "cudatrace/record/bpf_maps.h"
 #include "cudatrace/record/ring_reader.h"
@@ -114,7 +113,6 @@ class RecordReader {
   KernelNames names_;
   std::uint64_t handle_layouts_seen_ = 0;  // Symbolizer::handle_layouts_learnt() when last looked
   StringReader read_string_;
-  FacetNames facet_names_;
   std::unique_ptr<RingReader> ring_;
   std::unique_ptr<RingReader> control_ring_;  // whole node: map changes and execs
   CallConsumer* consumer_ = nullptr;

@@ -142,7 +142,7 @@ class SavedTrace final : public Source {
   std::size_t number_ = 0;  // of the line read last
   // Parsed lines, kept in place while the heap moves their Pendings.
   std::vector<TraceLine> slots_;
-  TraceLine::OtelProcesses otel_;  // the processes' OpenTelemetry context, from "process" lines and spans
+  FacetLines facet_lines_;  // what the facets keep from line to line (their lines of their own)
   std::vector<std::uint32_t> free_slots_;
   // The window: the calls read in order (each returned no earlier than
   // those before it), and a min-heap of the others, fewer.

@@ -14,24 +14,19 @@
 #include "cudatrace/accounting.h"
 #include "cudatrace/bpf_abi.h"
 #include "cudatrace/decode/decode.h"
-#include "cudatrace/decode/otel.h"
+#include "cudatrace/decode/facet.h"
 
 namespace cudatrace {
 
 class TraceLine {
  public:
-  enum class Type { Call, Warning, End, Process };
-
-  // The OpenTelemetry process contexts of a trace's processes, by pid: from
-  // its "process" lines, and the span attribute names its calls carry
-  // (a call's span attributes are encoded by their index in span_keys).
-  // Shared with the call lines parsed under each: a context published
-  // again does not change the calls before it.
-  using OtelProcesses = std::map<std::uint32_t, std::shared_ptr<ProcessContext>>;
+  // FacetLine: a facet's line of its own (decode/facet.h: Facet::line_type).
+  enum class Type { Call, Warning, End, FacetLine };
 
   // Parses one line of a --json trace; false with `error` set (one phrase,
-  // no line number) when it is not one. A "process" line goes into `otel`.
-  bool parse(std::string_view line, std::string& error, OtelProcesses* otel = nullptr);
+  // no line number) when it is not one. What the facets keep from line to
+  // line is in `lines` (nullptr: a line read alone).
+  bool parse(std::string_view line, std::string& error, FacetLines* lines = nullptr);
 
   Type type() const { return type_; }
   // Type::Call: the record and payload as the ring buffer held them
@@ -43,8 +38,6 @@ class TraceLine {
   // The line's facets (decode/facet.h), read into a call that holds
   // nothing else: each facet carries its own to the decoded record.
   const Call& facets() const { return facets_; }
-  // Its process's context when the line was read (nullptr: none).
-  const ProcessContext* otel() const { return otel_.get(); }
   // Type::Warning: where the call site the warning was about is, as the
   // tracer named it live (the warning itself is found again from the calls).
   struct WarningSite {
@@ -67,7 +60,6 @@ class TraceLine {
   std::uint64_t kernel_handle_ = 0;
   std::string kernel_mangled_;
   Call facets_;
-  std::shared_ptr<const ProcessContext> otel_;
   WarningSite warning_;
   LossCounts end_;
   std::uint64_t end_calls_ = 0, end_unfinished_ = 0;

@@ -20,12 +20,12 @@
 #include <tuple>
 #include <utility>
 
+#include "cudatrace/decode/facet.h"
 #include "cudatrace/options.h"
 #include "cudatrace/record/bpf_object.h"
 #include "cudatrace/record/cost.h"
 #include "cudatrace/record/process_capture.h"
 #include "cudatrace/target/symbolizer.h"
-#include "cudatrace/target/thread_context.h"
 
 namespace cudatrace {
 
@@ -70,18 +70,9 @@ class Tracee {
   // have CPU time and run delay 0 (cost.h: price_hits), and the CPUs they
   // were given when first probed.
   const std::map<std::uint32_t, ProcessTimes>& times_at_start() const { return times_at_start_; }
-  // The OpenTelemetry process context `pid` published (decode/otel.h) for
-  // its call that began at `call_ns`: the one it published last when the
-  // call was read, or one published after the call. Until one is found, it
-  // is looked for at the process's calls 10 ms after the first look, then
-  // twice as long after each look, up to each second. Once found, a call
-  // made after its header was last read reads the header (32 bytes) again,
-  // at most each 10 ms: a process that publishes again is seen at its first
-  // call after that, and the new context is carried by the calls that began
-  // after it was read (those before carry the one it replaced). nullptr while
-  // it has none. Valid until the next call.
-  // `now_anyway`: look now, however recently it was looked for (a library load).
-  const ProcessContext* process_context(std::uint32_t pid, std::uint64_t call_ns, bool now_anyway = false);
+  // How this source names what BPF captured while its records are decoded:
+  // its process captures install their facets' namers (process_capture.h).
+  FacetNames& facet_names() { return facet_names_; }
   // Distinct files with traced APIs probed.
   std::size_t probed_files() const { return probed_files_.size(); }
   // Once tracing has ended: what the process captures could not read.
@@ -132,18 +123,7 @@ class Tracee {
   std::function<void(pid_t)> probed_process_;
   // What is read in each process for the contexts BPF captures, at each look at its maps.
   std::vector<std::unique_ptr<ProcessCapture>> captures_;
-  // The OpenTelemetry process context of each process (docs/correlation.md).
-  struct OtelProcess {
-    std::unique_ptr<ProcessContext> context;  // the last one found
-    std::unique_ptr<ProcessContext> previous;  // the one it replaced, for calls that began before since_ns
-    std::uint64_t since_ns = 0;
-    ProcessContextHeaderCopy header;          // where it was found (address 0: no mapping known)
-    std::uint64_t read_ns = 0;                // when the header or the maps were last read
-    std::uint64_t next_look_ns = 0, look_wait_ns = 0;  // no mapping known: when the maps are read again
-  };
-  std::map<std::uint32_t, OtelProcess> otel_;
-  OtelProcess* last_otel_ = nullptr;  // otel_[last_otel_pid_]
-  std::uint32_t last_otel_pid_ = 0;
+  FacetNames facet_names_;
   // Driver functions probed on demand (Probes::defer_driver), per process:
   // those not probed yet by their address there, and the driver functions
   // its files import that no driver file of it defined yet.

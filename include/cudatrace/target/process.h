@@ -19,7 +19,9 @@ struct Mapping {
   // uretprobe trampoline that replaced a pending call's own (kernels before
   // the stack-trace fix show these frames; docs/kernels.md).
   bool uprobes_area = false;
-  bool otel_ctx = false;  // OpenTelemetry's process context (decode/otel.h)
+  // A named anonymous mapping's name as the kernel shows it ("[anon:NAME]",
+  // "[anon_shmem:NAME]", "[heap]"); empty for a file.
+  std::string name;
 };
 
 // Parses /proc/PID/maps. Returns false if the process is gone or unreadable.

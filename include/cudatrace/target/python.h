@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "cudatrace/bpf_abi.h"
-#include "cudatrace/decode/stack_frame.h"
+#include "cudatrace/decode/py_stack.h"
 
 namespace cudatrace {
 

@@ -14,6 +14,7 @@
 
 #include "cudatrace/bpf_abi.h"
 #include "cudatrace/decode/otel.h"
+#include "cudatrace/node_counts.h"
 #include "cudatrace/target/process.h"
 
 namespace cudatrace {
@@ -55,5 +56,11 @@ struct ProcessContextHeaderCopy {
 // if given, is where it was found.
 bool read_process_context(pid_t pid, const std::vector<Mapping>& maps, ProcessContext& out,
                           ProcessContextHeaderCopy* header = nullptr);
+
+// The service `pid` says it is in its process context (OpenTelemetry's
+// resource conventions: service.name, service.namespace,
+// deployment.environment.name or the older deployment.environment), into
+// `label`'s; nothing when it published none.
+void read_service_labels(pid_t pid, ProcessLabel& label);
 
 }  // namespace cudatrace
