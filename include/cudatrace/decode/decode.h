@@ -101,14 +101,16 @@ struct Call {
   // type the facet's own header declares, read through the accessor it
   // declares there. An empty slot: the facet never decoded into this call.
   std::array<std::any, kMaxFacets> facets;
+  // An empty slot is asked first: any_cast on one compares type names.
   template <class T>
   T& facet(std::size_t slot) {
-    if (T* v = std::any_cast<T>(&facets[slot])) return *v;
+    if (facets[slot].has_value())
+      if (T* v = std::any_cast<T>(&facets[slot])) return *v;
     return facets[slot].emplace<T>();
   }
   template <class T>
   const T* facet(std::size_t slot) const {
-    return std::any_cast<T>(&facets[slot]);
+    return facets[slot].has_value() ? std::any_cast<T>(&facets[slot]) : nullptr;
   }
 
   std::string_view comm() const { return comm_; }  // the thread's name

@@ -70,9 +70,12 @@ class FacetNames {
   void set(const Facet& f, Namer namer) {
     namers_[facet_slot(f)] = std::move(namer);
   }
+  // Asked for every record: an empty slot is answered before any_cast, which
+  // compares type names there.
   template <class Namer>
   const Namer* get(const Facet& f) const {
-    return std::any_cast<Namer>(&namers_[facet_slot(f)]);
+    const std::any& namer = namers_[facet_slot(f)];
+    return namer.has_value() ? std::any_cast<Namer>(&namer) : nullptr;
   }
 
  private:
