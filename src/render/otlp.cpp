@@ -401,6 +401,9 @@ class OtlpExporter final : public OtlpWriter {
         loss_.rejected += n;
         return;
       }
+      // Once stopping, the last metrics go before a retry: retries may run
+      // to the exit deadline and leave them no time.
+      if (stopping_) send_due_metrics(lock);
       std::chrono::milliseconds wait = backoff;
       if (r.retry_after) wait = std::min<std::chrono::milliseconds>(*r.retry_after, kMaxBackoff);
       backoff = std::min(backoff * 2, kMaxBackoff);
