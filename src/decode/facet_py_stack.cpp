@@ -134,17 +134,9 @@ const Facet& py_stack_facet() {
   return facet;
 }
 
-const PyStack& py_stack(const Call& c) {
-  static const std::size_t slot = facet_slot(py_stack_facet());
-  static const PyStack none;
-  const PyStack* frames = c.facet<PyStack>(slot);
-  return frames ? *frames : none;
-}
+const PyStack& py_stack(const Call& c) { return facet_form<PyStack>(c, py_stack_facet()); }
 
-PyStack& py_stack(Call& c) {
-  static const std::size_t slot = facet_slot(py_stack_facet());
-  return c.facet<PyStack>(slot);
-}
+PyStack& py_stack(Call& c) { return facet_form<PyStack>(c, py_stack_facet()); }
 
 std::string py_frame_text(const PyFrame& f) { return source_site_text(site_of(f)); }
 

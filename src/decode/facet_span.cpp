@@ -202,16 +202,8 @@ const Facet& span_facet() {
   return facet;
 }
 
-const CallSpan& call_span(const Call& c) {
-  static const std::size_t slot = facet_slot(span_facet());
-  static const CallSpan none;
-  const CallSpan* s = c.facet<CallSpan>(slot);
-  return s ? *s : none;
-}
+const CallSpan& call_span(const Call& c) { return facet_form<CallSpan>(c, span_facet()); }
 
-CallSpan& call_span(Call& c) {
-  static const std::size_t slot = facet_slot(span_facet());
-  return c.facet<CallSpan>(slot);
-}
+CallSpan& call_span(Call& c) { return facet_form<CallSpan>(c, span_facet()); }
 
 }  // namespace cudatrace

@@ -105,16 +105,8 @@ const Facet& stack_facet() {
   return facet;
 }
 
-const UserStack& user_stack(const Call& c) {
-  static const std::size_t slot = facet_slot(stack_facet());
-  static const UserStack none;
-  const UserStack* s = c.facet<UserStack>(slot);
-  return s ? *s : none;
-}
+const UserStack& user_stack(const Call& c) { return facet_form<UserStack>(c, stack_facet()); }
 
-UserStack& user_stack(Call& c) {
-  static const std::size_t slot = facet_slot(stack_facet());
-  return c.facet<UserStack>(slot);
-}
+UserStack& user_stack(Call& c) { return facet_form<UserStack>(c, stack_facet()); }
 
 }  // namespace cudatrace

@@ -35,6 +35,22 @@ struct Options;
 // call_facets().
 std::size_t facet_slot(const Facet& f);
 
+// A facet's decoded form on a call, for the accessors its header declares
+// (py_stack(c), call_span(c), user_stack(c)): one Form per facet, so the
+// slot is found once. An empty slot reads as a default Form.
+template <class Form>
+const Form& facet_form(const Call& c, const Facet& f) {
+  static const std::size_t slot = facet_slot(f);
+  static const Form none;
+  const Form* form = c.facet<Form>(slot);
+  return form ? *form : none;
+}
+template <class Form>
+Form& facet_form(Call& c, const Facet& f) {
+  static const std::size_t slot = facet_slot(f);
+  return c.facet<Form>(slot);
+}
+
 // A facet's switch on the command line: cli/main.cpp adds every facet's to
 // its --help group; it sets the facet's bit of Options::facets.
 struct FacetOption {
