@@ -50,6 +50,20 @@ struct WaitInfo;
 struct NcclInfo;
 struct GraphInfo;
 
+// A facet's value of type T in its slot (a call's decoded forms, the namers,
+// a saved trace's facet lines). Asked for every record: an empty slot is
+// answered before any_cast, which compares type names there.
+template <class T>
+const T* slot_value(const std::any& slot) {
+  return slot.has_value() ? std::any_cast<T>(&slot) : nullptr;
+}
+template <class T>
+T& slot_value_or_new(std::any& slot) {
+  if (slot.has_value())
+    if (T* v = std::any_cast<T>(&slot)) return *v;
+  return slot.emplace<T>();
+}
+
 // The most facets a call can carry (decode/facet.h: call_facets()).
 inline constexpr std::size_t kMaxFacets = 4;
 
@@ -101,16 +115,13 @@ struct Call {
   // type the facet's own header declares, read through the accessor it
   // declares there. An empty slot: the facet never decoded into this call.
   std::array<std::any, kMaxFacets> facets;
-  // An empty slot is asked first: any_cast on one compares type names.
   template <class T>
   T& facet(std::size_t slot) {
-    if (facets[slot].has_value())
-      if (T* v = std::any_cast<T>(&facets[slot])) return *v;
-    return facets[slot].emplace<T>();
+    return slot_value_or_new<T>(facets[slot]);
   }
   template <class T>
   const T* facet(std::size_t slot) const {
-    return facets[slot].has_value() ? std::any_cast<T>(&facets[slot]) : nullptr;
+    return slot_value<T>(facets[slot]);
   }
 
   std::string_view comm() const { return comm_; }  // the thread's name

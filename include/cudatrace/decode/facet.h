@@ -86,12 +86,9 @@ class FacetNames {
   void set(const Facet& f, Namer namer) {
     namers_[facet_slot(f)] = std::move(namer);
   }
-  // Asked for every record: an empty slot is answered before any_cast, which
-  // compares type names there.
   template <class Namer>
   const Namer* get(const Facet& f) const {
-    const std::any& namer = namers_[facet_slot(f)];
-    return namer.has_value() ? std::any_cast<Namer>(&namer) : nullptr;
+    return slot_value<Namer>(namers_[facet_slot(f)]);
   }
 
  private:
@@ -130,9 +127,7 @@ class FacetLines {
  public:
   template <class T>
   T& of(const Facet& f) {
-    std::any& a = state_[facet_slot(f)];
-    if (T* v = std::any_cast<T>(&a)) return *v;
-    return a.emplace<T>();
+    return slot_value_or_new<T>(state_[facet_slot(f)]);
   }
 
  private:
