@@ -15,7 +15,9 @@ fi
 trap 'dpkg -r cudatrace >/dev/null' EXIT
 dpkg -i "$deb" >/dev/null
 /usr/bin/cudatrace --version
-test "$(man -w cudatrace)" = /usr/share/man/man8/cudatrace.8.gz
-man cudatrace | grep -q "cudatrace report"
-test -f /usr/share/bash-completion/completions/cudatrace
+# The package's own files, not whatever `man -w` finds first: a
+# `cmake --install` into /usr/local would shadow them.
+dpkg -L cudatrace | grep -qx /usr/share/man/man8/cudatrace.8.gz
+man -l /usr/share/man/man8/cudatrace.8.gz | grep -q "cudatrace report"
+dpkg -L cudatrace | grep -qx /usr/share/bash-completion/completions/cudatrace
 echo "package-check: $deb installs, runs and has its man page"
