@@ -15,12 +15,4 @@ inline std::uint64_t monotonic_ns() {
   return std::uint64_t(ts.tv_sec) * 1000000000ull + std::uint64_t(ts.tv_nsec);
 }
 
-// The same clock a tick behind (CLOCK_MONOTONIC_COARSE): no counter read,
-// for what runs per record and only paces itself by the second.
-inline std::uint64_t monotonic_coarse_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  return std::uint64_t(ts.tv_sec) * 1000000000ull + std::uint64_t(ts.tv_nsec);
-}
-
 }  // namespace cudatrace

@@ -57,7 +57,7 @@ struct Options {
   bool insights = false;        // --insights
   unsigned interval_s = 0;      // -i: also report every N seconds
   unsigned count = 0;           // -c: stop after this many interval reports (0: no limit)
-  // The facets asked for (decode/facet.h), by facet_slot: each facet's
+  // The facets asked for (decode/facet.h), by Facet::slot: each facet's
   // option sets its own; one whose option turns it off starts on.
   std::bitset<kMaxFacets> facets = facets_on_by_default();
   // --every-layer (and -f all): also record the driver calls without

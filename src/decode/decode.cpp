@@ -113,7 +113,7 @@ static bool walk_sections(const ct_call& rec, std::uint32_t kind, RecordSection&
   return true;
 }
 
-RecordSection record_section(const ct_call& rec, std::uint32_t kind) {
+RecordSection find_record_section(const ct_call& rec, std::uint32_t kind) {
   RecordSection found;
   return walk_sections(rec, kind, found) ? found : RecordSection{};
 }

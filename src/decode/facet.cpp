@@ -5,6 +5,9 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
 
 #include "cudatrace/decode/arg_types.h"
 #include "cudatrace/options.h"
@@ -22,20 +25,25 @@ const std::vector<const Facet*>& call_facets() {
   return all;
 }
 
-std::size_t facet_slot(const Facet& f) {
-  const auto& all = call_facets();
-  return static_cast<std::size_t>(std::find(all.begin(), all.end(), &f) - all.begin());
+Facet::Facet() {
+  // Each facet is one instance, made at its first use (from any thread).
+  static std::atomic<std::size_t> made{0};
+  slot_ = made++;
+  if (slot_ >= kMaxFacets) {
+    std::fputs("cudatrace: more facets than kMaxFacets\n", stderr);
+    std::abort();
+  }
 }
 
-bool Facet::on(const Options& opts) const { return opts.facets[facet_slot(*this)]; }
+bool Facet::on(const Options& opts) const { return opts.facets[slot()]; }
 
 std::bitset<kMaxFacets> facets_on_by_default() {
   std::bitset<kMaxFacets> on;
-  for (const Facet* f : call_facets()) on[facet_slot(*f)] = !f->option().sets;
+  for (const Facet* f : call_facets()) on[f->slot()] = !f->option().sets;
   return on;
 }
 
-void set_facet(Options& opts, const Facet& f, bool on) { opts.facets[facet_slot(f)] = on; }
+void set_facet(Options& opts, const Facet& f, bool on) { opts.facets[f.slot()] = on; }
 
 std::optional<SourceSite> source_site_of(const Call& c) {
   for (const Facet* f : call_facets())

@@ -40,8 +40,9 @@ class PyStackFacet final : public Facet {
     const RecordSection s = record_section(rec, CT_SECTION_PY_FRAMES);
     const std::size_t n = s.len / sizeof(ct_py_frame);
     // Whole frames, no more than BPF reads: else not frames BPF wrote.
-    const PyFrameNamer* name = names ? names->get<PyFrameNamer>(*this) : nullptr;
-    if (!n || s.len % sizeof(ct_py_frame) || n > CT_MAX_PY_FRAMES || !name) {
+    const bool whole = n && s.len % sizeof(ct_py_frame) == 0 && n <= CT_MAX_PY_FRAMES;
+    const PyFrameNamer* name = whole && names ? names->get<PyFrameNamer>(*this) : nullptr;
+    if (!name) {
       frames.clear();
       return;
     }

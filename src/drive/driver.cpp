@@ -429,12 +429,15 @@ void Driver::forget_process(std::uint32_t pid) { pipeline_.forget_process(pid); 
 void Driver::forget_thread(std::uint32_t pid, std::uint32_t tid) { pipeline_.forget_thread(pid, tid); }
 
 void Driver::warn_pageable_copy(const Call& c, std::uint64_t host_ptr) {
-  std::string site = source_.location(c.pid, c.caller);
+  // The native site is the warning's location (`report` finds it again by
+  // the caller); the facets' sites follow it in the message.
+  const std::string location = source_.location(c.pid, c.caller);
+  std::string site = location;
   for (const Facet* f : call_facets())
     if (f->present(c))
       if (const std::string at = f->call_site(c); !at.empty()) site += " (" + at + ")";
   const bool to_device = role_value(c, Role::Source) == host_ptr;
-  const Warning w{"pageable_async_copy", host_ptr, site,
+  const Warning w{"pageable_async_copy", host_ptr, location,
                   fmt::format("{} {} pageable host memory {:#x} at {}: the copy is synchronous", c.api->symbol,
                               to_device ? "from" : "to", host_ptr, site)};
   warn_line(terminal_safe(w.message));  // module and function names come from the traced program

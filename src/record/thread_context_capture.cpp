@@ -85,12 +85,11 @@ class ThreadContextCapture final : public ProcessCapture {
     const auto for_the_call = [&] { return p.previous && call_ns < p.since_ns ? p.previous.get() : p.context.get(); };
     // Read after the call began: what the call ran under, or newer.
     if (call_ns < p.read_ns && !now_anyway) return for_the_call();
-    // The coarse clock (no precise clock read per record) for the wait; the
-    // precise one for what a read applies from.
-    if (p.header.address && monotonic_coarse_ns() < p.read_ns + kHeaderReadWaitNs && !now_anyway)
-      return for_the_call();
-    // Not yet time to look for one: no precise clock read per record either.
-    if (!p.header.address && monotonic_coarse_ns() < p.next_look_ns && !now_anyway) return for_the_call();
+    // The waits are counted in the program's time, the call's start: no
+    // clock is read per record (and a reader behind looks less often).
+    if (p.header.address && call_ns < p.read_ns + kHeaderReadWaitNs && !now_anyway) return for_the_call();
+    // Not yet time to look for one.
+    if (!p.header.address && call_ns < p.next_look_ns && !now_anyway) return for_the_call();
     const std::uint64_t now = monotonic_ns();
     if (p.header.address) {
       std::array<char, kProcessContextHeader> header;

@@ -215,6 +215,11 @@ TEST_F(PyStack, ReportOfASavedTraceHasTheSameTables) {
   unlink(trace.c_str());
   ASSERT_EQ(report.status, 0) << report.err;
   expect_site_tables(report.out + report.err, lines_);
+  // The pageable-copy warning names the Python line once, as the live trace does.
+  const std::string py_site = "(python py_stack_app.py:" + std::to_string(line("async")) + " main)";
+  const auto first = report.err.find(py_site);
+  ASSERT_NE(first, std::string::npos) << report.err;
+  EXPECT_EQ(report.err.find(py_site, first + 1), std::string::npos) << report.err;
 }
 
 TEST_F(PyStack, TimelineSlicesCarryTheFrames) {

@@ -167,9 +167,13 @@ TEST(Driver, AWarningNamesTheCallSiteAsTheCallsFacetsSayIt) {
   const std::vector<JsonValue> v = lines(drive(opts, stream_calls(), std::nullopt, 2, python_line).out);
   ASSERT_EQ(v.size(), 9u);
   ASSERT_EQ(v[4].get("type")->text, "warning");
-  EXPECT_EQ(v[4].get("location")->text,
-            "app+0x401000 (python " + py_frame_text(PyFrame{"step", "/srv/train.py", 12}) + ")");
-  EXPECT_NE(v[4].get("message")->text.find("at app+0x401000 (python "), std::string::npos) << v[4].get("message")->text;
+  // The location is the native site, which `report` finds again by the
+  // caller; the message adds the facets' sites.
+  EXPECT_EQ(v[4].get("location")->text, "app+0x401000");
+  EXPECT_NE(v[4].get("message")->text.find("at app+0x401000 (python " +
+                                            py_frame_text(PyFrame{"step", "/srv/train.py", 12}) + ")"),
+            std::string::npos)
+      << v[4].get("message")->text;
 }
 
 // Copies from pageable memory warn once per site: the native call site and
@@ -301,7 +305,8 @@ TEST(Driver, FacetsOwnTheirOptionAndSetting) {
   for (std::size_t i = 0; i < facets.size(); ++i)
     for (std::size_t j = i + 1; j < facets.size(); ++j) {
       EXPECT_STRNE(facets[i]->option().flag, facets[j]->option().flag);
-      EXPECT_NE(facet_slot(*facets[i]), facet_slot(*facets[j]));
+      EXPECT_NE(facets[i]->slot(), facets[j]->slot());
+      EXPECT_LT(facets[j]->slot(), kMaxFacets);
       EXPECT_NE(facets[i]->capture().setting, facets[j]->capture().setting);
     }
 }

@@ -111,7 +111,7 @@ struct Call {
   // open start/end ranges, outermost first (nvtx.h); nullptr when none is.
   const std::vector<NvtxRange>* nvtx = nullptr;
   const std::vector<NvtxRange>* nvtx_process = nullptr;
-  // Each facet's decoded form (decode/facet.h), in its slot (facet_slot): a
+  // Each facet's decoded form (decode/facet.h), in its slot (Facet::slot): a
   // type the facet's own header declares, read through the accessor it
   // declares there. An empty slot: the facet never decoded into this call.
   std::array<std::any, kMaxFacets> facets;
@@ -193,7 +193,11 @@ struct RecordSection {
 // none of that kind or its sections are malformed (a header or length past
 // their end, a length not a multiple of 8, a kind 0, out of range or twice).
 // Reads nothing beyond the sections_len bytes after the aligned payload.
-RecordSection record_section(const ct_call& rec, std::uint32_t kind);
+// Most records carry no section: those are answered inline.
+RecordSection find_record_section(const ct_call& rec, std::uint32_t kind);
+inline RecordSection record_section(const ct_call& rec, std::uint32_t kind) {
+  return rec.sections_len ? find_record_section(rec, kind) : RecordSection{};
+}
 // Whether a record of `room` bytes after its struct ct_call holds its payload
 // and its sections, and they are well formed.
 bool record_fits(const ct_call& rec, std::size_t room);

@@ -31,25 +31,13 @@ namespace cudatrace {
 class Facet;
 struct Options;
 
-// Where facet `f` keeps its decoded form in Call::facets: its place in
-// call_facets().
-std::size_t facet_slot(const Facet& f);
-
 // A facet's decoded form on a call, for the accessors its header declares
-// (py_stack(c), call_span(c), user_stack(c)): one Form per facet, so the
-// slot is found once. An empty slot reads as a default Form.
+// (py_stack(c), call_span(c), user_stack(c)): one Form per facet. An empty
+// slot reads as a default Form.
 template <class Form>
-const Form& facet_form(const Call& c, const Facet& f) {
-  static const std::size_t slot = facet_slot(f);
-  static const Form none;
-  const Form* form = c.facet<Form>(slot);
-  return form ? *form : none;
-}
+const Form& facet_form(const Call& c, const Facet& f);
 template <class Form>
-Form& facet_form(Call& c, const Facet& f) {
-  static const std::size_t slot = facet_slot(f);
-  return c.facet<Form>(slot);
-}
+Form& facet_form(Call& c, const Facet& f);
 
 // A facet's switch on the command line: cli/main.cpp adds every facet's to
 // its --help group; it sets the facet's bit of Options::facets.
@@ -83,13 +71,9 @@ struct FacetCapture {
 class FacetNames {
  public:
   template <class Namer>
-  void set(const Facet& f, Namer namer) {
-    namers_[facet_slot(f)] = std::move(namer);
-  }
+  void set(const Facet& f, Namer namer);
   template <class Namer>
-  const Namer* get(const Facet& f) const {
-    return slot_value<Namer>(namers_[facet_slot(f)]);
-  }
+  const Namer* get(const Facet& f) const;
 
  private:
   std::array<std::any, kMaxFacets> namers_;
@@ -122,13 +106,11 @@ class AttributeSink {
 
 // What a saved trace keeps for the facets from line to line (what their
 // lines of their own said, Facet::line_type), each facet's in its slot
-// (facet_slot), of a type its own file declares.
+// (Facet::slot), of a type its own file declares.
 class FacetLines {
  public:
   template <class T>
-  T& of(const Facet& f) {
-    return slot_value_or_new<T>(state_[facet_slot(f)]);
-  }
+  T& of(const Facet& f);
 
  private:
   std::array<std::any, kMaxFacets> state_;
@@ -162,6 +144,10 @@ struct FacetJsonError {
 class Facet {
  public:
   virtual ~Facet() = default;
+  // Where it keeps its decoded form in Call::facets, its namer in
+  // FacetNames and its bit in Options::facets: one per facet, given as each
+  // is made. Asked for every record, so kept rather than looked up.
+  std::size_t slot() const { return slot_; }
   virtual FacetOption option() const = 0;
   virtual FacetCapture capture() const = 0;
   // Whether the command line turned it on.
@@ -201,7 +187,36 @@ class Facet {
   // Its Perfetto args (string values).
   virtual void perfetto_args(const Call& c,
                              const std::function<void(std::string_view key, std::string_view value)>& arg) const = 0;
+
+ protected:
+  Facet();
+
+ private:
+  std::size_t slot_;
 };
+
+template <class Form>
+const Form& facet_form(const Call& c, const Facet& f) {
+  static const Form none;
+  const Form* form = c.facet<Form>(f.slot());
+  return form ? *form : none;
+}
+template <class Form>
+Form& facet_form(Call& c, const Facet& f) {
+  return c.facet<Form>(f.slot());
+}
+template <class Namer>
+void FacetNames::set(const Facet& f, Namer namer) {
+  namers_[f.slot()] = std::move(namer);
+}
+template <class Namer>
+const Namer* FacetNames::get(const Facet& f) const {
+  return slot_value<Namer>(namers_[f.slot()]);
+}
+template <class T>
+T& FacetLines::of(const Facet& f) {
+  return slot_value_or_new<T>(state_[f.slot()]);
+}
 
 // Reading a call line's fields; each throws FacetJsonError naming the field.
 namespace facet_json {
