@@ -29,8 +29,7 @@
  */
 static __always_inline void stop_until_attached(__u64 pid_tgid, __u64 wanted, __u64 wanted_by, bool stop)
 {
-	struct ct_map_change *m = settings.report_execs ? bpf_ringbuf_reserve(&control, sizeof(*m), 0)
-					       : bpf_ringbuf_reserve(&events, sizeof(*m), 0);
+	struct ct_map_change *m = bpf_ringbuf_reserve(&control, sizeof(*m), 0);
 	if (!m) {
 		count(CT_CNT_LOST_CONTROL);
 		return;

@@ -89,8 +89,10 @@ struct {
 	__uint(max_entries, 16 << 20); /* resized by user space */
 } events SEC(".maps");
 
-/* Whole-node mode: map-change and exec records go here, not behind a backlog
- * of call records in "events", so that new library files are found at once. */
+/* Map-change records (and, on the whole node, exec records) go here, not
+ * behind a backlog of call records in "events": new library files are found
+ * at once, and "events" is read while they are probed. A stopped process's
+ * record stays unread until its stop is undone: the watchdog reads this ring. */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 256 << 10);

@@ -160,7 +160,6 @@ int BpfObject::load(const Options& opts, const RecordsNeeded& needs, const Trace
   bpf_map__set_max_entries(skel_->maps.activity_apis, static_cast<__u32>(apis().size()));
   bpf_map__set_max_entries(skel_->maps.export_apis, static_cast<__u32>(apis().size()));
   const auto page = static_cast<__u32>(sysconf(_SC_PAGESIZE));
-  if (!traced.every_exec_told) bpf_map__set_max_entries(skel_->maps.control, page);  // unused: the smallest ring
   bpf_map__set_max_entries(skel_->maps.tracer_exit, page);  // one record
   const std::uint64_t ring_bytes = std::uint64_t(opts.ring_mb) << 20;
   // Each CPU wakes the reader every wakeup_every records, so at most an

@@ -300,6 +300,7 @@ bool Probes::attach_perf(bpf_program* prog, const std::string& path, const std::
   }
   const int prog_fd = bpf_program__fd(prog);
   for (std::size_t i = 0; i < offsets.size(); ++i) {
+    if (read_meanwhile_) read_meanwhile_();  // an empty ring costs next to nothing; an event, milliseconds
     UprobeKey key;
     key.dev = std::get<0>(file);
     key.ino = std::get<1>(file);
@@ -393,6 +394,7 @@ bool Probes::plan_file(const std::string& path, std::vector<PlannedProbe>& out, 
 }
 
 bool Probes::attach_file(const std::string& path, pid_t pid, FileResult& result, std::string& error) {
+  if (read_meanwhile_) read_meanwhile_();
   std::tuple<dev_t, ino_t> file;
   const FileSymbols* syms = symbols_of(path, error, file);
   if (!syms) return false;
@@ -401,6 +403,7 @@ bool Probes::attach_file(const std::string& path, pid_t pid, FileResult& result,
     result = it->second;
     return true;
   }
+  if (read_meanwhile_) read_meanwhile_();  // after reading a new file's symbols
   FileResult r;
   bool present[kLayerCount] = {};
   std::unordered_set<const Api*> found;

@@ -14,6 +14,7 @@
 #include "cudatrace/decode/facet.h"
 #include "cudatrace/record/bpf_object.h"
 #include "cudatrace/record/budget.h"
+#include "cudatrace/record/probes.h"
 #include "cudatrace/record/tracee.h"
 #include "cudatrace/target/process.h"
 #include "cudatrace/terminal.h"
@@ -89,26 +90,26 @@ RecordReader::RecordReader(BpfObject& bpf, Tracee& target, Symbolizer& symbolize
                               }));
 }
 
-int RecordReader::open(bool control) {
+int RecordReader::open() {
   std::string error;
   ring_ = RingReader::open(bpf_.events_fd(), on_record, this, error);
   if (!ring_) {
     error_line("cannot open the ring buffer: " + error);
     return kExitKernel;
   }
-  if (control) {
-    control_ring_ = RingReader::open(bpf_.control_fd(), on_record, this, error);
-    if (!control_ring_ || !ring_->wake_on(bpf_.control_fd())) {
-      error_line("cannot open the control ring buffer: " + (control_ring_ ? std::string(std::strerror(errno)) : error));
-      return kExitKernel;
-    }
+  // Once a consumer takes the calls (feed): before, tracing has not begun.
+  if (Probes* p = bpf_.probes()) p->read_while_attaching([this] {
+    if (consumer_) ring_->drain();
+  });
+  control_ring_ = RingReader::open(bpf_.control_fd(), on_record, this, error);
+  if (!control_ring_ || !ring_->wake_on(bpf_.control_fd())) {
+    error_line("cannot open the control ring buffer: " + (control_ring_ ? std::string(std::strerror(errno)) : error));
+    return kExitKernel;
   }
   return kExitOk;
 }
 
-void RecordReader::drain_control() {
-  if (control_ring_) control_ring_->drain();
-}
+void RecordReader::drain_control() { control_ring_->drain(); }
 
 int RecordReader::wait_ms(int wait_ms) {
   if (!symbolizer_.python().any()) return wait_ms;

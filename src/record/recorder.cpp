@@ -37,7 +37,7 @@ int Recorder::start(const RecordsNeeded& needs) {
   {
     const ExitAtStop exit_at_stop([this](int signal) { return target_->stopped_at_start(signal); });
     loaded = bpf_->load(opts_, needs, traced);
-    if (loaded == kExitOk) loaded = reader_->open(traced.every_exec_told);
+    if (loaded == kExitOk) loaded = reader_->open();
     if (loaded == kExitOk) {
       per_hit_ = bpf_->measure_cost(opts_.verbose);
       reader_->drain();  // the measurement's records, which name no API
@@ -96,11 +96,13 @@ void Recorder::finish(CallConsumer& to) {
   // takes long (tens of ms each), and the ring is not read meanwhile. The
   // calls in progress still send their records when they return.
   bpf_->begin_tracing(false);
+  reader_->drain_control();
   reader_->drain();
   // Detach first, then read the ring to its end: every record written is
   // seen, and a process stopped at a library load is continued.
   if (budget_) budget_->stop(monotonic_ns());
   bpf_->detach();
+  reader_->drain_control();
   reader_->drain();
   reader_->report_open_calls();
   const std::vector<__u64> totals = bpf_->counters();

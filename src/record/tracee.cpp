@@ -213,7 +213,7 @@ void Tracee::note_probed_file(const std::string& path) {
 }
 
 void Tracee::start_stop_watchdog() {
-  if (stop_at_loads_ && start_watchdog(bpf_->events_fd(), bpf_->tracer_exit_fd()) < 0)
+  if (stop_at_loads_ && start_watchdog(bpf_->control_fd(), bpf_->tracer_exit_fd()) < 0)
     warn_line(std::string("cannot start the watchdog process: ") + std::strerror(errno) +
               "; if cudatrace is killed while a process waits at a library load, send it SIGCONT");
 }

@@ -765,8 +765,12 @@ TEST_F(Faults, OnlyTheTracerMapsTheRingBuffer) {
   ASSERT_TRUE(wait_until([&] { return !ring_mappings(t.proc.pid).empty() && find_helpers(); })) << read_file(t.err);
   EXPECT_EQ(ring_mappings(t.proc.pid), std::vector<unsigned long>{4096 + (32ul << 20)}) << "the default 16 MiB ring, twice";
   for (pid_t helper : helpers) EXPECT_TRUE(ring_mappings(helper).empty()) << "helper " << helper;
+  // The command blocks for ever, and a SIGINT of cudatrace alone leaves it running (as strace's does).
+  const std::vector<pid_t> command = children_of(t.proc.pid);
   ASSERT_EQ(kill(t.proc.pid, SIGINT), 0);
   EXPECT_NE(t.proc.wait(30s), -1) << read_file(t.err);
+  for (pid_t c : command)
+    if (read_file("/proc/" + std::to_string(c) + "/comm") == "fake_app\n") kill(c, SIGKILL);
 }
 
 // Outputs are opened before tracing starts; a start that fails removes the

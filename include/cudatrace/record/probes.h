@@ -76,6 +76,12 @@ class Probes {
   // it; else only that process. A file already handled for `pid` returns
   // the earlier result. On error returns false and sets `error`.
   bool attach_file(const std::string& path, pid_t pid, FileResult& result, std::string& error);
+  // Called between the steps of probing a file (reading its symbols, each
+  // perf event) and before each file: the call records ring is read
+  // meanwhile. Probing a process's new files takes long (a PyTorch process
+  // maps dozens at once; perf-event probes take seconds) while the other
+  // processes' calls fill the ring.
+  void read_while_attaching(std::function<void()> read) { read_meanwhile_ = std::move(read); }
   // Driver functions probed on demand (bpf_abi.h, ct_driver_fn_key): from
   // now on attach_file leaves each driver function selected out (listed in
   // FileResult::deferred), lists the driver functions a file imports, and
@@ -229,6 +235,7 @@ class Probes {
   AttachMode mode_ = AttachMode::MultiPair;
   Selection selection_;
   Warn warn_, note_;
+  std::function<void()> read_meanwhile_;
   std::map<std::tuple<dev_t, ino_t>, FileSymbols> symbols_;
   std::map<std::tuple<dev_t, ino_t, pid_t>, FileResult> attached_;
   std::set<std::tuple<dev_t, ino_t, pid_t>> loaders_;

@@ -63,14 +63,15 @@ class RecordReader {
   RecordReader(const RecordReader&) = delete;
   RecordReader& operator=(const RecordReader&) = delete;
 
-  // Opens the calls' ring buffer, and with `control` the control ring (map
-  // changes and execs of the whole node). An exit status, said on stderr.
-  int open(bool control);
+  // Opens the calls' ring buffer and the control ring (map changes, and
+  // execs of the whole node). An exit status, said on stderr.
+  int open();
   // Where what is read goes from now on.
   void hand_to(CallConsumer& consumer) { consumer_ = &consumer; }
 
-  // The control ring's map changes: they are waited for by no one, but a
-  // late attach misses calls (docs/prometheus.md).
+  // The control ring's map changes: a process may be stopped until its new
+  // files are probed, and on the whole node a late attach misses calls
+  // (docs/prometheus.md). The calls' ring is read while files are probed.
   void drain_control();
   // How long the next poll may wait, at most `wait_ms`: with --py-stack a
   // millisecond while records with Python frames come, else until the next
