@@ -27,7 +27,6 @@ int Recorder::stopped_before_start() const { return stop_signal() ? target_->sto
 Recorder::~Recorder() = default;
 
 int Recorder::start(const RecordsNeeded& needs) {
-  start_ns_ = monotonic_ns();
   trace_records_ = needs.calls == RecordsNeeded::Calls::Every;
   const std::uint64_t load_start_ns = monotonic_ns();
   const TracedProcesses traced = target_->prepare();
@@ -61,6 +60,10 @@ int Recorder::start(const RecordsNeeded& needs) {
                                                            : "uprobe + uretprobe pairs");
   }
   signal(SIGPIPE, SIG_IGN);  // after the command's fork: it keeps its own
+  // Time 0 of the outputs, and the start of -i's first interval: the probes
+  // are in and tracing begins, however long loading and attaching took (a
+  // second or more on a busy machine, which the first interval lost).
+  start_ns_ = monotonic_ns();
   return kExitOk;
 }
 
