@@ -29,6 +29,14 @@ namespace {
 
 using namespace cudatrace_test;
 
+// A sanitized cudatrace (build-san) reads the ring several times slower:
+// whether it keeps up with a loop is for the real build to show.
+#ifdef CUDATRACE_SANITIZED
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+
 class Trace : public NeedsRoot {};
 
 TEST_F(Trace, FakeRuntimeBasicSequenceExactly) {
@@ -445,7 +453,7 @@ TEST_F(Trace, CallsMadeWhileProbesAttachOrDetachAreOutsideTheTrace) {
     std::smatch m;
     ASSERT_TRUE(std::regex_search(err, m, std::regex("([0-9]+) calls traced, ([0-9]+) lost"))) << "round " << round << ": " << err;
     EXPECT_GT(std::stoll(m[1]), 10000) << err;
-    EXPECT_EQ(m[2], "0") << "round " << round << ": " << err;
+    if (!kSanitized) EXPECT_EQ(m[2], "0") << "round " << round << ": " << err;
     if (std::regex_search(err, m, std::regex("([0-9]+) calls began while probes were being attached or detached")))
       outside += std::stoll(m[1]);
   }
@@ -462,6 +470,7 @@ TEST_F(Trace, CallsMadeWhileProbesAttachOrDetachAreOutsideTheTrace) {
 // million with the default ring.
 TEST_F(Trace, ARunningProcessLosesNothingWhileAnotherLoadsALibrary) {
   if (perf_attach()) GTEST_SKIP() << "names its own --attach: once is enough";
+  if (kSanitized) GTEST_SKIP() << "records lost to a sanitized reader say nothing";
   cpu_set_t ours;
   ASSERT_EQ(sched_getaffinity(0, sizeof ours, &ours), 0);
   if (!CPU_ISSET(0, &ours) || !CPU_ISSET(1, &ours)) GTEST_SKIP() << "needs CPUs 0 and 1";
