@@ -23,13 +23,10 @@ class StackFacet final : public Facet {
 
   void decode(const ct_call& rec, const FacetNames* names, Call& c) const override {
     UserStack& stack = user_stack(c);
-    if (!record_section(rec, CT_SECTION_STACK).len) {  // most records: no vector made
-      stack.addresses.clear();
-      stack.frames.clear();
-      return;
-    }
-    stack.addresses = record_stack(rec);
-    if (const StackNamer* name = names ? names->get<StackNamer>(*this) : nullptr)
+    stack.addresses = record_stack(rec);  // most records have none: an empty vector, nothing allocated
+    // No namer is looked up or called for a record without a stack.
+    const StackNamer* name = !stack.addresses.empty() && names ? names->get<StackNamer>(*this) : nullptr;
+    if (name)
       stack.frames = (*name)(c.pid, stack.addresses);
     else
       stack.frames.clear();
